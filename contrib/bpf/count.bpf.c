@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: GPL-2.0
+/* count.bpf.c: counts packets and bytes seen at the hook; lets everything through. */
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+
+struct counter {
+        __u64 packets;
+        __u64 bytes;
+};
+
+struct {
+        __uint(type, BPF_MAP_TYPE_ARRAY);
+        __uint(max_entries, 1);
+        __type(key, __u32);
+        __type(value, struct counter);
+} counters SEC(".maps");
+
+SEC("tc")
+int count_pkts(struct __sk_buff *skb) {
+        __u32 key = 0;
+        struct counter *c = bpf_map_lookup_elem(&counters, &key);
+
+        if (c) {
+                __sync_fetch_and_add(&c->packets, 1);
+                __sync_fetch_and_add(&c->bytes, skb->len);
+        }
+        return TC_ACT_OK;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,58 @@
+/* api-internal.h: what the files of src/api/ share: requests, responses, rendering. */
+#pragma once
+
+#include <microhttpd.h>
+
+#include "api.h"
+
+typedef enum MHD_Result MHD_RESULT;
+
+struct Api {
+        Daemon *daemon;
+        sd_event *event;
+        ApiConfig config;
+        char *token;
+        struct Listener *listeners[2];
+        size_t n_listeners;
+};
+
+typedef struct Request {
+        Api *api;
+        bool tcp;
+        const char *method;
+        const char *url;
+        struct MHD_Connection *connection;
+        char *body;
+        size_t body_size;
+        size_t body_max;
+        bool too_large;
+} Request;
+
+/* A response: status, JSON body (may be NULL for 204), extra headers. */
+typedef struct Response {
+        unsigned status;
+        json_t *body;
+        const char *allow;
+        char etag[32];
+} Response;
+
+/* routes.c */
+MHD_RESULT api_dispatch(Request *req);
+unsigned api_status_of(const char *code);
+void response_error(Response *resp, const Error *e);
+void response_errorf(Response *resp, const char *code, const char *fmt, ...) _printf_(3, 4);
+const char *request_header(const Request *req, const char *name);
+/* 0 if the content type is acceptable, or fills resp with 415. */
+int request_want_content_type(const Request *req, const char *const *types, Response *resp);
+MHD_RESULT api_send(Request *req, Response *resp);
+
+/* routes-objects.c, routes-ifaces.c: each handler parses, calls one daemon function, renders. */
+void route_objects(Request *req, const char *rest, Response *resp);
+void route_ifaces(Request *req, const char *rest, Response *resp);
+
+/* render.c: one place per resource. */
+json_t *render_object(Daemon *d, const DaemonObject *o);
+json_t *render_iface(Daemon *d, const Iface *it, const IfaceStatus *status);
+json_t *render_link(Daemon *d, const LinkView *v);
+json_t *render_error(const Error *e);
+json_t *render_version(Daemon *d);

@@ -1,0 +1,32 @@
+/* api.h: the faces: the REST API over libmicrohttpd, driven by the daemon's sd-event loop. */
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include "daemon.h"
+
+/* Defaults for the limits; each has a flag. */
+#define API_JSON_SIZE_MAX_DEFAULT (1u * 1024 * 1024)
+#define API_OBJECT_SIZE_MAX_DEFAULT (16u * 1024 * 1024)
+/* Enough for a fleet tool and a few operators; more waits in the listen backlog. */
+#define API_CONNECTIONS_MAX_DEFAULT 64
+/* A client that sends nothing for this long is dropped, so a slow client cannot hold a slot. */
+#define API_TIMEOUT_SEC_DEFAULT 30
+
+typedef struct ApiConfig {
+        const char *socket_path; /* NULL: no unix socket */
+        const char *listen;      /* "ADDR:PORT" or NULL */
+        const char *token_file;  /* required for a non-loopback --listen */
+        size_t json_size_max;
+        size_t object_size_max;
+        unsigned connections_max;
+        unsigned timeout_sec;
+} ApiConfig;
+
+typedef struct Api Api;
+
+int api_new(Daemon *d, sd_event *event, const ApiConfig *config, Api **ret, Error *reterr);
+Api *api_free(Api *a);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Api *, api_free);
+/* Re-reads the token file (SIGHUP). */
+int api_reload(Api *a, Error *reterr);

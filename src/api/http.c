@@ -1,0 +1,367 @@
+/* http.c: the listeners: a unix socket (default) and optional TCP, each a libmicrohttpd daemon in
+ * external epoll mode whose fd sits in the sd-event loop: one thread, no locks. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "api-internal.h"
+#include "fileio.h"
+#include "log.h"
+
+#define LISTEN_BACKLOG 128
+/* Per-connection memory for headers and buffering; bodies are copied out as they arrive. */
+#define CONNECTION_MEMORY 65536
+#define TOKEN_SIZE_MAX 4096
+
+typedef struct Listener {
+        Api *api;
+        bool tcp;
+        struct MHD_Daemon *mhd;
+        sd_event_source *io;
+        sd_event_source *timer;
+} Listener;
+
+static void listener_free(Listener *l) {
+        if (!l)
+                return;
+        sd_event_source_disable_unref(l->io);
+        sd_event_source_disable_unref(l->timer);
+        if (l->mhd)
+                MHD_stop_daemon(l->mhd);
+        free(l);
+}
+
+static void listener_arm(Listener *l);
+
+static void listener_run(Listener *l) {
+        MHD_run(l->mhd);
+        listener_arm(l);
+}
+
+static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        (void) s, (void) fd, (void) revents;
+        listener_run(userdata);
+        return 0;
+}
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s, (void) usec;
+        listener_run(userdata);
+        return 0;
+}
+
+/* libmicrohttpd tells how long it may sleep: connection timeouts and pending work need a timer. */
+static void listener_arm(Listener *l) {
+        MHD_UNSIGNED_LONG_LONG ms;
+        uint64_t now;
+
+        if (MHD_get_timeout(l->mhd, &ms) != MHD_YES) {
+                (void) sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+                return;
+        }
+        (void) sd_event_now(l->api->event, CLOCK_MONOTONIC, &now);
+        (void) sd_event_source_set_time(l->timer, now + (uint64_t) ms * 1000);
+        (void) sd_event_source_set_enabled(l->timer, SD_EVENT_ONESHOT);
+}
+
+static void request_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                              enum MHD_RequestTerminationCode toe) {
+        Request *req = *con_cls;
+
+        (void) cls, (void) c, (void) toe;
+        if (!req)
+                return;
+        free(req->body);
+        free(req);
+        *con_cls = NULL;
+}
+
+static bool method_changes_state(const char *method) {
+        return !streq(method, "GET") && !streq(method, "HEAD");
+}
+
+static bool token_matches(const char *want, const char *got) {
+        size_t a = strlen(want), b = strlen(got);
+        unsigned char diff = a != b;
+
+        /* Constant time in the token's length, so the comparison does not leak a prefix. */
+        for (size_t i = 0; i < a; i++)
+                diff |= (unsigned char) want[i] ^ (unsigned char) (i < b ? got[i] : 0);
+        return diff == 0;
+}
+
+static bool request_authorized(const Request *req) {
+        const char *h, *tok;
+
+        if (!req->tcp || !method_changes_state(req->method))
+                return true;
+        if (!req->api->token)
+                return false;
+        h = request_header(req, "Authorization");
+        if (!h || !(tok = startswith(h, "Bearer ")))
+                return false;
+        return token_matches(req->api->token, tok);
+}
+
+static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                 const char *version, const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls) {
+        Listener *l = cls;
+        Request *req = *con_cls;
+
+        (void) version;
+        if (!req) {
+                Response resp = { 0 };
+                const char *cl;
+
+                req = calloc(1, sizeof(*req));
+                if (!req)
+                        return MHD_NO;
+                *req = (Request){ .api = l->api, .tcp = l->tcp, .method = method, .url = url, .connection = c };
+                req->body_max = startswith(url, "/objects") ? l->api->config.object_size_max
+                                                             : l->api->config.json_size_max;
+                *con_cls = req;
+
+                /* Refuse early, before reading a body we will not use. */
+                if (!request_authorized(req)) {
+                        response_errorf(&resp, "unauthorized",
+                                        "a request that changes state over TCP needs \"Authorization: Bearer "
+                                        "<token>\" with the token of --token-file");
+                        return api_send(req, &resp);
+                }
+                cl = request_header(req, "Content-Length");
+                if (cl && strtoull(cl, NULL, 10) > req->body_max) {
+                        response_errorf(&resp, "payload_too_large", "the body (%s bytes) is over the limit of %zu bytes",
+                                        cl, req->body_max);
+                        return api_send(req, &resp);
+                }
+                return MHD_YES;
+        }
+
+        if (*upload_data_size > 0) {
+                size_t n = *upload_data_size;
+                *upload_data_size = 0;
+                if (req->too_large || req->body_size + n > req->body_max) {
+                        req->too_large = true;
+                        return MHD_YES;
+                }
+                char *b = realloc(req->body, req->body_size + n + 1);
+                if (!b)
+                        return MHD_NO;
+                memcpy(b + req->body_size, upload_data, n);
+                req->body = b;
+                req->body_size += n;
+                req->body[req->body_size] = 0;
+                return MHD_YES;
+        }
+
+        if (req->too_large) {
+                Response resp = { 0 };
+                response_errorf(&resp, "payload_too_large", "the body is over the limit of %zu bytes", req->body_max);
+                return api_send(req, &resp);
+        }
+        return api_dispatch(req);
+}
+
+static int listener_new(Api *a, int fd, bool tcp, Listener **ret, Error *reterr) {
+        Listener *l = calloc(1, sizeof(*l));
+        const union MHD_DaemonInfo *info;
+        int r;
+
+        if (!l) {
+                safe_close(fd);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        l->api = a;
+        l->tcp = tcp;
+        l->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, access_handler, l,
+                                  MHD_OPTION_LISTEN_SOCKET, fd,
+                                  MHD_OPTION_CONNECTION_LIMIT, a->config.connections_max,
+                                  MHD_OPTION_CONNECTION_TIMEOUT, a->config.timeout_sec,
+                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) CONNECTION_MEMORY,
+                                  MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+                                  MHD_OPTION_END);
+        if (!l->mhd) {
+                safe_close(fd);
+                free(l);
+                return error_set(reterr, EIO, "internal_error", "cannot start the HTTP server");
+        }
+        info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+        r = sd_event_add_io(a->event, &l->io, info->epoll_fd, EPOLLIN, on_io, l);
+        if (r >= 0)
+                r = sd_event_add_time(a->event, &l->timer, CLOCK_MONOTONIC, 0, 0, on_timer, l);
+        if (r < 0) {
+                listener_free(l);
+                return error_set(reterr, r, "internal_error", "cannot add the HTTP server to the event loop");
+        }
+        (void) sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+        *ret = l;
+        return 0;
+}
+
+static int unix_listen(const char *path, Error *reterr) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_free_ char *dir = strdup(path);
+        struct stat st;
+        char *slash;
+
+        if (!dir)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return error_set(reterr, ENAMETOOLONG, "invalid_value", "--socket %s: path too long", path);
+        slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+                *slash = 0;
+                (void) mkdir_p(dir, 0755);
+        }
+        strcpy(sa.sun_path, path);
+        /* A stale socket from an earlier run is replaced; anything else at the path is not ours. */
+        if (lstat(path, &st) >= 0) {
+                if (!S_ISSOCK(st.st_mode))
+                        return error_set(reterr, EEXIST, "invalid_value", "--socket %s: exists and is not a socket",
+                                         path);
+                (void) unlink(path);
+        }
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return error_set(reterr, errno, "internal_error", "socket: %m");
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                return error_set(reterr, errno, "internal_error", "cannot bind %s: %m", path);
+        if (chmod(path, 0660) < 0 || listen(fd, LISTEN_BACKLOG) < 0)
+                return error_set(reterr, errno, "internal_error", "cannot listen on %s: %m", path);
+        return TAKE_FD(fd);
+}
+
+/* Parses "ADDR:PORT" or "[ADDR6]:PORT". */
+static int parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len, bool *ret_loopback) {
+        char host[INET6_ADDRSTRLEN + 2];
+        const char *colon = strrchr(s, ':');
+        unsigned long port;
+        char *end;
+
+        if (!colon || (size_t) (colon - s) >= sizeof(host))
+                return -EINVAL;
+        memcpy(host, s, (size_t) (colon - s));
+        host[colon - s] = 0;
+        port = strtoul(colon + 1, &end, 10);
+        if (*end || end == colon + 1 || port == 0 || port > 65535)
+                return -EINVAL;
+        memset(ret, 0, sizeof(*ret));
+        if (host[0] == '[') {
+                struct sockaddr_in6 *sa = (struct sockaddr_in6 *) ret;
+                size_t l = strlen(host);
+                if (l < 3 || host[l - 1] != ']')
+                        return -EINVAL;
+                host[l - 1] = 0;
+                if (inet_pton(AF_INET6, host + 1, &sa->sin6_addr) != 1)
+                        return -EINVAL;
+                sa->sin6_family = AF_INET6;
+                sa->sin6_port = htons((uint16_t) port);
+                *ret_len = sizeof(*sa);
+                *ret_loopback = IN6_IS_ADDR_LOOPBACK(&sa->sin6_addr);
+                return 0;
+        }
+        struct sockaddr_in *sa = (struct sockaddr_in *) ret;
+        if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+                return -EINVAL;
+        sa->sin_family = AF_INET;
+        sa->sin_port = htons((uint16_t) port);
+        *ret_len = sizeof(*sa);
+        *ret_loopback = (ntohl(sa->sin_addr.s_addr) >> 24) == 127;
+        return 0;
+}
+
+static int tcp_listen(Api *a, Error *reterr) {
+        struct sockaddr_storage ss;
+        socklen_t len;
+        bool loopback;
+        int one = 1;
+
+        if (parse_listen(a->config.listen, &ss, &len, &loopback) < 0)
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "--listen %s: expected ADDR:PORT or [ADDR6]:PORT with a numeric address",
+                                 a->config.listen);
+        if (!loopback && !a->config.token_file)
+                return error_set(reterr, EPERM, "invalid_value",
+                                 "--listen %s: a non-loopback address needs --token-file", a->config.listen);
+        _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return error_set(reterr, errno, "internal_error", "socket: %m");
+        (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *) &ss, len) < 0 || listen(fd, LISTEN_BACKLOG) < 0)
+                return error_set(reterr, errno, "internal_error", "cannot listen on %s: %m", a->config.listen);
+        return TAKE_FD(fd);
+}
+
+int api_reload(Api *a, Error *reterr) {
+        _cleanup_free_ char *token = NULL;
+        size_t size;
+        int r;
+
+        if (!a->config.token_file)
+                return 0;
+        r = read_full_file(a->config.token_file, TOKEN_SIZE_MAX, &token, &size);
+        if (r < 0)
+                return error_set(reterr, r, "invalid_value", "--token-file %s: %s", a->config.token_file,
+                                 strerror(-r));
+        while (size > 0 && (token[size - 1] == '\n' || token[size - 1] == '\r' || token[size - 1] == ' '))
+                token[--size] = 0;
+        if (size < 16 || strlen(token) != size)
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "--token-file %s: the token must be one line of at least 16 characters",
+                                 a->config.token_file);
+        free(a->token);
+        a->token = TAKE_PTR(token);
+        return 0;
+}
+
+int api_new(Daemon *d, sd_event *event, const ApiConfig *config, Api **ret, Error *reterr) {
+        _cleanup_(api_freep) Api *a = calloc(1, sizeof(*a));
+        int r, fd;
+
+        if (!a)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        a->daemon = d;
+        a->event = event;
+        a->config = *config;
+        r = api_reload(a, reterr);
+        if (r < 0)
+                return r;
+        if (config->socket_path) {
+                fd = unix_listen(config->socket_path, reterr);
+                if (fd < 0)
+                        return fd;
+                r = listener_new(a, fd, false, &a->listeners[a->n_listeners], reterr);
+                if (r < 0)
+                        return r;
+                a->n_listeners++;
+                log_info("listening on %s", config->socket_path);
+        }
+        if (config->listen) {
+                fd = tcp_listen(a, reterr);
+                if (fd < 0)
+                        return fd;
+                r = listener_new(a, fd, true, &a->listeners[a->n_listeners], reterr);
+                if (r < 0)
+                        return r;
+                a->n_listeners++;
+                log_info("listening on %s (TCP%s)", config->listen, a->token ? ", token required for changes" : "");
+        }
+        *ret = TAKE_PTR(a);
+        return 0;
+}
+
+Api *api_free(Api *a) {
+        if (!a)
+                return NULL;
+        for (size_t i = 0; i < a->n_listeners; i++)
+                listener_free(a->listeners[i]);
+        free(a->token);
+        free(a);
+        return NULL;
+}

@@ -1,0 +1,119 @@
+/* render.c: JSON for each resource, in one place, with a stable key order, so that REST answers (and
+ * later D-Bus and clsctl --json) agree. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+#include "api-internal.h"
+
+json_t *render_error(const Error *e) {
+        json_t *err = json_object();
+
+        json_object_set_new(err, "code", json_string(e->code ? e->code : "internal_error"));
+        json_object_set_new(err, "message", json_string(e->message ? e->message : "unknown error"));
+        if (e->detail)
+                json_object_set_new(err, "detail", json_string(e->detail));
+        return json_pack("{s:o}", "error", err);
+}
+
+json_t *render_version(Daemon *d) {
+        return json_pack("{s:s,s:s,s:s}", "version", PROJECT_VERSION, "kernel", daemon_kernel_release(d), "libbpf",
+                         nl_libbpf_version());
+}
+
+json_t *render_object(Daemon *d, const DaemonObject *o) {
+        json_t *progs = json_array(), *maps = json_array(), *users = json_array();
+        _cleanup_free_ const char **names = NULL;
+
+        for (size_t i = 0; i < o->info->n_programs; i++) {
+                const NlProgramInfo *p = &o->info->programs[i];
+                json_array_append_new(progs, json_pack("{s:s,s:s,s:s}", "name", p->name, "section", p->section,
+                                                       "type", p->type));
+        }
+        for (size_t i = 0; i < o->info->n_maps; i++) {
+                const NlMapInfo *m = &o->info->maps[i];
+                json_array_append_new(maps, json_pack("{s:s,s:s,s:I,s:I,s:I}", "name", m->name, "type", m->type,
+                                                      "key_size", (json_int_t) m->key_size, "value_size",
+                                                      (json_int_t) m->value_size, "max_entries",
+                                                      (json_int_t) m->max_entries));
+        }
+        if (daemon_object_users(d, o->digest, &names) >= 0)
+                for (size_t i = 0; names[i]; i++)
+                        json_array_append_new(users, json_string(names[i]));
+        return json_pack("{s:s,s:I,s:o,s:o,s:o}", "digest", o->digest, "size", (json_int_t) o->size, "programs",
+                         progs, "maps", maps, "used_by", users);
+}
+
+static json_t *render_filter_status(const FilterSpec *f, const FilterStatus *s) {
+        json_t *j = json_object();
+
+        json_object_set_new(j, "name", json_string(f->name));
+        json_object_set_new(j, "attached", json_boolean(s->attached));
+        json_object_set_new(j, "pref", json_integer(s->pref));
+        json_object_set_new(j, "handle", s->handle ? json_integer(s->handle) : json_null());
+        json_object_set_new(j, "id", s->prog_id ? json_integer(s->prog_id) : json_null());
+        json_object_set_new(j, "tag", s->tag[0] ? json_string(s->tag) : json_null());
+        json_object_set_new(j, "program", json_string(f->program));
+        return j;
+}
+
+json_t *render_iface(Daemon *d, const Iface *it, const IfaceStatus *status) {
+        json_t *j = json_object(), *st = json_object();
+
+        (void) d;
+        json_object_set_new(j, "ifname", json_string(it->doc->ifname));
+        json_object_set_new(j, "ifindex", it->ifindex > 0 ? json_integer(it->ifindex) : json_null());
+        json_object_set_new(j, "state", json_string(iface_state_to_string(it->state)));
+        json_object_set_new(j, "source", json_string(document_source_to_string(it->doc->source)));
+        json_object_set_new(j, "generation", json_integer((json_int_t) it->doc->generation));
+        json_object_set_new(j, "document", document_spec_to_json(it->doc));
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                json_t *list = json_array();
+                for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
+                        json_array_append_new(list,
+                                              render_filter_status(&it->doc->filters[dir][i], &status->filters[dir][i]));
+                json_object_set_new(st, direction_to_string(dir), list);
+        }
+        json_object_set_new(j, "status", st);
+        if (it->state == IFACE_FAILED && it->error.code)
+                json_object_set_new(j, "error", json_pack("{s:s,s:s}", "code", it->error.code, "message",
+                                                          strna(it->error.message)));
+        return j;
+}
+
+static json_t *render_kernel_filter(const NlFilter *f) {
+        json_t *j = json_object();
+        char buf[16];
+
+        json_object_set_new(j, "direction", json_string(f->hook == NL_HOOK_INGRESS ? "ingress" : "egress"));
+        json_object_set_new(j, "pref", json_integer(f->pref));
+        json_object_set_new(j, "handle", json_integer(f->handle));
+        json_object_set_new(j, "kind", json_string(f->kind));
+        if (streq(f->kind, "bpf")) {
+                json_object_set_new(j, "name", json_string(f->name));
+                json_object_set_new(j, "id", json_integer(f->prog_id));
+                json_object_set_new(j, "tag", json_string(f->tag));
+                json_object_set_new(j, "direct_action", json_boolean(f->direct_action));
+                if (f->classid) {
+                        classid_format(f->classid, buf);
+                        json_object_set_new(j, "classid", json_string(buf));
+                }
+        }
+        json_object_set_new(j, "owner", json_string(f->clsd_owned ? "clsd" : "foreign"));
+        return j;
+}
+
+json_t *render_link(Daemon *d, const LinkView *v) {
+        const Iface *it = daemon_iface_get(d, v->link.ifname);
+        json_t *j = json_object(), *filters = json_array();
+
+        json_object_set_new(j, "ifname", json_string(v->link.ifname));
+        json_object_set_new(j, "ifindex", v->link.ifindex > 0 ? json_integer(v->link.ifindex) : json_null());
+        json_object_set_new(j, "state", json_string(it ? iface_state_to_string(it->state) : "unmanaged"));
+        if (it)
+                json_object_set_new(j, "generation", json_integer((json_int_t) it->doc->generation));
+        for (size_t i = 0; i < v->n_filters; i++)
+                json_array_append_new(filters, render_kernel_filter(&v->filters[i]));
+        json_object_set_new(j, "filters", filters);
+        return j;
+}

@@ -1,0 +1,137 @@
+/* routes-ifaces.c: /ifaces and /ifaces/{ifname}/classifier: the desired state per interface. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api-internal.h"
+
+static void ifaces_list(Request *req, Response *resp) {
+        Daemon *d = req->api->daemon;
+        LinkView *links = NULL;
+        Error e = ERROR_NULL;
+        json_t *list;
+        size_t n = 0;
+
+        if (daemon_links(d, &links, &n, &e) < 0) {
+                response_error(resp, &e);
+                error_done(&e);
+                return;
+        }
+        list = json_array();
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(list, render_link(d, &links[i]));
+        /* Documents of interfaces that do not exist (yet) are part of the picture too. */
+        for (size_t i = 0; i < daemon_iface_count(d); i++) {
+                Iface *it = daemon_iface_at(d, i);
+                bool seen = false;
+                for (size_t k = 0; k < n; k++)
+                        seen = seen || streq(links[k].link.ifname, it->doc->ifname);
+                if (!seen) {
+                        LinkView v = { 0 };
+                        snprintf(v.link.ifname, sizeof(v.link.ifname), "%s", it->doc->ifname);
+                        json_array_append_new(list, render_link(d, &v));
+                }
+        }
+        link_views_free(links, n);
+        resp->status = 200;
+        resp->body = json_pack("{s:o}", "ifaces", list);
+}
+
+static void respond_iface(Request *req, const Iface *it, unsigned status, Response *resp) {
+        Daemon *d = req->api->daemon;
+        IfaceStatus st = { 0 };
+        Error e = ERROR_NULL;
+
+        if (daemon_iface_status(d, it, &st, &e) < 0) {
+                response_error(resp, &e);
+                error_done(&e);
+                return;
+        }
+        resp->status = status;
+        resp->body = render_iface(d, it, &st);
+        snprintf(resp->etag, sizeof(resp->etag), "\"%" PRIu64 "\"", it->doc->generation);
+        iface_status_done(&st);
+}
+
+static void classifier_put(Request *req, const char *ifname, Response *resp) {
+        static const char *const types[] = { "application/json",
+                                             /* curl's default for --data: accepted so that the README's
+                                              * one-liner works as written */
+                                             "application/x-www-form-urlencoded", NULL };
+        Daemon *d = req->api->daemon;
+        json_error_t jerr;
+        Error e = ERROR_NULL;
+        Iface *it;
+        json_t *body;
+
+        if (request_want_content_type(req, types, resp) < 0)
+                return;
+        body = json_loadb(req->body ? req->body : "", req->body_size, JSON_REJECT_DUPLICATES, &jerr);
+        if (!body) {
+                response_errorf(resp, "malformed_json", "malformed JSON at line %d, column %d: %s", jerr.line,
+                                jerr.column, jerr.text);
+                return;
+        }
+        if (daemon_iface_put(d, ifname, body, request_header(req, "If-Match"), &it, &e) < 0) {
+                json_decref(body);
+                response_error(resp, &e);
+                error_done(&e);
+                return;
+        }
+        json_decref(body);
+        respond_iface(req, it, it->state == IFACE_PENDING ? 202 : 200, resp);
+}
+
+static void classifier(Request *req, const char *ifname, Response *resp) {
+        Daemon *d = req->api->daemon;
+        Error e = ERROR_NULL;
+        Iface *it;
+
+        if (streq(req->method, "PUT")) {
+                classifier_put(req, ifname, resp);
+        } else if (streq(req->method, "GET") || streq(req->method, "HEAD")) {
+                it = daemon_iface_get(d, ifname);
+                if (!it) {
+                        response_errorf(resp, "document_not_found", "no classifier document for %s", ifname);
+                        return;
+                }
+                respond_iface(req, it, 200, resp);
+        } else if (streq(req->method, "DELETE")) {
+                if (daemon_iface_delete(d, ifname, request_header(req, "If-Match"), &e) < 0) {
+                        response_error(resp, &e);
+                        error_done(&e);
+                        return;
+                }
+                resp->status = 204;
+        } else {
+                response_errorf(resp, "method_not_allowed", "%s is not allowed on %s; allowed: GET, HEAD, PUT, DELETE",
+                                req->method, req->url);
+                resp->allow = "GET, HEAD, PUT, DELETE";
+        }
+}
+
+void route_ifaces(Request *req, const char *rest, Response *resp) {
+        char ifname[64];
+        const char *slash;
+
+        if (rest[0] == 0 || streq(rest, "/")) {
+                if (streq(req->method, "GET") || streq(req->method, "HEAD"))
+                        ifaces_list(req, resp);
+                else {
+                        response_errorf(resp, "method_not_allowed", "%s is not allowed on /ifaces; allowed: GET, HEAD",
+                                        req->method);
+                        resp->allow = "GET, HEAD";
+                }
+                return;
+        }
+        rest++;
+        slash = strchr(rest, '/');
+        if (!slash || !streq(slash, "/classifier") || (size_t) (slash - rest) >= sizeof(ifname) ||
+            slash == rest) {
+                response_errorf(resp, "route_not_found", "no route %s", req->url);
+                return;
+        }
+        memcpy(ifname, rest, (size_t) (slash - rest));
+        ifname[slash - rest] = 0;
+        classifier(req, ifname, resp);
+}

@@ -1,0 +1,84 @@
+/* routes-objects.c: /objects and /objects/{digest}: upload, list, show, delete. */
+#include <string.h>
+
+#include "api-internal.h"
+
+static void objects_post(Request *req, Response *resp) {
+        static const char *const types[] = { "application/octet-stream", NULL };
+        Daemon *d = req->api->daemon;
+        const DaemonObject *o;
+        Error e = ERROR_NULL;
+        bool created;
+
+        if (!request_header(req, "Content-Type")) {
+                response_errorf(resp, "unsupported_media_type",
+                                "send the object with Content-Type: application/octet-stream");
+                return;
+        }
+        if (request_want_content_type(req, types, resp) < 0)
+                return;
+        if (daemon_object_add(d, req->body ? req->body : "", req->body_size, &o, &created, &e) < 0) {
+                response_error(resp, &e);
+                error_done(&e);
+                return;
+        }
+        resp->status = created ? 201 : 200;
+        resp->body = render_object(d, o);
+}
+
+static void objects_list(Request *req, Response *resp) {
+        Daemon *d = req->api->daemon;
+        json_t *list = json_array();
+
+        for (size_t i = 0; i < daemon_object_count(d); i++)
+                json_array_append_new(list, render_object(d, daemon_object_at(d, i)));
+        resp->status = 200;
+        resp->body = json_pack("{s:o}", "objects", list);
+}
+
+static void object_one(Request *req, const char *digest, Response *resp) {
+        Daemon *d = req->api->daemon;
+        const DaemonObject *o = daemon_object_get(d, digest);
+        Error e = ERROR_NULL;
+
+        if (streq(req->method, "GET") || streq(req->method, "HEAD")) {
+                if (!o) {
+                        response_errorf(resp, "object_not_found", "no object %s", digest);
+                        return;
+                }
+                resp->status = 200;
+                resp->body = render_object(d, o);
+        } else if (streq(req->method, "DELETE")) {
+                if (daemon_object_remove(d, digest, &e) < 0) {
+                        response_error(resp, &e);
+                        error_done(&e);
+                        return;
+                }
+                resp->status = 204;
+        } else {
+                response_errorf(resp, "method_not_allowed", "%s is not allowed on %s; allowed: GET, HEAD, DELETE",
+                                req->method, req->url);
+                resp->allow = "GET, HEAD, DELETE";
+        }
+}
+
+void route_objects(Request *req, const char *rest, Response *resp) {
+        if (rest[0] == 0 || streq(rest, "/")) {
+                if (streq(req->method, "POST"))
+                        objects_post(req, resp);
+                else if (streq(req->method, "GET") || streq(req->method, "HEAD"))
+                        objects_list(req, resp);
+                else {
+                        response_errorf(resp, "method_not_allowed", "%s is not allowed on /objects; allowed: GET, HEAD, POST",
+                                        req->method);
+                        resp->allow = "GET, HEAD, POST";
+                }
+                return;
+        }
+        rest++;
+        if (strchr(rest, '/')) {
+                response_errorf(resp, "route_not_found", "no route %s", req->url);
+                return;
+        }
+        object_one(req, rest, resp);
+}

@@ -1,0 +1,155 @@
+/* routes.c: the route table, the one code -> HTTP status table, and sending JSON responses. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api-internal.h"
+#include "log.h"
+
+static const struct {
+        const char *code;
+        unsigned status;
+} status_table[] = {
+        { "malformed_json", 400 },
+        { "unknown_field", 400 },
+        { "wrong_type", 400 },
+        { "missing_field", 400 },
+        { "invalid_value", 400 },
+        { "bad_request", 400 },
+        { "unauthorized", 401 },
+        { "route_not_found", 404 },
+        { "document_not_found", 404 },
+        { "object_not_found", 404 },
+        { "object_file_not_found", 404 },
+        { "method_not_allowed", 405 },
+        { "priority_taken", 409 },
+        { "object_in_use", 409 },
+        { "precondition_failed", 412 },
+        { "payload_too_large", 413 },
+        { "unsupported_media_type", 415 },
+        { "invalid_object", 422 },
+        { "program_not_found", 422 },
+        { "program_ambiguous", 422 },
+        { "wrong_program_type", 422 },
+        { "verifier_rejected", 422 },
+        { "duplicate_name", 422 },
+        { "duplicate_priority", 422 },
+        { "kernel_error", 500 },
+        { "store_error", 500 },
+        { "internal_error", 500 },
+};
+
+unsigned api_status_of(const char *code) {
+        for (size_t i = 0; code && i < ELEMENTSOF(status_table); i++)
+                if (streq(status_table[i].code, code))
+                        return status_table[i].status;
+        return 500;
+}
+
+void response_error(Response *resp, const Error *e) {
+        json_decref(resp->body);
+        resp->status = api_status_of(e->code);
+        resp->body = render_error(e);
+}
+
+void response_errorf(Response *resp, const char *code, const char *fmt, ...) {
+        Error e = { .code = code };
+        va_list ap;
+
+        va_start(ap, fmt);
+        if (vasprintf(&e.message, fmt, ap) < 0)
+                e.message = NULL;
+        va_end(ap);
+        response_error(resp, &e);
+        error_done(&e);
+}
+
+const char *request_header(const Request *req, const char *name) {
+        return MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, name);
+}
+
+int request_want_content_type(const Request *req, const char *const *types, Response *resp) {
+        const char *ct = request_header(req, "Content-Type");
+        size_t n;
+
+        if (!ct)
+                return 0;
+        n = strcspn(ct, "; ");
+        for (size_t i = 0; types[i]; i++)
+                if (strlen(types[i]) == n && strncasecmp(ct, types[i], n) == 0)
+                        return 0;
+        response_errorf(resp, "unsupported_media_type", "Content-Type %s is not accepted here; send %s", ct,
+                        types[0]);
+        return -1;
+}
+
+MHD_RESULT api_send(Request *req, Response *resp) {
+        struct MHD_Response *r;
+        char *text = NULL;
+        MHD_RESULT ret;
+
+        if (resp->body) {
+                text = json_dumps(resp->body, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                json_decref(resp->body);
+                resp->body = NULL;
+                if (!text)
+                        return MHD_NO;
+                size_t l = strlen(text);
+                text[l] = '\n'; /* replaces the NUL: a trailing newline for terminals */
+                r = MHD_create_response_from_buffer(l + 1, text, MHD_RESPMEM_MUST_FREE);
+        } else
+                r = MHD_create_response_from_buffer(0, (void *) "", MHD_RESPMEM_PERSISTENT);
+        if (!r) {
+                free(text);
+                return MHD_NO;
+        }
+        if (text)
+                MHD_add_response_header(r, "Content-Type", "application/json");
+        if (resp->allow)
+                MHD_add_response_header(r, "Allow", resp->allow);
+        if (resp->etag[0])
+                MHD_add_response_header(r, "ETag", resp->etag);
+        if (resp->status == 401)
+                MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+        log_debug("%s %s -> %u", req->method, req->url, resp->status);
+        ret = MHD_queue_response(req->connection, resp->status, r);
+        MHD_destroy_response(r);
+        return ret;
+}
+
+static void method_not_allowed(Response *resp, const Request *req, const char *allow) {
+        response_errorf(resp, "method_not_allowed", "%s is not allowed on %s; allowed: %s", req->method, req->url,
+                        allow);
+        resp->allow = allow;
+}
+
+static void route_simple(Request *req, Response *resp, json_t *(*render)(Daemon *)) {
+        if (!streq(req->method, "GET") && !streq(req->method, "HEAD")) {
+                method_not_allowed(resp, req, "GET, HEAD");
+                return;
+        }
+        resp->status = 200;
+        resp->body = render(req->api->daemon);
+}
+
+static json_t *render_health(Daemon *d) {
+        (void) d;
+        return json_pack("{s:s}", "status", "ok");
+}
+
+MHD_RESULT api_dispatch(Request *req) {
+        Response resp = { 0 };
+        const char *rest;
+
+        if (streq(req->url, "/healthz"))
+                route_simple(req, &resp, render_health);
+        else if (streq(req->url, "/version"))
+                route_simple(req, &resp, render_version);
+        else if ((rest = startswith(req->url, "/objects")) && (rest[0] == 0 || rest[0] == '/'))
+                route_objects(req, rest, &resp);
+        else if ((rest = startswith(req->url, "/ifaces")) && (rest[0] == 0 || rest[0] == '/'))
+                route_ifaces(req, rest, &resp);
+        else
+                response_errorf(&resp, "route_not_found", "no route %s", req->url);
+        return api_send(req, &resp);
+}

@@ -1,0 +1,115 @@
+/* fileio.c: whole-file reads and atomic, durable writes. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "macros.h"
+
+int loop_write(int fd, const void *buf, size_t size) {
+        const char *p = buf;
+
+        while (size > 0) {
+                ssize_t n = write(fd, p, size);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                size -= (size_t) n;
+        }
+        return 0;
+}
+
+int read_full_fd(int fd, size_t max, char **ret_data, size_t *ret_size) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0, alloc = 0;
+
+        for (;;) {
+                if (size == alloc) {
+                        size_t n = alloc ? alloc * 2 : 4096;
+                        char *b;
+                        if (alloc > max)
+                                return -EFBIG;
+                        b = realloc(buf, n + 1);
+                        if (!b)
+                                return -ENOMEM;
+                        buf = b;
+                        alloc = n;
+                }
+                ssize_t k = read(fd, buf + size, alloc - size);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                size += (size_t) k;
+                if (size > max)
+                        return -EFBIG;
+        }
+        if (!buf) {
+                buf = malloc(1);
+                if (!buf)
+                        return -ENOMEM;
+        }
+        buf[size] = 0;
+        *ret_data = TAKE_PTR(buf);
+        if (ret_size)
+                *ret_size = size;
+        return 0;
+}
+
+int read_full_file(const char *path, size_t max, char **ret_data, size_t *ret_size) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        return read_full_fd(fd, max, ret_data, ret_size);
+}
+
+int write_file_atomic(int dir_fd, const char *name, const void *data, size_t size) {
+        char tmp[512];
+        int r;
+
+        /* The ".tmp" suffix marks leftovers of a crash mid-write: the store ignores and removes them. */
+        if ((size_t) snprintf(tmp, sizeof(tmp), ".%s.%d.tmp", name, (int) getpid()) >= sizeof(tmp))
+                return -ENAMETOOLONG;
+
+        _cleanup_close_ int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+        if (fd < 0)
+                return -errno;
+        r = loop_write(fd, data, size);
+        if (r >= 0 && fsync(fd) < 0)
+                r = -errno;
+        if (r >= 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
+                r = -errno;
+        if (r < 0) {
+                (void) unlinkat(dir_fd, tmp, 0);
+                return r;
+        }
+        if (fsync(dir_fd) < 0)
+                return -errno;
+        return 0;
+}
+
+int mkdir_p(const char *path, unsigned mode) {
+        _cleanup_free_ char *p = strdup(path);
+        if (!p)
+                return -ENOMEM;
+        for (char *s = p + 1; *s; s++) {
+                if (*s != '/')
+                        continue;
+                *s = 0;
+                if (mkdir(p, mode) < 0 && errno != EEXIST)
+                        return -errno;
+                *s = '/';
+        }
+        if (mkdir(p, mode) < 0 && errno != EEXIST)
+                return -errno;
+        return 0;
+}

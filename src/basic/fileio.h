@@ -1,0 +1,13 @@
+/* fileio.h: reading whole files and durable, atomic writes (temp file, fsync, rename, fsync dir). */
+#pragma once
+
+#include <stddef.h>
+
+/* Reads at most max bytes; -EFBIG if the file is larger. */
+int read_full_file(const char *path, size_t max, char **ret_data, size_t *ret_size);
+int read_full_fd(int fd, size_t max, char **ret_data, size_t *ret_size);
+/* Writes data to dir_fd/name atomically and durably. */
+int write_file_atomic(int dir_fd, const char *name, const void *data, size_t size);
+int mkdir_p(const char *path, unsigned mode);
+/* Writes all of buf, retrying on EINTR and short writes. */
+int loop_write(int fd, const void *buf, size_t size);

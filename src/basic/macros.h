@@ -1,0 +1,73 @@
+/* macros.h: cleanup attributes, ownership transfer and small helpers every module may use. */
+#pragma once
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _unused_ __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _noreturn_ __attribute__((noreturn))
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#define TAKE_PTR(p)                                                                                       \
+        ({                                                                                                \
+                __typeof__(p) _p_ = (p);                                                                  \
+                (p) = NULL;                                                                               \
+                _p_;                                                                                      \
+        })
+
+#define TAKE_FD(fd)                                                                                       \
+        ({                                                                                                \
+                int _fd_ = (fd);                                                                          \
+                (fd) = -1;                                                                                \
+                _fd_;                                                                                     \
+        })
+
+/* Defines foo_freep(Foo **p) calling foo_free(*p), for _cleanup_(foo_freep). */
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                                           \
+        static inline void func##p(type *p) {                                                             \
+                if (*p)                                                                                   \
+                        func(*p);                                                                         \
+        }
+
+static inline void freep(void *p) {
+        free(*(void **) p);
+}
+#define _cleanup_free_ _cleanup_(freep)
+
+static inline int safe_close(int fd) {
+        if (fd >= 0) {
+                int saved = errno;
+                (void) close(fd);
+                errno = saved;
+        }
+        return -1;
+}
+
+static inline void closep(int *fd) {
+        safe_close(*fd);
+}
+#define _cleanup_close_ _cleanup_(closep)
+
+static inline const char *strna(const char *s) {
+        return s ? s : "n/a";
+}
+
+static inline int streq_ptr(const char *a, const char *b) {
+        if (!a || !b)
+                return a == b;
+        return strcmp(a, b) == 0;
+}
+
+#define streq(a, b) (strcmp((a), (b)) == 0)
+
+static inline const char *startswith(const char *s, const char *prefix) {
+        size_t l = strlen(prefix);
+        return strncmp(s, prefix, l) == 0 ? s + l : NULL;
+}

@@ -1,0 +1,343 @@
+/* clsctl.c: the command line (options, verbs, help) and the one place that talks to the daemon and
+ * turns its errors into the single "clsctl: ..." line. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* asprintf(), open_memstream() */
+#endif
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "ctl.h"
+#include "fileio.h"
+#include "output.h"
+
+#ifndef PROJECT_VERSION
+#define PROJECT_VERSION "0.1.0"
+#endif
+
+#define EXIT_USAGE 2
+
+typedef struct Verb {
+        const char *name;
+        const char *usage; /* shown when the arguments do not fit */
+        unsigned min_args, max_args;
+        int (*run)(const Ctl *c, char **args);
+} Verb;
+
+static const Verb verbs[] = {
+        {"ls", "clsctl ls", 0, 0, verb_ifaces_list},
+        {"get", "clsctl get IFNAME", 1, 1, verb_iface_get},
+        {"apply", "clsctl apply IFNAME FILE", 2, 2, verb_iface_apply},
+        {"delete", "clsctl delete IFNAME", 1, 1, verb_iface_delete},
+};
+
+static const Verb object_verbs[] = {
+        {"ls", "clsctl object ls", 0, 0, verb_object_list},
+        {"add", "clsctl object add FILE", 1, 1, verb_object_add},
+        {"show", "clsctl object show DIGEST", 1, 1, verb_object_show},
+        {"rm", "clsctl object rm DIGEST", 1, 1, verb_object_remove},
+};
+
+static int vreport(int r, const char *fmt, va_list ap) {
+        _cleanup_free_ char *msg = NULL, *escaped = NULL;
+
+        if (vasprintf(&msg, fmt, ap) < 0)
+                msg = NULL;
+        /* Exactly one line, whatever the daemon put in its message. */
+        escaped = msg ? text_escape(msg, false) : NULL;
+        /* What was already printed on stdout comes first, as in a terminal. */
+        fflush(stdout);
+        fprintf(stderr, "clsctl: %s\n", escaped ?: "out of memory");
+        return r;
+}
+
+int ctl_error(int r, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        r = vreport(r, fmt, ap);
+        va_end(ap);
+        return r;
+}
+
+static int usage_error(const char *fmt, ...) _printf_(1, 2);
+static int usage_error(const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        (void)vreport(-EINVAL, fmt, ap);
+        va_end(ap);
+        fputs("Try 'clsctl --help'.\n", stderr);
+        return -EINVAL;
+}
+
+static void print_detail(const Ctl *c, const json_t *error) {
+        const char *detail = json_string_value(json_object_get(error, "detail"));
+        _cleanup_free_ char *escaped = NULL;
+        size_t n;
+
+        if (!c->verbose || !detail || !*detail)
+                return;
+        escaped = text_escape(detail, true);
+        if (!escaped)
+                return;
+        n = strlen(escaped);
+        fputs(escaped, stderr);
+        if (escaped[n - 1] != '\n')
+                fputc('\n', stderr);
+}
+
+int ctl_report_error_object(const Ctl *c, const json_t *error, const char *context) {
+        const char *code = json_string_value(json_object_get(error, "code"));
+        const char *message = json_string_value(json_object_get(error, "message"));
+
+        if (!code && !message)
+                message = "failed, no reason given";
+        ctl_error(-EREMOTEIO, "%s%s%s%s%s", context ?: "", context ? ": " : "", code ?: "",
+                  code && message ? ": " : "", message ?: "");
+        print_detail(c, error);
+        return -EREMOTEIO;
+}
+
+static int report_http_error(const Ctl *c, const HttpResponse *resp, const char *context) {
+        _cleanup_(json_decrefp) json_t *body = json_loadb(resp->body, resp->body_size, 0, NULL);
+        const json_t *error = json_object_get(body, "error");
+
+        if (json_is_string(json_object_get(error, "code")) ||
+            json_is_string(json_object_get(error, "message")))
+                return ctl_report_error_object(c, error, context);
+        /* Not clsd's error shape (a proxy, a stray server on the socket): the status line must do. */
+        return ctl_error(-EREMOTEIO, "%s%sHTTP %u%s%s", context ?: "", context ? ": " : "", resp->status,
+                         resp->reason[0] ? " " : "", resp->reason);
+}
+
+int ctl_call(const Ctl *c, const HttpRequest *req, const char *context, json_t **ret_json) {
+        _cleanup_(http_response_freep) HttpResponse *resp = NULL;
+        _cleanup_(json_decrefp) json_t *body = NULL;
+        _cleanup_close_ int fd = -1;
+        json_error_t e;
+        int r;
+
+        fd = http_connect_unix(c->socket_path);
+        if (fd < 0)
+                return ctl_error(fd, "cannot connect to %s: %s", c->socket_path, strerror(-fd));
+
+        r = http_request(fd, req, &resp);
+        if (r == -EBADMSG)
+                return ctl_error(r, "invalid HTTP answer on %s", c->socket_path);
+        if (r == -EFBIG)
+                return ctl_error(r, "answer on %s larger than %u MiB", c->socket_path,
+                                 HTTP_RESPONSE_MAX >> 20);
+        if (r < 0)
+                return ctl_error(r, "%s %s on %s: %s", req->method, req->path, c->socket_path, strerror(-r));
+
+        if (resp->status < 200 || resp->status >= 300)
+                return report_http_error(c, resp, context);
+
+        if (resp->body_size > 0) {
+                body = json_loadb(resp->body, resp->body_size, 0, &e);
+                if (!body)
+                        return ctl_error(-EBADMSG, "invalid JSON in answer to %s %s: %s", req->method,
+                                         req->path, e.text);
+        }
+        if (ret_json)
+                *ret_json = TAKE_PTR(body);
+        return 0;
+}
+
+int ctl_print_json(const json_t *v) {
+        if (!v)
+                return 0;
+        if (json_dumpf(v, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
+                return ctl_error(-EIO, "cannot write JSON");
+        fputc('\n', stdout);
+        return 0;
+}
+
+int ctl_read_input(const char *path, char **ret_data, size_t *ret_size) {
+        bool is_stdin = streq(path, "-");
+        int r;
+
+        r = is_stdin ? read_full_fd(STDIN_FILENO, CTL_INPUT_MAX, ret_data, ret_size)
+                     : read_full_file(path, CTL_INPUT_MAX, ret_data, ret_size);
+        if (r == -EFBIG)
+                return ctl_error(r, "%s: larger than %u MiB", is_stdin ? "stdin" : path,
+                                 CTL_INPUT_MAX >> 20);
+        if (r < 0)
+                return ctl_error(r, "%s: %s", is_stdin ? "stdin" : path, strerror(-r));
+        return 0;
+}
+
+static void help(void) {
+        printf("NAME\n"
+               "       clsctl - control clsd, the tc cls_bpf classifier daemon\n"
+               "\n"
+               "SYNOPSIS\n"
+               "       clsctl [OPTIONS...] COMMAND [ARGS...]\n"
+               "\n"
+               "COMMANDS\n"
+               "       ls                     List interfaces with the count of clsd and foreign filters\n"
+               "       get IFNAME             Show the classifier document of IFNAME and what is attached\n"
+               "       apply IFNAME FILE      Replace the classifier document of IFNAME with FILE (JSON)\n"
+               "       delete IFNAME          Remove the document of IFNAME and detach its filters\n"
+               "       object ls              List stored BPF objects\n"
+               "       object add FILE        Store a BPF object file (ELF) and show its programs\n"
+               "       object show DIGEST     Show a stored object\n"
+               "       object rm DIGEST       Remove a stored object no document uses\n"
+               "       help                   Show this help\n"
+               "\n"
+               "       FILE may be '-' for stdin. DIGEST is sha256:<64 hex digits> or a unique prefix\n"
+               "       of the hex digits, as 'object ls' shows them.\n"
+               "\n"
+               "OPTIONS\n"
+               "       --socket PATH          Connect to PATH ('@NAME': abstract socket)\n"
+               "       -j, --json             Print the daemon's JSON answer instead of tables\n"
+               "       --if-match GENERATION  apply: only if the document is still at GENERATION\n"
+               "       -v, --verbose          On failure, also print the daemon's detail (verifier log)\n"
+               "       -h, --help             Show this help and exit\n"
+               "       --version              Show the version and exit\n"
+               "\n"
+               "EXIT STATUS\n"
+               "       0 on success, 1 on failure (one line on stderr), 2 on a usage error.\n"
+               "\n"
+               "ENVIRONMENT\n"
+               "       CLSD_SOCKET            Socket used without --socket (default %s)\n",
+               CTL_SOCKET_DEFAULT);
+}
+
+/* Returns 1 to go on, 0 to exit successfully (help, version), < 0 on a usage error (reported). */
+static int parse_argv(int argc, char *argv[], Ctl *c) {
+        enum { ARG_VERSION = 0x100, ARG_SOCKET, ARG_IF_MATCH };
+        static const struct option options[] = {
+                {"help", no_argument, NULL, 'h'},
+                {"version", no_argument, NULL, ARG_VERSION},
+                {"socket", required_argument, NULL, ARG_SOCKET},
+                {"json", no_argument, NULL, 'j'},
+                {"verbose", no_argument, NULL, 'v'},
+                {"if-match", required_argument, NULL, ARG_IF_MATCH},
+                {},
+        };
+        int opt;
+
+        opterr = 0; /* our own messages, in our one-line format */
+        while ((opt = getopt_long(argc, argv, ":hjv", options, NULL)) >= 0) {
+                switch (opt) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("clsctl %s\n", PROJECT_VERSION);
+                        return 0;
+                case ARG_SOCKET:
+                        if (!*optarg)
+                                return usage_error("--socket needs a path");
+                        c->socket_path = optarg;
+                        break;
+                case 'j':
+                        c->json = true;
+                        break;
+                case 'v':
+                        c->verbose = true;
+                        break;
+                case ARG_IF_MATCH:
+                        if (!*optarg || strspn(optarg, "0123456789") != strlen(optarg) ||
+                            strlen(optarg) > 19)
+                                return usage_error("--if-match needs a generation number, not '%s'", optarg);
+                        c->if_match = optarg;
+                        break;
+                case ':':
+                        return usage_error("option '%s' needs an argument", argv[optind - 1]);
+                case '?':
+                        /* glibc: optopt is 0 for an unknown long option, and the option's value for a
+                         * long option given an argument it does not take ("--json=x"). */
+                        if (optopt == 0)
+                                return usage_error("unknown option '%s'", argv[optind - 1]);
+                        if (optopt >= 0x100 || strchr("hjv", optopt))
+                                return usage_error("option '%s' takes no argument", argv[optind - 1]);
+                        return usage_error("unknown option '-%c'", optopt);
+                default:
+                        return -EINVAL;
+                }
+        }
+        return 1;
+}
+
+static int find_verb(const Verb *table, size_t n, const char *prefix, int argc, char **argv,
+                     const Verb **ret) {
+        for (size_t i = 0; i < n; i++) {
+                const Verb *v = &table[i];
+
+                if (!streq(v->name, argv[0]))
+                        continue;
+                if ((unsigned)argc - 1 < v->min_args)
+                        return usage_error("missing argument, usage: %s", v->usage);
+                if ((unsigned)argc - 1 > v->max_args)
+                        return usage_error("too many arguments, usage: %s", v->usage);
+                for (int j = 1; j < argc; j++)
+                        if (!*argv[j])
+                                return usage_error("empty argument, usage: %s", v->usage);
+                *ret = v;
+                return 0;
+        }
+        return usage_error("unknown command '%s%s'", prefix, argv[0]);
+}
+
+/* Returns 1 with the verb to run, 0 for "help", < 0 on a usage error (reported). */
+static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, char ***ret_args) {
+        const Verb *v;
+        int r;
+
+        if (argc == 0)
+                return usage_error("missing command");
+        if (streq(argv[0], "help")) {
+                if (argc > 1)
+                        return usage_error("too many arguments, usage: clsctl help");
+                help();
+                return 0;
+        }
+        if (streq(argv[0], "object")) {
+                argc--, argv++;
+                if (argc == 0)
+                        return usage_error("missing command after 'object' (add, ls, show, rm)");
+                r = find_verb(object_verbs, ELEMENTSOF(object_verbs), "object ", argc, argv, &v);
+        } else
+                r = find_verb(verbs, ELEMENTSOF(verbs), "", argc, argv, &v);
+        if (r < 0)
+                return r;
+        if (c->if_match && v->run != verb_iface_apply)
+                return usage_error("--if-match is for 'apply' only");
+
+        *ret_verb = v;
+        *ret_args = argv + 1;
+        return 1;
+}
+
+/* A full disk or a closed pipe must not pass for success. */
+static int flush_stdout(void) {
+        if (fflush(stdout) != 0 || ferror(stdout))
+                return ctl_error(-EIO, "cannot write to stdout: %s", strerror(errno ?: EIO));
+        return 0;
+}
+
+int main(int argc, char *argv[]) {
+        const char *env = getenv("CLSD_SOCKET");
+        Ctl c = {
+                .socket_path = env && *env ? env : CTL_SOCKET_DEFAULT,
+        };
+        const Verb *verb = NULL;
+        char **args = NULL;
+        int r;
+
+        r = parse_argv(argc, argv, &c);
+        if (r <= 0)
+                return r < 0 ? EXIT_USAGE : (flush_stdout() < 0 ? EXIT_FAILURE : EXIT_SUCCESS);
+
+        r = dispatch(argc - optind, argv + optind, &c, &verb, &args);
+        if (r <= 0)
+                return r < 0 ? EXIT_USAGE : (flush_stdout() < 0 ? EXIT_FAILURE : EXIT_SUCCESS);
+
+        r = verb->run(&c, args);
+        if (flush_stdout() < 0)
+                return EXIT_FAILURE;
+        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

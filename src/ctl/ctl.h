@@ -1,0 +1,52 @@
+/* ctl.h: what clsctl's verbs share: the parsed command line, calls to the daemon, error reporting. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "http-client.h"
+#include "macros.h"
+
+#define CTL_SOCKET_DEFAULT "/run/clsd/clsd.sock"
+/* Well above any object or document clsd accepts; the daemon gives the real limit (413). */
+#define CTL_INPUT_MAX (64u * 1024 * 1024)
+
+typedef struct Ctl {
+        const char *socket_path;
+        bool json;
+        bool verbose;
+        const char *if_match; /* apply: the generation the document must be at, decimal */
+} Ctl;
+
+/* jansson.h provides json_decrefp() for _cleanup_(json_decrefp). */
+
+/* Prints "clsctl: <message>" as one line on stderr and returns r (negative). */
+int ctl_error(int r, const char *fmt, ...) _printf_(2, 3);
+static inline int ctl_oom(void) {
+        return ctl_error(-ENOMEM, "out of memory");
+}
+
+/* Sends req to the daemon. On a 2xx answer returns the parsed body (NULL when empty); anything
+ * else is reported as one line prefixed by context (may be NULL). */
+int ctl_call(const Ctl *c, const HttpRequest *req, const char *context, json_t **ret_json);
+
+/* Pretty-prints v on stdout (for --json). */
+int ctl_print_json(const json_t *v);
+
+/* Reads a whole file, or stdin for "-"; reports failures itself. */
+int ctl_read_input(const char *path, char **ret_data, size_t *ret_size);
+
+/* Reports a state "failed" carried in an answer's "error" member, as ctl_call() reports errors. */
+int ctl_report_error_object(const Ctl *c, const json_t *error, const char *context);
+
+int verb_ifaces_list(const Ctl *c, char **args);
+int verb_iface_get(const Ctl *c, char **args);
+int verb_iface_apply(const Ctl *c, char **args);
+int verb_iface_delete(const Ctl *c, char **args);
+
+int verb_object_list(const Ctl *c, char **args);
+int verb_object_add(const Ctl *c, char **args);
+int verb_object_show(const Ctl *c, char **args);
+int verb_object_remove(const Ctl *c, char **args);

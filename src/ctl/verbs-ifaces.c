@@ -1,0 +1,244 @@
+/* verbs-ifaces.c: clsctl ls, get, apply, delete: interface documents and what is attached. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* asprintf(), open_memstream() */
+#endif
+#include <stdio.h>
+
+#include "ctl.h"
+#include "output.h"
+
+static const char *const directions[] = {"ingress", "egress"};
+
+static int iface_path(const char *ifname, char **ret) {
+        _cleanup_free_ char *e = NULL;
+        int r;
+
+        r = http_escape_segment(ifname, NULL, &e);
+        if (r < 0)
+                return ctl_error(r, "%s", strerror(-r));
+        if (asprintf(ret, "/ifaces/%s/classifier", e) < 0)
+                return ctl_oom();
+        return 0;
+}
+
+static const json_t *find_by_name(const json_t *list, const char *name) {
+        const json_t *v;
+        size_t i;
+
+        json_array_foreach (list, i, v)
+                if (streq_ptr(json_string_value(json_object_get(v, "name")), name))
+                        return v;
+        return NULL;
+}
+
+static int add_filter_row(Table *t, const char *direction, const json_t *f, const json_t *st) {
+        const json_t *prio = json_object_get(f, "priority") ?: json_object_get(st, "pref");
+        const json_t *prog = json_object_get(f, "program") ?: json_object_get(st, "program");
+        int r = 0;
+
+        r = r ?: table_add(t, direction);
+        r = r ?: table_add_json(t, json_object_get(f ?: st, "name"));
+        r = r ?: table_add_json(t, prio);
+        r = r ?: table_add_json(t, prog);
+        r = r ?: table_add_json(t, json_object_get(st, "attached"));
+        r = r ?: table_add_json(t, json_object_get(st, "id"));
+        r = r ?: table_add_json(t, json_object_get(st, "tag"));
+        return r;
+}
+
+/* One row per filter of the document, joined by name with its status; then any status entry the
+ * document does not name (none, unless the daemon is mid-change). */
+static int print_classifier(const json_t *answer, const char *ifname, bool show_error) {
+        const char *state = json_string_value(json_object_get(answer, "state"));
+        const char *source = json_string_value(json_object_get(answer, "source"));
+        const json_t *generation = json_object_get(answer, "generation");
+        const json_t *document = json_object_get(answer, "document");
+        const json_t *status = json_object_get(answer, "status");
+        const json_t *error = json_object_get(answer, "error");
+        const char *ifname_shown = json_string_value(json_object_get(answer, "ifname")) ?: ifname;
+        bool show_source = source && !streq(source, "api");
+        _cleanup_free_ char *line = NULL, *escaped = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        int r;
+
+        if (json_is_integer(generation))
+                r = asprintf(&line, "%s: %s (generation %" JSON_INTEGER_FORMAT "%s%s)", ifname_shown,
+                             state ?: "-", json_integer_value(generation), show_source ? ", source " : "",
+                             show_source ? source : "");
+        else
+                r = asprintf(&line, "%s: %s", ifname_shown, state ?: "-");
+        if (r < 0)
+                return ctl_oom();
+        escaped = text_escape(line, false);
+        if (!escaped)
+                return ctl_oom();
+        puts(escaped);
+
+        if (show_error && json_is_object(error)) {
+                _cleanup_free_ char *msg = NULL, *e = NULL;
+
+                if (asprintf(&msg, "error: %s: %s", json_string_value(json_object_get(error, "code")) ?: "-",
+                             json_string_value(json_object_get(error, "message")) ?: "-") < 0)
+                        return ctl_oom();
+                e = text_escape(msg, false);
+                if (!e)
+                        return ctl_oom();
+                puts(e);
+        }
+
+        t = table_new("DIRECTION", "NAME", "PRIO", "PROGRAM", "ATTACHED", "ID", "TAG", NULL);
+        if (!t)
+                return ctl_oom();
+        for (size_t d = 0; d < ELEMENTSOF(directions); d++) {
+                const json_t *wanted = json_object_get(document, directions[d]);
+                const json_t *seen = json_object_get(status, directions[d]);
+                const json_t *v;
+                size_t i;
+
+                json_array_foreach (wanted, i, v) {
+                        r = add_filter_row(
+                                t, directions[d], v,
+                                find_by_name(seen, json_string_value(json_object_get(v, "name"))));
+                        if (r < 0)
+                                return ctl_error(r, "%s", strerror(-r));
+                }
+                json_array_foreach (seen, i, v) {
+                        if (find_by_name(wanted, json_string_value(json_object_get(v, "name"))))
+                                continue;
+                        r = add_filter_row(t, directions[d], NULL, v);
+                        if (r < 0)
+                                return ctl_error(r, "%s", strerror(-r));
+                }
+        }
+        r = table_print(t, stdout);
+        if (r < 0)
+                return ctl_error(r, "%s", strerror(-r));
+        return 0;
+}
+
+int verb_iface_get(const Ctl *c, char **args) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        r = iface_path(args[0], &path);
+        if (r < 0)
+                return r;
+        r = ctl_call(c, &(HttpRequest){.method = "GET", .path = path}, args[0], &answer);
+        if (r < 0)
+                return r;
+        if (c->json)
+                return ctl_print_json(answer);
+        return print_classifier(answer, args[0], true);
+}
+
+int verb_iface_apply(const Ctl *c, char **args) {
+        _cleanup_(json_decrefp) json_t *doc = NULL, *answer = NULL;
+        _cleanup_free_ char *path = NULL, *data = NULL, *if_match = NULL;
+        const char *headers[2] = {};
+        const char *state;
+        json_error_t e;
+        size_t size = 0;
+        int r;
+
+        r = iface_path(args[0], &path);
+        if (r < 0)
+                return r;
+        r = ctl_read_input(args[1], &data, &size);
+        if (r < 0)
+                return r;
+        /* The daemon would refuse it too, but only we can point at the line and column in the file. */
+        doc = json_loadb(data, size, 0, &e);
+        if (!doc)
+                return ctl_error(-EINVAL, "%s:%d:%d: %s", streq(args[1], "-") ? "stdin" : args[1], e.line,
+                                 e.column, e.text);
+        if (c->if_match) {
+                if (asprintf(&if_match, "If-Match: \"%s\"", c->if_match) < 0)
+                        return ctl_oom();
+                headers[0] = if_match;
+        }
+
+        r = ctl_call(c,
+                     &(HttpRequest){.method = "PUT",
+                                    .path = path,
+                                    .content_type = "application/json",
+                                    .body = data,
+                                    .body_size = size,
+                                    .headers = headers},
+                     args[0], &answer);
+        if (r < 0)
+                return r;
+
+        state = json_string_value(json_object_get(answer, "state"));
+        r = c->json ? ctl_print_json(answer) : print_classifier(answer, args[0], false);
+        if (r < 0)
+                return r;
+        /* Accepted but not in force: a script must not take that for success. */
+        if (streq_ptr(state, "failed"))
+                return ctl_report_error_object(c, json_object_get(answer, "error"), args[0]);
+        return 0;
+}
+
+int verb_iface_delete(const Ctl *c, char **args) {
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        r = iface_path(args[0], &path);
+        if (r < 0)
+                return r;
+        return ctl_call(c, &(HttpRequest){.method = "DELETE", .path = path}, args[0], NULL);
+}
+
+static int add_filter_counts(Table *t, const json_t *filters) {
+        unsigned ours = 0, foreign = 0;
+        const json_t *v;
+        size_t i;
+
+        json_array_foreach (filters, i, v) {
+                const char *owner = json_string_value(json_object_get(v, "owner"));
+                if (streq_ptr(owner, "clsd"))
+                        ours++;
+                else if (streq_ptr(owner, "foreign"))
+                        foreign++;
+        }
+        if (ours && foreign)
+                return table_addf(t, "%u clsd, %u foreign", ours, foreign);
+        if (ours)
+                return table_addf(t, "%u clsd", ours);
+        if (foreign)
+                return table_addf(t, "%u foreign", foreign);
+        return table_add(t, NULL);
+}
+
+int verb_ifaces_list(const Ctl *c, char **args _unused_) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        const json_t *v;
+        size_t i;
+        int r;
+
+        r = ctl_call(c, &(HttpRequest){.method = "GET", .path = "/ifaces"}, NULL, &answer);
+        if (r < 0)
+                return r;
+        if (c->json)
+                return ctl_print_json(answer);
+
+        t = table_new("IFINDEX", "IFNAME", "STATE", "FILTERS", NULL);
+        if (!t)
+                return ctl_oom();
+        json_array_foreach (json_object_get(answer, "ifaces"), i, v) {
+                const json_t *ifindex = json_object_get(v, "ifindex");
+
+                /* A pending interface has no ifindex yet; the daemon may say 0, null or nothing. */
+                r = table_add_json(t, json_integer_value(ifindex) > 0 ? ifindex : NULL);
+                r = r ?: table_add_json(t, json_object_get(v, "ifname"));
+                r = r ?: table_add_json(t, json_object_get(v, "state"));
+                r = r ?: add_filter_counts(t, json_object_get(v, "filters"));
+                if (r < 0)
+                        return ctl_error(r, "%s", strerror(-r));
+        }
+        r = table_print(t, stdout);
+        if (r < 0)
+                return ctl_error(r, "%s", strerror(-r));
+        return 0;
+}

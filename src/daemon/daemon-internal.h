@@ -1,0 +1,91 @@
+/* daemon-internal.h: the Daemon struct and what the files of src/daemon/ share. */
+#pragma once
+
+#include "daemon.h"
+
+struct Daemon {
+        DaemonConfig config;
+        sd_event *event;
+        Store *store;
+        NlSocket *rtnl;   /* requests */
+        NlSocket *events; /* RTNLGRP_LINK */
+        sd_event_source *events_source;
+
+        Iface **ifaces;
+        size_t n_ifaces;
+
+        DaemonObject *objects;
+        size_t n_objects;
+
+        Program **programs; /* the registry */
+        size_t n_programs;
+
+        char kernel_release[65];
+};
+
+/* registry.c: one loaded program per (digest, program), shared by every interface. */
+int registry_acquire(Daemon *d, const char *digest, const char *program, uint32_t adopt_id,
+                     const char *adopt_tag, Program **ret, Error *reterr);
+void registry_release(Daemon *d, Program *p);
+int program_fd(const Program *p);
+const char *program_tag(const Program *p);
+uint32_t program_id(const Program *p);
+
+/* reconcile-diff.c: the pure core of the reconciler. */
+typedef struct DesiredFilter {
+        NlHook hook;
+        uint16_t pref;
+        char name[256];
+        char tag[NL_TAG_STRING_MAX];
+        bool direct_action;
+        uint32_t classid;
+        int prog_fd;
+} DesiredFilter;
+
+typedef enum PlanAction {
+        PLAN_KEEP,     /* already as desired */
+        PLAN_ADD,      /* nothing at the pref */
+        PLAN_REPLACE,  /* ours at the pref, but different: replace in place */
+        PLAN_REMOVE,   /* ours, no longer desired */
+        PLAN_CONFLICT, /* a foreign filter holds the pref: never touched */
+} PlanAction;
+
+typedef struct PlanStep {
+        PlanAction action;
+        NlHook hook;
+        uint16_t pref;
+        uint32_t handle;      /* of the observed filter, for REPLACE/REMOVE/CONFLICT */
+        int desired;          /* index into desired, or -1 */
+        int observed;         /* index into observed, or -1 */
+} PlanStep;
+
+typedef struct Plan {
+        PlanStep *steps;
+        size_t n_steps;
+} Plan;
+
+const char *plan_action_to_string(PlanAction a);
+int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilter *observed, size_t n_observed,
+                   Plan *ret);
+void plan_done(Plan *p);
+
+/* reconcile.c */
+int iface_new(const Document *doc, Iface **ret);
+Iface *iface_free(Daemon *d, Iface *it);
+int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_t n_observed, Error *reterr);
+void iface_release_programs(Daemon *d, Iface *it);
+int iface_reconcile(Daemon *d, Iface *it, Error *reterr);
+/* Applies doc (NULL: remove everything of ours) to ifindex; programs must be acquired. */
+int iface_apply(Daemon *d, Iface *it, Error *reterr);
+int iface_remove_all(Daemon *d, Iface *it, Error *reterr);
+int iface_check_conflicts(const Iface *it, const NlFilter *observed, size_t n_observed, Error *reterr);
+
+/* objects.c */
+int daemon_objects_load(Daemon *d);
+int daemon_object_resolve(Daemon *d, FilterSpec *f, const DaemonObject **ret, Error *reterr);
+
+/* daemon.c */
+int iface_reconcile_and_save(Daemon *d, Iface *it, Error *reterr);
+
+/* events.c */
+int daemon_events_start(Daemon *d, Error *reterr);

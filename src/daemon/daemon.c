@@ -1,0 +1,388 @@
+/* daemon.c: the Daemon: start-up (store, objects, documents, first reconcile) and the document
+ * operations the faces call: put (transactional), get, delete, status, and the host's links. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+#include "daemon-internal.h"
+#include "log.h"
+
+int daemon_new(const DaemonConfig *config, sd_event *event, Daemon **ret, Error *reterr) {
+        _cleanup_(daemon_freep) Daemon *d = calloc(1, sizeof(*d));
+        struct utsname u;
+        int r;
+
+        if (!d)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        d->config = *config;
+        d->event = sd_event_ref(event);
+        if (uname(&u) >= 0)
+                snprintf(d->kernel_release, sizeof(d->kernel_release), "%s", u.release);
+        r = store_open(config->state_dir, &d->store, reterr);
+        if (r < 0)
+                return r;
+        r = nl_socket_open(0, &d->rtnl, reterr);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(d);
+        return 0;
+}
+
+Daemon *daemon_free(Daemon *d) {
+        if (!d)
+                return NULL;
+        for (size_t i = 0; i < d->n_ifaces; i++)
+                iface_free(d, d->ifaces[i]);
+        free(d->ifaces);
+        for (size_t i = 0; i < d->n_objects; i++)
+                nl_object_info_free(d->objects[i].info);
+        free(d->objects);
+        free(d->programs);
+        sd_event_source_disable_unref(d->events_source);
+        nl_socket_free(d->events);
+        nl_socket_free(d->rtnl);
+        store_free(d->store);
+        sd_event_unref(d->event);
+        free(d);
+        return NULL;
+}
+
+const char *daemon_kernel_release(Daemon *d) {
+        return d->kernel_release;
+}
+
+size_t daemon_iface_count(Daemon *d) {
+        return d->n_ifaces;
+}
+
+Iface *daemon_iface_at(Daemon *d, size_t i) {
+        return i < d->n_ifaces ? d->ifaces[i] : NULL;
+}
+
+Iface *daemon_iface_get(Daemon *d, const char *ifname) {
+        for (size_t i = 0; i < d->n_ifaces; i++)
+                if (streq(d->ifaces[i]->doc->ifname, ifname))
+                        return d->ifaces[i];
+        return NULL;
+}
+
+static int ifaces_add(Daemon *d, Iface *it) {
+        Iface **n = realloc(d->ifaces, (d->n_ifaces + 1) * sizeof(Iface *));
+        if (!n)
+                return -ENOMEM;
+        d->ifaces = n;
+        d->ifaces[d->n_ifaces++] = it;
+        return 0;
+}
+
+static void ifaces_remove(Daemon *d, Iface *it) {
+        for (size_t i = 0; i < d->n_ifaces; i++)
+                if (d->ifaces[i] == it) {
+                        memmove(d->ifaces + i, d->ifaces + i + 1, (d->n_ifaces - i - 1) * sizeof(Iface *));
+                        d->n_ifaces--;
+                        return;
+                }
+}
+
+static bool tags_differ(const Document *a, const Document *b) {
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < a->n_filters[dir] && i < b->n_filters[dir]; i++)
+                        if (!streq(a->filters[dir][i].tag, b->filters[dir][i].tag))
+                                return true;
+        return a->clsact_created != b->clsact_created;
+}
+
+/* Reconciles and persists what the kernel taught us (program tags, clsact ownership). */
+int iface_reconcile_and_save(Daemon *d, Iface *it, Error *reterr) {
+        _cleanup_(document_freep) Document *before = NULL;
+        int r;
+
+        if (document_copy(it->doc, &before) < 0)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = iface_reconcile(d, it, reterr);
+        if (tags_differ(before, it->doc))
+                (void) store_document_save(d->store, it->doc, NULL);
+        return r;
+}
+
+static void store_problem(const char *path, const char *reason, void *userdata) {
+        (void) userdata;
+        log_error("%s: set aside: %s", path, reason);
+}
+
+int daemon_start(Daemon *d, Error *reterr) {
+        Document **docs = NULL;
+        size_t n_docs = 0, n_failed = 0;
+        int r;
+
+        r = daemon_objects_load(d);
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot load objects: %s", strerror(-r));
+        r = store_documents_load(d->store, &docs, &n_docs, store_problem, d, reterr);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n_docs; i++) {
+                Iface *it;
+                r = iface_new(docs[i], &it);
+                document_free(docs[i]);
+                if (r < 0 || ifaces_add(d, it) < 0) {
+                        for (size_t k = i + 1; k < n_docs; k++)
+                                document_free(docs[k]);
+                        free(docs);
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                }
+        }
+        free(docs);
+
+        r = daemon_events_start(d, reterr);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < d->n_ifaces; i++)
+                if (iface_reconcile_and_save(d, d->ifaces[i], NULL) < 0)
+                        n_failed++;
+        log_info("started: %zu document(s), %zu object(s), %zu failed", d->n_ifaces, d->n_objects, n_failed);
+        return 0;
+}
+
+int daemon_reconcile_all(Daemon *d) {
+        int ret = 0;
+        for (size_t i = 0; i < d->n_ifaces; i++) {
+                int r = iface_reconcile_and_save(d, d->ifaces[i], NULL);
+                if (r < 0 && ret == 0)
+                        ret = r;
+        }
+        return ret;
+}
+
+static int check_if_match(const Iface *old, const char *if_match, Error *reterr) {
+        char want[32];
+
+        if (!if_match)
+                return 0;
+        if (streq(if_match, "*")) {
+                if (!old)
+                        return error_set(reterr, EEXIST, "precondition_failed",
+                                         "If-Match: *: there is no document to match");
+                return 0;
+        }
+        snprintf(want, sizeof(want), "\"%" PRIu64 "\"", old ? old->doc->generation : 0);
+        if (!old || (!streq(if_match, want) && !(strlen(if_match) + 2 == strlen(want) &&
+                                                  strncmp(want + 1, if_match, strlen(if_match)) == 0)))
+                return error_set(reterr, EEXIST, "precondition_failed",
+                                 "If-Match: %s does not match the document's generation %s", if_match,
+                                 old ? want : "(no document)");
+        return 0;
+}
+
+/* The PUT: every program is loaded and verified, and conflicts are checked, before anything in the
+ * store or the kernel changes; a kernel or store failure after that rolls back to the old document. */
+int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if_match, Iface **ret,
+                     Error *reterr) {
+        _cleanup_(document_freep) Document *doc = NULL;
+        _cleanup_free_ NlFilter *observed = NULL;
+        size_t n_observed = 0;
+        Iface *old = daemon_iface_get(d, ifname), *it = NULL;
+        NlLink link;
+        int r;
+
+        if (!ifname_valid(ifname))
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "\"%s\" is not a valid interface name (1 to 15 characters, no '/', ':' or space)",
+                                 ifname);
+        r = document_from_json(ifname, body, &doc, reterr);
+        if (r < 0)
+                return r;
+        r = check_if_match(old, if_match, reterr);
+        if (r < 0)
+                return r;
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < doc->n_filters[dir]; i++) {
+                        r = daemon_object_resolve(d, &doc->filters[dir][i], NULL, reterr);
+                        if (r < 0)
+                                return r;
+                }
+        doc->generation = old ? old->doc->generation + 1 : 1;
+        doc->clsact_created = old && old->doc->clsact_created;
+
+        r = nl_link_by_name(d->rtnl, ifname, &link, reterr);
+        if (r < 0 && r != -ENODEV)
+                return r;
+        if (r >= 0) {
+                r = nl_filter_dump(d->rtnl, link.ifindex, &observed, &n_observed, reterr);
+                if (r < 0)
+                        return r;
+        } else
+                link.ifindex = 0;
+
+        /* Keep the tags of unchanged filters, so that what is attached can be adopted. */
+        for (Direction dir = 0; old && dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < doc->n_filters[dir]; i++) {
+                        Direction odir;
+                        const FilterSpec *of = document_find_filter(old->doc, doc->filters[dir][i].name, &odir);
+                        if (of && odir == dir && streq_ptr(of->digest, doc->filters[dir][i].digest) &&
+                            streq_ptr(of->program, doc->filters[dir][i].program))
+                                memcpy(doc->filters[dir][i].tag, of->tag, sizeof(of->tag));
+                }
+
+        r = iface_new(doc, &it);
+        if (r < 0)
+                return error_set(reterr, r, "internal_error", "out of memory");
+        it->ifindex = link.ifindex;
+        r = iface_check_conflicts(it, observed, n_observed, reterr);
+        if (r >= 0)
+                r = iface_acquire_programs(d, it, observed, n_observed, reterr);
+        if (r < 0) {
+                iface_free(d, it);
+                return r;
+        }
+
+        if (it->ifindex > 0) {
+                r = iface_apply(d, it, reterr);
+                if (r < 0) {
+                        Error e = ERROR_NULL;
+                        log_error("%s: applying the new document failed: %s; rolling back", ifname,
+                                  strna(reterr ? reterr->message : NULL));
+                        if (old)
+                                (void) iface_apply(d, old, &e);
+                        else
+                                (void) iface_remove_all(d, it, &e);
+                        error_done(&e);
+                        iface_free(d, it);
+                        return r;
+                }
+                it->state = IFACE_CONFIGURED;
+        } else
+                it->state = IFACE_PENDING;
+
+        r = store_document_save(d->store, it->doc, reterr);
+        if (r < 0) {
+                Error e = ERROR_NULL;
+                if (it->ifindex > 0) {
+                        if (old)
+                                (void) iface_apply(d, old, &e);
+                        else
+                                (void) iface_remove_all(d, it, &e);
+                }
+                error_done(&e);
+                iface_free(d, it);
+                return r;
+        }
+        if (ifaces_add(d, it) < 0) {
+                iface_free(d, it);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        if (old) {
+                ifaces_remove(d, old);
+                iface_free(d, old);
+        }
+        log_info("%s: document generation %" PRIu64 " stored, %s", ifname, it->doc->generation,
+                 iface_state_to_string(it->state));
+        *ret = it;
+        return 0;
+}
+
+int daemon_iface_delete(Daemon *d, const char *ifname, const char *if_match, Error *reterr) {
+        Iface *it = daemon_iface_get(d, ifname);
+        NlLink link;
+        int r;
+
+        if (!it)
+                return error_set(reterr, ENOENT, "document_not_found", "no classifier document for %s", ifname);
+        r = check_if_match(it, if_match, reterr);
+        if (r < 0)
+                return r;
+        r = nl_link_by_name(d->rtnl, ifname, &link, reterr);
+        if (r < 0 && r != -ENODEV)
+                return r;
+        if (r >= 0) {
+                it->ifindex = link.ifindex;
+                r = iface_remove_all(d, it, reterr);
+                if (r < 0)
+                        return r;
+        }
+        r = store_document_remove(d->store, ifname, reterr);
+        if (r < 0)
+                return r;
+        ifaces_remove(d, it);
+        iface_free(d, it);
+        log_info("%s: document deleted", ifname);
+        return 0;
+}
+
+void iface_status_done(IfaceStatus *s) {
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                free(s->filters[dir]);
+                s->filters[dir] = NULL;
+        }
+}
+
+int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *reterr) {
+        _cleanup_free_ NlFilter *observed = NULL;
+        IfaceStatus s = { 0 };
+        size_t n_observed = 0;
+        int r;
+
+        if (it->ifindex > 0) {
+                r = nl_filter_dump(d->rtnl, it->ifindex, &observed, &n_observed, reterr);
+                if (r < 0 && r != -ENODEV && r != -EINVAL)
+                        return r;
+        }
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                s.filters[dir] = calloc(it->doc->n_filters[dir] + 1, sizeof(FilterStatus));
+                if (!s.filters[dir]) {
+                        iface_status_done(&s);
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                }
+                for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
+                        const FilterSpec *f = &it->doc->filters[dir][i];
+                        FilterStatus *fs = &s.filters[dir][i];
+                        char name[256];
+
+                        fs->pref = (uint16_t) f->priority;
+                        snprintf(name, sizeof(name), NL_FILTER_NAME_PREFIX "%s", f->name);
+                        for (size_t k = 0; k < n_observed; k++) {
+                                const NlFilter *o = &observed[k];
+                                if (o->hook != (dir == DIRECTION_INGRESS ? NL_HOOK_INGRESS : NL_HOOK_EGRESS) ||
+                                    o->pref != f->priority || !o->clsd_owned || !streq(o->name, name))
+                                        continue;
+                                fs->handle = o->handle;
+                                fs->prog_id = o->prog_id;
+                                memcpy(fs->tag, o->tag, sizeof(fs->tag));
+                                fs->attached = it->programs[dir] && it->programs[dir][i] &&
+                                               streq(o->tag, program_tag(it->programs[dir][i]));
+                                break;
+                        }
+                }
+        }
+        *ret = s;
+        return 0;
+}
+
+void link_views_free(LinkView *v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i].filters);
+        free(v);
+}
+
+int daemon_links(Daemon *d, LinkView **ret, size_t *ret_n, Error *reterr) {
+        _cleanup_free_ NlLink *links = NULL;
+        LinkView *v;
+        size_t n;
+        int r;
+
+        r = nl_link_list(d->rtnl, &links, &n, reterr);
+        if (r < 0)
+                return r;
+        v = calloc(n + 1, sizeof(LinkView));
+        if (!v)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (size_t i = 0; i < n; i++) {
+                v[i].link = links[i];
+                /* An interface can vanish between the two dumps: show it without filters. */
+                (void) nl_filter_dump(d->rtnl, links[i].ifindex, &v[i].filters, &v[i].n_filters, NULL);
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}

@@ -1,0 +1,98 @@
+/* daemon.h: the brain: the Daemon (event loop, store, kernel sockets, registry of loaded programs),
+ * the reconciler and what the faces (REST, later D-Bus) may ask of it. */
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include "nl.h"
+#include "store.h"
+
+typedef struct Daemon Daemon;
+
+typedef struct DaemonConfig {
+        const char *state_dir;
+        /* An object upload, or an object file named by path, larger than this is refused. */
+        size_t object_size_max;
+} DaemonConfig;
+
+typedef enum IfaceState {
+        IFACE_PENDING,    /* the interface does not exist (yet) */
+        IFACE_CONFIGURED, /* the kernel matches the document */
+        IFACE_FAILED,     /* the last attempt failed; see Iface.error */
+        _IFACE_STATE_MAX,
+} IfaceState;
+
+const char *iface_state_to_string(IfaceState s);
+
+typedef struct Program Program; /* a loaded program, shared by every filter that uses it */
+
+/* The runtime side of one document. */
+typedef struct Iface {
+        Document *doc;
+        IfaceState state;
+        int ifindex; /* 0 while pending */
+        Error error; /* why the last reconcile failed, when state is IFACE_FAILED */
+        Program **programs[_DIRECTION_MAX]; /* parallel to doc->filters */
+} Iface;
+
+/* One filter of a document as the kernel shows it now. */
+typedef struct FilterStatus {
+        bool attached;   /* a clsd filter at the pref, with the expected program */
+        uint16_t pref;
+        uint32_t handle;
+        uint32_t prog_id;
+        char tag[NL_TAG_STRING_MAX];
+} FilterStatus;
+
+typedef struct IfaceStatus {
+        FilterStatus *filters[_DIRECTION_MAX]; /* parallel to doc->filters */
+} IfaceStatus;
+
+void iface_status_done(IfaceStatus *s);
+
+typedef struct DaemonObject {
+        char digest[SHA256_DIGEST_STRING_MAX];
+        size_t size;
+        NlObjectInfo *info;
+} DaemonObject;
+
+typedef struct LinkView {
+        NlLink link;
+        NlFilter *filters;
+        size_t n_filters;
+} LinkView;
+
+int daemon_new(const DaemonConfig *config, sd_event *event, Daemon **ret, Error *reterr);
+Daemon *daemon_free(Daemon *d);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Daemon *, daemon_free);
+/* Loads the store and reconciles every document (adopting what is already attached); starts
+ * following link events. */
+int daemon_start(Daemon *d, Error *reterr);
+/* Reconciles every document now (SIGHUP, or lost events). */
+int daemon_reconcile_all(Daemon *d);
+
+/* Objects. */
+int daemon_object_add(Daemon *d, const void *data, size_t size, const DaemonObject **ret, bool *ret_created,
+                      Error *reterr);
+const DaemonObject *daemon_object_get(Daemon *d, const char *digest);
+size_t daemon_object_count(Daemon *d);
+const DaemonObject *daemon_object_at(Daemon *d, size_t i);
+/* Interfaces whose document uses the object, as a NULL-terminated array of borrowed names. */
+int daemon_object_users(Daemon *d, const char *digest, const char ***ret);
+int daemon_object_remove(Daemon *d, const char *digest, Error *reterr);
+
+/* Documents. if_match: NULL, "*", or a generation the current document must have. */
+int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if_match, Iface **ret,
+                     Error *reterr);
+Iface *daemon_iface_get(Daemon *d, const char *ifname);
+int daemon_iface_delete(Daemon *d, const char *ifname, const char *if_match, Error *reterr);
+/* Reads what the kernel has now for the document's filters. */
+int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *reterr);
+size_t daemon_iface_count(Daemon *d);
+Iface *daemon_iface_at(Daemon *d, size_t i);
+
+/* Every interface of the host with all its tc filters, clsd's and foreign. */
+int daemon_links(Daemon *d, LinkView **ret, size_t *ret_n, Error *reterr);
+void link_views_free(LinkView *v, size_t n);
+
+const char *daemon_kernel_release(Daemon *d);

@@ -1,0 +1,234 @@
+/* main.c: clsd's entry point and composition root: flags, the event loop, signals, wiring the daemon
+ * to its faces. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <systemd/sd-daemon.h>
+
+#include "api.h"
+#include "daemon.h"
+#include "log.h"
+
+#define DEFAULT_STATE_DIR "/var/lib/clsd"
+#define DEFAULT_SOCKET "/run/clsd/clsd.sock"
+
+static void help(void) {
+        printf("NAME\n"
+               "       clsd - declarative tc cls_bpf classifiers per interface\n"
+               "\n"
+               "SYNOPSIS\n"
+               "       clsd [OPTIONS...]\n"
+               "\n"
+               "DESCRIPTION\n"
+               "       Keeps a store of desired eBPF classifier programs per interface and makes the\n"
+               "       kernel match it over rtnetlink. Serves a REST API on a unix socket (and\n"
+               "       optionally TCP). SIGTERM/SIGINT: exit, leaving every program attached.\n"
+               "       SIGHUP: re-read the token file and reconcile every interface.\n"
+               "\n"
+               "OPTIONS\n"
+               "       --state-dir DIR        Documents and objects (default %s)\n"
+               "       --socket PATH          Unix socket of the API, mode 0660 (default %s);\n"
+               "                              --socket '' serves no unix socket\n"
+               "       --listen ADDR:PORT     Also serve the API on TCP; changes need a bearer token\n"
+               "       --token-file FILE      Bearer token for TCP (needed for a non-loopback --listen)\n"
+               "       --max-object-size N    Largest object upload in bytes (default %u)\n"
+               "       --max-json-size N      Largest JSON body in bytes (default %u)\n"
+               "       --max-connections N    Concurrent API connections (default %u)\n"
+               "       --request-timeout SEC  Idle time before a connection is dropped (default %u)\n"
+               "       --log-level LEVEL      error, warning, notice, info or debug (default info)\n"
+               "       -h, --help             Show this help\n"
+               "       --version              Show the version\n"
+               "\n"
+               "EXIT STATUS\n"
+               "       0 after a clean stop, 1 when start-up fails (one line on stderr), 2 on a usage error.\n",
+               DEFAULT_STATE_DIR, DEFAULT_SOCKET, API_OBJECT_SIZE_MAX_DEFAULT, API_JSON_SIZE_MAX_DEFAULT,
+               API_CONNECTIONS_MAX_DEFAULT, API_TIMEOUT_SEC_DEFAULT);
+}
+
+typedef struct Context {
+        Daemon *daemon;
+        Api *api;
+} Context;
+
+static int on_exit_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        (void) userdata;
+        log_info("received %s; exiting, programs stay attached", strsignal((int) si->ssi_signo));
+        (void) sd_notify(0, "STOPPING=1");
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Context *c = userdata;
+        Error e = ERROR_NULL;
+
+        (void) s, (void) si;
+        log_info("received SIGHUP; reloading");
+        if (api_reload(c->api, &e) < 0) {
+                log_error("reload: %s; keeping the old token", e.message);
+                error_done(&e);
+        }
+        (void) daemon_reconcile_all(c->daemon);
+        return 0;
+}
+
+static int parse_size(const char *flag, const char *s, size_t *ret) {
+        char *end;
+        unsigned long long v;
+
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno || end == s || *end || v == 0 || s[0] == '-') {
+                fprintf(stderr, "clsd: %s: \"%s\" is not a positive integer\n", flag, s);
+                return -EINVAL;
+        }
+        *ret = (size_t) v;
+        return 0;
+}
+
+enum {
+        ARG_STATE_DIR = 0x100,
+        ARG_SOCKET,
+        ARG_LISTEN,
+        ARG_TOKEN_FILE,
+        ARG_MAX_OBJECT,
+        ARG_MAX_JSON,
+        ARG_MAX_CONN,
+        ARG_TIMEOUT,
+        ARG_LOG_LEVEL,
+        ARG_VERSION,
+};
+
+static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac) {
+        static const struct option options[] = {
+                { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "socket", required_argument, NULL, ARG_SOCKET },
+                { "listen", required_argument, NULL, ARG_LISTEN },
+                { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
+                { "max-object-size", required_argument, NULL, ARG_MAX_OBJECT },
+                { "max-json-size", required_argument, NULL, ARG_MAX_JSON },
+                { "max-connections", required_argument, NULL, ARG_MAX_CONN },
+                { "request-timeout", required_argument, NULL, ARG_TIMEOUT },
+                { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                {},
+        };
+        size_t v;
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                switch (c) {
+                case ARG_STATE_DIR:
+                        dc->state_dir = optarg;
+                        break;
+                case ARG_SOCKET:
+                        ac->socket_path = optarg[0] ? optarg : NULL;
+                        break;
+                case ARG_LISTEN:
+                        ac->listen = optarg;
+                        break;
+                case ARG_TOKEN_FILE:
+                        ac->token_file = optarg;
+                        break;
+                case ARG_MAX_OBJECT:
+                        if (parse_size("--max-object-size", optarg, &ac->object_size_max) < 0)
+                                return -EINVAL;
+                        dc->object_size_max = ac->object_size_max;
+                        break;
+                case ARG_MAX_JSON:
+                        if (parse_size("--max-json-size", optarg, &ac->json_size_max) < 0)
+                                return -EINVAL;
+                        break;
+                case ARG_MAX_CONN:
+                        if (parse_size("--max-connections", optarg, &v) < 0)
+                                return -EINVAL;
+                        ac->connections_max = (unsigned) v;
+                        break;
+                case ARG_TIMEOUT:
+                        if (parse_size("--request-timeout", optarg, &v) < 0)
+                                return -EINVAL;
+                        ac->timeout_sec = (unsigned) v;
+                        break;
+                case ARG_LOG_LEVEL:
+                        r = log_level_from_string(optarg);
+                        if (r < 0) {
+                                fprintf(stderr, "clsd: --log-level: unknown level \"%s\"\n", optarg);
+                                return -EINVAL;
+                        }
+                        log_set_max_level(r);
+                        break;
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("clsd %s\n", PROJECT_VERSION);
+                        return 0;
+                default:
+                        fprintf(stderr, "Try 'clsd --help'.\n");
+                        return -EINVAL;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "clsd: unexpected argument \"%s\"\nTry 'clsd --help'.\n", argv[optind]);
+                return -EINVAL;
+        }
+        return 1;
+}
+
+int main(int argc, char *argv[]) {
+        DaemonConfig dc = { .state_dir = DEFAULT_STATE_DIR, .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT };
+        ApiConfig ac = { .socket_path = DEFAULT_SOCKET, .json_size_max = API_JSON_SIZE_MAX_DEFAULT,
+                         .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT,
+                         .connections_max = API_CONNECTIONS_MAX_DEFAULT, .timeout_sec = API_TIMEOUT_SEC_DEFAULT };
+        _cleanup_(daemon_freep) Daemon *d = NULL;
+        _cleanup_(api_freep) Api *api = NULL;
+        sd_event *event = NULL;
+        Error e = ERROR_NULL;
+        Context ctx = { 0 };
+        sigset_t mask;
+        int r;
+
+        log_open();
+        r = parse_argv(argc, argv, &dc, &ac);
+        if (r <= 0)
+                return r < 0 ? 2 : 0;
+        nl_bpf_setup_logging();
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        r = sd_event_default(&event);
+        if (r < 0) {
+                fprintf(stderr, "clsd: cannot create the event loop: %s\n", strerror(-r));
+                return 1;
+        }
+        r = daemon_new(&dc, event, &d, &e);
+        if (r >= 0)
+                r = daemon_start(d, &e);
+        if (r >= 0)
+                r = api_new(d, event, &ac, &api, &e);
+        if (r < 0) {
+                fprintf(stderr, "clsd: %s\n", strna(e.message));
+                error_done(&e);
+                api = api_free(api);
+                d = daemon_free(d);
+                sd_event_unref(event);
+                return 1;
+        }
+        ctx = (Context){ .daemon = d, .api = api };
+        (void) sd_event_add_signal(event, NULL, SIGTERM, on_exit_signal, &ctx);
+        (void) sd_event_add_signal(event, NULL, SIGINT, on_exit_signal, &ctx);
+        (void) sd_event_add_signal(event, NULL, SIGHUP, on_hup, &ctx);
+
+        (void) sd_notify(0, "READY=1\nSTATUS=Serving the API; the kernel matches the store");
+        r = sd_event_loop(event);
+        api = api_free(api);
+        d = daemon_free(d);
+        sd_event_unref(event);
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,87 @@
+/* reconcile-diff.c: plan = reconcile_diff(desired, observed): the reconciler's pure core. Marks every
+ * filter of ours, unmarks what the desired state still wants, and removes what stays marked. */
+#include <string.h>
+
+#include "daemon-internal.h"
+
+const char *plan_action_to_string(PlanAction a) {
+        static const char *const names[] = {
+                [PLAN_KEEP] = "keep",       [PLAN_ADD] = "add",           [PLAN_REPLACE] = "replace",
+                [PLAN_REMOVE] = "remove",   [PLAN_CONFLICT] = "conflict",
+        };
+        return a < ELEMENTSOF(names) ? names[a] : "unknown";
+}
+
+void plan_done(Plan *p) {
+        free(p->steps);
+        *p = (Plan){ 0 };
+}
+
+static bool filter_matches(const DesiredFilter *want, const NlFilter *have) {
+        return streq(have->kind, "bpf") && streq(have->name, want->name) && streq(have->tag, want->tag) &&
+               have->direct_action == want->direct_action && have->classid == want->classid;
+}
+
+int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilter *observed, size_t n_observed,
+                   Plan *ret) {
+        _cleanup_free_ bool *marked = calloc(n_observed + 1, sizeof(bool));
+        _cleanup_free_ PlanStep *steps = calloc(n_desired + n_observed + 1, sizeof(PlanStep));
+        size_t n = 0;
+
+        if (!marked || !steps)
+                return -ENOMEM;
+
+        for (size_t i = 0; i < n_observed; i++)
+                marked[i] = observed[i].clsd_owned;
+
+        for (size_t k = 0; k < n_desired; k++) {
+                const DesiredFilter *want = &desired[k];
+                PlanStep s = { .action = PLAN_ADD, .hook = want->hook, .pref = want->pref, .desired = (int) k,
+                               .observed = -1 };
+
+                /* Several filters can share a pref (other handles, other protocols): one foreign one is
+                 * enough to make the pref not ours. */
+                for (size_t i = 0; i < n_observed; i++) {
+                        const NlFilter *have = &observed[i];
+                        if (have->hook != want->hook || have->pref != want->pref)
+                                continue;
+                        if (!have->clsd_owned) {
+                                s.action = PLAN_CONFLICT;
+                                s.observed = (int) i;
+                                s.handle = have->handle;
+                                break;
+                        }
+                        marked[i] = false;
+                        if (s.observed >= 0)
+                                continue; /* a second handle of ours at the pref: the first one decides */
+                        s.observed = (int) i;
+                        s.handle = have->handle;
+                        s.action = filter_matches(want, have) ? PLAN_KEEP : PLAN_REPLACE;
+                }
+                if (s.action == PLAN_CONFLICT)
+                        /* leave ours at that pref alone too: nothing changes there */
+                        for (size_t i = 0; i < n_observed; i++)
+                                if (observed[i].hook == want->hook && observed[i].pref == want->pref)
+                                        marked[i] = false;
+                steps[n++] = s;
+        }
+
+        for (size_t i = 0; i < n_observed; i++) {
+                if (!marked[i])
+                        continue;
+                /* Remove by pref: one step per (hook, pref), even if several handles are there. */
+                bool dup = false;
+                for (size_t k = 0; k < n; k++)
+                        dup = dup || (steps[k].action == PLAN_REMOVE && steps[k].hook == observed[i].hook &&
+                                      steps[k].pref == observed[i].pref);
+                if (dup)
+                        continue;
+                steps[n++] = (PlanStep){ .action = PLAN_REMOVE, .hook = observed[i].hook,
+                                         .pref = observed[i].pref, .handle = observed[i].handle,
+                                         .desired = -1, .observed = (int) i };
+        }
+
+        ret->steps = TAKE_PTR(steps);
+        ret->n_steps = n;
+        return 0;
+}

@@ -1,0 +1,320 @@
+/* reconcile.c: making one interface's kernel state match its document: acquire the programs (adopting
+ * what is attached), diff against a fresh dump, apply the plan, read the result back. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon-internal.h"
+#include "log.h"
+
+const char *iface_state_to_string(IfaceState s) {
+        static const char *const names[_IFACE_STATE_MAX] = {
+                [IFACE_PENDING] = "pending",
+                [IFACE_CONFIGURED] = "configured",
+                [IFACE_FAILED] = "failed",
+        };
+        return s < _IFACE_STATE_MAX ? names[s] : "unknown";
+}
+
+static NlHook hook_of(Direction dir) {
+        return dir == DIRECTION_INGRESS ? NL_HOOK_INGRESS : NL_HOOK_EGRESS;
+}
+
+static void filter_kernel_name(const FilterSpec *f, char buf[256]) {
+        snprintf(buf, 256, NL_FILTER_NAME_PREFIX "%s", f->name);
+}
+
+int iface_new(const Document *doc, Iface **ret) {
+        Iface *it = calloc(1, sizeof(*it));
+        int r;
+
+        if (!it)
+                return -ENOMEM;
+        r = document_copy(doc, &it->doc);
+        if (r < 0) {
+                free(it);
+                return r;
+        }
+        *ret = it;
+        return 0;
+}
+
+void iface_release_programs(Daemon *d, Iface *it) {
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                if (!it->programs[dir])
+                        continue;
+                for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
+                        registry_release(d, it->programs[dir][i]);
+                free(it->programs[dir]);
+                it->programs[dir] = NULL;
+        }
+}
+
+Iface *iface_free(Daemon *d, Iface *it) {
+        if (!it)
+                return NULL;
+        iface_release_programs(d, it);
+        document_free(it->doc);
+        error_done(&it->error);
+        free(it);
+        return NULL;
+}
+
+static const NlFilter *find_ours(const NlFilter *observed, size_t n, NlHook hook, uint16_t pref,
+                                 const char *name) {
+        for (size_t i = 0; i < n; i++)
+                if (observed[i].hook == hook && observed[i].pref == pref && observed[i].clsd_owned &&
+                    streq(observed[i].name, name))
+                        return &observed[i];
+        return NULL;
+}
+
+int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_t n_observed, Error *reterr) {
+        int r;
+
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                it->programs[dir] = calloc(it->doc->n_filters[dir] + 1, sizeof(Program *));
+                if (!it->programs[dir]) {
+                        iface_release_programs(d, it);
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                }
+                for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
+                        const FilterSpec *f = &it->doc->filters[dir][i];
+                        const NlFilter *have = NULL;
+                        char name[256];
+
+                        filter_kernel_name(f, name);
+                        if (f->tag[0])
+                                have = find_ours(observed, n_observed, hook_of(dir), (uint16_t) f->priority, name);
+                        r = registry_acquire(d, f->digest, f->program,
+                                             have && streq(have->tag, f->tag) ? have->prog_id : 0, f->tag,
+                                             &it->programs[dir][i], reterr);
+                        if (r < 0) {
+                                iface_release_programs(d, it);
+                                return r;
+                        }
+                }
+        }
+        return 0;
+}
+
+static int build_desired(const Iface *it, DesiredFilter **ret, size_t *ret_n) {
+        size_t n = it->doc->n_filters[DIRECTION_INGRESS] + it->doc->n_filters[DIRECTION_EGRESS], k = 0;
+        DesiredFilter *v = calloc(n + 1, sizeof(DesiredFilter));
+
+        if (!v)
+                return -ENOMEM;
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
+                        const FilterSpec *f = &it->doc->filters[dir][i];
+                        const Program *p = it->programs[dir][i];
+                        DesiredFilter *w = &v[k++];
+                        w->hook = hook_of(dir);
+                        w->pref = (uint16_t) f->priority;
+                        filter_kernel_name(f, w->name);
+                        snprintf(w->tag, sizeof(w->tag), "%s", program_tag(p));
+                        w->direct_action = f->direct_action;
+                        w->classid = f->has_classid ? f->classid : 0;
+                        w->prog_fd = program_fd(p);
+                }
+        *ret = v;
+        *ret_n = k;
+        return 0;
+}
+
+static int conflict_error(const Iface *it, const NlFilter *have, Error *reterr) {
+        return error_set(reterr, EBUSY, "priority_taken",
+                         "%s: %s priority %u is held by a foreign filter (%s%s%s, handle 0x%" PRIx32
+                         "); clsd never changes filters it does not own",
+                         it->doc->ifname, have->hook == NL_HOOK_INGRESS ? "ingress" : "egress", have->pref,
+                         have->kind, have->name[0] ? " " : "", have->name, have->handle);
+}
+
+/* Runs the diff only, to find a conflict before anything changes. */
+int iface_check_conflicts(const Iface *it, const NlFilter *observed, size_t n_observed, Error *reterr) {
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
+                        for (size_t k = 0; k < n_observed; k++)
+                                if (observed[k].hook == hook_of(dir) &&
+                                    observed[k].pref == it->doc->filters[dir][i].priority && !observed[k].clsd_owned)
+                                        return conflict_error(it, &observed[k], reterr);
+        return 0;
+}
+
+static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t n_desired,
+                      const NlFilter *observed, const Plan *plan, Error *reterr) {
+        int r;
+
+        for (size_t i = 0; i < plan->n_steps; i++) {
+                const PlanStep *s = &plan->steps[i];
+                if (s->action == PLAN_CONFLICT)
+                        return conflict_error(it, &observed[s->observed], reterr);
+        }
+        if (n_desired > 0) {
+                bool has;
+                r = nl_clsact_exists(d->rtnl, it->ifindex, &has, reterr);
+                if (r < 0)
+                        return r;
+                if (!has) {
+                        r = nl_clsact_add(d->rtnl, it->ifindex, reterr);
+                        if (r < 0 && r != -EEXIST)
+                                return r;
+                        if (r >= 0) {
+                                it->doc->clsact_created = true;
+                                log_info("%s: created clsact qdisc", it->doc->ifname);
+                        }
+                }
+        }
+        for (size_t i = 0; i < plan->n_steps; i++) {
+                const PlanStep *s = &plan->steps[i];
+                const char *hook = s->hook == NL_HOOK_INGRESS ? "ingress" : "egress";
+
+                if (s->action == PLAN_ADD || s->action == PLAN_REPLACE) {
+                        const DesiredFilter *w = &desired[s->desired];
+                        NlBpfFilterSpec spec = {
+                                .ifindex = it->ifindex, .hook = w->hook, .pref = w->pref,
+                                .handle = s->action == PLAN_REPLACE ? s->handle : 1, .prog_fd = w->prog_fd,
+                                .name = w->name, .direct_action = w->direct_action, .classid = w->classid,
+                        };
+                        r = nl_bpf_filter_set(d->rtnl, &spec, s->action == PLAN_REPLACE, reterr);
+                        if (r < 0)
+                                return r;
+                        log_info("%s: %s %s pref %u: %s (tag %s)", it->doc->ifname,
+                                 s->action == PLAN_ADD ? "added" : "replaced", hook, w->pref, w->name, w->tag);
+                } else if (s->action == PLAN_REMOVE) {
+                        r = nl_filter_del(d->rtnl, it->ifindex, s->hook, s->pref, reterr);
+                        if (r < 0 && r != -ENOENT)
+                                return r;
+                        log_info("%s: removed %s pref %u (%s)", it->doc->ifname, hook, s->pref,
+                                 observed[s->observed].name);
+                }
+        }
+        return 0;
+}
+
+/* The kernel is the source of truth: after applying, read back and check each filter. */
+static int verify(Daemon *d, Iface *it, const DesiredFilter *desired, size_t n_desired, Error *reterr) {
+        _cleanup_free_ NlFilter *observed = NULL;
+        size_t n_observed = 0;
+        int r;
+
+        r = nl_filter_dump(d->rtnl, it->ifindex, &observed, &n_observed, reterr);
+        if (r < 0)
+                return r;
+        for (size_t k = 0; k < n_desired; k++) {
+                const NlFilter *have = find_ours(observed, n_observed, desired[k].hook, desired[k].pref,
+                                                 desired[k].name);
+                if (!have || !streq(have->tag, desired[k].tag))
+                        return error_set(reterr, EIO, "kernel_error",
+                                         "%s: %s pref %u is not attached as requested after applying",
+                                         it->doc->ifname, desired[k].hook == NL_HOOK_INGRESS ? "ingress" : "egress",
+                                         desired[k].pref);
+        }
+        return 0;
+}
+
+int iface_apply(Daemon *d, Iface *it, Error *reterr) {
+        _cleanup_free_ NlFilter *observed = NULL;
+        _cleanup_free_ DesiredFilter *desired = NULL;
+        size_t n_observed = 0, n_desired = 0;
+        Plan plan = { 0 };
+        int r;
+
+        r = nl_filter_dump(d->rtnl, it->ifindex, &observed, &n_observed, reterr);
+        if (r < 0)
+                return r;
+        r = build_desired(it, &desired, &n_desired);
+        if (r < 0)
+                return error_set(reterr, r, "internal_error", "out of memory");
+        r = reconcile_diff(desired, n_desired, observed, n_observed, &plan);
+        if (r < 0)
+                return error_set(reterr, r, "internal_error", "out of memory");
+        r = apply_plan(d, it, desired, n_desired, observed, &plan, reterr);
+        plan_done(&plan);
+        if (r < 0)
+                return r;
+        r = verify(d, it, desired, n_desired, reterr);
+        if (r < 0)
+                return r;
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
+                        snprintf(it->doc->filters[dir][i].tag, NL_TAG_STRING_MAX, "%s",
+                                 program_tag(it->programs[dir][i]));
+        return 0;
+}
+
+int iface_remove_all(Daemon *d, Iface *it, Error *reterr) {
+        _cleanup_free_ NlFilter *observed = NULL, *left = NULL;
+        size_t n_observed = 0, n_left = 0;
+        Plan plan = { 0 };
+        int r;
+
+        r = nl_filter_dump(d->rtnl, it->ifindex, &observed, &n_observed, reterr);
+        if (r < 0)
+                return r;
+        r = reconcile_diff(NULL, 0, observed, n_observed, &plan);
+        if (r < 0)
+                return error_set(reterr, r, "internal_error", "out of memory");
+        r = apply_plan(d, it, NULL, 0, observed, &plan, reterr);
+        plan_done(&plan);
+        if (r < 0)
+                return r;
+        if (!it->doc->clsact_created)
+                return 0;
+        /* Remove the clsact qdisc clsd created, but only while nothing else uses it. */
+        r = nl_filter_dump(d->rtnl, it->ifindex, &left, &n_left, reterr);
+        if (r < 0)
+                return r;
+        if (n_left > 0) {
+                log_info("%s: keeping clsact qdisc, %zu foreign filter(s) still use it", it->doc->ifname, n_left);
+                return 0;
+        }
+        r = nl_clsact_del(d->rtnl, it->ifindex, reterr);
+        if (r < 0 && r != -ENOENT && r != -EINVAL)
+                return r;
+        log_info("%s: removed the clsact qdisc clsd had created", it->doc->ifname);
+        return 0;
+}
+
+static void iface_set_failed(Iface *it, const Error *e) {
+        error_done(&it->error);
+        it->state = IFACE_FAILED;
+        error_set(&it->error, e->error, e->code, "%s", strna(e->message));
+}
+
+/* Full reconcile of an interface from its document: used at start, on link events and on SIGHUP. */
+int iface_reconcile(Daemon *d, Iface *it, Error *reterr) {
+        _cleanup_free_ NlFilter *observed = NULL;
+        size_t n_observed = 0;
+        Error e = ERROR_NULL;
+        NlLink link;
+        int r;
+
+        r = nl_link_by_name(d->rtnl, it->doc->ifname, &link, &e);
+        if (r == -ENODEV) {
+                it->state = IFACE_PENDING;
+                it->ifindex = 0;
+                error_done(&it->error);
+                return 0;
+        }
+        if (r >= 0) {
+                it->ifindex = link.ifindex;
+                r = nl_filter_dump(d->rtnl, it->ifindex, &observed, &n_observed, &e);
+        }
+        if (r >= 0 && !it->programs[DIRECTION_INGRESS])
+                r = iface_acquire_programs(d, it, observed, n_observed, &e);
+        if (r >= 0)
+                r = iface_apply(d, it, &e);
+        if (r < 0) {
+                log_error("%s: reconcile failed: %s", it->doc->ifname, strna(e.message));
+                iface_set_failed(it, &e);
+                if (reterr && !reterr->code)
+                        *reterr = e;
+                else
+                        error_done(&e);
+                return r;
+        }
+        it->state = IFACE_CONFIGURED;
+        error_done(&it->error);
+        return 0;
+}

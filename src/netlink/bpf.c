@@ -1,0 +1,265 @@
+/* bpf.c: BPF objects through libbpf: inspecting an ELF, loading one program with its verifier log,
+ * and taking references to programs already in the kernel. */
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "nl.h"
+
+/* First size of a verifier log buffer, doubled on ENOSPC up to the maximum; the log goes into a 422
+ * body, so it is bounded. */
+#define VERIFIER_LOG_START (1u * 1024 * 1024)
+#define VERIFIER_LOG_MAX (64u * 1024 * 1024)
+
+struct NlProgram {
+        struct bpf_object *obj; /* NULL when adopted by id */
+        int fd;
+        uint32_t id;
+        char tag[NL_TAG_STRING_MAX];
+};
+
+static int libbpf_print_fn(enum libbpf_print_level level, const char *fmt, va_list ap) {
+        char buf[1024];
+        size_t n;
+
+        (void) level;
+        if (log_get_max_level() < LOG_DEBUG)
+                return 0;
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        n = strlen(buf);
+        if (n > 0 && buf[n - 1] == '\n')
+                buf[n - 1] = 0;
+        log_debug("libbpf: %s", buf);
+        return 0;
+}
+
+void nl_bpf_setup_logging(void) {
+        libbpf_set_print(libbpf_print_fn);
+}
+
+const char *nl_libbpf_version(void) {
+        return libbpf_version_string();
+}
+
+NlObjectInfo *nl_object_info_free(NlObjectInfo *i) {
+        if (!i)
+                return NULL;
+        for (size_t k = 0; k < i->n_programs; k++) {
+                free(i->programs[k].name);
+                free(i->programs[k].section);
+        }
+        for (size_t k = 0; k < i->n_maps; k++)
+                free(i->maps[k].name);
+        free(i->programs);
+        free(i->maps);
+        free(i);
+        return NULL;
+}
+
+static struct bpf_object *open_mem(const void *data, size_t size, const char *name, Error *reterr) {
+        LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = name);
+        struct bpf_object *obj;
+
+        obj = bpf_object__open_mem(data, size, &opts);
+        if (!obj) {
+                error_set(reterr, errno, "invalid_object", "not a BPF object file libbpf can open: %s",
+                          strerror(errno));
+                return NULL;
+        }
+        return obj;
+}
+
+int nl_object_inspect(const void *data, size_t size, NlObjectInfo **ret, Error *reterr) {
+        _cleanup_(nl_object_info_freep) NlObjectInfo *info = calloc(1, sizeof(*info));
+        struct bpf_object *obj;
+        struct bpf_program *p;
+        struct bpf_map *m;
+        size_t np = 0, nm = 0;
+
+        if (!info)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        obj = open_mem(data, size, "inspect", reterr);
+        if (!obj)
+                return -EINVAL;
+        bpf_object__for_each_program(p, obj) np++;
+        bpf_object__for_each_map(m, obj) nm++;
+        info->programs = calloc(np + 1, sizeof(NlProgramInfo));
+        info->maps = calloc(nm + 1, sizeof(NlMapInfo));
+        if (!info->programs || !info->maps) {
+                bpf_object__close(obj);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        bpf_object__for_each_program(p, obj) {
+                NlProgramInfo *pi = &info->programs[info->n_programs++];
+                enum bpf_prog_type t = bpf_program__type(p);
+                pi->name = strdup(bpf_program__name(p));
+                pi->section = strdup(bpf_program__section_name(p));
+                pi->type = libbpf_bpf_prog_type_str(t);
+                if (!pi->type)
+                        pi->type = "unknown";
+                pi->is_classifier = t == BPF_PROG_TYPE_SCHED_CLS;
+                pi->is_tc = pi->is_classifier || t == BPF_PROG_TYPE_SCHED_ACT;
+        }
+        bpf_object__for_each_map(m, obj) {
+                NlMapInfo *mi = &info->maps[info->n_maps++];
+                mi->name = strdup(bpf_map__name(m));
+                mi->type = libbpf_bpf_map_type_str(bpf_map__type(m));
+                if (!mi->type)
+                        mi->type = "unknown";
+                mi->key_size = bpf_map__key_size(m);
+                mi->value_size = bpf_map__value_size(m);
+                mi->max_entries = bpf_map__max_entries(m);
+        }
+        bpf_object__close(obj);
+        *ret = TAKE_PTR(info);
+        return 0;
+}
+
+NlProgram *nl_program_free(NlProgram *p) {
+        if (!p)
+                return NULL;
+        safe_close(p->fd);
+        bpf_object__close(p->obj);
+        free(p);
+        return NULL;
+}
+
+int nl_program_fd(const NlProgram *p) {
+        return p->fd;
+}
+
+uint32_t nl_program_id(const NlProgram *p) {
+        return p->id;
+}
+
+const char *nl_program_tag(const NlProgram *p) {
+        return p->tag;
+}
+
+static int fill_info(NlProgram *p, Error *reterr) {
+        struct bpf_prog_info info = { 0 };
+        uint32_t len = sizeof(info);
+
+        if (bpf_obj_get_info_by_fd(p->fd, &info, &len) < 0)
+                return error_set(reterr, errno, "kernel_error", "cannot read program info: %m");
+        p->id = info.id;
+        for (int i = 0; i < 8; i++)
+                snprintf(p->tag + 2 * i, 3, "%02x", info.tag[i]);
+        return 0;
+}
+
+/* Loads only `program` of the object: the object's other programs are not the caller's concern. */
+static struct bpf_object *open_for_program(const void *data, size_t size, const char *object_name,
+                                           const char *program, struct bpf_program **ret_prog, Error *reterr) {
+        struct bpf_object *obj = open_mem(data, size, object_name, reterr);
+        struct bpf_program *p, *target = NULL;
+
+        if (!obj)
+                return NULL;
+        bpf_object__for_each_program(p, obj) {
+                bool want = streq(bpf_program__name(p), program);
+                if (want)
+                        target = p;
+                bpf_program__set_autoload(p, want);
+        }
+        if (!target) {
+                error_set(reterr, ENOENT, "program_not_found", "program \"%s\" is not in the object", program);
+                bpf_object__close(obj);
+                return NULL;
+        }
+        if (bpf_program__type(target) != BPF_PROG_TYPE_SCHED_CLS) {
+                const char *t = libbpf_bpf_prog_type_str(bpf_program__type(target));
+                error_set(reterr, EINVAL, "wrong_program_type",
+                          "program \"%s\" is of type %s; a tc classifier needs sched_cls (SEC(\"tc\") or "
+                          "SEC(\"classifier\"))",
+                          program, t ? t : "unknown");
+                bpf_object__close(obj);
+                return NULL;
+        }
+        *ret_prog = target;
+        return obj;
+}
+
+/* Loads again with a log buffer to capture the verifier's explanation of a rejection. */
+static char *verifier_log(const void *data, size_t size, const char *object_name, const char *program) {
+        for (size_t log_size = VERIFIER_LOG_START; log_size <= VERIFIER_LOG_MAX; log_size *= 2) {
+                struct bpf_program *p;
+                struct bpf_object *obj = open_for_program(data, size, object_name, program, &p, NULL);
+                char *buf = calloc(1, log_size);
+                int r;
+
+                if (!obj || !buf) {
+                        free(buf);
+                        bpf_object__close(obj);
+                        return NULL;
+                }
+                bpf_program__set_log_buf(p, buf, log_size);
+                bpf_program__set_log_level(p, 1);
+                r = bpf_object__load(obj);
+                bpf_object__close(obj);
+                if (r == -ENOSPC && log_size < VERIFIER_LOG_MAX) {
+                        free(buf);
+                        continue;
+                }
+                if (!buf[0]) {
+                        free(buf);
+                        return NULL;
+                }
+                return buf;
+        }
+        return NULL;
+}
+
+int nl_program_load(const void *data, size_t size, const char *object_name, const char *program,
+                    NlProgram **ret, Error *reterr) {
+        _cleanup_(nl_program_freep) NlProgram *np = calloc(1, sizeof(*np));
+        struct bpf_program *p;
+        int r;
+
+        if (!np)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        np->fd = -1;
+        np->obj = open_for_program(data, size, object_name, program, &p, reterr);
+        if (!np->obj)
+                return -EINVAL;
+        r = bpf_object__load(np->obj);
+        if (r < 0) {
+                char *log = verifier_log(data, size, object_name, program);
+                if (log) {
+                        error_set(reterr, r, "verifier_rejected", "program \"%s\" was rejected by the verifier: %s",
+                                  program, strerror(-r));
+                        error_set_detail(reterr, log);
+                } else
+                        error_set(reterr, r, "invalid_object", "cannot load program \"%s\": %s", program,
+                                  strerror(-r));
+                return r;
+        }
+        np->fd = fcntl(bpf_program__fd(p), F_DUPFD_CLOEXEC, 3);
+        if (np->fd < 0)
+                return error_set(reterr, errno, "internal_error", "cannot duplicate program fd: %m");
+        r = fill_info(np, reterr);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(np);
+        return 0;
+}
+
+int nl_program_open_id(uint32_t id, NlProgram **ret, Error *reterr) {
+        _cleanup_(nl_program_freep) NlProgram *np = calloc(1, sizeof(*np));
+        int r;
+
+        if (!np)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        np->fd = bpf_prog_get_fd_by_id(id);
+        if (np->fd < 0)
+                return error_set(reterr, errno, "kernel_error", "cannot open program id %u: %m", id);
+        r = fill_info(np, reterr);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(np);
+        return 0;
+}

@@ -1,0 +1,102 @@
+/* link.c: interfaces, by RTM_GETLINK dump or by name, and parsing of link events. */
+#include <linux/if_link.h>
+#include <linux/rtnetlink.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nl-internal.h"
+
+int nl_link_parse(const struct nlmsghdr *nlh, NlLink *ret) {
+        const struct ifinfomsg *ifi;
+        const struct nlattr *a;
+        NlLink l = { 0 };
+
+        if (nlh->nlmsg_type != RTM_NEWLINK && nlh->nlmsg_type != RTM_DELLINK)
+                return -ENOMSG;
+        if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*ifi))
+                return -EBADMSG;
+        ifi = mnl_nlmsg_get_payload(nlh);
+        l.ifindex = ifi->ifi_index;
+        l.flags = ifi->ifi_flags;
+        mnl_attr_for_each(a, nlh, sizeof(*ifi)) {
+                if (mnl_attr_get_type(a) == IFLA_IFNAME && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0)
+                        snprintf(l.ifname, sizeof(l.ifname), "%s", mnl_attr_get_str(a));
+        }
+        if (!l.ifname[0])
+                return -EBADMSG;
+        *ret = l;
+        return 0;
+}
+
+typedef struct LinkList {
+        NlLink *links;
+        size_t n;
+} LinkList;
+
+static int link_cb(const struct nlmsghdr *nlh, void *data) {
+        LinkList *ll = data;
+        NlLink l, *n;
+
+        if (nl_link_parse(nlh, &l) < 0)
+                return MNL_CB_OK;
+        n = realloc(ll->links, (ll->n + 1) * sizeof(NlLink));
+        if (!n) {
+                errno = ENOMEM;
+                return MNL_CB_ERROR;
+        }
+        ll->links = n;
+        ll->links[ll->n++] = l;
+        return MNL_CB_OK;
+}
+
+int nl_link_list(NlSocket *s, NlLink **ret, size_t *ret_n, Error *reterr) {
+        char buf[NL_MSG_BUFFER_SIZE];
+        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+        LinkList ll = { 0 };
+        int r;
+
+        nlh->nlmsg_type = RTM_GETLINK;
+        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+        nlh->nlmsg_seq = nl_socket_next_seq(s);
+        mnl_nlmsg_put_extra_header(nlh, sizeof(struct ifinfomsg));
+        r = nl_request(s, nlh, link_cb, &ll, "dump links", reterr);
+        if (r < 0) {
+                free(ll.links);
+                return r;
+        }
+        *ret = ll.links;
+        *ret_n = ll.n;
+        return 0;
+}
+
+int nl_link_by_name(NlSocket *s, const char *ifname, NlLink *ret, Error *reterr) {
+        char buf[NL_MSG_BUFFER_SIZE];
+        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+        LinkList ll = { 0 };
+        Error e = ERROR_NULL;
+        int r;
+
+        nlh->nlmsg_type = RTM_GETLINK;
+        nlh->nlmsg_flags = NLM_F_REQUEST;
+        nlh->nlmsg_seq = nl_socket_next_seq(s);
+        mnl_nlmsg_put_extra_header(nlh, sizeof(struct ifinfomsg));
+        mnl_attr_put_strz(nlh, IFLA_IFNAME, ifname);
+        r = nl_request(s, nlh, link_cb, &ll, ifname, &e);
+        if (r == -ENODEV || (r >= 0 && ll.n == 0)) {
+                error_done(&e);
+                free(ll.links);
+                return -ENODEV;
+        }
+        if (r < 0) {
+                free(ll.links);
+                if (reterr) {
+                        error_done(reterr);
+                        *reterr = e;
+                } else
+                        error_done(&e);
+                return r;
+        }
+        *ret = ll.links[0];
+        free(ll.links);
+        return 0;
+}

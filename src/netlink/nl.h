@@ -1,0 +1,147 @@
+/* nl.h: the kernel. rtnetlink through libmnl (links, clsact, cls_bpf filters) and bpf(2) through
+ * libbpf (objects, programs). Returns plain structs describing kernel state; holds no policy. */
+#pragma once
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "macros.h"
+
+/* Every filter clsd installs carries TCA_BPF_NAME "clsd:<filter name>": the mark of ownership. */
+#define NL_FILTER_NAME_PREFIX "clsd:"
+#define NL_TAG_STRING_MAX 17
+/* One request message; ours are a few hundred bytes. */
+#define NL_MSG_BUFFER_SIZE 8192
+/* One read of answers or events: the kernel sends dumps in chunks of up to 32 KiB. */
+#define NL_RECV_BUFFER_SIZE 32768
+
+struct nlmsghdr;
+
+/* ---- rtnetlink socket (rtnl.c) ---- */
+typedef struct NlSocket NlSocket;
+
+/* groups: RTMGRP_* bits to join (0 for a request socket). */
+int nl_socket_open(unsigned groups, NlSocket **ret, Error *reterr);
+NlSocket *nl_socket_free(NlSocket *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(NlSocket *, nl_socket_free);
+int nl_socket_fd(const NlSocket *s);
+/* Reads pending events; calls cb per message. -ENOBUFS when the kernel dropped events. */
+typedef int (*NlEventFunc)(const struct nlmsghdr *nlh, void *userdata);
+int nl_socket_read_events(NlSocket *s, NlEventFunc cb, void *userdata);
+
+/* ---- links (link.c) ---- */
+typedef struct NlLink {
+        int ifindex;
+        char ifname[IF_NAMESIZE];
+        unsigned flags;
+} NlLink;
+
+int nl_link_list(NlSocket *s, NlLink **ret, size_t *ret_n, Error *reterr);
+/* -ENODEV when there is no such interface. */
+int nl_link_by_name(NlSocket *s, const char *ifname, NlLink *ret, Error *reterr);
+/* Parses an RTM_NEWLINK/RTM_DELLINK message. */
+int nl_link_parse(const struct nlmsghdr *nlh, NlLink *ret);
+
+/* ---- tc: clsact and cls_bpf filters (tc.c, tc-msg.c) ---- */
+typedef enum NlHook {
+        NL_HOOK_INGRESS,
+        NL_HOOK_EGRESS,
+        _NL_HOOK_MAX,
+} NlHook;
+
+uint32_t nl_hook_parent(NlHook h);
+
+typedef struct NlFilter {
+        NlHook hook;
+        uint32_t parent;
+        uint16_t pref;
+        uint16_t protocol; /* host order ETH_P_* */
+        uint32_t handle;
+        char kind[16];
+        /* cls_bpf only: */
+        char name[256];
+        uint32_t prog_id;
+        char tag[NL_TAG_STRING_MAX];
+        uint32_t flags; /* TCA_BPF_FLAGS */
+        uint32_t classid;
+        bool direct_action;
+        bool clsd_owned; /* name starts with NL_FILTER_NAME_PREFIX */
+} NlFilter;
+
+typedef struct NlBpfFilterSpec {
+        int ifindex;
+        NlHook hook;
+        uint16_t pref;
+        uint32_t handle;
+        int prog_fd;
+        const char *name; /* full TCA_BPF_NAME, with the prefix */
+        bool direct_action;
+        uint32_t classid; /* 0: none */
+} NlBpfFilterSpec;
+
+/* Builds the request into buf (at least NL_MSG_BUFFER_SIZE); exposed for tests. */
+struct nlmsghdr *nl_msg_bpf_filter(void *buf, const NlBpfFilterSpec *f, bool replace, uint32_t seq);
+struct nlmsghdr *nl_msg_filter_del(void *buf, int ifindex, NlHook hook, uint16_t pref, uint32_t seq);
+struct nlmsghdr *nl_msg_filter_dump(void *buf, int ifindex, NlHook hook, uint32_t seq);
+struct nlmsghdr *nl_msg_clsact(void *buf, int ifindex, bool add, uint32_t seq);
+/* Parses one RTM_NEWTFILTER message. 0 on success, -ENOMSG when it is not a filter message. */
+int nl_filter_parse(const struct nlmsghdr *nlh, NlFilter *ret);
+
+int nl_clsact_exists(NlSocket *s, int ifindex, bool *ret, Error *reterr);
+int nl_clsact_add(NlSocket *s, int ifindex, Error *reterr);
+int nl_clsact_del(NlSocket *s, int ifindex, Error *reterr);
+/* Dumps all filters of both clsact hooks; an interface without clsact has none. */
+int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Error *reterr);
+/* Adds (replace=false, NLM_F_EXCL) or replaces in place (NLM_F_REPLACE) a cls_bpf filter. */
+int nl_bpf_filter_set(NlSocket *s, const NlBpfFilterSpec *f, bool replace, Error *reterr);
+int nl_filter_del(NlSocket *s, int ifindex, NlHook hook, uint16_t pref, Error *reterr);
+
+/* ---- bpf objects and programs (bpf.c) ---- */
+typedef struct NlProgramInfo {
+        char *name;
+        char *section;
+        const char *type; /* libbpf's name: "sched_cls", "xdp", … */
+        bool is_tc;       /* SCHED_CLS or SCHED_ACT */
+        bool is_classifier; /* SCHED_CLS */
+} NlProgramInfo;
+
+typedef struct NlMapInfo {
+        char *name;
+        const char *type;
+        uint32_t key_size;
+        uint32_t value_size;
+        uint32_t max_entries;
+} NlMapInfo;
+
+typedef struct NlObjectInfo {
+        NlProgramInfo *programs;
+        size_t n_programs;
+        NlMapInfo *maps;
+        size_t n_maps;
+} NlObjectInfo;
+
+/* Opens the ELF without loading anything; reterr "invalid_object" when it is not a BPF object. */
+int nl_object_inspect(const void *data, size_t size, NlObjectInfo **ret, Error *reterr);
+NlObjectInfo *nl_object_info_free(NlObjectInfo *i);
+DEFINE_TRIVIAL_CLEANUP_FUNC(NlObjectInfo *, nl_object_info_free);
+
+typedef struct NlProgram NlProgram;
+
+/* Loads one program of an object (the others are not loaded); on a verifier rejection reterr is
+ * "verifier_rejected" with the verifier's log as detail. */
+int nl_program_load(const void *data, size_t size, const char *object_name, const char *program,
+                    NlProgram **ret, Error *reterr);
+/* Takes a reference to a program already in the kernel, by id, without loading anything. */
+int nl_program_open_id(uint32_t id, NlProgram **ret, Error *reterr);
+NlProgram *nl_program_free(NlProgram *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(NlProgram *, nl_program_free);
+int nl_program_fd(const NlProgram *p);
+uint32_t nl_program_id(const NlProgram *p);
+const char *nl_program_tag(const NlProgram *p);
+
+/* Sends libbpf's output to our log at debug level. */
+void nl_bpf_setup_logging(void);
+const char *nl_libbpf_version(void);

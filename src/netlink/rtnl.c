@@ -1,0 +1,171 @@
+/* rtnl.c: rtnetlink sockets: strict checking, extended acks, request/ack matching, event reads. */
+#include <linux/netlink.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "log.h"
+#include "nl-internal.h"
+
+/* A request socket never waits for the kernel longer than this. */
+#define NL_REQUEST_TIMEOUT_SEC 5
+/* The event socket's buffer: large enough for a burst of link and tc events between two reads. */
+#define NL_EVENT_RCVBUF (4 * 1024 * 1024)
+
+NlSocket *nl_socket_free(NlSocket *s) {
+        if (!s)
+                return NULL;
+        if (s->mnl)
+                mnl_socket_close(s->mnl);
+        free(s->buf);
+        free(s);
+        return NULL;
+}
+
+int nl_socket_fd(const NlSocket *s) {
+        return mnl_socket_get_fd(s->mnl);
+}
+
+uint32_t nl_socket_next_seq(NlSocket *s) {
+        return ++s->seq;
+}
+
+int nl_socket_open(unsigned groups, NlSocket **ret, Error *reterr) {
+        _cleanup_(nl_socket_freep) NlSocket *s = calloc(1, sizeof(*s));
+        int one = 1;
+
+        if (!s || !(s->buf = malloc(NL_RECV_BUFFER_SIZE)))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        s->mnl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC | (groups ? SOCK_NONBLOCK : 0));
+        if (!s->mnl)
+                return error_set(reterr, errno, "kernel_error", "cannot open rtnetlink socket: %m");
+        (void) mnl_socket_setsockopt(s->mnl, NETLINK_EXT_ACK, &one, sizeof(one));
+        (void) mnl_socket_setsockopt(s->mnl, NETLINK_CAP_ACK, &one, sizeof(one));
+        (void) mnl_socket_setsockopt(s->mnl, NETLINK_GET_STRICT_CHK, &one, sizeof(one));
+        if (groups) {
+                int size = NL_EVENT_RCVBUF;
+                if (setsockopt(nl_socket_fd(s), SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
+                        (void) setsockopt(nl_socket_fd(s), SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+        } else {
+                struct timeval tv = { .tv_sec = NL_REQUEST_TIMEOUT_SEC };
+                (void) setsockopt(nl_socket_fd(s), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        }
+        if (mnl_socket_bind(s->mnl, groups, MNL_SOCKET_AUTOPID) < 0)
+                return error_set(reterr, errno, "kernel_error", "cannot bind rtnetlink socket: %m");
+        s->portid = mnl_socket_get_portid(s->mnl);
+        s->seq = (uint32_t) time(NULL);
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+typedef struct AckContext {
+        char extack[512];
+} AckContext;
+
+/* Finds NLMSGERR_ATTR_MSG in an extended ack. */
+static void parse_extack(const struct nlmsghdr *nlh, AckContext *ctx) {
+        const struct nlmsgerr *err = mnl_nlmsg_get_payload(nlh);
+        size_t off = sizeof(*err);
+        const struct nlattr *attr;
+
+        if (!(nlh->nlmsg_flags & NLM_F_ACK_TLVS))
+                return;
+        if (!(nlh->nlmsg_flags & NLM_F_CAPPED))
+                off += err->msg.nlmsg_len - sizeof(struct nlmsghdr);
+        if (off >= mnl_nlmsg_get_payload_len(nlh))
+                return;
+        const void *tlvs = (const char *) err + off;
+        mnl_attr_for_each_payload(tlvs, mnl_nlmsg_get_payload_len(nlh) - off) {
+                if (mnl_attr_get_type(attr) == NLMSGERR_ATTR_MSG &&
+                    mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) >= 0)
+                        snprintf(ctx->extack, sizeof(ctx->extack), "%s", mnl_attr_get_str(attr));
+        }
+}
+
+static int ack_error_cb(const struct nlmsghdr *nlh, void *data) {
+        const struct nlmsgerr *err = mnl_nlmsg_get_payload(nlh);
+        AckContext *ctx = data;
+
+        if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(struct nlmsgerr))) {
+                errno = EBADMSG;
+                return MNL_CB_ERROR;
+        }
+        parse_extack(nlh, ctx);
+        if (err->error == 0)
+                return MNL_CB_STOP;
+        errno = -err->error;
+        return MNL_CB_ERROR;
+}
+
+typedef struct RunContext {
+        AckContext ack;
+        mnl_cb_t cb;
+        void *userdata;
+} RunContext;
+
+static int run_data_cb(const struct nlmsghdr *nlh, void *data) {
+        RunContext *rc = data;
+        return rc->cb ? rc->cb(nlh, rc->userdata) : MNL_CB_OK;
+}
+
+static int run_error_cb(const struct nlmsghdr *nlh, void *data) {
+        RunContext *rc = data;
+        return ack_error_cb(nlh, &rc->ack);
+}
+
+int nl_request(NlSocket *s, struct nlmsghdr *nlh, mnl_cb_t cb, void *userdata, const char *what,
+               Error *reterr) {
+        mnl_cb_t ctl[NLMSG_MIN_TYPE] = { [NLMSG_ERROR] = run_error_cb };
+        RunContext rc = { .cb = cb, .userdata = userdata };
+        uint32_t seq = nlh->nlmsg_seq;
+        int r;
+
+        nlh->nlmsg_flags |= NLM_F_ACK;
+        if (mnl_socket_sendto(s->mnl, nlh, nlh->nlmsg_len) < 0)
+                return error_set(reterr, errno, "kernel_error", "%s: cannot send to rtnetlink: %m", what);
+        for (;;) {
+                ssize_t n = mnl_socket_recvfrom(s->mnl, s->buf, NL_RECV_BUFFER_SIZE);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return error_set(reterr, errno == EAGAIN ? ETIMEDOUT : errno, "kernel_error",
+                                         "%s: no answer from rtnetlink: %m", what);
+                }
+                /* Answers to an earlier request that timed out carry another sequence number: skip. */
+                r = mnl_cb_run2(s->buf, (size_t) n, seq, s->portid, run_data_cb, &rc, ctl, ELEMENTSOF(ctl));
+                if (r < 0 && errno == ESRCH)
+                        continue;
+                if (r < 0) {
+                        int e = errno;
+                        log_debug("%s: %s%s%s", what, strerror(e), rc.ack.extack[0] ? ": " : "", rc.ack.extack);
+                        if (rc.ack.extack[0])
+                                return error_set(reterr, e, "kernel_error", "%s: %s (%s)", what, rc.ack.extack,
+                                                 strerror(e));
+                        return error_set(reterr, e, "kernel_error", "%s: %s", what, strerror(e));
+                }
+                if (r == MNL_CB_STOP)
+                        return 0;
+        }
+}
+
+int nl_socket_read_events(NlSocket *s, NlEventFunc cb, void *userdata) {
+        for (;;) {
+                ssize_t n = recv(nl_socket_fd(s), s->buf, NL_RECV_BUFFER_SIZE, MSG_DONTWAIT);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return 0;
+                        return -errno;
+                }
+                int len = (int) n;
+                for (const struct nlmsghdr *nlh = (const void *) s->buf; mnl_nlmsg_ok(nlh, len);
+                     nlh = mnl_nlmsg_next(nlh, &len)) {
+                        int r = cb(nlh, userdata);
+                        if (r < 0)
+                                return r;
+                }
+        }
+}

@@ -1,0 +1,136 @@
+/* tc-msg.c: building and parsing tc messages (clsact, cls_bpf filters): pure, no I/O, so the tests can
+ * feed it bytes captured from the kernel. */
+#include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <linux/pkt_cls.h>
+#include <linux/pkt_sched.h>
+#include <linux/rtnetlink.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nl-internal.h"
+
+uint32_t nl_hook_parent(NlHook h) {
+        return TC_H_MAKE(TC_H_CLSACT, h == NL_HOOK_INGRESS ? TC_H_MIN_INGRESS : TC_H_MIN_EGRESS);
+}
+
+static struct nlmsghdr *put_tcmsg(void *buf, uint16_t type, uint16_t flags, uint32_t seq, int ifindex,
+                                  uint32_t parent, uint32_t handle, uint32_t info) {
+        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+        struct tcmsg *tcm;
+
+        nlh->nlmsg_type = type;
+        nlh->nlmsg_flags = NLM_F_REQUEST | flags;
+        nlh->nlmsg_seq = seq;
+        tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
+        tcm->tcm_family = AF_UNSPEC;
+        tcm->tcm_ifindex = ifindex;
+        tcm->tcm_parent = parent;
+        tcm->tcm_handle = handle;
+        tcm->tcm_info = info;
+        return nlh;
+}
+
+struct nlmsghdr *nl_msg_clsact(void *buf, int ifindex, bool add, uint32_t seq) {
+        struct nlmsghdr *nlh = put_tcmsg(buf, add ? RTM_NEWQDISC : RTM_DELQDISC,
+                                         add ? NLM_F_CREATE | NLM_F_EXCL : 0, seq, ifindex, TC_H_CLSACT,
+                                         TC_H_MAKE(TC_H_CLSACT, 0), 0);
+        mnl_attr_put_strz(nlh, TCA_KIND, "clsact");
+        return nlh;
+}
+
+struct nlmsghdr *nl_msg_bpf_filter(void *buf, const NlBpfFilterSpec *f, bool replace, uint32_t seq) {
+        /* All protocols (ETH_P_ALL); one filter per pref, at handle f->handle. */
+        struct nlmsghdr *nlh = put_tcmsg(buf, RTM_NEWTFILTER,
+                                         NLM_F_CREATE | (replace ? NLM_F_REPLACE : NLM_F_EXCL), seq,
+                                         f->ifindex, nl_hook_parent(f->hook), f->handle,
+                                         TC_H_MAKE((uint32_t) f->pref << 16, htons(ETH_P_ALL)));
+        struct nlattr *opts;
+
+        mnl_attr_put_strz(nlh, TCA_KIND, "bpf");
+        opts = mnl_attr_nest_start(nlh, TCA_OPTIONS);
+        mnl_attr_put_u32(nlh, TCA_BPF_FD, (uint32_t) f->prog_fd);
+        mnl_attr_put_strz(nlh, TCA_BPF_NAME, f->name);
+        mnl_attr_put_u32(nlh, TCA_BPF_FLAGS, f->direct_action ? TCA_BPF_FLAG_ACT_DIRECT : 0);
+        if (f->classid)
+                mnl_attr_put_u32(nlh, TCA_BPF_CLASSID, f->classid);
+        mnl_attr_nest_end(nlh, opts);
+        return nlh;
+}
+
+struct nlmsghdr *nl_msg_filter_del(void *buf, int ifindex, NlHook hook, uint16_t pref, uint32_t seq) {
+        /* Protocol 0 and handle 0 remove the whole filter at this pref, whatever its protocol. */
+        return put_tcmsg(buf, RTM_DELTFILTER, 0, seq, ifindex, nl_hook_parent(hook), 0,
+                         TC_H_MAKE((uint32_t) pref << 16, 0));
+}
+
+struct nlmsghdr *nl_msg_filter_dump(void *buf, int ifindex, NlHook hook, uint32_t seq) {
+        return put_tcmsg(buf, RTM_GETTFILTER, NLM_F_DUMP, seq, ifindex, nl_hook_parent(hook), 0, 0);
+}
+
+static void parse_bpf_options(const struct nlattr *opts, NlFilter *f) {
+        const struct nlattr *a;
+
+        mnl_attr_for_each_nested(a, opts) {
+                switch (mnl_attr_get_type(a)) {
+                case TCA_BPF_NAME:
+                        if (mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0)
+                                snprintf(f->name, sizeof(f->name), "%s", mnl_attr_get_str(a));
+                        break;
+                case TCA_BPF_ID:
+                        if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+                                f->prog_id = mnl_attr_get_u32(a);
+                        break;
+                case TCA_BPF_TAG:
+                        if (mnl_attr_get_payload_len(a) == 8) {
+                                const uint8_t *t = mnl_attr_get_payload(a);
+                                for (int i = 0; i < 8; i++)
+                                        snprintf(f->tag + 2 * i, 3, "%02x", t[i]);
+                        }
+                        break;
+                case TCA_BPF_FLAGS:
+                        if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+                                f->flags = mnl_attr_get_u32(a);
+                        break;
+                case TCA_BPF_CLASSID:
+                        if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+                                f->classid = mnl_attr_get_u32(a);
+                        break;
+                }
+        }
+        f->direct_action = f->flags & TCA_BPF_FLAG_ACT_DIRECT;
+        f->clsd_owned = startswith(f->name, NL_FILTER_NAME_PREFIX) != NULL;
+}
+
+int nl_filter_parse(const struct nlmsghdr *nlh, NlFilter *ret) {
+        const struct tcmsg *tcm;
+        const struct nlattr *a, *opts = NULL;
+        NlFilter f = { 0 };
+
+        if (nlh->nlmsg_type != RTM_NEWTFILTER && nlh->nlmsg_type != RTM_DELTFILTER)
+                return -ENOMSG;
+        if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*tcm))
+                return -EBADMSG;
+        tcm = mnl_nlmsg_get_payload(nlh);
+        f.parent = tcm->tcm_parent;
+        f.handle = tcm->tcm_handle;
+        f.pref = (uint16_t) (TC_H_MAJ(tcm->tcm_info) >> 16);
+        f.protocol = ntohs((uint16_t) TC_H_MIN(tcm->tcm_info));
+        f.hook = f.parent == nl_hook_parent(NL_HOOK_EGRESS) ? NL_HOOK_EGRESS : NL_HOOK_INGRESS;
+        mnl_attr_for_each(a, nlh, sizeof(*tcm)) {
+                switch (mnl_attr_get_type(a)) {
+                case TCA_KIND:
+                        if (mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0)
+                                snprintf(f.kind, sizeof(f.kind), "%s", mnl_attr_get_str(a));
+                        break;
+                case TCA_OPTIONS:
+                        if (mnl_attr_validate(a, MNL_TYPE_NESTED) >= 0)
+                                opts = a;
+                        break;
+                }
+        }
+        if (opts && streq(f.kind, "bpf"))
+                parse_bpf_options(opts, &f);
+        *ret = f;
+        return 0;
+}

@@ -1,0 +1,120 @@
+/* tc.c: tc requests against the kernel: clsact qdiscs and cls_bpf filters, each change acked. */
+#include <linux/pkt_sched.h>
+#include <linux/rtnetlink.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nl-internal.h"
+
+typedef struct QdiscScan {
+        int ifindex;
+        bool found;
+} QdiscScan;
+
+static int qdisc_cb(const struct nlmsghdr *nlh, void *data) {
+        const struct tcmsg *tcm = mnl_nlmsg_get_payload(nlh);
+        QdiscScan *q = data;
+        const struct nlattr *a;
+
+        if (nlh->nlmsg_type != RTM_NEWQDISC || mnl_nlmsg_get_payload_len(nlh) < sizeof(*tcm))
+                return MNL_CB_OK;
+        if (tcm->tcm_ifindex != q->ifindex || tcm->tcm_parent != TC_H_CLSACT)
+                return MNL_CB_OK;
+        mnl_attr_for_each(a, nlh, sizeof(*tcm)) {
+                if (mnl_attr_get_type(a) == TCA_KIND && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0 &&
+                    streq(mnl_attr_get_str(a), "clsact"))
+                        q->found = true;
+        }
+        return MNL_CB_OK;
+}
+
+int nl_clsact_exists(NlSocket *s, int ifindex, bool *ret, Error *reterr) {
+        char buf[NL_MSG_BUFFER_SIZE];
+        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+        struct tcmsg *tcm;
+        QdiscScan q = { .ifindex = ifindex };
+        int r;
+
+        nlh->nlmsg_type = RTM_GETQDISC;
+        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+        nlh->nlmsg_seq = nl_socket_next_seq(s);
+        tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
+        tcm->tcm_ifindex = ifindex; /* with NETLINK_GET_STRICT_CHK the kernel filters by interface */
+        r = nl_request(s, nlh, qdisc_cb, &q, "dump qdiscs", reterr);
+        if (r < 0)
+                return r;
+        *ret = q.found;
+        return 0;
+}
+
+int nl_clsact_add(NlSocket *s, int ifindex, Error *reterr) {
+        char buf[NL_MSG_BUFFER_SIZE];
+        return nl_request(s, nl_msg_clsact(buf, ifindex, true, nl_socket_next_seq(s)), NULL, NULL,
+                          "add clsact qdisc", reterr);
+}
+
+int nl_clsact_del(NlSocket *s, int ifindex, Error *reterr) {
+        char buf[NL_MSG_BUFFER_SIZE];
+        return nl_request(s, nl_msg_clsact(buf, ifindex, false, nl_socket_next_seq(s)), NULL, NULL,
+                          "delete clsact qdisc", reterr);
+}
+
+typedef struct FilterList {
+        NlHook hook;
+        NlFilter *filters;
+        size_t n;
+} FilterList;
+
+static int filter_cb(const struct nlmsghdr *nlh, void *data) {
+        FilterList *fl = data;
+        NlFilter f, *n;
+
+        if (nl_filter_parse(nlh, &f) < 0)
+                return MNL_CB_OK;
+        if (f.handle == 0)
+                return MNL_CB_OK; /* the chain head of a pref, not a filter */
+        f.hook = fl->hook;
+        n = realloc(fl->filters, (fl->n + 1) * sizeof(NlFilter));
+        if (!n) {
+                errno = ENOMEM;
+                return MNL_CB_ERROR;
+        }
+        fl->filters = n;
+        fl->filters[fl->n++] = f;
+        return MNL_CB_OK;
+}
+
+int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Error *reterr) {
+        char buf[NL_MSG_BUFFER_SIZE];
+        FilterList fl = { 0 };
+        bool has_clsact;
+        int r;
+
+        r = nl_clsact_exists(s, ifindex, &has_clsact, reterr);
+        if (r < 0)
+                return r;
+        for (NlHook h = 0; has_clsact && h < _NL_HOOK_MAX; h++) {
+                fl.hook = h;
+                r = nl_request(s, nl_msg_filter_dump(buf, ifindex, h, nl_socket_next_seq(s)), filter_cb, &fl,
+                               "dump filters", reterr);
+                if (r < 0) {
+                        free(fl.filters);
+                        return r;
+                }
+        }
+        *ret = fl.filters;
+        *ret_n = fl.n;
+        return 0;
+}
+
+int nl_bpf_filter_set(NlSocket *s, const NlBpfFilterSpec *f, bool replace, Error *reterr) {
+        char buf[NL_MSG_BUFFER_SIZE];
+        return nl_request(s, nl_msg_bpf_filter(buf, f, replace, nl_socket_next_seq(s)), NULL, NULL,
+                          replace ? "replace filter" : "add filter", reterr);
+}
+
+int nl_filter_del(NlSocket *s, int ifindex, NlHook hook, uint16_t pref, Error *reterr) {
+        char buf[NL_MSG_BUFFER_SIZE];
+        return nl_request(s, nl_msg_filter_del(buf, ifindex, hook, pref, nl_socket_next_seq(s)), NULL, NULL,
+                          "delete filter", reterr);
+}

@@ -1,0 +1,381 @@
+/* document.c: the desired state of one interface: strict JSON parsing, validation, defaults. */
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "store.h"
+
+static const char *const direction_names[_DIRECTION_MAX] = {
+        [DIRECTION_INGRESS] = "ingress",
+        [DIRECTION_EGRESS] = "egress",
+};
+
+const char *direction_to_string(Direction d) {
+        return d < _DIRECTION_MAX ? direction_names[d] : NULL;
+}
+
+const char *document_source_to_string(DocumentSource s) {
+        return s == SOURCE_HOG ? "hog" : "api";
+}
+
+void filter_spec_done(FilterSpec *f) {
+        free(f->name);
+        free(f->object);
+        free(f->digest);
+        free(f->program);
+        *f = (FilterSpec){ 0 };
+}
+
+Document *document_free(Document *d) {
+        if (!d)
+                return NULL;
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                for (size_t i = 0; i < d->n_filters[dir]; i++)
+                        filter_spec_done(&d->filters[dir][i]);
+                free(d->filters[dir]);
+        }
+        free(d->ifname);
+        free(d);
+        return NULL;
+}
+
+int ifname_valid(const char *s) {
+        size_t n = strlen(s);
+
+        /* The kernel's dev_valid_name(): no '/', ':' or whitespace, not "." or "..". */
+        if (n == 0 || n > IFNAME_MAX || streq(s, ".") || streq(s, ".."))
+                return 0;
+        for (const char *p = s; *p; p++)
+                if (*p == '/' || *p == ':' || isspace((unsigned char) *p) || !isprint((unsigned char) *p))
+                        return 0;
+        return 1;
+}
+
+int filter_name_valid(const char *s) {
+        size_t n = strlen(s);
+
+        if (n == 0 || n > FILTER_NAME_MAX)
+                return 0;
+        for (const char *p = s; *p; p++)
+                if (!isalnum((unsigned char) *p) && !strchr("_.-", *p))
+                        return 0;
+        return 1;
+}
+
+int classid_parse(const char *s, uint32_t *ret) {
+        unsigned long maj, min;
+        char *end;
+
+        /* tc's notation "MAJ:MIN" in hex, as in "1:10". */
+        errno = 0;
+        maj = strtoul(s, &end, 16);
+        if (errno || end == s || *end != ':' || maj > 0xFFFF)
+                return -EINVAL;
+        s = end + 1;
+        min = strtoul(s, &end, 16);
+        if (errno || end == s || *end || min > 0xFFFF)
+                return -EINVAL;
+        *ret = (uint32_t) (maj << 16 | min);
+        return 0;
+}
+
+void classid_format(uint32_t classid, char buf[16]) {
+        snprintf(buf, 16, "%x:%x", classid >> 16, classid & 0xFFFF);
+}
+
+static int field_error(Error *e, const char *code, const char *path, const char *fmt, const char *what) {
+        return error_set(e, EINVAL, code, "%s: %s%s", path, fmt, what ? what : "");
+}
+
+static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reterr) {
+        static const char *const known[] = { "name", "object", "program", "priority", "direct_action",
+                                             "classid", "digest" };
+        const char *key;
+        json_t *v;
+        char p[128];
+
+        if (!json_is_object(j))
+                return field_error(reterr, "wrong_type", path, "expected an object", NULL);
+
+        json_object_foreach(j, key, v) {
+                bool ok = false;
+                for (size_t i = 0; i < ELEMENTSOF(known); i++)
+                        ok = ok || streq(key, known[i]);
+                if (!ok) {
+                        snprintf(p, sizeof(p), "%s.%s", path, key);
+                        return field_error(reterr, "unknown_field", p, "unknown field", NULL);
+                }
+        }
+
+        f->direct_action = true;
+
+        v = json_object_get(j, "name");
+        snprintf(p, sizeof(p), "%s.name", path);
+        if (!v)
+                return field_error(reterr, "missing_field", p, "required", NULL);
+        if (!json_is_string(v))
+                return field_error(reterr, "wrong_type", p, "expected a string", NULL);
+        if (!filter_name_valid(json_string_value(v)))
+                return field_error(reterr, "invalid_value", p,
+                                   "must be 1 to 32 characters of A-Z a-z 0-9 _ . -", NULL);
+        f->name = strdup(json_string_value(v));
+
+        v = json_object_get(j, "object");
+        snprintf(p, sizeof(p), "%s.object", path);
+        if (!v)
+                return field_error(reterr, "missing_field", p, "required", NULL);
+        if (!json_is_string(v))
+                return field_error(reterr, "wrong_type", p, "expected a string", NULL);
+        {
+                const char *o = json_string_value(v);
+                if (sha256_digest_string_valid(o))
+                        f->digest = strdup(o);
+                else if (o[0] != '/')
+                        return field_error(reterr, "invalid_value", p,
+                                           "expected \"sha256:<64 lowercase hex>\" or an absolute path", NULL);
+                else if (strlen(o) > 4096)
+                        return field_error(reterr, "invalid_value", p, "path too long", NULL);
+                f->object = strdup(o);
+        }
+
+        /* "digest" pins the content of an object given by path; GET answers carry it, so a GET body
+         * can be PUT back as it is. */
+        v = json_object_get(j, "digest");
+        snprintf(p, sizeof(p), "%s.digest", path);
+        if (v && !json_is_null(v)) {
+                if (!json_is_string(v))
+                        return field_error(reterr, "wrong_type", p, "expected a string", NULL);
+                if (!sha256_digest_string_valid(json_string_value(v)))
+                        return field_error(reterr, "invalid_value", p, "expected \"sha256:<64 lowercase hex>\"",
+                                           NULL);
+                if (f->digest && !streq(f->digest, json_string_value(v)))
+                        return field_error(reterr, "invalid_value", p, "differs from \"object\"", NULL);
+                if (!f->digest && !(f->digest = strdup(json_string_value(v))))
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+
+        v = json_object_get(j, "program");
+        snprintf(p, sizeof(p), "%s.program", path);
+        if (v && !json_is_null(v)) {
+                if (!json_is_string(v))
+                        return field_error(reterr, "wrong_type", p, "expected a string", NULL);
+                if (strlen(json_string_value(v)) == 0 || strlen(json_string_value(v)) > PROGRAM_NAME_MAX)
+                        return field_error(reterr, "invalid_value", p, "must be 1 to 64 characters", NULL);
+                f->program = strdup(json_string_value(v));
+        }
+
+        v = json_object_get(j, "priority");
+        snprintf(p, sizeof(p), "%s.priority", path);
+        if (v && !json_is_null(v)) {
+                if (!json_is_integer(v))
+                        return field_error(reterr, "wrong_type", p, "expected an integer", NULL);
+                if (json_integer_value(v) < PRIORITY_MIN || json_integer_value(v) > PRIORITY_MAX)
+                        return field_error(reterr, "invalid_value", p, "must be between 1 and 65535", NULL);
+                f->priority = (uint32_t) json_integer_value(v);
+        }
+
+        v = json_object_get(j, "direct_action");
+        snprintf(p, sizeof(p), "%s.direct_action", path);
+        if (v) {
+                if (!json_is_boolean(v))
+                        return field_error(reterr, "wrong_type", p, "expected a boolean", NULL);
+                f->direct_action = json_is_true(v);
+        }
+
+        v = json_object_get(j, "classid");
+        snprintf(p, sizeof(p), "%s.classid", path);
+        if (v && !json_is_null(v)) {
+                if (!json_is_string(v))
+                        return field_error(reterr, "wrong_type", p, "expected a string like \"1:10\"", NULL);
+                if (classid_parse(json_string_value(v), &f->classid) < 0)
+                        return field_error(reterr, "invalid_value", p, "expected \"MAJ:MIN\" in hex, like \"1:10\"",
+                                           NULL);
+                f->has_classid = true;
+        }
+
+        if (!f->name || !f->object || (f->program == NULL && json_object_get(j, "program") &&
+                                        json_is_string(json_object_get(j, "program"))))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        return 0;
+}
+
+/* Fills absent priorities in list order (previous + 1, first 1), then refuses duplicates. */
+static int assign_priorities(Document *d, Error *reterr) {
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                uint32_t prev = 0;
+                for (size_t i = 0; i < d->n_filters[dir]; i++) {
+                        FilterSpec *f = &d->filters[dir][i];
+                        if (f->priority == 0) {
+                                if (prev >= PRIORITY_MAX)
+                                        return error_set(reterr, EINVAL, "invalid_value",
+                                                         "%s[%zu].priority: no priority left after %" PRIu32,
+                                                         direction_to_string(dir), i, prev);
+                                f->priority = prev + 1;
+                        }
+                        prev = f->priority;
+                        for (size_t k = 0; k < i; k++)
+                                if (d->filters[dir][k].priority == f->priority)
+                                        return error_set(reterr, EINVAL, "duplicate_priority",
+                                                         "%s[%zu].priority: %" PRIu32 " is already used by "
+                                                         "filter \"%s\"",
+                                                         direction_to_string(dir), i, f->priority,
+                                                         d->filters[dir][k].name);
+                }
+        }
+        return 0;
+}
+
+static int check_names(const Document *d, Error *reterr) {
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < d->n_filters[dir]; i++)
+                        for (Direction dir2 = 0; dir2 <= dir; dir2++)
+                                for (size_t k = 0; k < (dir2 == dir ? i : d->n_filters[dir2]); k++)
+                                        if (streq(d->filters[dir][i].name, d->filters[dir2][k].name))
+                                                return error_set(reterr, EINVAL, "duplicate_name",
+                                                                 "%s[%zu].name: \"%s\" is already used in %s",
+                                                                 direction_to_string(dir), i,
+                                                                 d->filters[dir][i].name,
+                                                                 direction_to_string(dir2));
+        return 0;
+}
+
+int document_from_json(const char *ifname, json_t *spec, Document **ret, Error *reterr) {
+        _cleanup_(document_freep) Document *d = NULL;
+        const char *key;
+        json_t *v;
+        int r;
+
+        if (!json_is_object(spec))
+                return error_set(reterr, EINVAL, "wrong_type", "document: expected a JSON object");
+        json_object_foreach(spec, key, v)
+                if (!streq(key, "ingress") && !streq(key, "egress"))
+                        return error_set(reterr, EINVAL, "unknown_field", "%s: unknown field", key);
+
+        d = calloc(1, sizeof(*d));
+        if (!d || !(d->ifname = strdup(ifname)))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                json_t *list = json_object_get(spec, direction_to_string(dir)), *item;
+                size_t i;
+
+                if (!list || json_is_null(list))
+                        continue;
+                if (!json_is_array(list))
+                        return error_set(reterr, EINVAL, "wrong_type", "%s: expected an array",
+                                         direction_to_string(dir));
+                if (json_array_size(list) > FILTERS_PER_HOOK_MAX)
+                        return error_set(reterr, EINVAL, "invalid_value", "%s: at most %d filters per hook",
+                                         direction_to_string(dir), FILTERS_PER_HOOK_MAX);
+                d->filters[dir] = calloc(json_array_size(list) + 1, sizeof(FilterSpec));
+                if (!d->filters[dir])
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                json_array_foreach(list, i, item) {
+                        char path[64];
+                        snprintf(path, sizeof(path), "%s[%zu]", direction_to_string(dir), i);
+                        d->n_filters[dir]++;
+                        r = parse_filter(item, path, &d->filters[dir][i], reterr);
+                        if (r < 0)
+                                return r;
+                }
+        }
+
+        r = assign_priorities(d, reterr);
+        if (r < 0)
+                return r;
+        r = check_names(d, reterr);
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(d);
+        return 0;
+}
+
+int document_from_string(const char *ifname, const char *text, size_t size, Document **ret, Error *reterr) {
+        json_error_t jerr;
+        json_t *j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
+        int r;
+
+        if (!j)
+                return error_set(reterr, EINVAL, "malformed_json", "malformed JSON at line %d, column %d: %s",
+                                 jerr.line, jerr.column, jerr.text);
+        r = document_from_json(ifname, j, ret, reterr);
+        json_decref(j);
+        return r;
+}
+
+json_t *filter_spec_to_json(const FilterSpec *f) {
+        json_t *j = json_object();
+        char buf[16];
+
+        json_object_set_new(j, "name", json_string(f->name));
+        json_object_set_new(j, "object", json_string(f->object));
+        if (f->digest)
+                json_object_set_new(j, "digest", json_string(f->digest));
+        if (f->program)
+                json_object_set_new(j, "program", json_string(f->program));
+        json_object_set_new(j, "priority", json_integer(f->priority));
+        json_object_set_new(j, "direct_action", json_boolean(f->direct_action));
+        if (f->has_classid) {
+                classid_format(f->classid, buf);
+                json_object_set_new(j, "classid", json_string(buf));
+        }
+        return j;
+}
+
+json_t *document_spec_to_json(const Document *d) {
+        json_t *j = json_object();
+
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                json_t *list = json_array();
+                for (size_t i = 0; i < d->n_filters[dir]; i++)
+                        json_array_append_new(list, filter_spec_to_json(&d->filters[dir][i]));
+                json_object_set_new(j, direction_to_string(dir), list);
+        }
+        return j;
+}
+
+static char *strdup_or_null(const char *s) {
+        return s ? strdup(s) : NULL;
+}
+
+int document_copy(const Document *d, Document **ret) {
+        _cleanup_(document_freep) Document *c = calloc(1, sizeof(*c));
+
+        if (!c || !(c->ifname = strdup(d->ifname)))
+                return -ENOMEM;
+        c->generation = d->generation;
+        c->source = d->source;
+        c->clsact_created = d->clsact_created;
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                c->filters[dir] = calloc(d->n_filters[dir] + 1, sizeof(FilterSpec));
+                if (!c->filters[dir])
+                        return -ENOMEM;
+                for (size_t i = 0; i < d->n_filters[dir]; i++) {
+                        const FilterSpec *f = &d->filters[dir][i];
+                        FilterSpec *g = &c->filters[dir][i];
+                        c->n_filters[dir]++;
+                        *g = *f;
+                        g->name = strdup_or_null(f->name);
+                        g->object = strdup_or_null(f->object);
+                        g->digest = strdup_or_null(f->digest);
+                        g->program = strdup_or_null(f->program);
+                        if (!g->name || !g->object || (f->digest && !g->digest) || (f->program && !g->program))
+                                return -ENOMEM;
+                }
+        }
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+const FilterSpec *document_find_filter(const Document *d, const char *name, Direction *ret_dir) {
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < d->n_filters[dir]; i++)
+                        if (streq(d->filters[dir][i].name, name)) {
+                                if (ret_dir)
+                                        *ret_dir = dir;
+                                return &d->filters[dir][i];
+                        }
+        return NULL;
+}

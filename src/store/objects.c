@@ -1,0 +1,112 @@
+/* objects.c: content-addressed object files: objects/<64 hex>.o, written once, named by their sha256. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fileio.h"
+#include "store-internal.h"
+
+static const char *digest_hex(const char *digest) {
+        return digest + strlen("sha256:");
+}
+
+static void object_file_name(const char *digest, char buf[80]) {
+        snprintf(buf, 80, "%s.o", digest_hex(digest));
+}
+
+int store_object_put(Store *s, const void *data, size_t size, char ret_digest[SHA256_DIGEST_STRING_MAX],
+                     bool *ret_created, Error *reterr) {
+        char digest[SHA256_DIGEST_STRING_MAX], name[80];
+        int r;
+
+        sha256_digest_string(data, size, digest);
+        object_file_name(digest, name);
+        r = store_object_exists(s, digest);
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot check %s/objects/%s: %s", s->dir, name,
+                                 strerror(-r));
+        if (r == 0) {
+                r = write_file_atomic(s->objects_fd, name, data, size);
+                if (r < 0)
+                        return error_set(reterr, r, "store_error", "cannot write %s/objects/%s: %s", s->dir, name,
+                                         strerror(-r));
+        }
+        memcpy(ret_digest, digest, SHA256_DIGEST_STRING_MAX);
+        if (ret_created)
+                *ret_created = r == 0;
+        return 0;
+}
+
+int store_object_exists(const Store *s, const char *digest) {
+        char name[80];
+        struct stat st;
+
+        if (!sha256_digest_string_valid(digest))
+                return 0;
+        object_file_name(digest, name);
+        if (fstatat(s->objects_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        return S_ISREG(st.st_mode);
+}
+
+int store_object_path(const Store *s, const char *digest, char **ret_path) {
+        if (!sha256_digest_string_valid(digest))
+                return -EINVAL;
+        if (asprintf(ret_path, "%s/objects/%s.o", s->dir, digest_hex(digest)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int store_object_read(const Store *s, const char *digest, size_t max, char **ret_data, size_t *ret_size) {
+        char name[80];
+
+        if (!sha256_digest_string_valid(digest))
+                return -EINVAL;
+        object_file_name(digest, name);
+        _cleanup_close_ int fd = openat(s->objects_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        return read_full_fd(fd, max, ret_data, ret_size);
+}
+
+int store_object_remove(Store *s, const char *digest, Error *reterr) {
+        char name[80];
+
+        if (!sha256_digest_string_valid(digest))
+                return error_set(reterr, EINVAL, "invalid_value", "%s: not a sha256 digest", digest);
+        object_file_name(digest, name);
+        if (unlinkat(s->objects_fd, name, 0) < 0)
+                return error_set(reterr, errno, errno == ENOENT ? "object_not_found" : "store_error",
+                                 "cannot remove object %s: %m", digest);
+        if (fsync(s->objects_fd) < 0)
+                return error_set(reterr, errno, "store_error", "cannot sync %s/objects: %m", s->dir);
+        return 0;
+}
+
+int store_object_list(const Store *s, char ***ret_digests, size_t *ret_n) {
+        char **names;
+        size_t n, k = 0;
+        int r;
+
+        r = store_list_dir(s->objects_fd, ".o", &names, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                char *d;
+                names[i][strlen(names[i]) - 2] = 0;
+                if (asprintf(&d, "sha256:%s", names[i]) < 0) {
+                        strv_free_n(names, n);
+                        return -ENOMEM;
+                }
+                free(names[i]);
+                if (!sha256_digest_string_valid(d)) {
+                        free(d);
+                        continue; /* not one of ours: leave it alone */
+                }
+                names[k++] = d;
+        }
+        *ret_digests = names;
+        *ret_n = k;
+        return 0;
+}

@@ -1,0 +1,18 @@
+/* store-internal.h: what the store's files share and nothing outside src/store/ may use. */
+#pragma once
+
+#include "store.h"
+
+struct Store {
+        char *dir;
+        int dir_fd;
+        int documents_fd;
+        int objects_fd;
+};
+
+int store_quarantine(Store *s, int from_fd, const char *name, char **ret_path);
+int store_list_dir(int dir_fd, const char *suffix, char ***ret, size_t *ret_n);
+int strcmp_ptr(const char *const *a, const char *const *b);
+int document_file_parse(const char *text, size_t size, Document **ret, Error *reterr);
+void log_problem(StoreProblemFunc problem, void *userdata, const char *path, const char *reason,
+                 const char *moved_to);

@@ -1,0 +1,297 @@
+/* store.c: the state directory: documents/<ifname>.json, crash leftovers, quarantine of corrupt files. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "fileio.h"
+#include "store-internal.h"
+
+/* A document file is small; anything bigger is corrupt. */
+#define DOCUMENT_FILE_MAX (4u * 1024 * 1024)
+
+Store *store_free(Store *s) {
+        if (!s)
+                return NULL;
+        safe_close(s->dir_fd);
+        safe_close(s->documents_fd);
+        safe_close(s->objects_fd);
+        free(s->dir);
+        free(s);
+        return NULL;
+}
+
+const char *store_dir(const Store *s) {
+        return s->dir;
+}
+
+static int open_subdir(int dir_fd, const char *name) {
+        if (mkdirat(dir_fd, name, 0750) < 0 && errno != EEXIST)
+                return -errno;
+        int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+int store_open(const char *dir, Store **ret, Error *reterr) {
+        _cleanup_(store_freep) Store *s = calloc(1, sizeof(*s));
+        int r;
+
+        if (!s || !(s->dir = strdup(dir)))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        s->dir_fd = s->documents_fd = s->objects_fd = -1;
+
+        r = mkdir_p(dir, 0750);
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot create state directory %s: %s", dir,
+                                 strerror(-r));
+        s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->dir_fd < 0)
+                return error_set(reterr, errno, "store_error", "cannot open state directory %s: %m", dir);
+        s->documents_fd = open_subdir(s->dir_fd, "documents");
+        if (s->documents_fd < 0)
+                return error_set(reterr, s->documents_fd, "store_error", "cannot open %s/documents: %s", dir,
+                                 strerror(-s->documents_fd));
+        s->objects_fd = open_subdir(s->dir_fd, "objects");
+        if (s->objects_fd < 0)
+                return error_set(reterr, s->objects_fd, "store_error", "cannot open %s/objects: %s", dir,
+                                 strerror(-s->objects_fd));
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+/* Moves a corrupt file aside under quarantine/ with a timestamp, so nothing is silently dropped. */
+int store_quarantine(Store *s, int from_fd, const char *name, char **ret_path) {
+        _cleanup_close_ int q = open_subdir(s->dir_fd, "quarantine");
+        char target[512];
+
+        if (q < 0)
+                return q;
+        snprintf(target, sizeof(target), "%s.%lld", name, (long long) time(NULL));
+        if (renameat(from_fd, name, q, target) < 0)
+                return -errno;
+        (void) fsync(q);
+        (void) fsync(from_fd);
+        if (ret_path && asprintf(ret_path, "%s/quarantine/%s", s->dir, target) < 0)
+                *ret_path = NULL;
+        return 0;
+}
+
+void strv_free_n(char **v, size_t n) {
+        if (!v)
+                return;
+        for (size_t i = 0; i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
+/* Lists regular file names in dir_fd ending in suffix; removes crash leftovers of write_file_atomic(). */
+int store_list_dir(int dir_fd, const char *suffix, char ***ret, size_t *ret_n) {
+        _cleanup_close_ int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        char **names = NULL;
+        size_t n = 0;
+        struct dirent *de;
+        DIR *dir;
+
+        if (fd < 0)
+                return -errno;
+        dir = fdopendir(fd);
+        if (!dir)
+                return -errno;
+        TAKE_FD(fd);
+        rewinddir(dir);
+        while ((de = readdir(dir))) {
+                size_t l = strlen(de->d_name), sl = strlen(suffix);
+                if (de->d_name[0] == '.') {
+                        if (l > 4 && streq(de->d_name + l - 4, ".tmp"))
+                                (void) unlinkat(dir_fd, de->d_name, 0);
+                        continue;
+                }
+                if (l <= sl || !streq(de->d_name + l - sl, suffix))
+                        continue;
+                char **nn = realloc(names, (n + 1) * sizeof(char *));
+                if (!nn || !(nn[n] = strdup(de->d_name))) {
+                        closedir(dir);
+                        strv_free_n(nn ? nn : names, n);
+                        return -ENOMEM;
+                }
+                names = nn;
+                n++;
+        }
+        closedir(dir);
+        qsort(names, n, sizeof(char *), (int (*)(const void *, const void *)) strcmp_ptr);
+        *ret = names;
+        *ret_n = n;
+        return 0;
+}
+
+int strcmp_ptr(const char *const *a, const char *const *b) {
+        return strcmp(*a, *b);
+}
+
+/* Interface names may hold characters that are awkward in file names; keep the file name safe. */
+static void document_file_name(const char *ifname, char buf[64]) {
+        char *p = buf;
+        for (const char *c = ifname; *c; c++) {
+                if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                    *c == '-' || *c == '_' || *c == '.')
+                        *p++ = *c;
+                else
+                        p += sprintf(p, "%%%02x", (unsigned char) *c);
+        }
+        strcpy(p, ".json");
+}
+
+static json_t *document_file_to_json(const Document *d) {
+        json_t *j = json_object();
+        json_t *tags = json_object();
+
+        json_object_set_new(j, "format", json_integer(STORE_FORMAT));
+        json_object_set_new(j, "ifname", json_string(d->ifname));
+        json_object_set_new(j, "generation", json_integer((json_int_t) d->generation));
+        json_object_set_new(j, "clsact_created", json_boolean(d->clsact_created));
+        json_object_set_new(j, "spec", document_spec_to_json(d));
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < d->n_filters[dir]; i++)
+                        if (d->filters[dir][i].tag[0])
+                                json_object_set_new(tags, d->filters[dir][i].name,
+                                                    json_string(d->filters[dir][i].tag));
+        json_object_set_new(j, "tags", tags);
+        return j;
+}
+
+int store_document_save(Store *s, const Document *d, Error *reterr) {
+        json_t *j = document_file_to_json(d);
+        _cleanup_free_ char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        char name[64];
+        int r;
+
+        json_decref(j);
+        if (!text)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        document_file_name(d->ifname, name);
+        r = write_file_atomic(s->documents_fd, name, text, strlen(text));
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot write %s/documents/%s: %s", s->dir, name,
+                                 strerror(-r));
+        return 0;
+}
+
+int store_document_remove(Store *s, const char *ifname, Error *reterr) {
+        char name[64];
+
+        document_file_name(ifname, name);
+        if (unlinkat(s->documents_fd, name, 0) < 0 && errno != ENOENT)
+                return error_set(reterr, errno, "store_error", "cannot remove %s/documents/%s: %m", s->dir, name);
+        if (fsync(s->documents_fd) < 0)
+                return error_set(reterr, errno, "store_error", "cannot sync %s/documents: %m", s->dir);
+        return 0;
+}
+
+/* Parses one document file; the reason for refusing it goes into reterr. */
+int document_file_parse(const char *text, size_t size, Document **ret, Error *reterr) {
+        _cleanup_(document_freep) Document *d = NULL;
+        json_error_t jerr;
+        json_t *j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr), *v, *tags;
+        int r = 0;
+
+        if (!j)
+                return error_set(reterr, EINVAL, "corrupt", "malformed JSON at line %d: %s", jerr.line, jerr.text);
+        v = json_object_get(j, "format");
+        if (!json_is_integer(v))
+                r = error_set(reterr, EINVAL, "corrupt", "no \"format\" field");
+        else if (json_integer_value(v) > STORE_FORMAT)
+                r = error_set(reterr, EPROTONOSUPPORT, "format_too_new",
+                              "format %" JSON_INTEGER_FORMAT " is newer than this clsd understands (%d)",
+                              json_integer_value(v), STORE_FORMAT);
+        else if (!json_is_string(json_object_get(j, "ifname")) ||
+                 !ifname_valid(json_string_value(json_object_get(j, "ifname"))))
+                r = error_set(reterr, EINVAL, "corrupt", "missing or invalid \"ifname\"");
+        else if (!json_is_integer(json_object_get(j, "generation")))
+                r = error_set(reterr, EINVAL, "corrupt", "missing \"generation\"");
+        else {
+                Error e = ERROR_NULL;
+                r = document_from_json(json_string_value(json_object_get(j, "ifname")), json_object_get(j, "spec"),
+                                       &d, &e);
+                if (r < 0) {
+                        error_set(reterr, r, "corrupt", "spec: %s", strna(e.message));
+                        error_done(&e);
+                }
+        }
+        if (r < 0) {
+                json_decref(j);
+                return r;
+        }
+        d->generation = (uint64_t) json_integer_value(json_object_get(j, "generation"));
+        d->clsact_created = json_is_true(json_object_get(j, "clsact_created"));
+        tags = json_object_get(j, "tags");
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < d->n_filters[dir]; i++) {
+                        json_t *t = json_object_get(tags, d->filters[dir][i].name);
+                        if (json_is_string(t) && strlen(json_string_value(t)) == 16)
+                                memcpy(d->filters[dir][i].tag, json_string_value(t), 17);
+                }
+        json_decref(j);
+        *ret = TAKE_PTR(d);
+        return 0;
+}
+
+int store_documents_load(Store *s, Document ***ret, size_t *ret_n, StoreProblemFunc problem, void *userdata,
+                         Error *reterr) {
+        char **names = NULL;
+        Document **docs = NULL;
+        size_t n = 0, n_docs = 0;
+        int r;
+
+        r = store_list_dir(s->documents_fd, ".json", &names, &n);
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot list %s/documents: %s", s->dir, strerror(-r));
+        docs = calloc(n + 1, sizeof(Document *));
+        if (!docs) {
+                strv_free_n(names, n);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *text = NULL, *qpath = NULL, *path = NULL;
+                _cleanup_close_ int fd = openat(s->documents_fd, names[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                Error e = ERROR_NULL;
+                Document *d = NULL;
+                size_t size;
+
+                (void) asprintf(&path, "%s/documents/%s", s->dir, names[i]);
+                r = fd < 0 ? -errno : read_full_fd(fd, DOCUMENT_FILE_MAX, &text, &size);
+                if (r < 0)
+                        error_set(&e, r, "corrupt", "cannot read: %s", strerror(-r));
+                else
+                        r = document_file_parse(text, size, &d, &e);
+                if (r < 0) {
+                        /* A file from a newer clsd is left in place: moving it would lose it for that clsd. */
+                        if (!streq(e.code, "format_too_new") && store_quarantine(s, s->documents_fd, names[i], &qpath) >= 0)
+                                log_problem(problem, userdata, path, e.message, qpath);
+                        else
+                                log_problem(problem, userdata, path, e.message, NULL);
+                        error_done(&e);
+                        continue;
+                }
+                docs[n_docs++] = d;
+        }
+        strv_free_n(names, n);
+        *ret = docs;
+        *ret_n = n_docs;
+        return 0;
+}
+
+void log_problem(StoreProblemFunc problem, void *userdata, const char *path, const char *reason,
+                 const char *moved_to) {
+        char buf[1024];
+
+        if (!problem)
+                return;
+        if (moved_to)
+                snprintf(buf, sizeof(buf), "%s; moved to %s", strna(reason), moved_to);
+        else
+                snprintf(buf, sizeof(buf), "%s; left in place", strna(reason));
+        problem(path, buf, userdata);
+}

@@ -1,0 +1,110 @@
+/* store.h: the model: desired-state documents per interface, content-addressed objects, durable files.
+ * Knows nothing of HTTP, D-Bus or the kernel. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "error.h"
+#include "macros.h"
+#include "sha256.h"
+
+/* Version of the files under the state directory; a newer one is refused, never guessed at. */
+#define STORE_FORMAT 1
+
+/* Interface names: the kernel's IFNAMSIZ (16) less the NUL. */
+#define IFNAME_MAX 15
+#define FILTER_NAME_MAX 32
+#define PROGRAM_NAME_MAX 64
+/* Filters per hook in one document: a bound on the work one PUT can cause. */
+#define FILTERS_PER_HOOK_MAX 64
+#define PRIORITY_MIN 1
+#define PRIORITY_MAX 0xFFFF
+
+typedef enum Direction {
+        DIRECTION_INGRESS,
+        DIRECTION_EGRESS,
+        _DIRECTION_MAX,
+} Direction;
+
+const char *direction_to_string(Direction d);
+
+typedef enum DocumentSource {
+        SOURCE_API,
+        SOURCE_HOG,
+        _SOURCE_MAX,
+} DocumentSource;
+
+const char *document_source_to_string(DocumentSource s);
+
+typedef struct FilterSpec {
+        char *name;
+        char *object;  /* as given: "sha256:…" or an absolute path */
+        char *digest;  /* resolved digest; NULL until a path is resolved */
+        char *program; /* NULL: the object's only tc program */
+        uint32_t priority;
+        bool direct_action;
+        bool has_classid;
+        uint32_t classid;
+        /* Last program tag clsd attached for this filter, so a restart can adopt instead of reload. */
+        char tag[17];
+} FilterSpec;
+
+typedef struct Document {
+        char *ifname;
+        uint64_t generation;
+        DocumentSource source;
+        FilterSpec *filters[_DIRECTION_MAX];
+        size_t n_filters[_DIRECTION_MAX];
+        /* clsd created the clsact qdisc on this interface and may remove it when done. */
+        bool clsact_created;
+} Document;
+
+Document *document_free(Document *d);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Document *, document_free);
+void filter_spec_done(FilterSpec *f);
+
+int ifname_valid(const char *s);
+int filter_name_valid(const char *s);
+int classid_parse(const char *s, uint32_t *ret);
+void classid_format(uint32_t classid, char buf[16]);
+
+/* Parses a PUT body strictly (unknown fields, wrong types and bad values are errors naming the
+ * field) and applies defaults. */
+int document_from_json(const char *ifname, json_t *spec, Document **ret, Error *reterr);
+int document_from_string(const char *ifname, const char *text, size_t size, Document **ret, Error *reterr);
+/* The normalized spec: {"ingress":[…],"egress":[…]} */
+json_t *document_spec_to_json(const Document *d);
+json_t *filter_spec_to_json(const FilterSpec *f);
+int document_copy(const Document *d, Document **ret);
+const FilterSpec *document_find_filter(const Document *d, const char *name, Direction *ret_dir);
+
+typedef struct Store Store;
+
+/* Opens (creating) the state directory and its documents/ and objects/ subdirectories. */
+int store_open(const char *dir, Store **ret, Error *reterr);
+Store *store_free(Store *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Store *, store_free);
+const char *store_dir(const Store *s);
+
+/* Loads every document; corrupt files are moved to quarantine/ and reported through the callback.
+ * Crash leftovers (".*.tmp") are removed. ret is an array of documents. */
+typedef void (*StoreProblemFunc)(const char *path, const char *reason, void *userdata);
+int store_documents_load(Store *s, Document ***ret, size_t *ret_n, StoreProblemFunc problem, void *userdata,
+                         Error *reterr);
+int store_document_save(Store *s, const Document *d, Error *reterr);
+int store_document_remove(Store *s, const char *ifname, Error *reterr);
+
+/* Objects: ELF bytes stored once under their sha256 digest. */
+int store_object_put(Store *s, const void *data, size_t size, char ret_digest[SHA256_DIGEST_STRING_MAX],
+                     bool *ret_created, Error *reterr);
+int store_object_path(const Store *s, const char *digest, char **ret_path);
+int store_object_exists(const Store *s, const char *digest);
+int store_object_read(const Store *s, const char *digest, size_t max, char **ret_data, size_t *ret_size);
+int store_object_remove(Store *s, const char *digest, Error *reterr);
+/* Lists digests of stored objects, sorted. */
+int store_object_list(const Store *s, char ***ret_digests, size_t *ret_n);
+void strv_free_n(char **v, size_t n);
