@@ -115,9 +115,22 @@ static int run_error_cb(const struct nlmsghdr *nlh, void *data) {
         return ack_error_cb(nlh, &rc->ack);
 }
 
+/* The end of a dump; a dump that failed half-way carries the error in its payload. */
+static int run_done_cb(const struct nlmsghdr *nlh, void *data) {
+        (void) data;
+        if (mnl_nlmsg_get_payload_len(nlh) >= sizeof(int)) {
+                int err = *(const int *) mnl_nlmsg_get_payload(nlh);
+                if (err < 0) {
+                        errno = -err;
+                        return MNL_CB_ERROR;
+                }
+        }
+        return MNL_CB_STOP;
+}
+
 int nl_request(NlSocket *s, struct nlmsghdr *nlh, mnl_cb_t cb, void *userdata, const char *what,
                Error *reterr) {
-        mnl_cb_t ctl[NLMSG_MIN_TYPE] = { [NLMSG_ERROR] = run_error_cb };
+        mnl_cb_t ctl[NLMSG_MIN_TYPE] = { [NLMSG_ERROR] = run_error_cb, [NLMSG_DONE] = run_done_cb };
         RunContext rc = { .cb = cb, .userdata = userdata };
         uint32_t seq = nlh->nlmsg_seq;
         int r;
