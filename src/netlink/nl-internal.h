@@ -17,3 +17,5 @@ uint32_t nl_socket_next_seq(NlSocket *s);
  * extack message, if any, goes into reterr as "kernel_error" (code may be overridden by the caller). */
 int nl_request(NlSocket *s, struct nlmsghdr *nlh, mnl_cb_t cb, void *userdata, const char *what,
                Error *reterr);
+/* Parses an NLMSG_ERROR: returns its error (0 for an ack) and copies the extack message. */
+int nl_ack_parse(const struct nlmsghdr *nlh, char *extack, size_t size);

@@ -64,6 +64,18 @@ typedef struct AckContext {
         char extack[512];
 } AckContext;
 
+static void parse_extack(const struct nlmsghdr *nlh, AckContext *ctx);
+
+int nl_ack_parse(const struct nlmsghdr *nlh, char *extack, size_t size) {
+        AckContext ctx = { { 0 } };
+
+        if (nlh->nlmsg_type != NLMSG_ERROR || nlh->nlmsg_len < mnl_nlmsg_size(sizeof(struct nlmsgerr)))
+                return -EBADMSG;
+        parse_extack(nlh, &ctx);
+        snprintf(extack, size, "%s", ctx.extack);
+        return ((const struct nlmsgerr *) mnl_nlmsg_get_payload(nlh))->error;
+}
+
 /* Finds NLMSGERR_ATTR_MSG in an extended ack. */
 static void parse_extack(const struct nlmsghdr *nlh, AckContext *ctx) {
         const struct nlmsgerr *err = mnl_nlmsg_get_payload(nlh);

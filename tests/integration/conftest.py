@@ -1,0 +1,747 @@
+"""Integration tests: the real clsd against the real kernel, in network namespaces of our own.
+
+Every test gets fresh namespaces ("clsdt-<random>a/b", joined by a veth pair, addresses from
+198.18.0.0/15 and 2001:db8::/32) and its own clsd processes; teardown removes both even when the
+test fails. tc, bpftool, ping, curl and sockets are the independent observers.
+
+Environment: CLSD_BUILD_DIR (default /work/main/build: clsd, clsctl, contrib/bpf/*.o) and
+CLSD_TEST_BPF_DIR (optional: rejected.bpf.o, xdp.bpf.o, xdp-only.bpf.o; compiled here otherwise).
+"""
+
+import contextlib
+import ctypes
+import hashlib
+import http.client
+import json
+import os
+import re
+import secrets
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD_DIR = os.environ.get("CLSD_BUILD_DIR") or os.path.join(SOURCE_DIR, "build")
+CLSD = os.path.join(BUILD_DIR, "clsd")
+CLSCTL = os.path.join(BUILD_DIR, "clsctl")
+PYTHON = "/usr/bin/python3"
+
+# Addresses of the two ends of the veth pair of every test topology.
+ADDR_A, ADDR_B = "198.18.0.1", "198.18.0.2"
+ADDR6_A, ADDR6_B = "2001:db8::1", "2001:db8::2"
+IF_A, IF_B = "va", "vb"
+
+HEALTH_TIMEOUT = 5.0
+CLONE_NEWNET = 0x40000000
+
+
+# ---------------------------------------------------------------------------------------------
+# small helpers
+
+
+def run(argv, check=True, timeout=15, input=None):
+    """Runs argv, returns the CompletedProcess (text); raises with stdout/stderr when check fails."""
+    p = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError("%s exited %d\nstdout: %s\nstderr: %s" %
+                             (" ".join(argv), p.returncode, p.stdout, p.stderr))
+    return p
+
+
+def wait_for(predicate, timeout=2.0, interval=0.01, what="condition"):
+    """Polls predicate until it returns something true; returns that, or fails after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = predicate()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.1f s waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def sha256_digest(data):
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def file_digest(path):
+    with open(path, "rb") as f:
+        return sha256_digest(f.read())
+
+
+def unique_name():
+    return "clsdt-%x%s" % (os.getpid() & 0xffff, secrets.token_hex(2))
+
+
+# ---------------------------------------------------------------------------------------------
+# network namespaces
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class Netns:
+    """A named network namespace (ip netns) that this test created."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "Netns(%s)" % self.name
+
+    def argv(self, *argv):
+        return ["ip", "netns", "exec", self.name, *argv]
+
+    def run(self, *argv, check=True, timeout=15, input=None):
+        return run(self.argv(*argv), check=check, timeout=timeout, input=input)
+
+    def popen(self, *argv, **kw):
+        return subprocess.Popen(self.argv(*argv), **kw)
+
+    def socket(self, family=socket.AF_INET, type=socket.SOCK_STREAM):
+        """A socket created inside the namespace (sockets keep the namespace they were made in).
+        setns() runs on a short-lived thread, so the test process itself never changes namespace."""
+        box = {}
+
+        def make():
+            try:
+                with open("/proc/thread-self/ns/net") as own, open("/run/netns/" + self.name) as target:
+                    if _libc.setns(target.fileno(), CLONE_NEWNET) != 0:
+                        raise OSError(ctypes.get_errno(), "setns " + self.name)
+                    try:
+                        box["sock"] = socket.socket(family, type)
+                    finally:
+                        if _libc.setns(own.fileno(), CLONE_NEWNET) != 0:
+                            raise OSError(ctypes.get_errno(), "setns back")
+            except BaseException as e:  # reported in the caller's thread
+                box["error"] = e
+
+        t = threading.Thread(target=make)
+        t.start()
+        t.join()
+        if "error" in box:
+            raise box["error"]
+        return box["sock"]
+
+    def link_names(self):
+        return [l["ifname"] for l in json.loads(self.run("ip", "-j", "link", "show").stdout)]
+
+    def filters(self, dev, hook="ingress"):
+        return parse_tc_filters(self.run("tc", "filter", "show", "dev", dev, hook).stdout)
+
+    def filter_at(self, dev, pref, hook="ingress"):
+        found = [f for f in self.filters(dev, hook) if f.pref == pref]
+        return found[0] if found else None
+
+    def qdiscs(self, dev):
+        return self.run("tc", "qdisc", "show", "dev", dev).stdout
+
+    def has_clsact(self, dev):
+        return re.search(r"^qdisc clsact ", self.qdiscs(dev), re.M) is not None
+
+    def add_foreign_filter(self, dev, pref, obj, hook="ingress", sec="tc"):
+        """A filter clsd does not own, loaded by tc itself (creating clsact if needed)."""
+        if not self.has_clsact(dev):
+            self.run("tc", "qdisc", "add", "dev", dev, "clsact")
+        self.run("tc", "filter", "add", "dev", dev, hook, "pref", str(pref), "bpf", "obj", obj, "sec", sec, "da")
+        f = self.filter_at(dev, pref, hook)
+        assert f is not None and f.id, "foreign filter at pref %d did not appear" % pref
+        return f
+
+    def add_veth(self, name, peer, peer_ns=None):
+        args = ["ip", "-n", self.name, "link", "add", name, "type", "veth", "peer", "name", peer]
+        if peer_ns is not None:
+            args += ["netns", peer_ns.name]
+        run(args)
+
+
+def netns_create():
+    name = unique_name()
+    run(["ip", "netns", "add", name])
+    ns = Netns(name)
+    ns.run("ip", "link", "set", "lo", "up")
+    return ns
+
+
+def netns_destroy(ns):
+    """Kills what still runs in the namespace (only our processes live there), then removes it."""
+    p = run(["ip", "netns", "pids", ns.name], check=False)
+    for pid in p.stdout.split():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), signal.SIGKILL)
+    run(["ip", "netns", "del", ns.name], check=False)
+
+
+class Topology:
+    """Two namespaces joined by a veth pair: a.va (198.18.0.1, 2001:db8::1) <-> b.vb (.2, ::2).
+    clsd runs in a; b is where traffic comes from."""
+
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+        self.if_a, self.if_b = IF_A, IF_B
+        self.addr_a, self.addr_b = ADDR_A, ADDR_B
+        self.addr6_a, self.addr6_b = ADDR6_A, ADDR6_B
+
+
+@pytest.fixture
+def net():
+    created = []
+    try:
+        a = netns_create()
+        created.append(a)
+        b = netns_create()
+        created.append(b)
+        a.add_veth(IF_A, IF_B, peer_ns=b)
+        for ns, dev, v4, v6 in ((a, IF_A, ADDR_A, ADDR6_A), (b, IF_B, ADDR_B, ADDR6_B)):
+            ns.run("ip", "addr", "add", v4 + "/24", "dev", dev)
+            ns.run("ip", "addr", "add", v6 + "/64", "dev", dev, "nodad")
+            ns.run("ip", "link", "set", dev, "up")
+        yield Topology(a, b)
+    finally:
+        for ns in reversed(created):
+            netns_destroy(ns)
+
+
+@pytest.fixture
+def workdir():
+    # Short, so that the unix socket path stays well under 108 bytes.
+    d = tempfile.mkdtemp(prefix="clsdt-", dir="/tmp")
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# tc and bpftool observers
+
+
+class TcFilter:
+    def __init__(self, line):
+        self.line = line
+        self.pref = int(_search(r"\bpref (\d+)", line))
+        h = _search(r"\bhandle (0x[0-9a-f]+|\d+)", line)
+        self.handle = int(h, 0) if h is not None else None
+        m = re.search(r"\bhandle \S+ (?:(?:flowid|classid) \S+ )?(\S+)", line)
+        self.name = m.group(1) if m else None
+        i = _search(r"\bid (\d+)", line)
+        self.id = int(i) if i is not None else None
+        self.tag = _search(r"\btag ([0-9a-f]+)", line)
+        self.prog_name = _search(r"\bname (\S+)", line)
+        self.direct_action = " direct-action" in line
+        self.classid = _search(r"\b(?:classid|flowid) (\S+)", line)
+
+    def __repr__(self):
+        return "TcFilter(%r)" % self.line
+
+
+def _search(pattern, text):
+    m = re.search(pattern, text)
+    return m.group(1) if m else None
+
+
+def parse_tc_filters(text):
+    """The filters of `tc filter show` output: one per line with a handle (the pref-only lines that
+    tc prints for each chain are skipped)."""
+    return [TcFilter(l) for l in text.splitlines() if l.startswith("filter ") and " handle " in l]
+
+
+def bpftool_json(*args):
+    return json.loads(run(["bpftool", "-j", *args]).stdout)
+
+
+def prog_show(prog_id):
+    return bpftool_json("prog", "show", "id", str(prog_id))
+
+
+def prog_map_id(prog_id, map_name):
+    """The id of the map named map_name (kernel names are cut at 15 characters) the program uses."""
+    for mid in prog_show(prog_id).get("map_ids", []):
+        m = bpftool_json("map", "show", "id", str(mid))
+        if m.get("name") == map_name[:15]:
+            return mid
+    raise AssertionError("program %d has no map %s" % (prog_id, map_name))
+
+
+def _map_value(map_id, key=0):
+    for e in bpftool_json("map", "dump", "id", str(map_id)):
+        f = e.get("formatted")
+        if f is not None and f.get("key") == key:
+            return f["value"], None
+        raw_key = bytes(int(b, 16) for b in e["key"])
+        if int.from_bytes(raw_key, "little") == key:
+            return None, bytes(int(b, 16) for b in e["value"])
+    raise AssertionError("map %d has no key %d" % (map_id, key))
+
+
+def read_counter(map_id):
+    """count.bpf.o's counters[0]: (packets, bytes)."""
+    formatted, raw = _map_value(map_id)
+    if formatted is not None:
+        return formatted["packets"], formatted["bytes"]
+    return int.from_bytes(raw[0:8], "little"), int.from_bytes(raw[8:16], "little")
+
+
+def read_u64(map_id):
+    """A __u64 array map's element 0 (drop-port.bpf.o's dropped)."""
+    formatted, raw = _map_value(map_id)
+    if formatted is not None:
+        return int(formatted)
+    return int.from_bytes(raw[0:8], "little")
+
+
+# ---------------------------------------------------------------------------------------------
+# traffic
+
+
+def ping(ns, addr, count=10):
+    """count echo requests from ns to addr, all answered (it fails otherwise)."""
+    ns.run("ping", "-q", "-n", "-c", str(count), "-i", "0.01", "-W", "2", addr, timeout=20)
+
+
+def udp_exchange(src, dst, dst_addr, counts, marker_port=40000, timeout=3.0):
+    """Sends counts[port] UDP datagrams from namespace src to dst_addr:port in namespace dst and
+    returns how many arrived per port. A marker datagram sent last (to a port nothing drops) tells
+    when everything before it has been through the hooks."""
+    family = socket.AF_INET6 if ":" in dst_addr else socket.AF_INET
+    rx = {}
+    tx = src.socket(family, socket.SOCK_DGRAM)
+    try:
+        for port in list(counts) + [marker_port]:
+            s = dst.socket(family, socket.SOCK_DGRAM)
+            s.bind((dst_addr, port))
+            s.setblocking(False)
+            rx[port] = s
+        got = {port: 0 for port in counts}
+        for port, n in counts.items():
+            for i in range(n):
+                tx.sendto(b"clsd-test %d %d" % (port, i), (dst_addr, port))
+        tx.sendto(b"marker", (dst_addr, marker_port))
+        deadline = time.monotonic() + timeout
+        marker_seen = False
+        while not marker_seen and time.monotonic() < deadline:
+            ready, _, _ = select.select(list(rx.values()), [], [], 0.05)
+            for s in ready:
+                port = s.getsockname()[1]
+                while True:
+                    try:
+                        s.recv(2048)
+                    except BlockingIOError:
+                        break
+                    if port == marker_port:
+                        marker_seen = True
+                    else:
+                        got[port] += 1
+        assert marker_seen, "the marker datagram to port %d never arrived" % marker_port
+        # Whatever was queued before the marker has been delivered by now; drain it.
+        for port, s in rx.items():
+            while port != marker_port:
+                try:
+                    s.recv(2048)
+                except BlockingIOError:
+                    break
+                got[port] += 1
+        return got
+    finally:
+        tx.close()
+        for s in rx.values():
+            s.close()
+
+
+@contextlib.contextmanager
+def tc_monitor(ns):
+    """Captures `tc monitor` in ns for the duration of the block. Start and end are fenced by a
+    clsact qdisc added to and deleted from lo, so that no event of the block is missed: netlink
+    delivers events in order. Yields a list that holds the lines seen in between afterwards."""
+    proc = ns.popen("tc", "monitor", stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    lock = threading.Lock()
+
+    def reader():
+        for line in proc.stdout:
+            with lock:
+                lines.append(line.rstrip("\n"))
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+
+    def seen(pred):
+        with lock:
+            return next((i for i, l in enumerate(lines) if pred(l)), None)
+
+    captured = []
+    try:
+        # The subscription is in place once our own fence event shows up; repeat until it does.
+        deadline = time.monotonic() + 3
+        start = None
+        while start is None:
+            ns.run("tc", "qdisc", "replace", "dev", "lo", "clsact")
+            start = wait_for_index(seen, lambda l: "qdisc clsact" in l and "dev lo" in l, 0.3)
+            if start is None:
+                ns.run("tc", "qdisc", "del", "dev", "lo", "clsact")
+                assert time.monotonic() < deadline, "tc monitor never reported the start fence"
+        yield captured
+        ns.run("tc", "qdisc", "del", "dev", "lo", "clsact")
+        end = wait_for_index(seen, lambda l: l.startswith("deleted qdisc clsact") and "dev lo" in l, 3)
+        assert end is not None, "tc monitor never reported the end fence"
+        with lock:
+            captured.extend(lines[start + 1:end])
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        t.join(timeout=3)
+
+
+def wait_for_index(seen, pred, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        i = seen(pred)
+        if i is not None:
+            return i
+        time.sleep(0.01)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP client
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout=10):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+class NetnsHTTPConnection(http.client.HTTPConnection):
+    """TCP to host:port as seen from inside a namespace."""
+
+    def __init__(self, ns, host, port, timeout=10):
+        super().__init__(host, port, timeout=timeout)
+        self.ns = ns
+
+    def connect(self):
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        s = self.ns.socket(family, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect((self.host, self.port))
+        self.sock = s
+
+
+class Response:
+    def __init__(self, status, reason, headers, body):
+        self.status, self.reason, self.headers, self.body = status, reason, headers, body
+        self._json = None
+
+    @property
+    def json(self):
+        if self._json is None:
+            try:
+                self._json = json.loads(self.body)
+            except ValueError as e:
+                raise AssertionError("not JSON (HTTP %d): %r" % (self.status, self.body[:300])) from e
+        return self._json
+
+    def __repr__(self):
+        return "Response(%d, %r)" % (self.status, self.body[:2000])
+
+
+_DEFAULT = object()
+
+
+class Api:
+    """The REST API over one connection factory; a new connection per request."""
+
+    def __init__(self, connect):
+        self.connect = connect
+
+    def request(self, method, path, body=None, headers=None, content_type=_DEFAULT):
+        h = dict(headers or {})
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            if content_type is _DEFAULT:
+                content_type = "application/json"
+        elif isinstance(body, str):
+            body = body.encode()
+        if content_type is not _DEFAULT and content_type is not None:
+            h["Content-Type"] = content_type
+        conn = self.connect()
+        try:
+            try:
+                conn.request(method, path, body=body, headers=h)
+            except (BrokenPipeError, ConnectionResetError):
+                # The server may answer (413, 401) and close before reading the whole body; its
+                # answer is still waiting in our socket.
+                pass
+            r = conn.getresponse()
+            return Response(r.status, r.reason, r.headers, r.read())
+        finally:
+            conn.close()
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    def put_classifier(self, ifname, doc, **kw):
+        return self.request("PUT", "/ifaces/%s/classifier" % ifname, body=doc, **kw)
+
+    def get_classifier(self, ifname):
+        return self.get("/ifaces/%s/classifier" % ifname)
+
+    def delete_classifier(self, ifname, **kw):
+        return self.delete("/ifaces/%s/classifier" % ifname, **kw)
+
+    def upload(self, path_or_bytes, content_type="application/octet-stream"):
+        data = path_or_bytes
+        if isinstance(path_or_bytes, str):
+            with open(path_or_bytes, "rb") as f:
+                data = f.read()
+        return self.request("POST", "/objects", body=data, content_type=content_type)
+
+    def upload_ok(self, path):
+        r = self.upload(path)
+        assert r.status in (200, 201), r
+        return r.json["digest"]
+
+    def healthy(self):
+        try:
+            r = self.get("/healthz")
+        except OSError:
+            return False
+        return r.status == 200 and r.json == {"status": "ok"}
+
+
+def assert_error(resp, status, code):
+    """The error shape of every failure: {"error":{"code","message"[,"detail"]}}."""
+    assert resp.status == status, "want HTTP %d %s, got %r" % (status, code, resp)
+    body = resp.json
+    assert list(body) == ["error"], body
+    err = body["error"]
+    assert set(err) >= {"code", "message"} and set(err) <= {"code", "message", "detail"}, err
+    assert err["code"] == code, err
+    assert isinstance(err["message"], str) and err["message"], err
+    return err
+
+
+# ---------------------------------------------------------------------------------------------
+# clsd processes
+
+
+class Clsd:
+    """One clsd (state dir, socket, log) in a namespace; start/stop/restart keep state and socket."""
+
+    def __init__(self, ns, workdir, name="clsd", args=()):
+        self.ns = ns
+        self.dir = os.path.join(workdir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.state_dir = os.path.join(self.dir, "state")
+        self.socket = os.path.join(self.dir, "clsd.sock")
+        self.log_path = os.path.join(self.dir, "clsd.log")
+        self.args = list(args)
+        self.proc = None
+        self.runs = 0
+        self._log_offset = 0
+        self.api = Api(lambda: UnixHTTPConnection(self.socket))
+
+    def argv(self, extra=()):
+        return [CLSD, "--state-dir", self.state_dir, "--socket", self.socket, "--log-level", "debug",
+                *self.args, *extra]
+
+    def start(self, extra=(), wait=True):
+        assert self.proc is None, "already running"
+        self.runs += 1
+        with open(self.log_path, "ab") as log:
+            log.write(b"==== clsd run %d: %s\n" % (self.runs, " ".join(self.argv(extra)).encode()))
+            log.flush()
+            self._log_offset = log.tell()
+            self.proc = self.ns.popen(*self.argv(extra), stdin=subprocess.DEVNULL, stdout=log,
+                                      stderr=subprocess.STDOUT)
+        if wait:
+            self.wait_healthy()
+        return self
+
+    def wait_healthy(self, timeout=HEALTH_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while not self.api.healthy():
+            if self.proc.poll() is not None:
+                rc = self.proc.returncode
+                self.proc = None
+                raise AssertionError("clsd exited %d during start-up:\n%s" % (rc, self.log()))
+            if time.monotonic() > deadline:
+                raise AssertionError("clsd did not answer /healthz within %.0f s:\n%s" % (timeout, self.log()))
+            time.sleep(0.01)
+
+    def stop(self, sig=signal.SIGTERM, timeout=5):
+        """Stops clsd with sig; returns its exit status."""
+        assert self.proc is not None, "not running"
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("clsd did not exit within %d s of %s" % (timeout, sig))
+        finally:
+            self.proc = None
+        return rc
+
+    def restart(self, extra=()):
+        assert self.stop() == 0, self.log()
+        return self.start(extra)
+
+    def kill(self):
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            self.proc.wait(timeout=5)
+            self.proc = None
+
+    def log(self):
+        """The whole log of every run of this clsd."""
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def log_this_run(self):
+        with open(self.log_path, "rb") as f:
+            f.seek(self._log_offset)
+            return f.read().decode(errors="replace")
+
+    def ctl(self, *args, check=None, input=None, timeout=15):
+        """Runs clsctl against this clsd's socket; check=N asserts the exit status."""
+        p = run([CLSCTL, "--socket", self.socket, *args], check=False, input=input, timeout=timeout)
+        if check is not None:
+            assert p.returncode == check, "clsctl %s: exit %d, want %d\nstdout: %s\nstderr: %s" % (
+                " ".join(args), p.returncode, check, p.stdout, p.stderr)
+        return p
+
+
+@pytest.fixture
+def clsd_factory(request, workdir):
+    """clsd_factory(ns, name=..., args=..., start=True) -> Clsd; all are killed at teardown."""
+    made = []
+    request.node._clsd_instances = made
+
+    def factory(ns, name=None, args=(), start=True):
+        c = Clsd(ns, workdir, name or "clsd%d" % len(made), args)
+        made.append(c)
+        if start:
+            c.start()
+        return c
+
+    try:
+        yield factory
+    finally:
+        for c in made:
+            c.kill()
+
+
+@pytest.fixture
+def clsd(net, clsd_factory):
+    """clsd running in net.a, on a fresh state directory."""
+    return clsd_factory(net.a, name="clsd")
+
+
+@pytest.fixture
+def api(clsd):
+    return clsd.api
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for c in getattr(item, "_clsd_instances", []):
+            report.sections.append(("clsd log (%s)" % c.dir, c.log()[-20000:]))
+
+
+# ---------------------------------------------------------------------------------------------
+# BPF objects
+
+
+class BpfObjects:
+    def __init__(self, contrib, tests):
+        self.count = os.path.join(contrib, "count.bpf.o")
+        self.drop_port = os.path.join(contrib, "drop-port.bpf.o")
+        self.classid = os.path.join(contrib, "classid.bpf.o")
+        self.rejected = os.path.join(tests, "rejected.bpf.o")
+        self.xdp = os.path.join(tests, "xdp.bpf.o")
+        self.xdp_only = os.path.join(tests, "xdp-only.bpf.o")
+
+    def all(self):
+        return [self.count, self.drop_port, self.classid, self.rejected, self.xdp, self.xdp_only]
+
+
+TEST_BPF = ("rejected", "xdp", "xdp-only")
+
+
+def _compile_test_objects(out_dir):
+    multiarch = run(["gcc", "-print-multiarch"]).stdout.strip()
+    for name in TEST_BPF:
+        src = os.path.join(SOURCE_DIR, "tests", "bpf", name + ".bpf.c")
+        run(["clang", "-O2", "-g", "-target", "bpf", "-I/usr/include/" + multiarch, "-c", src, "-o",
+             os.path.join(out_dir, name + ".bpf.o")], timeout=60)
+
+
+@pytest.fixture(scope="session")
+def bpf():
+    for prog in (CLSD, CLSCTL):
+        assert os.access(prog, os.X_OK), "%s is missing; build with ninja -C %s" % (prog, BUILD_DIR)
+    assert os.geteuid() == 0, "the integration tests need root (namespaces, tc, bpf)"
+    contrib = os.path.join(BUILD_DIR, "contrib", "bpf")
+    tmp = None
+    tests = os.environ.get("CLSD_TEST_BPF_DIR")
+    if not tests:
+        built = os.path.join(BUILD_DIR, "tests", "bpf")
+        if all(os.path.exists(os.path.join(built, n + ".bpf.o")) for n in TEST_BPF):
+            tests = built
+        else:
+            tmp = tempfile.mkdtemp(prefix="clsdt-bpf-")
+            _compile_test_objects(tmp)
+            tests = tmp
+    objs = BpfObjects(contrib, tests)
+    for p in objs.all():
+        assert os.path.exists(p), "%s is missing" % p
+    try:
+        yield objs
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# documents
+
+
+def filt(name, obj, **kw):
+    """A Filter of a document: filt("web", digest, priority=10, program="count_pkts")."""
+    f = {"name": name, "object": obj}
+    f.update(kw)
+    return f
+
+
+def status_of(body, name, direction="ingress"):
+    for s in body["status"][direction]:
+        if s["name"] == name:
+            return s
+    raise AssertionError("no status for %s in %r" % (name, body))

@@ -1,0 +1,239 @@
+"""Who may talk to clsd: the unix socket, TCP with a bearer token, and start-up refusals."""
+
+import json
+import os
+import random
+import socket
+import stat
+import time
+
+import pytest
+
+from conftest import (ADDR_A, CLSD, Api, NetnsHTTPConnection, UnixHTTPConnection, assert_error, filt, run,
+                      status_of, wait_for)
+
+
+def free_port(ns, addr):
+    """A port nothing listens on in ns (a fresh namespace has none in use; checked anyway)."""
+    for _ in range(20):
+        port = random.randint(20000, 60000)
+        s = ns.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind((addr, port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise AssertionError("no free port")
+
+
+def token_file(workdir, token):
+    path = os.path.join(workdir, "token")
+    with open(path, "w") as f:
+        f.write(token + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def test_unix_socket_mode(clsd):
+    st = os.stat(clsd.socket)
+    assert stat.S_ISSOCK(st.st_mode)
+    assert stat.S_IMODE(st.st_mode) == 0o660
+
+
+def test_version(api):
+    r = api.get("/version")
+    assert r.status == 200
+    assert set(r.json) == {"version", "kernel", "libbpf"}
+    assert r.json["kernel"] == os.uname().release
+
+
+def test_tcp_needs_the_token_for_changes(net, clsd_factory, bpf, workdir):
+    token = "t0k3n-" + os.urandom(12).hex()
+    port = free_port(net.a, "127.0.0.1")
+    c = clsd_factory(net.a, args=["--listen", "127.0.0.1:%d" % port, "--token-file", token_file(workdir, token)])
+    digest = c.api.upload_ok(bpf.count)  # over the unix socket: no token needed
+    tcp = Api(lambda: NetnsHTTPConnection(net.a, "127.0.0.1", port))
+    doc = {"ingress": [filt("web", digest, priority=10)]}
+
+    # Reading needs no token.
+    assert tcp.get("/healthz").status == 200
+    assert tcp.get("/objects").json["objects"][0]["digest"] == digest
+    assert_error(tcp.get_classifier(net.if_a), 404, "document_not_found")
+
+    # Changing does.
+    r = tcp.put_classifier(net.if_a, doc)
+    assert_error(r, 401, "unauthorized")
+    assert "Bearer" in r.headers.get("WWW-Authenticate", "")
+    assert_error(tcp.put_classifier(net.if_a, doc, headers={"Authorization": "Bearer wrong-" + token}), 401,
+                 "unauthorized")
+    assert_error(tcp.put_classifier(net.if_a, doc, headers={"Authorization": "Bearer " + token[:-1]}), 401,
+                 "unauthorized")
+    assert_error(tcp.put_classifier(net.if_a, doc, headers={"Authorization": token}), 401, "unauthorized")
+    assert_error(tcp.upload(bpf.drop_port), 401, "unauthorized")
+    assert_error(tcp.delete("/objects/" + digest), 401, "unauthorized")
+    assert net.a.filters(net.if_a) == []
+    assert_error(c.api.get_classifier(net.if_a), 404, "document_not_found")
+
+    auth = {"Authorization": "Bearer " + token}
+    r = tcp.put_classifier(net.if_a, doc, headers=auth)
+    assert r.status == 200, r
+    assert net.a.filter_at(net.if_a, 10).id == status_of(r.json, "web")["id"]
+    assert_error(tcp.delete_classifier(net.if_a), 401, "unauthorized")
+    assert net.a.filter_at(net.if_a, 10) is not None
+    assert tcp.delete_classifier(net.if_a, headers=auth).status == 204
+    assert net.a.filters(net.if_a) == []
+
+    # The unix socket stays token-free.
+    assert c.api.put_classifier(net.if_a, doc).status == 200
+
+
+def test_tcp_on_the_namespace_address_with_a_token(net, clsd_factory, bpf, workdir):
+    token = os.urandom(16).hex()
+    port = free_port(net.a, ADDR_A)
+    clsd_factory(net.a, args=["--listen", "%s:%d" % (ADDR_A, port), "--token-file", token_file(workdir, token)])
+    # Reached from the other namespace, across the veth.
+    tcp = Api(lambda: NetnsHTTPConnection(net.b, ADDR_A, port))
+    assert tcp.get("/healthz").status == 200
+    assert_error(tcp.put_classifier(net.if_a, {}), 401, "unauthorized")
+    assert tcp.put_classifier(net.if_a, {}, headers={"Authorization": "Bearer " + token}).status == 200
+
+
+def test_tcp_loopback_without_a_token_refuses_changes(net, clsd_factory, bpf):
+    port = free_port(net.a, "127.0.0.1")
+    c = clsd_factory(net.a, args=["--listen", "127.0.0.1:%d" % port])
+    tcp = Api(lambda: NetnsHTTPConnection(net.a, "127.0.0.1", port))
+    assert tcp.get("/healthz").status == 200
+    assert_error(tcp.put_classifier(net.if_a, {}), 401, "unauthorized")
+    assert_error(tcp.put_classifier(net.if_a, {}, headers={"Authorization": "Bearer "}), 401, "unauthorized")
+    assert c.api.get_classifier(net.if_a).status == 404
+
+
+def start_refused(ns, workdir, *args):
+    state = os.path.join(workdir, "refused-state")
+    p = ns.run(CLSD, "--state-dir", state, "--socket", os.path.join(workdir, "refused.sock"), *args,
+               check=False, timeout=10)
+    return p
+
+
+def test_non_loopback_listen_without_token_file_is_refused(net, workdir):
+    port = free_port(net.a, ADDR_A)
+    p = start_refused(net.a, workdir, "--listen", "%s:%d" % (ADDR_A, port))
+    assert p.returncode == 1, p
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("clsd: ") and "--token-file" in last, p.stderr
+    # Nothing listens on the port afterwards.
+    s = net.a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((ADDR_A, port))
+    finally:
+        s.close()
+
+
+@pytest.mark.xfail(strict=True, reason="clsd bug: a start-up refused for a flag (--listen without --token-file) "
+                   "prints the info log of a start that went ahead ('started: ...', 'listening on SOCK') before "
+                   "the error: the --listen/--token-file check runs in api_new() after daemon_start() has "
+                   "loaded the store, reconciled the kernel and bound the unix socket")
+def test_non_loopback_listen_without_token_file_is_one_line(net, workdir):
+    port = free_port(net.a, ADDR_A)
+    p = start_refused(net.a, workdir, "--listen", "%s:%d" % (ADDR_A, port))
+    assert p.returncode == 1
+    assert len(p.stderr.splitlines()) == 1, p.stderr
+
+
+@pytest.mark.parametrize("args,code", [
+    # A malformed --listen is found when the listener is set up, after start-up began: exit 1, not the
+    # usage error's 2 (see the report: ambiguous in --help).
+    (["--listen", "nonsense"], 1),
+    (["--listen", "127.0.0.1:0"], 1),
+    (["--max-json-size", "0"], 2),
+    (["--max-object-size", "-5"], 2),
+    (["--log-level", "loud"], 2),
+    (["--bogus"], 2),
+    (["extra-argument"], 2),
+])
+def test_bad_flags(net, workdir, args, code):
+    p = start_refused(net.a, workdir, *args)
+    assert p.returncode == code, p
+    assert p.stderr.strip(), p
+
+
+def test_short_token_is_refused(net, workdir):
+    p = start_refused(net.a, workdir, "--listen", "127.0.0.1:%d" % free_port(net.a, "127.0.0.1"),
+                      "--token-file", token_file(workdir, "short"))
+    assert p.returncode == 1, p
+    assert "token" in p.stderr.strip().splitlines()[-1]
+
+
+def test_readme_curl_one_liner(clsd, bpf, net, workdir):
+    digest = clsd.api.upload_ok(bpf.count)
+    spec = os.path.join(workdir, "spec.json")
+    with open(spec, "w") as f:
+        f.write('{"ingress": [{"name": "web", "object": "%s", "priority": 10}]}\n' % digest)
+    p = run(["curl", "-sS", "-o", os.path.join(workdir, "out.json"), "-w", "%{http_code}", "--unix-socket",
+             clsd.socket, "-X", "PUT", "http://localhost/ifaces/%s/classifier" % net.if_a, "--data", "@" + spec])
+    assert p.stdout == "200", p
+    f = net.a.filter_at(net.if_a, 10)
+    assert f is not None and f.name == "clsd:web"
+    assert clsd.api.get_classifier(net.if_a).json["status"]["ingress"][0]["id"] == f.id
+
+
+def test_curl_upload(clsd, bpf, workdir):
+    p = run(["curl", "-sS", "--unix-socket", clsd.socket, "-H", "Content-Type: application/octet-stream",
+             "--data-binary", "@" + bpf.count, "-w", "\n%{http_code}", "http://localhost/objects"])
+    body, code = p.stdout.rsplit("\n", 1)
+    assert code == "201", p
+    assert json.loads(body)["programs"][0]["name"] == "count_pkts"
+
+
+def test_a_slow_client_does_not_block_others(clsd):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(clsd.socket)
+    try:
+        s.sendall(b"PUT /ifaces/va/classifier HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 100\r\n\r\n{\"ingr")
+        quick = Api(lambda: UnixHTTPConnection(clsd.socket, timeout=2))
+        assert quick.healthy()
+        assert quick.get("/ifaces").status == 200
+    finally:
+        s.close()
+
+
+def test_idle_connections_are_dropped(net, clsd_factory):
+    c = clsd_factory(net.a, args=["--request-timeout", "1"])
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(c.socket)
+    s.settimeout(4)
+    try:
+        assert s.recv(100) == b""  # closed by clsd, not by our timeout
+    finally:
+        s.close()
+    assert c.api.healthy()
+
+
+@pytest.mark.xfail(strict=True, reason="clsd bug: once --max-connections concurrent connections have been open, "
+                   "clsd never accepts a connection again, even after they all closed: the API is dead until "
+                   "restart (with the default 64, 64 idle clients kill it)")
+def test_connection_limit_recovers(net, clsd_factory):
+    c = clsd_factory(net.a, args=["--max-connections", "2"])
+    held = []
+    for _ in range(2):
+        # A request answered on each, kept alive: both connections are accepted and open at once.
+        conn = UnixHTTPConnection(c.socket, timeout=2)
+        conn.request("GET", "/healthz")
+        r = conn.getresponse()
+        assert r.status == 200
+        r.read()
+        held.append(conn)
+    for conn in held:
+        conn.close()
+    time.sleep(0.2)  # clsd has seen both close
+    quick = Api(lambda: UnixHTTPConnection(c.socket, timeout=0.5))
+
+    def healthy():
+        try:
+            return quick.healthy()
+        except OSError:
+            return False
+    wait_for(healthy, timeout=2, what="clsd to answer again after the connections closed")

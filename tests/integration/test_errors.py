@@ -1,0 +1,259 @@
+"""Every failure answers {"error":{"code","message"}} with the status of the contract's table, and
+changes nothing."""
+
+import os
+
+import pytest
+
+from conftest import assert_error, filt
+
+UNKNOWN_DIGEST = "sha256:" + "ab" * 32
+
+
+def put_raw(api, ifname, body, content_type="application/json", headers=None):
+    return api.request("PUT", "/ifaces/%s/classifier" % ifname, body=body, content_type=content_type,
+                       headers=headers)
+
+
+# ---- 400
+
+
+@pytest.mark.parametrize("body", [b"{", b"", b"not json", b'{"ingress": [}', b'{"ingress":[],"ingress":[]}'])
+def test_malformed_json(api, net, body):
+    assert_error(put_raw(api, net.if_a, body), 400, "malformed_json")
+    assert_error(api.get_classifier(net.if_a), 404, "document_not_found")
+
+
+def test_unknown_field_top_level(api, net):
+    err = assert_error(api.put_classifier(net.if_a, {"ingress": [], "sideways": []}), 400, "unknown_field")
+    assert "sideways" in err["message"]
+
+
+def test_unknown_field_in_filter(api, bpf, net):
+    digest = api.upload_ok(bpf.count)
+    err = assert_error(api.put_classifier(net.if_a, {"ingress": [filt("web", digest, colour="red")]}), 400,
+                       "unknown_field")
+    assert "colour" in err["message"]
+    assert_error(api.get_classifier(net.if_a), 404, "document_not_found")
+    assert net.a.filters(net.if_a) == []
+
+
+@pytest.mark.parametrize("doc", [
+    {"ingress": [{"name": "web", "object": "@", "priority": "x"}]},
+    {"ingress": [{"name": "web", "object": "@", "direct_action": "yes"}]},
+    {"ingress": [{"name": 7, "object": "@"}]},
+    {"ingress": {"name": "web"}},
+    [],
+], ids=["priority", "direct_action", "name", "ingress", "document"])
+def test_wrong_type(api, bpf, net, doc):
+    digest = api.upload_ok(bpf.count)
+    if isinstance(doc, dict) and isinstance(doc.get("ingress"), list):
+        doc["ingress"][0]["object"] = digest
+    assert_error(api.put_classifier(net.if_a, doc), 400, "wrong_type")
+
+
+def test_wrong_type_names_the_field(api, bpf, net):
+    digest = api.upload_ok(bpf.count)
+    err = assert_error(api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority="x")]}), 400,
+                       "wrong_type")
+    assert "priority" in err["message"]
+
+
+@pytest.mark.parametrize("missing", ["name", "object"])
+def test_missing_field(api, bpf, net, missing):
+    f = filt("web", api.upload_ok(bpf.count))
+    del f[missing]
+    err = assert_error(api.put_classifier(net.if_a, {"ingress": [f]}), 400, "missing_field")
+    assert missing in err["message"]
+
+
+@pytest.mark.parametrize("field,value", [("priority", 0), ("priority", 65536), ("name", "no spaces"),
+                                         ("name", "x" * 33), ("classid", "nope"), ("object", "relative.o")])
+def test_invalid_value(api, bpf, net, field, value):
+    f = filt("web", api.upload_ok(bpf.count))
+    f[field] = value
+    err = assert_error(api.put_classifier(net.if_a, {"ingress": [f]}), 400, "invalid_value")
+    assert field in err["message"]
+
+
+def test_duplicates(api, bpf, net):
+    d = api.upload_ok(bpf.count)
+    assert_error(api.put_classifier(net.if_a, {"ingress": [filt("a", d, priority=3), filt("b", d, priority=3)]}),
+                 422, "duplicate_priority")
+    assert_error(api.put_classifier(net.if_a, {"ingress": [filt("a", d)], "egress": [filt("a", d)]}), 422,
+                 "duplicate_name")
+    assert net.a.filters(net.if_a) == [] and net.a.filters(net.if_a, "egress") == []
+
+
+# ---- 404, 405
+
+
+def test_route_not_found(api):
+    for path in ("/nope", "/ifaces/va", "/ifaces/va/classifier/x", "/objects/a/b", "/"):
+        assert_error(api.get(path), 404, "route_not_found")
+
+
+def test_document_not_found(api, net):
+    assert_error(api.get_classifier(net.if_a), 404, "document_not_found")
+    assert_error(api.delete_classifier(net.if_a), 404, "document_not_found")
+
+
+def test_object_not_found_in_document(api, net):
+    err = assert_error(api.put_classifier(net.if_a, {"ingress": [filt("web", UNKNOWN_DIGEST)]}), 404,
+                       "object_not_found")
+    assert UNKNOWN_DIGEST in err["message"]
+    assert_error(api.get_classifier(net.if_a), 404, "document_not_found")
+
+
+@pytest.mark.parametrize("method,path,allowed", [
+    ("PATCH", "/ifaces/va/classifier", {"GET", "PUT", "DELETE"}),
+    ("POST", "/ifaces/va/classifier", {"GET", "PUT", "DELETE"}),
+    ("PATCH", "/objects", {"GET", "POST"}),
+    ("PUT", "/objects/" + UNKNOWN_DIGEST, {"GET", "DELETE"}),
+    ("DELETE", "/ifaces", {"GET"}),
+    ("POST", "/healthz", {"GET"}),
+])
+def test_method_not_allowed(api, method, path, allowed):
+    r = api.request(method, path, body=b"{}", content_type="application/json")
+    assert_error(r, 405, "method_not_allowed")
+    allow = {m.strip() for m in r.headers.get("Allow", "").split(",")}
+    assert allowed <= allow, r.headers.get("Allow")
+    assert method not in allow
+
+
+# ---- 409
+
+
+def test_priority_taken_by_a_foreign_filter(api, bpf, net):
+    foreign = net.a.add_foreign_filter(net.if_a, 20, bpf.drop_port)
+    digest = api.upload_ok(bpf.count)
+    err = assert_error(api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=20)]}), 409,
+                       "priority_taken")
+    assert "20" in err["message"]
+    after = net.a.filters(net.if_a)
+    assert [(f.pref, f.id, f.tag, f.name, f.handle) for f in after] == [
+        (20, foreign.id, foreign.tag, foreign.name, foreign.handle)]
+    assert_error(api.get_classifier(net.if_a), 404, "document_not_found")
+
+
+def test_priority_taken_leaves_the_old_document(api, bpf, net):
+    digest = api.upload_ok(bpf.count)
+    r = api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]})
+    assert r.status == 200, r
+    foreign = net.a.add_foreign_filter(net.if_a, 20, bpf.drop_port)
+    assert_error(api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10),
+                                                           filt("more", digest, priority=20)]}),
+                 409, "priority_taken")
+    g = api.get_classifier(net.if_a)
+    assert g.json["generation"] == r.json["generation"]
+    assert [(f.pref, f.id) for f in net.a.filters(net.if_a)] == [
+        (10, r.json["status"]["ingress"][0]["id"]), (20, foreign.id)]
+
+
+# ---- 412
+
+
+def test_if_match_mismatch(api, bpf, net):
+    digest = api.upload_ok(bpf.count)
+    doc = {"ingress": [filt("web", digest)]}
+    # No document yet: nothing can match a generation.
+    assert_error(api.put_classifier(net.if_a, doc, headers={"If-Match": '"1"'}), 412, "precondition_failed")
+    r = api.put_classifier(net.if_a, doc)
+    assert r.status == 200, r
+    stale = '"%d"' % (r.json["generation"] + 5)
+    err = assert_error(api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=9)]},
+                                          headers={"If-Match": stale}), 412, "precondition_failed")
+    assert err["message"]
+    assert api.get_classifier(net.if_a).json["generation"] == r.json["generation"]
+    assert [f.pref for f in net.a.filters(net.if_a)] == [1]
+    assert_error(api.delete_classifier(net.if_a, headers={"If-Match": stale}), 412, "precondition_failed")
+    assert api.get_classifier(net.if_a).status == 200
+    assert api.delete_classifier(net.if_a, headers={"If-Match": r.headers["ETag"]}).status == 204
+
+
+# ---- 413
+
+
+def test_payload_too_large(net, clsd_factory, bpf):
+    c = clsd_factory(net.a, name="small", args=["--max-json-size", "1024", "--max-object-size", "4096"])
+    api = c.api
+    big_doc = {"ingress": [filt("web", "sha256:" + "0" * 64)], "egress": [], "pad": "x" * 2000}
+    assert_error(api.put_classifier(net.if_a, big_doc), 413, "payload_too_large")
+    assert os.path.getsize(bpf.count) > 4096
+    assert_error(api.upload(bpf.count), 413, "payload_too_large")
+    assert_error(api.upload(b"\x7fELF" + b"\0" * 5000), 413, "payload_too_large")
+    assert api.healthy()
+    assert api.get("/objects").json["objects"] == []
+    # Under the limits, the same daemon reads bodies: refused for what they are, not for their size.
+    assert_error(api.upload(b"\x7fELF" + b"\0" * 3000), 422, "invalid_object")
+    assert_error(api.put_classifier(net.if_a, {"ingress": [filt("web", "sha256:" + "0" * 64)],
+                                               "pad": "x" * 700}), 400, "unknown_field")
+
+
+def test_object_file_too_large(net, clsd_factory, bpf):
+    c = clsd_factory(net.a, name="small", args=["--max-object-size", "4096"])
+    assert_error(c.api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count)]}), 413, "payload_too_large")
+    assert c.api.healthy()
+
+
+# ---- 415
+
+
+def test_unsupported_media_type(api, bpf, net):
+    data = open(bpf.count, "rb").read()
+    assert_error(api.upload(data, content_type="application/json"), 415, "unsupported_media_type")
+    assert_error(api.upload(data, content_type=None), 415, "unsupported_media_type")
+    assert api.get("/objects").json["objects"] == []
+    digest = api.upload_ok(bpf.count)
+    body = b'{"ingress":[{"name":"web","object":"%s"}]}' % digest.encode()
+    assert_error(put_raw(api, net.if_a, body, content_type="text/plain"), 415, "unsupported_media_type")
+    assert_error(api.get_classifier(net.if_a), 404, "document_not_found")
+    assert put_raw(api, net.if_a, body, content_type="application/json; charset=utf-8").status == 200
+
+
+# ---- 422
+
+
+def test_wrong_program_type(api, bpf, net):
+    digest = api.upload_ok(bpf.xdp)
+    err = assert_error(api.put_classifier(net.if_a, {"ingress": [filt("x", digest, program="xdp_pass")]}), 422,
+                       "wrong_program_type")
+    assert "xdp_pass" in err["message"]
+    assert net.a.filters(net.if_a) == []
+
+
+def test_program_not_found(api, bpf, net):
+    digest = api.upload_ok(bpf.count)
+    err = assert_error(api.put_classifier(net.if_a, {"ingress": [filt("x", digest, program="nope")]}), 422,
+                       "program_not_found")
+    assert "nope" in err["message"]
+
+
+def test_program_ambiguous(api, bpf, net):
+    digest = api.upload_ok(bpf.xdp)
+    assert_error(api.put_classifier(net.if_a, {"ingress": [filt("x", digest)]}), 422, "program_ambiguous")
+    # Naming one of the two resolves it.
+    r = api.put_classifier(net.if_a, {"ingress": [filt("x", digest, program="tc_pass_too")]})
+    assert r.status == 200, r
+    assert net.a.filter_at(net.if_a, 1).prog_name == "tc_pass_too"
+
+
+def test_invalid_object_no_tc_program(api, bpf):
+    assert_error(api.upload(bpf.xdp_only), 422, "invalid_object")
+    assert api.get("/objects").json["objects"] == []
+
+
+@pytest.mark.parametrize("data", [os.urandom(3000), b"\x7fELF" + os.urandom(2000), b"x"],
+                         ids=["random", "elf-magic", "one-byte"])
+def test_invalid_object_garbage(api, data):
+    assert_error(api.upload(data), 422, "invalid_object")
+    assert api.get("/objects").json["objects"] == []
+    assert api.healthy()
+
+
+def test_verifier_rejected_detail(api, bpf, net):
+    digest = api.upload_ok(bpf.rejected)
+    err = assert_error(api.put_classifier(net.if_a, {"ingress": [filt("bad", digest)]}), 422,
+                       "verifier_rejected")
+    assert "invalid access to packet" in err["detail"]
+    assert "unchecked_read" in err["message"] or "bad" in err["message"]

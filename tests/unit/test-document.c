@@ -1,0 +1,166 @@
+/* test-document.c: the PUT document parser and validator: defaults, normalisation, and one precise
+ * error (code and field) per kind of bad input. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "store.h"
+
+#define D1 "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static void expect_error(const char *text, const char *code, const char *in_message) {
+        Document *d = NULL;
+        Error e = ERROR_NULL;
+
+        assert_true(document_from_string("eth0", text, strlen(text), &d, &e) < 0);
+        assert_null(d);
+        assert_non_null(e.code);
+        if (strcmp(e.code, code) != 0)
+                fail_msg("for %s: expected %s, got %s (%s)", text, code, e.code, e.message);
+        if (in_message && !strstr(e.message, in_message))
+                fail_msg("for %s: message \"%s\" does not name \"%s\"", text, e.message, in_message);
+        error_done(&e);
+}
+
+static void test_defaults(void **state) {
+        const char *text = "{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\"},"
+                           "{\"name\":\"b\",\"object\":\"/x.o\",\"program\":\"p\",\"priority\":10},"
+                           "{\"name\":\"c\",\"object\":\"" D1 "\",\"direct_action\":false,\"classid\":\"1:10\"}]}";
+        _cleanup_(document_freep) Document *d = NULL;
+        Error e = ERROR_NULL;
+
+        (void) state;
+        assert_int_equal(document_from_string("eth0", text, strlen(text), &d, &e), 0);
+        assert_string_equal(d->ifname, "eth0");
+        assert_int_equal(d->n_filters[DIRECTION_INGRESS], 3);
+        assert_int_equal(d->n_filters[DIRECTION_EGRESS], 0);
+        /* priorities in list order: first 1, then previous + 1 */
+        assert_int_equal(d->filters[DIRECTION_INGRESS][0].priority, 1);
+        assert_int_equal(d->filters[DIRECTION_INGRESS][1].priority, 10);
+        assert_int_equal(d->filters[DIRECTION_INGRESS][2].priority, 11);
+        assert_true(d->filters[DIRECTION_INGRESS][0].direct_action);
+        assert_false(d->filters[DIRECTION_INGRESS][2].direct_action);
+        assert_true(d->filters[DIRECTION_INGRESS][2].has_classid);
+        assert_int_equal(d->filters[DIRECTION_INGRESS][2].classid, 0x10010);
+        assert_string_equal(d->filters[DIRECTION_INGRESS][0].digest, D1);
+        assert_null(d->filters[DIRECTION_INGRESS][1].digest);
+        assert_null(d->filters[DIRECTION_INGRESS][0].program);
+        assert_string_equal(d->filters[DIRECTION_INGRESS][1].program, "p");
+}
+
+static void test_roundtrip(void **state) {
+        const char *text = "{\"egress\":[{\"name\":\"a\",\"object\":\"/o.o\",\"digest\":\"" D1 "\","
+                           "\"program\":\"p\",\"priority\":5,\"direct_action\":false,\"classid\":\"1:20\"}]}";
+        _cleanup_(document_freep) Document *d = NULL, *d2 = NULL;
+        _cleanup_free_ char *a = NULL, *b = NULL;
+        Error e = ERROR_NULL;
+        json_t *j;
+
+        (void) state;
+        assert_int_equal(document_from_string("eth0", text, strlen(text), &d, &e), 0);
+        j = document_spec_to_json(d);
+        a = json_dumps(j, JSON_PRESERVE_ORDER);
+        assert_int_equal(document_from_json("eth0", j, &d2, &e), 0);
+        json_decref(j);
+        j = document_spec_to_json(d2);
+        b = json_dumps(j, JSON_PRESERVE_ORDER);
+        json_decref(j);
+        assert_string_equal(a, b);
+        assert_string_equal(a, "{\"ingress\": [], \"egress\": [{\"name\": \"a\", \"object\": \"/o.o\", \"digest\": \"" D1
+                               "\", \"program\": \"p\", \"priority\": 5, \"direct_action\": false, \"classid\": "
+                               "\"1:20\"}]}");
+}
+
+static void test_errors(void **state) {
+        (void) state;
+        expect_error("{\"ingress\":[", "malformed_json", "line 1");
+        expect_error("[]", "wrong_type", "document");
+        expect_error("{\"ingres\":[]}", "unknown_field", "ingres");
+        expect_error("{\"ingress\":{}}", "wrong_type", "ingress");
+        expect_error("{\"ingress\":[1]}", "wrong_type", "ingress[0]");
+        expect_error("{\"ingress\":[{\"object\":\"" D1 "\"}]}", "missing_field", "ingress[0].name");
+        expect_error("{\"ingress\":[{\"name\":\"a\"}]}", "missing_field", "ingress[0].object");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"x\":1}]}", "unknown_field",
+                     "ingress[0].x");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":\"1\"}]}", "wrong_type",
+                     "ingress[0].priority");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":0}]}", "invalid_value",
+                     "priority");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":65536}]}", "invalid_value",
+                     "priority");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"direct_action\":1}]}", "wrong_type",
+                     "direct_action");
+        expect_error("{\"ingress\":[{\"name\":\"a b\",\"object\":\"" D1 "\"}]}", "invalid_value", "name");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"relative.o\"}]}", "invalid_value", "object");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"sha256:XYZ\"}]}", "invalid_value", "object");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"classid\":\"1\"}]}", "invalid_value",
+                     "classid");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\"},{\"name\":\"a\",\"object\":\"" D1 "\"}]}",
+                     "duplicate_name", "ingress[1].name");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\"}],\"egress\":[{\"name\":\"a\",\"object\":\"" D1
+                     "\"}]}",
+                     "duplicate_name", "egress[0].name");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":3},{\"name\":\"b\",\"object\":\"" D1
+                     "\",\"priority\":3}]}",
+                     "duplicate_priority", "ingress[1].priority");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"digest\":\"sha256:"
+                     "1123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}]}",
+                     "invalid_value", "digest");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":65535},{\"name\":\"b\","
+                     "\"object\":\"" D1 "\"}]}",
+                     "invalid_value", "ingress[1].priority");
+}
+
+static void test_ifname_valid(void **state) {
+        (void) state;
+        assert_true(ifname_valid("eth0"));
+        assert_true(ifname_valid("veth-a.100"));
+        assert_true(ifname_valid("123456789012345"));
+        assert_false(ifname_valid("1234567890123456"));
+        assert_false(ifname_valid(""));
+        assert_false(ifname_valid("."));
+        assert_false(ifname_valid(".."));
+        assert_false(ifname_valid("a/b"));
+        assert_false(ifname_valid("a b"));
+        assert_false(ifname_valid("a:b"));
+}
+
+static void test_classid(void **state) {
+        uint32_t c;
+        char buf[16];
+
+        (void) state;
+        assert_int_equal(classid_parse("1:10", &c), 0);
+        assert_int_equal(c, 0x10010);
+        assert_int_equal(classid_parse("ffff:ffff", &c), 0);
+        assert_int_equal(c, 0xffffffff);
+        assert_true(classid_parse("10000:1", &c) < 0);
+        assert_true(classid_parse(":1", &c) < 0);
+        assert_true(classid_parse("1:", &c) < 0);
+        assert_true(classid_parse("1:2:3", &c) < 0);
+        classid_format(0x10020, buf);
+        assert_string_equal(buf, "1:20");
+}
+
+static void test_too_many_filters(void **state) {
+        char text[16384], *p = text;
+
+        (void) state;
+        p += sprintf(p, "{\"ingress\":[");
+        for (int i = 0; i <= FILTERS_PER_HOOK_MAX; i++)
+                p += sprintf(p, "%s{\"name\":\"f%d\",\"object\":\"" D1 "\"}", i ? "," : "", i);
+        sprintf(p, "]}");
+        expect_error(text, "invalid_value", "at most");
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_defaults),       cmocka_unit_test(test_roundtrip),
+                cmocka_unit_test(test_errors),         cmocka_unit_test(test_ifname_valid),
+                cmocka_unit_test(test_classid),        cmocka_unit_test(test_too_many_filters),
+        };
+        return cmocka_run_group_tests_name("document", tests, NULL, NULL);
+}

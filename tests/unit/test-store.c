@@ -1,0 +1,231 @@
+/* test-store.c: the state directory: durable documents, crash leftovers, quarantine of corrupt files,
+ * refusal of a newer format, content-addressed objects, and SHA-256 itself. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fileio.h"
+#include "store.h"
+
+#define D1 "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static char dir[256];
+
+static int setup(void **state) {
+        (void) state;
+        snprintf(dir, sizeof(dir), "/tmp/clsd-test-store-XXXXXX");
+        assert_non_null(mkdtemp(dir));
+        return 0;
+}
+
+static int teardown(void **state) {
+        char cmd[300];
+        (void) state;
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        return system(cmd);
+}
+
+static Document *make_doc(const char *ifname, uint64_t gen, uint32_t priority) {
+        char text[256];
+        Document *d = NULL;
+        Error e = ERROR_NULL;
+
+        snprintf(text, sizeof(text), "{\"ingress\":[{\"name\":\"web\",\"object\":\"" D1 "\",\"priority\":%u}]}",
+                 priority);
+        assert_int_equal(document_from_string(ifname, text, strlen(text), &d, &e), 0);
+        d->generation = gen;
+        return d;
+}
+
+static void write_file(const char *rel, const char *text) {
+        char path[512];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, rel);
+        f = fopen(path, "we");
+        assert_non_null(f);
+        fputs(text, f);
+        fclose(f);
+}
+
+static bool exists(const char *rel) {
+        char path[512];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, rel);
+        return stat(path, &st) == 0;
+}
+
+static int n_problems;
+static void count_problem(const char *path, const char *reason, void *userdata) {
+        (void) path, (void) reason, (void) userdata;
+        n_problems++;
+}
+
+static void load(Store *s, Document ***docs, size_t *n) {
+        Error e = ERROR_NULL;
+        n_problems = 0;
+        assert_int_equal(store_documents_load(s, docs, n, count_problem, NULL, &e), 0);
+}
+
+static void free_docs(Document **docs, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                document_free(docs[i]);
+        free(docs);
+}
+
+static void test_save_load(void **state) {
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_(document_freep) Document *d = make_doc("eth0", 3, 10);
+        Document **docs;
+        size_t n;
+        Error e = ERROR_NULL;
+
+        (void) state;
+        assert_int_equal(store_open(dir, &s, &e), 0);
+        memcpy(d->filters[DIRECTION_INGRESS][0].tag, "0123456789abcdef", 17);
+        d->clsact_created = true;
+        assert_int_equal(store_document_save(s, d, &e), 0);
+        load(s, &docs, &n);
+        assert_int_equal(n, 1);
+        assert_int_equal(n_problems, 0);
+        assert_string_equal(docs[0]->ifname, "eth0");
+        assert_int_equal(docs[0]->generation, 3);
+        assert_true(docs[0]->clsact_created);
+        assert_int_equal(docs[0]->filters[DIRECTION_INGRESS][0].priority, 10);
+        assert_string_equal(docs[0]->filters[DIRECTION_INGRESS][0].tag, "0123456789abcdef");
+        free_docs(docs, n);
+
+        assert_int_equal(store_document_remove(s, "eth0", &e), 0);
+        load(s, &docs, &n);
+        assert_int_equal(n, 0);
+        free_docs(docs, n);
+}
+
+/* A crash while writing leaves a truncated temporary file: it is ignored and removed, and the last
+ * good version stays. */
+static void test_crash_leftover(void **state) {
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_(document_freep) Document *d = make_doc("eth1", 1, 10);
+        Document **docs;
+        size_t n;
+        Error e = ERROR_NULL;
+
+        (void) state;
+        assert_int_equal(store_open(dir, &s, &e), 0);
+        assert_int_equal(store_document_save(s, d, &e), 0);
+        write_file("documents/.eth1.json.4242.tmp", "{\"format\":1,\"ifname\":\"eth1\",\"gener");
+        load(s, &docs, &n);
+        assert_int_equal(n, 1);
+        assert_int_equal(n_problems, 0);
+        assert_int_equal(docs[0]->generation, 1);
+        assert_false(exists("documents/.eth1.json.4242.tmp"));
+        free_docs(docs, n);
+}
+
+static void test_corrupt_is_quarantined(void **state) {
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_(document_freep) Document *d = make_doc("eth2", 1, 10);
+        Document **docs;
+        size_t n;
+        Error e = ERROR_NULL;
+
+        (void) state;
+        assert_int_equal(store_open(dir, &s, &e), 0);
+        assert_int_equal(store_document_save(s, d, &e), 0);
+        write_file("documents/bad.json", "{\"format\":1,\"ifname\":\"bad\",\"generation\":1,\"spec\":{\"ingress\":[{]}}");
+        write_file("documents/bad2.json", "{\"format\":1,\"ifname\":\"bad2\",\"generation\":1,\"spec\":{\"x\":1}}");
+        load(s, &docs, &n);
+        assert_int_equal(n, 1);
+        assert_int_equal(n_problems, 2);
+        assert_false(exists("documents/bad.json"));
+        assert_false(exists("documents/bad2.json"));
+        assert_true(exists("quarantine"));
+        free_docs(docs, n);
+        /* and the quarantine holds them, not lost */
+        assert_int_equal(system("test $(ls /tmp/clsd-test-store-*/quarantine | grep -c '^bad') -ge 2"), 0);
+}
+
+static void test_newer_format_refused_left_in_place(void **state) {
+        _cleanup_(store_freep) Store *s = NULL;
+        Document **docs;
+        size_t n;
+        Error e = ERROR_NULL;
+
+        (void) state;
+        assert_int_equal(store_open(dir, &s, &e), 0);
+        write_file("documents/new.json", "{\"format\":99,\"ifname\":\"new\",\"generation\":1,\"spec\":{}}");
+        load(s, &docs, &n);
+        assert_int_equal(n, 0);
+        assert_int_equal(n_problems, 1);
+        assert_true(exists("documents/new.json"));
+        free_docs(docs, n);
+}
+
+static void test_objects(void **state) {
+        _cleanup_(store_freep) Store *s = NULL;
+        char digest[SHA256_DIGEST_STRING_MAX], digest2[SHA256_DIGEST_STRING_MAX];
+        _cleanup_free_ char *data = NULL;
+        char **list;
+        size_t n, size;
+        bool created;
+        Error e = ERROR_NULL;
+
+        (void) state;
+        assert_int_equal(store_open(dir, &s, &e), 0);
+        assert_int_equal(store_object_put(s, "abc", 3, digest, &created, &e), 0);
+        assert_true(created);
+        assert_string_equal(digest, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_int_equal(store_object_put(s, "abc", 3, digest2, &created, &e), 0);
+        assert_false(created);
+        assert_string_equal(digest, digest2);
+        assert_int_equal(store_object_exists(s, digest), 1);
+        assert_int_equal(store_object_read(s, digest, 100, &data, &size), 0);
+        assert_int_equal(size, 3);
+        assert_memory_equal(data, "abc", 3);
+        write_file("objects/not-ours.o", "x");
+        assert_int_equal(store_object_list(s, &list, &n), 0);
+        assert_int_equal(n, 1);
+        assert_string_equal(list[0], digest);
+        strv_free_n(list, n);
+        assert_int_equal(store_object_remove(s, digest, &e), 0);
+        assert_int_equal(store_object_exists(s, digest), 0);
+        assert_true(store_object_remove(s, digest, &e) < 0);
+        assert_string_equal(e.code, "object_not_found");
+        error_done(&e);
+}
+
+static void test_sha256(void **state) {
+        char out[SHA256_DIGEST_STRING_MAX];
+        char *million = malloc(1000000);
+
+        (void) state;
+        sha256_digest_string("", 0, out);
+        assert_string_equal(out, "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        sha256_digest_string("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, out);
+        assert_string_equal(out, "sha256:248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+        memset(million, 'a', 1000000);
+        sha256_digest_string(million, 1000000, out);
+        assert_string_equal(out, "sha256:cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+        free(million);
+        assert_true(sha256_digest_string_valid(out));
+        assert_false(sha256_digest_string_valid("sha256:CDC76E5C9914FB9281A1C7E284D73E67F1809A48A497200E046D39CCC7112CD0"));
+        assert_false(sha256_digest_string_valid("sha256:abc"));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_save_load, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_crash_leftover, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_corrupt_is_quarantined, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_newer_format_refused_left_in_place, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_objects, setup, teardown),
+                cmocka_unit_test(test_sha256),
+        };
+        return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+}
