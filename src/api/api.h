@@ -15,8 +15,8 @@
 
 typedef struct ApiConfig {
         const char *socket_path; /* NULL: no unix socket */
-        const char *listen;      /* "ADDR:PORT" or NULL */
-        const char *token_file;  /* required for a non-loopback --listen */
+        const char *listen; /* "ADDR:PORT" or NULL */
+        const char *token_file; /* required for a non-loopback --listen */
         size_t json_size_max;
         size_t object_size_max;
         unsigned connections_max;

@@ -122,22 +122,26 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
                 req = calloc(1, sizeof(*req));
                 if (!req)
                         return MHD_NO;
-                *req = (Request){ .api = l->api, .tcp = l->tcp, .method = method, .url = url, .connection = c };
+                *req = (Request){
+                        .api = l->api, .tcp = l->tcp, .method = method, .url = url, .connection = c
+                };
                 req->body_max = startswith(url, "/objects") ? l->api->config.object_size_max
-                                                             : l->api->config.json_size_max;
+                                                            : l->api->config.json_size_max;
                 *con_cls = req;
 
                 /* Refuse early, before reading a body we will not use. */
                 if (!request_authorized(req)) {
-                        response_errorf(&resp, "unauthorized",
-                                        "a request that changes state over TCP needs \"Authorization: Bearer "
-                                        "<token>\" with the token of --token-file");
+                        response_errorf(
+                                &resp, "unauthorized",
+                                "a request that changes state over TCP needs \"Authorization: Bearer "
+                                "<token>\" with the token of --token-file");
                         return api_send(req, &resp);
                 }
                 cl = request_header(req, "Content-Length");
                 if (cl && strtoull(cl, NULL, 10) > req->body_max) {
-                        response_errorf(&resp, "payload_too_large", "the body (%s bytes) is over the limit of %zu bytes",
-                                        cl, req->body_max);
+                        response_errorf(&resp, "payload_too_large",
+                                        "the body (%s bytes) is over the limit of %zu bytes", cl,
+                                        req->body_max);
                         return api_send(req, &resp);
                 }
                 return MHD_YES;
@@ -162,7 +166,8 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
 
         if (req->too_large) {
                 Response resp = { 0 };
-                response_errorf(&resp, "payload_too_large", "the body is over the limit of %zu bytes", req->body_max);
+                response_errorf(&resp, "payload_too_large", "the body is over the limit of %zu bytes",
+                                req->body_max);
                 return api_send(req, &resp);
         }
         return api_dispatch(req);
@@ -180,12 +185,11 @@ static int listener_new(Api *a, int fd, bool tcp, Listener **ret, Error *reterr)
         l->api = a;
         l->tcp = tcp;
         l->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, access_handler, l,
-                                  MHD_OPTION_LISTEN_SOCKET, fd,
-                                  MHD_OPTION_CONNECTION_LIMIT, a->config.connections_max,
-                                  MHD_OPTION_CONNECTION_TIMEOUT, a->config.timeout_sec,
-                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) CONNECTION_MEMORY,
-                                  MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
-                                  MHD_OPTION_END);
+                                  MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+                                  a->config.connections_max, MHD_OPTION_CONNECTION_TIMEOUT,
+                                  a->config.timeout_sec, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                  (size_t) CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, request_completed,
+                                  NULL, MHD_OPTION_END);
         if (!l->mhd) {
                 safe_close(fd);
                 free(l);
@@ -197,7 +201,8 @@ static int listener_new(Api *a, int fd, bool tcp, Listener **ret, Error *reterr)
                 r = sd_event_add_time(a->event, &l->timer, CLOCK_MONOTONIC, 0, 0, on_timer, l);
         if (r < 0) {
                 listener_free(l);
-                return error_set(reterr, r, "internal_error", "cannot add the HTTP server to the event loop");
+                return error_set(reterr, r, "internal_error",
+                                 "cannot add the HTTP server to the event loop");
         }
         (void) sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
         *ret = l;
@@ -223,8 +228,8 @@ static int unix_listen(const char *path, Error *reterr) {
         /* A stale socket from an earlier run is replaced; anything else at the path is not ours. */
         if (lstat(path, &st) >= 0) {
                 if (!S_ISSOCK(st.st_mode))
-                        return error_set(reterr, EEXIST, "invalid_value", "--socket %s: exists and is not a socket",
-                                         path);
+                        return error_set(reterr, EEXIST, "invalid_value",
+                                         "--socket %s: exists and is not a socket", path);
                 (void) unlink(path);
         }
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -238,7 +243,8 @@ static int unix_listen(const char *path, Error *reterr) {
 }
 
 /* Parses "ADDR:PORT" or "[ADDR6]:PORT". */
-static int parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len, bool *ret_loopback) {
+static int parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len,
+                        bool *ret_loopback) {
         char host[INET6_ADDRSTRLEN + 2];
         const char *colon = strrchr(s, ':');
         unsigned long port;
@@ -294,7 +300,8 @@ static int tcp_listen(Api *a, Error *reterr) {
                 return error_set(reterr, errno, "internal_error", "socket: %m");
         (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         if (bind(fd, (struct sockaddr *) &ss, len) < 0 || listen(fd, LISTEN_BACKLOG) < 0)
-                return error_set(reterr, errno, "internal_error", "cannot listen on %s: %m", a->config.listen);
+                return error_set(reterr, errno, "internal_error", "cannot listen on %s: %m",
+                                 a->config.listen);
         return TAKE_FD(fd);
 }
 
@@ -350,7 +357,8 @@ int api_new(Daemon *d, sd_event *event, const ApiConfig *config, Api **ret, Erro
                 if (r < 0)
                         return r;
                 a->n_listeners++;
-                log_info("listening on %s (TCP%s)", config->listen, a->token ? ", token required for changes" : "");
+                log_info("listening on %s (TCP%s)", config->listen,
+                         a->token ? ", token required for changes" : "");
         }
         *ret = TAKE_PTR(a);
         return 0;

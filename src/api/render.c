@@ -17,8 +17,8 @@ json_t *render_error(const Error *e) {
 }
 
 json_t *render_version(Daemon *d) {
-        return json_pack("{s:s,s:s,s:s}", "version", PROJECT_VERSION, "kernel", daemon_kernel_release(d), "libbpf",
-                         nl_libbpf_version());
+        return json_pack("{s:s,s:s,s:s}", "version", PROJECT_VERSION, "kernel", daemon_kernel_release(d),
+                         "libbpf", nl_libbpf_version());
 }
 
 json_t *render_object(Daemon *d, const DaemonObject *o) {
@@ -27,21 +27,21 @@ json_t *render_object(Daemon *d, const DaemonObject *o) {
 
         for (size_t i = 0; i < o->info->n_programs; i++) {
                 const NlProgramInfo *p = &o->info->programs[i];
-                json_array_append_new(progs, json_pack("{s:s,s:s,s:s}", "name", p->name, "section", p->section,
-                                                       "type", p->type));
+                json_array_append_new(progs, json_pack("{s:s,s:s,s:s}", "name", p->name, "section",
+                                                       p->section, "type", p->type));
         }
         for (size_t i = 0; i < o->info->n_maps; i++) {
                 const NlMapInfo *m = &o->info->maps[i];
-                json_array_append_new(maps, json_pack("{s:s,s:s,s:I,s:I,s:I}", "name", m->name, "type", m->type,
-                                                      "key_size", (json_int_t) m->key_size, "value_size",
-                                                      (json_int_t) m->value_size, "max_entries",
-                                                      (json_int_t) m->max_entries));
+                json_array_append_new(maps, json_pack("{s:s,s:s,s:I,s:I,s:I}", "name", m->name, "type",
+                                                      m->type, "key_size", (json_int_t) m->key_size,
+                                                      "value_size", (json_int_t) m->value_size,
+                                                      "max_entries", (json_int_t) m->max_entries));
         }
         if (daemon_object_users(d, o->digest, &names) >= 0)
                 for (size_t i = 0; names[i]; i++)
                         json_array_append_new(users, json_string(names[i]));
-        return json_pack("{s:s,s:I,s:o,s:o,s:o}", "digest", o->digest, "size", (json_int_t) o->size, "programs",
-                         progs, "maps", maps, "used_by", users);
+        return json_pack("{s:s,s:I,s:o,s:o,s:o}", "digest", o->digest, "size", (json_int_t) o->size,
+                         "programs", progs, "maps", maps, "used_by", users);
 }
 
 static json_t *render_filter_status(const FilterSpec *f, const FilterStatus *s) {
@@ -70,14 +70,15 @@ json_t *render_iface(Daemon *d, const Iface *it, const IfaceStatus *status) {
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
                 json_t *list = json_array();
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
-                        json_array_append_new(list,
-                                              render_filter_status(&it->doc->filters[dir][i], &status->filters[dir][i]));
+                        json_array_append_new(list, render_filter_status(&it->doc->filters[dir][i],
+                                                                         &status->filters[dir][i]));
                 json_object_set_new(st, direction_to_string(dir), list);
         }
         json_object_set_new(j, "status", st);
         if (it->state == IFACE_FAILED && it->error.code)
-                json_object_set_new(j, "error", json_pack("{s:s,s:s}", "code", it->error.code, "message",
-                                                          strna(it->error.message)));
+                json_object_set_new(
+                        j, "error",
+                        json_pack("{s:s,s:s}", "code", it->error.code, "message", strna(it->error.message)));
         return j;
 }
 

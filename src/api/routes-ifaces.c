@@ -68,8 +68,8 @@ static void classifier_put(Request *req, const char *ifname, Response *resp) {
                 return;
         body = json_loadb(req->body ? req->body : "", req->body_size, JSON_REJECT_DUPLICATES, &jerr);
         if (!body) {
-                response_errorf(resp, "malformed_json", "malformed JSON at line %d, column %d: %s", jerr.line,
-                                jerr.column, jerr.text);
+                response_errorf(resp, "malformed_json", "malformed JSON at line %d, column %d: %s",
+                                jerr.line, jerr.column, jerr.text);
                 return;
         }
         if (daemon_iface_put(d, ifname, body, request_header(req, "If-Match"), &it, &e) < 0) {
@@ -104,8 +104,9 @@ static void classifier(Request *req, const char *ifname, Response *resp) {
                 }
                 resp->status = 204;
         } else {
-                response_errorf(resp, "method_not_allowed", "%s is not allowed on %s; allowed: GET, HEAD, PUT, DELETE",
-                                req->method, req->url);
+                response_errorf(resp, "method_not_allowed",
+                                "%s is not allowed on %s; allowed: GET, HEAD, PUT, DELETE", req->method,
+                                req->url);
                 resp->allow = "GET, HEAD, PUT, DELETE";
         }
 }
@@ -118,8 +119,8 @@ void route_ifaces(Request *req, const char *rest, Response *resp) {
                 if (streq(req->method, "GET") || streq(req->method, "HEAD"))
                         ifaces_list(req, resp);
                 else {
-                        response_errorf(resp, "method_not_allowed", "%s is not allowed on /ifaces; allowed: GET, HEAD",
-                                        req->method);
+                        response_errorf(resp, "method_not_allowed",
+                                        "%s is not allowed on /ifaces; allowed: GET, HEAD", req->method);
                         resp->allow = "GET, HEAD";
                 }
                 return;

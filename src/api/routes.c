@@ -118,12 +118,12 @@ MHD_RESULT api_send(Request *req, Response *resp) {
 }
 
 static void method_not_allowed(Response *resp, const Request *req, const char *allow) {
-        response_errorf(resp, "method_not_allowed", "%s is not allowed on %s; allowed: %s", req->method, req->url,
-                        allow);
+        response_errorf(resp, "method_not_allowed", "%s is not allowed on %s; allowed: %s", req->method,
+                        req->url, allow);
         resp->allow = allow;
 }
 
-static void route_simple(Request *req, Response *resp, json_t *(*render)(Daemon *)) {
+static void route_simple(Request *req, Response *resp, json_t *(*render)(Daemon *) ) {
         if (!streq(req->method, "GET") && !streq(req->method, "HEAD")) {
                 method_not_allowed(resp, req, "GET, HEAD");
                 return;

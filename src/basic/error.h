@@ -4,10 +4,10 @@
 #include "macros.h"
 
 typedef struct Error {
-        int error;         /* positive errno */
-        const char *code;  /* static, stable: "verifier_rejected", "priority_taken", ... */
-        char *message;     /* heap */
-        char *detail;      /* heap, optional: a verifier log can be hundreds of KiB */
+        int error; /* positive errno */
+        const char *code; /* static, stable: "verifier_rejected", "priority_taken", ... */
+        char *message; /* heap */
+        char *detail; /* heap, optional: a verifier log can be hundreds of KiB */
 } Error;
 
 #define ERROR_NULL ((Error){ 0 })

@@ -80,7 +80,8 @@ int write_file_atomic(int dir_fd, const char *name, const void *data, size_t siz
         if ((size_t) snprintf(tmp, sizeof(tmp), ".%s.%d.tmp", name, (int) getpid()) >= sizeof(tmp))
                 return -ENAMETOOLONG;
 
-        _cleanup_close_ int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+        _cleanup_close_ int fd =
+                openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
         if (fd < 0)
                 return -errno;
         r = loop_write(fd, data, size);

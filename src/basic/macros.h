@@ -15,25 +15,25 @@
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
-#define TAKE_PTR(p)                                                                                       \
-        ({                                                                                                \
-                __typeof__(p) _p_ = (p);                                                                  \
-                (p) = NULL;                                                                               \
-                _p_;                                                                                      \
+#define TAKE_PTR(p) \
+        ({ \
+                __typeof__(p) _p_ = (p); \
+                (p) = NULL; \
+                _p_; \
         })
 
-#define TAKE_FD(fd)                                                                                       \
-        ({                                                                                                \
-                int _fd_ = (fd);                                                                          \
-                (fd) = -1;                                                                                \
-                _fd_;                                                                                     \
+#define TAKE_FD(fd) \
+        ({ \
+                int _fd_ = (fd); \
+                (fd) = -1; \
+                _fd_; \
         })
 
 /* Defines foo_freep(Foo **p) calling foo_free(*p), for _cleanup_(foo_freep). */
-#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                                           \
-        static inline void func##p(type *p) {                                                             \
-                if (*p)                                                                                   \
-                        func(*p);                                                                         \
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func) \
+        static inline void func##p(type *p) { \
+                if (*p) \
+                        func(*p); \
         }
 
 static inline void freep(void *p) {

@@ -25,17 +25,17 @@ typedef struct Verb {
 } Verb;
 
 static const Verb verbs[] = {
-        {"ls", "clsctl ls", 0, 0, verb_ifaces_list},
-        {"get", "clsctl get IFNAME", 1, 1, verb_iface_get},
-        {"apply", "clsctl apply IFNAME FILE", 2, 2, verb_iface_apply},
-        {"delete", "clsctl delete IFNAME", 1, 1, verb_iface_delete},
+        { "ls", "clsctl ls", 0, 0, verb_ifaces_list },
+        { "get", "clsctl get IFNAME", 1, 1, verb_iface_get },
+        { "apply", "clsctl apply IFNAME FILE", 2, 2, verb_iface_apply },
+        { "delete", "clsctl delete IFNAME", 1, 1, verb_iface_delete },
 };
 
 static const Verb object_verbs[] = {
-        {"ls", "clsctl object ls", 0, 0, verb_object_list},
-        {"add", "clsctl object add FILE", 1, 1, verb_object_add},
-        {"show", "clsctl object show DIGEST", 1, 1, verb_object_show},
-        {"rm", "clsctl object rm DIGEST", 1, 1, verb_object_remove},
+        { "ls", "clsctl object ls", 0, 0, verb_object_list },
+        { "add", "clsctl object add FILE", 1, 1, verb_object_add },
+        { "show", "clsctl object show DIGEST", 1, 1, verb_object_show },
+        { "rm", "clsctl object rm DIGEST", 1, 1, verb_object_remove },
 };
 
 static int vreport(int r, const char *fmt, va_list ap) {
@@ -65,7 +65,7 @@ static int usage_error(const char *fmt, ...) {
         va_list ap;
 
         va_start(ap, fmt);
-        (void)vreport(-EINVAL, fmt, ap);
+        (void) vreport(-EINVAL, fmt, ap);
         va_end(ap);
         fputs("Try 'clsctl --help'.\n", stderr);
         return -EINVAL;
@@ -209,12 +209,12 @@ static void help(void) {
 static int parse_argv(int argc, char *argv[], Ctl *c) {
         enum { ARG_VERSION = 0x100, ARG_SOCKET, ARG_IF_MATCH };
         static const struct option options[] = {
-                {"help", no_argument, NULL, 'h'},
-                {"version", no_argument, NULL, ARG_VERSION},
-                {"socket", required_argument, NULL, ARG_SOCKET},
-                {"json", no_argument, NULL, 'j'},
-                {"verbose", no_argument, NULL, 'v'},
-                {"if-match", required_argument, NULL, ARG_IF_MATCH},
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "socket", required_argument, NULL, ARG_SOCKET },
+                { "json", no_argument, NULL, 'j' },
+                { "verbose", no_argument, NULL, 'v' },
+                { "if-match", required_argument, NULL, ARG_IF_MATCH },
                 {},
         };
         int opt;
@@ -269,9 +269,9 @@ static int find_verb(const Verb *table, size_t n, const char *prefix, int argc, 
 
                 if (!streq(v->name, argv[0]))
                         continue;
-                if ((unsigned)argc - 1 < v->min_args)
+                if ((unsigned) argc - 1 < v->min_args)
                         return usage_error("missing argument, usage: %s", v->usage);
-                if ((unsigned)argc - 1 > v->max_args)
+                if ((unsigned) argc - 1 > v->max_args)
                         return usage_error("too many arguments, usage: %s", v->usage);
                 for (int j = 1; j < argc; j++)
                         if (!*argv[j])

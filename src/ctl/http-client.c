@@ -17,8 +17,8 @@ static bool is_unreserved(char c) {
 }
 
 int http_connect_unix(const char *path) {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        struct timeval tv = {.tv_sec = HTTP_TIMEOUT_SEC};
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct timeval tv = { .tv_sec = HTTP_TIMEOUT_SEC };
         size_t n = strlen(path);
         socklen_t len;
 
@@ -28,10 +28,10 @@ int http_connect_unix(const char *path) {
                 return -ENAMETOOLONG;
         if (path[0] == '@') {
                 memcpy(sa.sun_path + 1, path + 1, n - 1);
-                len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+                len = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + n);
         } else {
                 memcpy(sa.sun_path, path, n);
-                len = (socklen_t)sizeof(sa);
+                len = (socklen_t) sizeof(sa);
         }
 
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -41,7 +41,7 @@ int http_connect_unix(const char *path) {
         if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
                 return -errno;
-        if (connect(fd, (struct sockaddr *)&sa, len) < 0)
+        if (connect(fd, (struct sockaddr *) &sa, len) < 0)
                 return errno == EAGAIN ? -ETIMEDOUT : -errno;
         return TAKE_FD(fd);
 }
@@ -58,7 +58,7 @@ static int send_all(int fd, const void *buf, size_t size) {
                         return errno == EAGAIN ? -ETIMEDOUT : -errno;
                 }
                 p += n;
-                size -= (size_t)n;
+                size -= (size_t) n;
         }
         return 0;
 }
@@ -72,7 +72,7 @@ static bool is_valid_header_line(const char *h) {
                 if (!http_is_token_char(*p))
                         return false;
         for (const char *p = colon; *p; p++)
-                if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+                if (((unsigned char) *p < 0x20 && *p != '\t') || *p == 0x7f)
                         return false;
         return true;
 }
@@ -91,7 +91,7 @@ static int request_format_head(const HttpRequest *req, char **ret, size_t *ret_s
         if (req->path[0] != '/')
                 return -EINVAL;
         for (const char *p = req->path; *p; p++)
-                if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+                if ((unsigned char) *p <= 0x20 || (unsigned char) *p >= 0x7f)
                         return -EINVAL;
         if (req->content_type && strpbrk(req->content_type, "\r\n"))
                 return -EINVAL;
@@ -156,7 +156,7 @@ static int read_until_eof(int fd, char **ret, size_t *ret_size) {
                 }
                 if (n == 0)
                         break;
-                size += (size_t)n;
+                size += (size_t) n;
                 if (size > HTTP_RESPONSE_MAX)
                         return -EFBIG;
         }
@@ -209,8 +209,8 @@ int http_escape_segment(const char *s, const char *keep, char **ret) {
                         *p++ = *s;
                 else {
                         *p++ = '%';
-                        *p++ = hex[(unsigned char)*s >> 4];
-                        *p++ = hex[(unsigned char)*s & 15];
+                        *p++ = hex[(unsigned char) *s >> 4];
+                        *p++ = hex[(unsigned char) *s & 15];
                 }
         }
         *p = 0;

@@ -47,12 +47,12 @@ static int next_line(const char *data, size_t size, size_t *pos, const char **re
         nl = memchr(start, '\n', size - *pos);
         if (!nl)
                 return -EBADMSG;
-        len = (size_t)(nl - start);
+        len = (size_t) (nl - start);
         if (len > 0 && start[len - 1] == '\r')
                 len--;
         *ret_line = start;
         *ret_len = len;
-        *pos = (size_t)(nl - data) + 1;
+        *pos = (size_t) (nl - data) + 1;
         return 0;
 }
 
@@ -64,7 +64,7 @@ static int parse_status_line(const char *l, size_t n, HttpResponse *resp) {
         for (size_t i = 9; i < 12; i++) {
                 if (l[i] < '0' || l[i] > '9')
                         return -EBADMSG;
-                status = status * 10 + (unsigned)(l[i] - '0');
+                status = status * 10 + (unsigned) (l[i] - '0');
         }
         if (status < 100 || (n > 12 && l[12] != ' '))
                 return -EBADMSG;
@@ -92,11 +92,11 @@ static int parse_header_line(const char *l, size_t n, HttpHeader *ret) {
         while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
                 e--;
         for (const char *p = v; p < e; p++)
-                if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+                if (((unsigned char) *p < 0x20 && *p != '\t') || *p == 0x7f)
                         return -EBADMSG;
 
-        _cleanup_free_ char *name = strndup(l, (size_t)(colon - l));
-        _cleanup_free_ char *value = strndup(v, (size_t)(e - v));
+        _cleanup_free_ char *name = strndup(l, (size_t) (colon - l));
+        _cleanup_free_ char *value = strndup(v, (size_t) (e - v));
         if (!name || !value)
                 return -ENOMEM;
         ret->name = TAKE_PTR(name);
@@ -153,7 +153,7 @@ static int parse_decimal(const char *s, size_t *ret) {
                         return -EBADMSG;
                 if (v > (SIZE_MAX - 9) / 10)
                         return -EBADMSG;
-                v = v * 10 + (size_t)(*s - '0');
+                v = v * 10 + (size_t) (*s - '0');
         }
         *ret = v;
         return 0;
@@ -212,7 +212,7 @@ static int decode_chunked(const char *data, size_t size, size_t pos, char **ret,
                 for (; i < len && hex_digit(line[i]) >= 0; i++) {
                         if (chunk > (SIZE_MAX >> 4))
                                 return -EBADMSG;
-                        chunk = (chunk << 4) | (size_t)hex_digit(line[i]);
+                        chunk = (chunk << 4) | (size_t) hex_digit(line[i]);
                 }
                 if (i == 0)
                         return -EBADMSG;

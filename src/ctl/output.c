@@ -95,7 +95,7 @@ static size_t text_width(const char *s) {
         size_t w = 0;
 
         for (; *s; s++)
-                if (((unsigned char)*s & 0xc0) != 0x80)
+                if (((unsigned char) *s & 0xc0) != 0x80)
                         w++;
         return w;
 }
@@ -118,7 +118,7 @@ int table_print(const Table *t, FILE *f) {
                 if (col + 1 == t->n_columns)
                         fputc('\n', f);
                 else
-                        fprintf(f, "%*s", (int)(width[col] - text_width(t->cells[i]) + 2), "");
+                        fprintf(f, "%*s", (int) (width[col] - text_width(t->cells[i]) + 2), "");
         }
         return 0;
 }
@@ -129,12 +129,12 @@ char *text_escape(const char *s, bool keep_newlines) {
         if (!e)
                 return NULL;
         for (; *s; s++) {
-                unsigned char c = (unsigned char)*s;
+                unsigned char c = (unsigned char) *s;
 
                 if ((c < 0x20 && !(keep_newlines && (c == '\n' || c == '\t'))) || c == 0x7f)
                         p += sprintf(p, "\\x%02x", c);
                 else
-                        *p++ = (char)c;
+                        *p++ = (char) c;
         }
         *p = 0;
         return e;

@@ -7,7 +7,7 @@
 #include "ctl.h"
 #include "output.h"
 
-static const char *const directions[] = {"ingress", "egress"};
+static const char *const directions[] = { "ingress", "egress" };
 
 static int iface_path(const char *ifname, char **ret) {
         _cleanup_free_ char *e = NULL;
@@ -124,7 +124,7 @@ int verb_iface_get(const Ctl *c, char **args) {
         r = iface_path(args[0], &path);
         if (r < 0)
                 return r;
-        r = ctl_call(c, &(HttpRequest){.method = "GET", .path = path}, args[0], &answer);
+        r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = path }, args[0], &answer);
         if (r < 0)
                 return r;
         if (c->json)
@@ -159,12 +159,12 @@ int verb_iface_apply(const Ctl *c, char **args) {
         }
 
         r = ctl_call(c,
-                     &(HttpRequest){.method = "PUT",
-                                    .path = path,
-                                    .content_type = "application/json",
-                                    .body = data,
-                                    .body_size = size,
-                                    .headers = headers},
+                     &(HttpRequest){ .method = "PUT",
+                                     .path = path,
+                                     .content_type = "application/json",
+                                     .body = data,
+                                     .body_size = size,
+                                     .headers = headers },
                      args[0], &answer);
         if (r < 0)
                 return r;
@@ -186,7 +186,7 @@ int verb_iface_delete(const Ctl *c, char **args) {
         r = iface_path(args[0], &path);
         if (r < 0)
                 return r;
-        return ctl_call(c, &(HttpRequest){.method = "DELETE", .path = path}, args[0], NULL);
+        return ctl_call(c, &(HttpRequest){ .method = "DELETE", .path = path }, args[0], NULL);
 }
 
 static int add_filter_counts(Table *t, const json_t *filters) {
@@ -217,7 +217,7 @@ int verb_ifaces_list(const Ctl *c, char **args _unused_) {
         size_t i;
         int r;
 
-        r = ctl_call(c, &(HttpRequest){.method = "GET", .path = "/ifaces"}, NULL, &answer);
+        r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = "/ifaces" }, NULL, &answer);
         if (r < 0)
                 return r;
         if (c->json)

@@ -29,10 +29,10 @@ static int object_resolve_digest(const Ctl *c, const char *arg, char **ret) {
                 return ctl_error(-EINVAL, "invalid digest '%s': expected sha256:<64 hex digits> or a prefix",
                                  arg);
         for (char *p = hex; *p; p++)
-                *p = (char)tolower((unsigned char)*p);
+                *p = (char) tolower((unsigned char) *p);
 
         if (n < DIGEST_HEX_LEN) {
-                r = ctl_call(c, &(HttpRequest){.method = "GET", .path = "/objects"}, NULL, &answer);
+                r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = "/objects" }, NULL, &answer);
                 if (r < 0)
                         return r;
                 json_array_foreach (json_object_get(answer, "objects"), i, v) {
@@ -135,11 +135,11 @@ int verb_object_add(const Ctl *c, char **args) {
         if (r < 0)
                 return r;
         r = ctl_call(c,
-                     &(HttpRequest){.method = "POST",
-                                    .path = "/objects",
-                                    .content_type = "application/octet-stream",
-                                    .body = data,
-                                    .body_size = size},
+                     &(HttpRequest){ .method = "POST",
+                                     .path = "/objects",
+                                     .content_type = "application/octet-stream",
+                                     .body = data,
+                                     .body_size = size },
                      streq(args[0], "-") ? "stdin" : args[0], &answer);
         if (r < 0)
                 return r;
@@ -159,7 +159,7 @@ int verb_object_show(const Ctl *c, char **args) {
         r = object_path(digest, &path);
         if (r < 0)
                 return r;
-        r = ctl_call(c, &(HttpRequest){.method = "GET", .path = path}, args[0], &answer);
+        r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = path }, args[0], &answer);
         if (r < 0)
                 return r;
         if (c->json)
@@ -177,7 +177,7 @@ int verb_object_remove(const Ctl *c, char **args) {
         r = object_path(digest, &path);
         if (r < 0)
                 return r;
-        return ctl_call(c, &(HttpRequest){.method = "DELETE", .path = path}, args[0], NULL);
+        return ctl_call(c, &(HttpRequest){ .method = "DELETE", .path = path }, args[0], NULL);
 }
 
 int verb_object_list(const Ctl *c, char **args _unused_) {
@@ -187,7 +187,7 @@ int verb_object_list(const Ctl *c, char **args _unused_) {
         size_t i;
         int r;
 
-        r = ctl_call(c, &(HttpRequest){.method = "GET", .path = "/objects"}, NULL, &answer);
+        r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = "/objects" }, NULL, &answer);
         if (r < 0)
                 return r;
         if (c->json)

@@ -7,7 +7,7 @@ struct Daemon {
         DaemonConfig config;
         sd_event *event;
         Store *store;
-        NlSocket *rtnl;   /* requests */
+        NlSocket *rtnl; /* requests */
         NlSocket *events; /* RTNLGRP_LINK */
         sd_event_source *events_source;
 
@@ -43,10 +43,10 @@ typedef struct DesiredFilter {
 } DesiredFilter;
 
 typedef enum PlanAction {
-        PLAN_KEEP,     /* already as desired */
-        PLAN_ADD,      /* nothing at the pref */
-        PLAN_REPLACE,  /* ours at the pref, but different: replace in place */
-        PLAN_REMOVE,   /* ours, no longer desired */
+        PLAN_KEEP, /* already as desired */
+        PLAN_ADD, /* nothing at the pref */
+        PLAN_REPLACE, /* ours at the pref, but different: replace in place */
+        PLAN_REMOVE, /* ours, no longer desired */
         PLAN_CONFLICT, /* a foreign filter holds the pref: never touched */
 } PlanAction;
 
@@ -54,9 +54,9 @@ typedef struct PlanStep {
         PlanAction action;
         NlHook hook;
         uint16_t pref;
-        uint32_t handle;      /* of the observed filter, for REPLACE/REMOVE/CONFLICT */
-        int desired;          /* index into desired, or -1 */
-        int observed;         /* index into observed, or -1 */
+        uint32_t handle; /* of the observed filter, for REPLACE/REMOVE/CONFLICT */
+        int desired; /* index into desired, or -1 */
+        int observed; /* index into observed, or -1 */
 } PlanStep;
 
 typedef struct Plan {
@@ -65,8 +65,8 @@ typedef struct Plan {
 } Plan;
 
 const char *plan_action_to_string(PlanAction a);
-int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilter *observed, size_t n_observed,
-                   Plan *ret);
+int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilter *observed,
+                   size_t n_observed, Plan *ret);
 void plan_done(Plan *p);
 
 /* reconcile.c */

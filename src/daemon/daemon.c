@@ -168,7 +168,7 @@ static int check_if_match(const Iface *old, const char *if_match, Error *reterr)
         }
         snprintf(want, sizeof(want), "\"%" PRIu64 "\"", old ? old->doc->generation : 0);
         if (!old || (!streq(if_match, want) && !(strlen(if_match) + 2 == strlen(want) &&
-                                                  strncmp(want + 1, if_match, strlen(if_match)) == 0)))
+                                                 strncmp(want + 1, if_match, strlen(if_match)) == 0)))
                 return error_set(reterr, EEXIST, "precondition_failed",
                                  "If-Match: %s does not match the document's generation %s", if_match,
                                  old ? want : "(no document)");
@@ -187,9 +187,10 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
         int r;
 
         if (!ifname_valid(ifname))
-                return error_set(reterr, EINVAL, "invalid_value",
-                                 "\"%s\" is not a valid interface name (1 to 15 characters, no '/', ':' or space)",
-                                 ifname);
+                return error_set(
+                        reterr, EINVAL, "invalid_value",
+                        "\"%s\" is not a valid interface name (1 to 15 characters, no '/', ':' or space)",
+                        ifname);
         r = document_from_json(ifname, body, &doc, reterr);
         if (r < 0)
                 return r;
@@ -219,7 +220,8 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
         for (Direction dir = 0; old && dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < doc->n_filters[dir]; i++) {
                         Direction odir;
-                        const FilterSpec *of = document_find_filter(old->doc, doc->filters[dir][i].name, &odir);
+                        const FilterSpec *of =
+                                document_find_filter(old->doc, doc->filters[dir][i].name, &odir);
                         if (of && odir == dir && streq_ptr(of->digest, doc->filters[dir][i].digest) &&
                             streq_ptr(of->program, doc->filters[dir][i].program))
                                 memcpy(doc->filters[dir][i].tag, of->tag, sizeof(of->tag));
@@ -288,7 +290,8 @@ int daemon_iface_delete(Daemon *d, const char *ifname, const char *if_match, Err
         int r;
 
         if (!it)
-                return error_set(reterr, ENOENT, "document_not_found", "no classifier document for %s", ifname);
+                return error_set(reterr, ENOENT, "document_not_found", "no classifier document for %s",
+                                 ifname);
         r = check_if_match(it, if_match, reterr);
         if (r < 0)
                 return r;
@@ -343,7 +346,8 @@ int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *ret
                         snprintf(name, sizeof(name), NL_FILTER_NAME_PREFIX "%s", f->name);
                         for (size_t k = 0; k < n_observed; k++) {
                                 const NlFilter *o = &observed[k];
-                                if (o->hook != (dir == DIRECTION_INGRESS ? NL_HOOK_INGRESS : NL_HOOK_EGRESS) ||
+                                if (o->hook !=
+                                            (dir == DIRECTION_INGRESS ? NL_HOOK_INGRESS : NL_HOOK_EGRESS) ||
                                     o->pref != f->priority || !o->clsd_owned || !streq(o->name, name))
                                         continue;
                                 fs->handle = o->handle;

@@ -16,9 +16,9 @@ typedef struct DaemonConfig {
 } DaemonConfig;
 
 typedef enum IfaceState {
-        IFACE_PENDING,    /* the interface does not exist (yet) */
+        IFACE_PENDING, /* the interface does not exist (yet) */
         IFACE_CONFIGURED, /* the kernel matches the document */
-        IFACE_FAILED,     /* the last attempt failed; see Iface.error */
+        IFACE_FAILED, /* the last attempt failed; see Iface.error */
         _IFACE_STATE_MAX,
 } IfaceState;
 
@@ -37,7 +37,7 @@ typedef struct Iface {
 
 /* One filter of a document as the kernel shows it now. */
 typedef struct FilterStatus {
-        bool attached;   /* a clsd filter at the pref, with the expected program */
+        bool attached; /* a clsd filter at the pref, with the expected program */
         uint16_t pref;
         uint32_t handle;
         uint32_t prog_id;

@@ -62,6 +62,7 @@ int daemon_events_start(Daemon *d, Error *reterr) {
                 return r;
         r = sd_event_add_io(d->event, &d->events_source, nl_socket_fd(d->events), EPOLLIN, on_events, d);
         if (r < 0)
-                return error_set(reterr, r, "internal_error", "cannot watch rtnetlink events: %s", strerror(-r));
+                return error_set(reterr, r, "internal_error", "cannot watch rtnetlink events: %s",
+                                 strerror(-r));
         return 0;
 }

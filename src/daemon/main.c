@@ -41,7 +41,8 @@ static void help(void) {
                "       --version              Show the version\n"
                "\n"
                "EXIT STATUS\n"
-               "       0 after a clean stop, 1 when start-up fails (one line on stderr), 2 on a usage error.\n",
+               "       0 after a clean stop, 1 when start-up fails (one line on stderr), 2 on a usage "
+               "error.\n",
                DEFAULT_STATE_DIR, DEFAULT_SOCKET, API_OBJECT_SIZE_MAX_DEFAULT, API_JSON_SIZE_MAX_DEFAULT,
                API_CONNECTIONS_MAX_DEFAULT, API_TIMEOUT_SEC_DEFAULT);
 }
@@ -178,9 +179,11 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac) {
 
 int main(int argc, char *argv[]) {
         DaemonConfig dc = { .state_dir = DEFAULT_STATE_DIR, .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT };
-        ApiConfig ac = { .socket_path = DEFAULT_SOCKET, .json_size_max = API_JSON_SIZE_MAX_DEFAULT,
+        ApiConfig ac = { .socket_path = DEFAULT_SOCKET,
+                         .json_size_max = API_JSON_SIZE_MAX_DEFAULT,
                          .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT,
-                         .connections_max = API_CONNECTIONS_MAX_DEFAULT, .timeout_sec = API_TIMEOUT_SEC_DEFAULT };
+                         .connections_max = API_CONNECTIONS_MAX_DEFAULT,
+                         .timeout_sec = API_TIMEOUT_SEC_DEFAULT };
         _cleanup_(daemon_freep) Daemon *d = NULL;
         _cleanup_(api_freep) Api *api = NULL;
         sd_event *event = NULL;

@@ -40,7 +40,8 @@ int daemon_objects_load(Daemon *d) {
                 if (r >= 0)
                         r = nl_object_inspect(data, size, &info, &e);
                 if (r < 0) {
-                        log_error("object %s cannot be read back: %s", digests[i], e.message ? e.message : strerror(-r));
+                        log_error("object %s cannot be read back: %s", digests[i],
+                                  e.message ? e.message : strerror(-r));
                         error_done(&e);
                         continue;
                 }
@@ -77,7 +78,8 @@ int daemon_object_add(Daemon *d, const void *data, size_t size, const DaemonObje
         int r;
 
         if (size == 0)
-                return error_set(reterr, EINVAL, "invalid_object", "the body is empty; send the object's ELF bytes");
+                return error_set(reterr, EINVAL, "invalid_object",
+                                 "the body is empty; send the object's ELF bytes");
         r = nl_object_inspect(data, size, &info, reterr);
         if (r < 0)
                 return r;
@@ -158,8 +160,9 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, const DaemonObject **ret, Er
 
                 r = read_full_file(f->object, d->config.object_size_max, &data, &size);
                 if (r == -EFBIG)
-                        return error_set(reterr, r, "payload_too_large", "%s: object file larger than %zu bytes",
-                                         f->object, d->config.object_size_max);
+                        return error_set(reterr, r, "payload_too_large",
+                                         "%s: object file larger than %zu bytes", f->object,
+                                         d->config.object_size_max);
                 if (r < 0)
                         return error_set(reterr, r, r == -ENOENT ? "object_file_not_found" : "invalid_value",
                                          "filter \"%s\": cannot read object file %s: %s", f->name, f->object,
@@ -177,8 +180,8 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, const DaemonObject **ret, Er
                 o = daemon_object_get(d, f->digest);
                 if (!o || !streq(f->object, f->digest))
                         return error_set(reterr, ENOENT, "object_not_found",
-                                         "filter \"%s\": no object %s; upload it with POST /objects", f->name,
-                                         f->object);
+                                         "filter \"%s\": no object %s; upload it with POST /objects",
+                                         f->name, f->object);
         }
 
         if (!f->program) {
@@ -191,11 +194,13 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, const DaemonObject **ret, Er
                         }
                 if (n == 0)
                         return error_set(reterr, EINVAL, "wrong_program_type",
-                                         "filter \"%s\": object %s has no sched_cls program", f->name, o->digest);
+                                         "filter \"%s\": object %s has no sched_cls program", f->name,
+                                         o->digest);
                 if (n > 1)
-                        return error_set(reterr, EINVAL, "program_ambiguous",
-                                         "filter \"%s\": object %s has %zu tc programs; name one in \"program\"",
-                                         f->name, o->digest, n);
+                        return error_set(
+                                reterr, EINVAL, "program_ambiguous",
+                                "filter \"%s\": object %s has %zu tc programs; name one in \"program\"",
+                                f->name, o->digest, n);
                 if (!(f->program = strdup(only)))
                         return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         } else {
@@ -205,13 +210,14 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, const DaemonObject **ret, Er
                                 pi = &o->info->programs[i];
                 if (!pi)
                         return error_set(reterr, ENOENT, "program_not_found",
-                                         "filter \"%s\": program \"%s\" is not in object %s", f->name, f->program,
-                                         o->digest);
+                                         "filter \"%s\": program \"%s\" is not in object %s", f->name,
+                                         f->program, o->digest);
                 if (!pi->is_classifier)
-                        return error_set(reterr, EINVAL, "wrong_program_type",
-                                         "filter \"%s\": program \"%s\" is of type %s; a tc classifier needs "
-                                         "sched_cls (SEC(\"tc\") or SEC(\"classifier\"))",
-                                         f->name, f->program, pi->type);
+                        return error_set(
+                                reterr, EINVAL, "wrong_program_type",
+                                "filter \"%s\": program \"%s\" is of type %s; a tc classifier needs "
+                                "sched_cls (SEC(\"tc\") or SEC(\"classifier\"))",
+                                f->name, f->program, pi->type);
         }
         if (ret)
                 *ret = o;

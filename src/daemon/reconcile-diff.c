@@ -6,8 +6,8 @@
 
 const char *plan_action_to_string(PlanAction a) {
         static const char *const names[] = {
-                [PLAN_KEEP] = "keep",       [PLAN_ADD] = "add",           [PLAN_REPLACE] = "replace",
-                [PLAN_REMOVE] = "remove",   [PLAN_CONFLICT] = "conflict",
+                [PLAN_KEEP] = "keep",     [PLAN_ADD] = "add",           [PLAN_REPLACE] = "replace",
+                [PLAN_REMOVE] = "remove", [PLAN_CONFLICT] = "conflict",
         };
         return a < ELEMENTSOF(names) ? names[a] : "unknown";
 }
@@ -22,8 +22,8 @@ static bool filter_matches(const DesiredFilter *want, const NlFilter *have) {
                have->direct_action == want->direct_action && have->classid == want->classid;
 }
 
-int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilter *observed, size_t n_observed,
-                   Plan *ret) {
+int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilter *observed,
+                   size_t n_observed, Plan *ret) {
         _cleanup_free_ bool *marked = calloc(n_observed + 1, sizeof(bool));
         _cleanup_free_ PlanStep *steps = calloc(n_desired + n_observed + 1, sizeof(PlanStep));
         size_t n = 0;
@@ -36,7 +36,10 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
 
         for (size_t k = 0; k < n_desired; k++) {
                 const DesiredFilter *want = &desired[k];
-                PlanStep s = { .action = PLAN_ADD, .hook = want->hook, .pref = want->pref, .desired = (int) k,
+                PlanStep s = { .action = PLAN_ADD,
+                               .hook = want->hook,
+                               .pref = want->pref,
+                               .desired = (int) k,
                                .observed = -1 };
 
                 /* Several filters can share a pref (other handles, other protocols): one foreign one is
@@ -76,9 +79,12 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
                                       steps[k].pref == observed[i].pref);
                 if (dup)
                         continue;
-                steps[n++] = (PlanStep){ .action = PLAN_REMOVE, .hook = observed[i].hook,
-                                         .pref = observed[i].pref, .handle = observed[i].handle,
-                                         .desired = -1, .observed = (int) i };
+                steps[n++] = (PlanStep){ .action = PLAN_REMOVE,
+                                         .hook = observed[i].hook,
+                                         .pref = observed[i].pref,
+                                         .handle = observed[i].handle,
+                                         .desired = -1,
+                                         .observed = (int) i };
         }
 
         ret->steps = TAKE_PTR(steps);

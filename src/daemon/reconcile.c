@@ -69,7 +69,8 @@ static const NlFilter *find_ours(const NlFilter *observed, size_t n, NlHook hook
         return NULL;
 }
 
-int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_t n_observed, Error *reterr) {
+int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_t n_observed,
+                           Error *reterr) {
         int r;
 
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
@@ -85,7 +86,8 @@ int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_
 
                         filter_kernel_name(f, name);
                         if (f->tag[0])
-                                have = find_ours(observed, n_observed, hook_of(dir), (uint16_t) f->priority, name);
+                                have = find_ours(observed, n_observed, hook_of(dir), (uint16_t) f->priority,
+                                                 name);
                         r = registry_acquire(d, f->digest, f->program,
                                              have && streq(have->tag, f->tag) ? have->prog_id : 0, f->tag,
                                              &it->programs[dir][i], reterr);
@@ -136,7 +138,8 @@ int iface_check_conflicts(const Iface *it, const NlFilter *observed, size_t n_ob
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
                         for (size_t k = 0; k < n_observed; k++)
                                 if (observed[k].hook == hook_of(dir) &&
-                                    observed[k].pref == it->doc->filters[dir][i].priority && !observed[k].clsd_owned)
+                                    observed[k].pref == it->doc->filters[dir][i].priority &&
+                                    !observed[k].clsd_owned)
                                         return conflict_error(it, &observed[k], reterr);
         return 0;
 }
@@ -172,15 +175,21 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                 if (s->action == PLAN_ADD || s->action == PLAN_REPLACE) {
                         const DesiredFilter *w = &desired[s->desired];
                         NlBpfFilterSpec spec = {
-                                .ifindex = it->ifindex, .hook = w->hook, .pref = w->pref,
-                                .handle = s->action == PLAN_REPLACE ? s->handle : 1, .prog_fd = w->prog_fd,
-                                .name = w->name, .direct_action = w->direct_action, .classid = w->classid,
+                                .ifindex = it->ifindex,
+                                .hook = w->hook,
+                                .pref = w->pref,
+                                .handle = s->action == PLAN_REPLACE ? s->handle : 1,
+                                .prog_fd = w->prog_fd,
+                                .name = w->name,
+                                .direct_action = w->direct_action,
+                                .classid = w->classid,
                         };
                         r = nl_bpf_filter_set(d->rtnl, &spec, s->action == PLAN_REPLACE, reterr);
                         if (r < 0)
                                 return r;
                         log_info("%s: %s %s pref %u: %s (tag %s)", it->doc->ifname,
-                                 s->action == PLAN_ADD ? "added" : "replaced", hook, w->pref, w->name, w->tag);
+                                 s->action == PLAN_ADD ? "added" : "replaced", hook, w->pref, w->name,
+                                 w->tag);
                 } else if (s->action == PLAN_REMOVE) {
                         r = nl_filter_del(d->rtnl, it->ifindex, s->hook, s->pref, reterr);
                         if (r < 0 && r != -ENOENT)
@@ -202,12 +211,13 @@ static int verify(Daemon *d, Iface *it, const DesiredFilter *desired, size_t n_d
         if (r < 0)
                 return r;
         for (size_t k = 0; k < n_desired; k++) {
-                const NlFilter *have = find_ours(observed, n_observed, desired[k].hook, desired[k].pref,
-                                                 desired[k].name);
+                const NlFilter *have =
+                        find_ours(observed, n_observed, desired[k].hook, desired[k].pref, desired[k].name);
                 if (!have || !streq(have->tag, desired[k].tag))
                         return error_set(reterr, EIO, "kernel_error",
                                          "%s: %s pref %u is not attached as requested after applying",
-                                         it->doc->ifname, desired[k].hook == NL_HOOK_INGRESS ? "ingress" : "egress",
+                                         it->doc->ifname,
+                                         desired[k].hook == NL_HOOK_INGRESS ? "ingress" : "egress",
                                          desired[k].pref);
         }
         return 0;
@@ -266,7 +276,8 @@ int iface_remove_all(Daemon *d, Iface *it, Error *reterr) {
         if (r < 0)
                 return r;
         if (n_left > 0) {
-                log_info("%s: keeping clsact qdisc, %zu foreign filter(s) still use it", it->doc->ifname, n_left);
+                log_info("%s: keeping clsact qdisc, %zu foreign filter(s) still use it", it->doc->ifname,
+                         n_left);
                 return 0;
         }
         r = nl_clsact_del(d->rtnl, it->ifindex, reterr);

@@ -85,15 +85,17 @@ int nl_object_inspect(const void *data, size_t size, NlObjectInfo **ret, Error *
         obj = open_mem(data, size, "inspect", reterr);
         if (!obj)
                 return -EINVAL;
-        bpf_object__for_each_program(p, obj) np++;
-        bpf_object__for_each_map(m, obj) nm++;
+        bpf_object__for_each_program (p, obj)
+                np++;
+        bpf_object__for_each_map (m, obj)
+                nm++;
         info->programs = calloc(np + 1, sizeof(NlProgramInfo));
         info->maps = calloc(nm + 1, sizeof(NlMapInfo));
         if (!info->programs || !info->maps) {
                 bpf_object__close(obj);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
-        bpf_object__for_each_program(p, obj) {
+        bpf_object__for_each_program (p, obj) {
                 NlProgramInfo *pi = &info->programs[info->n_programs++];
                 enum bpf_prog_type t = bpf_program__type(p);
                 pi->name = strdup(bpf_program__name(p));
@@ -104,7 +106,7 @@ int nl_object_inspect(const void *data, size_t size, NlObjectInfo **ret, Error *
                 pi->is_classifier = t == BPF_PROG_TYPE_SCHED_CLS;
                 pi->is_tc = pi->is_classifier || t == BPF_PROG_TYPE_SCHED_ACT;
         }
-        bpf_object__for_each_map(m, obj) {
+        bpf_object__for_each_map (m, obj) {
                 NlMapInfo *mi = &info->maps[info->n_maps++];
                 mi->name = strdup(bpf_map__name(m));
                 mi->type = libbpf_bpf_map_type_str(bpf_map__type(m));
@@ -154,20 +156,22 @@ static int fill_info(NlProgram *p, Error *reterr) {
 
 /* Loads only `program` of the object: the object's other programs are not the caller's concern. */
 static struct bpf_object *open_for_program(const void *data, size_t size, const char *object_name,
-                                           const char *program, struct bpf_program **ret_prog, Error *reterr) {
+                                           const char *program, struct bpf_program **ret_prog,
+                                           Error *reterr) {
         struct bpf_object *obj = open_mem(data, size, object_name, reterr);
         struct bpf_program *p, *target = NULL;
 
         if (!obj)
                 return NULL;
-        bpf_object__for_each_program(p, obj) {
+        bpf_object__for_each_program (p, obj) {
                 bool want = streq(bpf_program__name(p), program);
                 if (want)
                         target = p;
                 bpf_program__set_autoload(p, want);
         }
         if (!target) {
-                error_set(reterr, ENOENT, "program_not_found", "program \"%s\" is not in the object", program);
+                error_set(reterr, ENOENT, "program_not_found", "program \"%s\" is not in the object",
+                          program);
                 bpf_object__close(obj);
                 return NULL;
         }
@@ -230,8 +234,8 @@ int nl_program_load(const void *data, size_t size, const char *object_name, cons
         if (r < 0) {
                 char *log = verifier_log(data, size, object_name, program);
                 if (log) {
-                        error_set(reterr, r, "verifier_rejected", "program \"%s\" was rejected by the verifier: %s",
-                                  program, strerror(-r));
+                        error_set(reterr, r, "verifier_rejected",
+                                  "program \"%s\" was rejected by the verifier: %s", program, strerror(-r));
                         error_set_detail(reterr, log);
                 } else
                         error_set(reterr, r, "invalid_object", "cannot load program \"%s\": %s", program,

@@ -18,7 +18,7 @@ int nl_link_parse(const struct nlmsghdr *nlh, NlLink *ret) {
         ifi = mnl_nlmsg_get_payload(nlh);
         l.ifindex = ifi->ifi_index;
         l.flags = ifi->ifi_flags;
-        mnl_attr_for_each(a, nlh, sizeof(*ifi)) {
+        mnl_attr_for_each (a, nlh, sizeof(*ifi)) {
                 if (mnl_attr_get_type(a) == IFLA_IFNAME && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0)
                         snprintf(l.ifname, sizeof(l.ifname), "%s", mnl_attr_get_str(a));
         }

@@ -104,7 +104,7 @@ typedef struct NlProgramInfo {
         char *name;
         char *section;
         const char *type; /* libbpf's name: "sched_cls", "xdp", … */
-        bool is_tc;       /* SCHED_CLS or SCHED_ACT */
+        bool is_tc; /* SCHED_CLS or SCHED_ACT */
         bool is_classifier; /* SCHED_CLS */
 } NlProgramInfo;
 

@@ -164,10 +164,11 @@ int nl_request(NlSocket *s, struct nlmsghdr *nlh, mnl_cb_t cb, void *userdata, c
                         continue;
                 if (r < 0) {
                         int e = errno;
-                        log_debug("%s: %s%s%s", what, strerror(e), rc.ack.extack[0] ? ": " : "", rc.ack.extack);
+                        log_debug("%s: %s%s%s", what, strerror(e), rc.ack.extack[0] ? ": " : "",
+                                  rc.ack.extack);
                         if (rc.ack.extack[0])
-                                return error_set(reterr, e, "kernel_error", "%s: %s (%s)", what, rc.ack.extack,
-                                                 strerror(e));
+                                return error_set(reterr, e, "kernel_error", "%s: %s (%s)", what,
+                                                 rc.ack.extack, strerror(e));
                         return error_set(reterr, e, "kernel_error", "%s: %s", what, strerror(e));
                 }
                 if (r == MNL_CB_STOP)

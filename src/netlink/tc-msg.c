@@ -32,19 +32,18 @@ static struct nlmsghdr *put_tcmsg(void *buf, uint16_t type, uint16_t flags, uint
 }
 
 struct nlmsghdr *nl_msg_clsact(void *buf, int ifindex, bool add, uint32_t seq) {
-        struct nlmsghdr *nlh = put_tcmsg(buf, add ? RTM_NEWQDISC : RTM_DELQDISC,
-                                         add ? NLM_F_CREATE | NLM_F_EXCL : 0, seq, ifindex, TC_H_CLSACT,
-                                         TC_H_MAKE(TC_H_CLSACT, 0), 0);
+        struct nlmsghdr *nlh =
+                put_tcmsg(buf, add ? RTM_NEWQDISC : RTM_DELQDISC, add ? NLM_F_CREATE | NLM_F_EXCL : 0, seq,
+                          ifindex, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0), 0);
         mnl_attr_put_strz(nlh, TCA_KIND, "clsact");
         return nlh;
 }
 
 struct nlmsghdr *nl_msg_bpf_filter(void *buf, const NlBpfFilterSpec *f, bool replace, uint32_t seq) {
         /* All protocols (ETH_P_ALL); one filter per pref, at handle f->handle. */
-        struct nlmsghdr *nlh = put_tcmsg(buf, RTM_NEWTFILTER,
-                                         NLM_F_CREATE | (replace ? NLM_F_REPLACE : NLM_F_EXCL), seq,
-                                         f->ifindex, nl_hook_parent(f->hook), f->handle,
-                                         TC_H_MAKE((uint32_t) f->pref << 16, htons(ETH_P_ALL)));
+        struct nlmsghdr *nlh = put_tcmsg(
+                buf, RTM_NEWTFILTER, NLM_F_CREATE | (replace ? NLM_F_REPLACE : NLM_F_EXCL), seq, f->ifindex,
+                nl_hook_parent(f->hook), f->handle, TC_H_MAKE((uint32_t) f->pref << 16, htons(ETH_P_ALL)));
         struct nlattr *opts;
 
         mnl_attr_put_strz(nlh, TCA_KIND, "bpf");
@@ -71,7 +70,7 @@ struct nlmsghdr *nl_msg_filter_dump(void *buf, int ifindex, NlHook hook, uint32_
 static void parse_bpf_options(const struct nlattr *opts, NlFilter *f) {
         const struct nlattr *a;
 
-        mnl_attr_for_each_nested(a, opts) {
+        mnl_attr_for_each_nested (a, opts) {
                 switch (mnl_attr_get_type(a)) {
                 case TCA_BPF_NAME:
                         if (mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0)
@@ -117,7 +116,7 @@ int nl_filter_parse(const struct nlmsghdr *nlh, NlFilter *ret) {
         f.pref = (uint16_t) (TC_H_MAJ(tcm->tcm_info) >> 16);
         f.protocol = ntohs((uint16_t) TC_H_MIN(tcm->tcm_info));
         f.hook = f.parent == nl_hook_parent(NL_HOOK_EGRESS) ? NL_HOOK_EGRESS : NL_HOOK_INGRESS;
-        mnl_attr_for_each(a, nlh, sizeof(*tcm)) {
+        mnl_attr_for_each (a, nlh, sizeof(*tcm)) {
                 switch (mnl_attr_get_type(a)) {
                 case TCA_KIND:
                         if (mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0)

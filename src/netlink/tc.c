@@ -20,7 +20,7 @@ static int qdisc_cb(const struct nlmsghdr *nlh, void *data) {
                 return MNL_CB_OK;
         if (tcm->tcm_ifindex != q->ifindex || tcm->tcm_parent != TC_H_CLSACT)
                 return MNL_CB_OK;
-        mnl_attr_for_each(a, nlh, sizeof(*tcm)) {
+        mnl_attr_for_each (a, nlh, sizeof(*tcm)) {
                 if (mnl_attr_get_type(a) == TCA_KIND && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0 &&
                     streq(mnl_attr_get_str(a), "clsact"))
                         q->found = true;

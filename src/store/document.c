@@ -89,8 +89,8 @@ static int field_error(Error *e, const char *code, const char *path, const char 
 }
 
 static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reterr) {
-        static const char *const known[] = { "name", "object", "program", "priority", "direct_action",
-                                             "classid", "digest" };
+        static const char *const known[] = { "name",          "object",  "program", "priority",
+                                             "direct_action", "classid", "digest" };
         const char *key;
         json_t *v;
         char p[128];
@@ -98,7 +98,7 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
         if (!json_is_object(j))
                 return field_error(reterr, "wrong_type", path, "expected an object", NULL);
 
-        json_object_foreach(j, key, v) {
+        json_object_foreach (j, key, v) {
                 bool ok = false;
                 for (size_t i = 0; i < ELEMENTSOF(known); i++)
                         ok = ok || streq(key, known[i]);
@@ -133,7 +133,8 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
                         f->digest = strdup(o);
                 else if (o[0] != '/')
                         return field_error(reterr, "invalid_value", p,
-                                           "expected \"sha256:<64 lowercase hex>\" or an absolute path", NULL);
+                                           "expected \"sha256:<64 lowercase hex>\" or an absolute path",
+                                           NULL);
                 else if (strlen(o) > 4096)
                         return field_error(reterr, "invalid_value", p, "path too long", NULL);
                 f->object = strdup(o);
@@ -147,8 +148,8 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
                 if (!json_is_string(v))
                         return field_error(reterr, "wrong_type", p, "expected a string", NULL);
                 if (!sha256_digest_string_valid(json_string_value(v)))
-                        return field_error(reterr, "invalid_value", p, "expected \"sha256:<64 lowercase hex>\"",
-                                           NULL);
+                        return field_error(reterr, "invalid_value", p,
+                                           "expected \"sha256:<64 lowercase hex>\"", NULL);
                 if (f->digest && !streq(f->digest, json_string_value(v)))
                         return field_error(reterr, "invalid_value", p, "differs from \"object\"", NULL);
                 if (!f->digest && !(f->digest = strdup(json_string_value(v))))
@@ -189,13 +190,14 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
                 if (!json_is_string(v))
                         return field_error(reterr, "wrong_type", p, "expected a string like \"1:10\"", NULL);
                 if (classid_parse(json_string_value(v), &f->classid) < 0)
-                        return field_error(reterr, "invalid_value", p, "expected \"MAJ:MIN\" in hex, like \"1:10\"",
-                                           NULL);
+                        return field_error(reterr, "invalid_value", p,
+                                           "expected \"MAJ:MIN\" in hex, like \"1:10\"", NULL);
                 f->has_classid = true;
         }
 
-        if (!f->name || !f->object || (f->program == NULL && json_object_get(j, "program") &&
-                                        json_is_string(json_object_get(j, "program"))))
+        if (!f->name || !f->object ||
+            (f->program == NULL && json_object_get(j, "program") &&
+             json_is_string(json_object_get(j, "program"))))
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         return 0;
 }
@@ -232,11 +234,11 @@ static int check_names(const Document *d, Error *reterr) {
                         for (Direction dir2 = 0; dir2 <= dir; dir2++)
                                 for (size_t k = 0; k < (dir2 == dir ? i : d->n_filters[dir2]); k++)
                                         if (streq(d->filters[dir][i].name, d->filters[dir2][k].name))
-                                                return error_set(reterr, EINVAL, "duplicate_name",
-                                                                 "%s[%zu].name: \"%s\" is already used in %s",
-                                                                 direction_to_string(dir), i,
-                                                                 d->filters[dir][i].name,
-                                                                 direction_to_string(dir2));
+                                                return error_set(
+                                                        reterr, EINVAL, "duplicate_name",
+                                                        "%s[%zu].name: \"%s\" is already used in %s",
+                                                        direction_to_string(dir), i, d->filters[dir][i].name,
+                                                        direction_to_string(dir2));
         return 0;
 }
 
@@ -248,7 +250,7 @@ int document_from_json(const char *ifname, json_t *spec, Document **ret, Error *
 
         if (!json_is_object(spec))
                 return error_set(reterr, EINVAL, "wrong_type", "document: expected a JSON object");
-        json_object_foreach(spec, key, v)
+        json_object_foreach (spec, key, v)
                 if (!streq(key, "ingress") && !streq(key, "egress"))
                         return error_set(reterr, EINVAL, "unknown_field", "%s: unknown field", key);
 
@@ -271,7 +273,7 @@ int document_from_json(const char *ifname, json_t *spec, Document **ret, Error *
                 d->filters[dir] = calloc(json_array_size(list) + 1, sizeof(FilterSpec));
                 if (!d->filters[dir])
                         return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-                json_array_foreach(list, i, item) {
+                json_array_foreach (list, i, item) {
                         char path[64];
                         snprintf(path, sizeof(path), "%s[%zu]", direction_to_string(dir), i);
                         d->n_filters[dir]++;
@@ -298,8 +300,9 @@ int document_from_string(const char *ifname, const char *text, size_t size, Docu
         int r;
 
         if (!j)
-                return error_set(reterr, EINVAL, "malformed_json", "malformed JSON at line %d, column %d: %s",
-                                 jerr.line, jerr.column, jerr.text);
+                return error_set(reterr, EINVAL, "malformed_json",
+                                 "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                                 jerr.text);
         r = document_from_json(ifname, j, ret, reterr);
         json_decref(j);
         return r;
@@ -361,7 +364,8 @@ int document_copy(const Document *d, Document **ret) {
                         g->object = strdup_or_null(f->object);
                         g->digest = strdup_or_null(f->digest);
                         g->program = strdup_or_null(f->program);
-                        if (!g->name || !g->object || (f->digest && !g->digest) || (f->program && !g->program))
+                        if (!g->name || !g->object || (f->digest && !g->digest) ||
+                            (f->program && !g->program))
                                 return -ENOMEM;
                 }
         }

@@ -29,8 +29,8 @@ int store_object_put(Store *s, const void *data, size_t size, char ret_digest[SH
         if (r == 0) {
                 r = write_file_atomic(s->objects_fd, name, data, size);
                 if (r < 0)
-                        return error_set(reterr, r, "store_error", "cannot write %s/objects/%s: %s", s->dir, name,
-                                         strerror(-r));
+                        return error_set(reterr, r, "store_error", "cannot write %s/objects/%s: %s", s->dir,
+                                         name, strerror(-r));
         }
         memcpy(ret_digest, digest, SHA256_DIGEST_STRING_MAX);
         if (ret_created)

@@ -184,7 +184,8 @@ int store_document_remove(Store *s, const char *ifname, Error *reterr) {
 
         document_file_name(ifname, name);
         if (unlinkat(s->documents_fd, name, 0) < 0 && errno != ENOENT)
-                return error_set(reterr, errno, "store_error", "cannot remove %s/documents/%s: %m", s->dir, name);
+                return error_set(reterr, errno, "store_error", "cannot remove %s/documents/%s: %m", s->dir,
+                                 name);
         if (fsync(s->documents_fd) < 0)
                 return error_set(reterr, errno, "store_error", "cannot sync %s/documents: %m", s->dir);
         return 0;
@@ -198,7 +199,8 @@ int document_file_parse(const char *text, size_t size, Document **ret, Error *re
         int r = 0;
 
         if (!j)
-                return error_set(reterr, EINVAL, "corrupt", "malformed JSON at line %d: %s", jerr.line, jerr.text);
+                return error_set(reterr, EINVAL, "corrupt", "malformed JSON at line %d: %s", jerr.line,
+                                 jerr.text);
         v = json_object_get(j, "format");
         if (!json_is_integer(v))
                 r = error_set(reterr, EINVAL, "corrupt", "no \"format\" field");
@@ -213,8 +215,8 @@ int document_file_parse(const char *text, size_t size, Document **ret, Error *re
                 r = error_set(reterr, EINVAL, "corrupt", "missing \"generation\"");
         else {
                 Error e = ERROR_NULL;
-                r = document_from_json(json_string_value(json_object_get(j, "ifname")), json_object_get(j, "spec"),
-                                       &d, &e);
+                r = document_from_json(json_string_value(json_object_get(j, "ifname")),
+                                       json_object_get(j, "spec"), &d, &e);
                 if (r < 0) {
                         error_set(reterr, r, "corrupt", "spec: %s", strna(e.message));
                         error_done(&e);
@@ -247,7 +249,8 @@ int store_documents_load(Store *s, Document ***ret, size_t *ret_n, StoreProblemF
 
         r = store_list_dir(s->documents_fd, ".json", &names, &n);
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot list %s/documents: %s", s->dir, strerror(-r));
+                return error_set(reterr, r, "store_error", "cannot list %s/documents: %s", s->dir,
+                                 strerror(-r));
         docs = calloc(n + 1, sizeof(Document *));
         if (!docs) {
                 strv_free_n(names, n);
@@ -255,7 +258,8 @@ int store_documents_load(Store *s, Document ***ret, size_t *ret_n, StoreProblemF
         }
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *text = NULL, *qpath = NULL, *path = NULL;
-                _cleanup_close_ int fd = openat(s->documents_fd, names[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                _cleanup_close_ int fd =
+                        openat(s->documents_fd, names[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
                 Error e = ERROR_NULL;
                 Document *d = NULL;
                 size_t size;
@@ -267,8 +271,10 @@ int store_documents_load(Store *s, Document ***ret, size_t *ret_n, StoreProblemF
                 else
                         r = document_file_parse(text, size, &d, &e);
                 if (r < 0) {
-                        /* A file from a newer clsd is left in place: moving it would lose it for that clsd. */
-                        if (!streq(e.code, "format_too_new") && store_quarantine(s, s->documents_fd, names[i], &qpath) >= 0)
+                        /* A file from a newer clsd is left in place: moving it would lose it for that clsd.
+                         */
+                        if (!streq(e.code, "format_too_new") &&
+                            store_quarantine(s, s->documents_fd, names[i], &qpath) >= 0)
                                 log_problem(problem, userdata, path, e.message, qpath);
                         else
                                 log_problem(problem, userdata, path, e.message, NULL);

@@ -42,8 +42,8 @@ const char *document_source_to_string(DocumentSource s);
 
 typedef struct FilterSpec {
         char *name;
-        char *object;  /* as given: "sha256:…" or an absolute path */
-        char *digest;  /* resolved digest; NULL until a path is resolved */
+        char *object; /* as given: "sha256:…" or an absolute path */
+        char *digest; /* resolved digest; NULL until a path is resolved */
         char *program; /* NULL: the object's only tc program */
         uint32_t priority;
         bool direct_action;

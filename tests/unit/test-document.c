@@ -26,9 +26,10 @@ static void expect_error(const char *text, const char *code, const char *in_mess
 }
 
 static void test_defaults(void **state) {
-        const char *text = "{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\"},"
-                           "{\"name\":\"b\",\"object\":\"/x.o\",\"program\":\"p\",\"priority\":10},"
-                           "{\"name\":\"c\",\"object\":\"" D1 "\",\"direct_action\":false,\"classid\":\"1:10\"}]}";
+        const char *text =
+                "{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\"},"
+                "{\"name\":\"b\",\"object\":\"/x.o\",\"program\":\"p\",\"priority\":10},"
+                "{\"name\":\"c\",\"object\":\"" D1 "\",\"direct_action\":false,\"classid\":\"1:10\"}]}";
         _cleanup_(document_freep) Document *d = NULL;
         Error e = ERROR_NULL;
 
@@ -52,8 +53,9 @@ static void test_defaults(void **state) {
 }
 
 static void test_roundtrip(void **state) {
-        const char *text = "{\"egress\":[{\"name\":\"a\",\"object\":\"/o.o\",\"digest\":\"" D1 "\","
-                           "\"program\":\"p\",\"priority\":5,\"direct_action\":false,\"classid\":\"1:20\"}]}";
+        const char *text =
+                "{\"egress\":[{\"name\":\"a\",\"object\":\"/o.o\",\"digest\":\"" D1 "\","
+                "\"program\":\"p\",\"priority\":5,\"direct_action\":false,\"classid\":\"1:20\"}]}";
         _cleanup_(document_freep) Document *d = NULL, *d2 = NULL;
         _cleanup_free_ char *a = NULL, *b = NULL;
         Error e = ERROR_NULL;
@@ -69,9 +71,10 @@ static void test_roundtrip(void **state) {
         b = json_dumps(j, JSON_PRESERVE_ORDER);
         json_decref(j);
         assert_string_equal(a, b);
-        assert_string_equal(a, "{\"ingress\": [], \"egress\": [{\"name\": \"a\", \"object\": \"/o.o\", \"digest\": \"" D1
-                               "\", \"program\": \"p\", \"priority\": 5, \"direct_action\": false, \"classid\": "
-                               "\"1:20\"}]}");
+        assert_string_equal(
+                a, "{\"ingress\": [], \"egress\": [{\"name\": \"a\", \"object\": \"/o.o\", \"digest\": \"" D1
+                   "\", \"program\": \"p\", \"priority\": 5, \"direct_action\": false, \"classid\": "
+                   "\"1:20\"}]}");
 }
 
 static void test_errors(void **state) {
@@ -85,31 +88,35 @@ static void test_errors(void **state) {
         expect_error("{\"ingress\":[{\"name\":\"a\"}]}", "missing_field", "ingress[0].object");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"x\":1}]}", "unknown_field",
                      "ingress[0].x");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":\"1\"}]}", "wrong_type",
-                     "ingress[0].priority");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":0}]}", "invalid_value",
-                     "priority");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":65536}]}", "invalid_value",
-                     "priority");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"direct_action\":1}]}", "wrong_type",
-                     "direct_action");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":\"1\"}]}",
+                     "wrong_type", "ingress[0].priority");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":0}]}",
+                     "invalid_value", "priority");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":65536}]}",
+                     "invalid_value", "priority");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"direct_action\":1}]}",
+                     "wrong_type", "direct_action");
         expect_error("{\"ingress\":[{\"name\":\"a b\",\"object\":\"" D1 "\"}]}", "invalid_value", "name");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"relative.o\"}]}", "invalid_value", "object");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"sha256:XYZ\"}]}", "invalid_value", "object");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"classid\":\"1\"}]}", "invalid_value",
-                     "classid");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\"},{\"name\":\"a\",\"object\":\"" D1 "\"}]}",
-                     "duplicate_name", "ingress[1].name");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\"}],\"egress\":[{\"name\":\"a\",\"object\":\"" D1
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"relative.o\"}]}", "invalid_value",
+                     "object");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"sha256:XYZ\"}]}", "invalid_value",
+                     "object");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"classid\":\"1\"}]}",
+                     "invalid_value", "classid");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\"},{\"name\":\"a\",\"object\":\"" D1
                      "\"}]}",
+                     "duplicate_name", "ingress[1].name");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1
+                     "\"}],\"egress\":[{\"name\":\"a\",\"object\":\"" D1 "\"}]}",
                      "duplicate_name", "egress[0].name");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":3},{\"name\":\"b\",\"object\":\"" D1
-                     "\",\"priority\":3}]}",
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1
+                     "\",\"priority\":3},{\"name\":\"b\",\"object\":\"" D1 "\",\"priority\":3}]}",
                      "duplicate_priority", "ingress[1].priority");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"digest\":\"sha256:"
                      "1123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}]}",
                      "invalid_value", "digest");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":65535},{\"name\":\"b\","
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1
+                     "\",\"priority\":65535},{\"name\":\"b\","
                      "\"object\":\"" D1 "\"}]}",
                      "invalid_value", "ingress[1].priority");
 }
@@ -158,9 +165,9 @@ static void test_too_many_filters(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_defaults),       cmocka_unit_test(test_roundtrip),
-                cmocka_unit_test(test_errors),         cmocka_unit_test(test_ifname_valid),
-                cmocka_unit_test(test_classid),        cmocka_unit_test(test_too_many_filters),
+                cmocka_unit_test(test_defaults), cmocka_unit_test(test_roundtrip),
+                cmocka_unit_test(test_errors),   cmocka_unit_test(test_ifname_valid),
+                cmocka_unit_test(test_classid),  cmocka_unit_test(test_too_many_filters),
         };
         return cmocka_run_group_tests_name("document", tests, NULL, NULL);
 }

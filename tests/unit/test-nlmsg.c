@@ -108,8 +108,13 @@ static void parse_built(const struct nlmsghdr *nlh, Attrs *a) {
 
 static void test_build_bpf_filter(void **state) {
         char buf[NL_MSG_BUFFER_SIZE];
-        NlBpfFilterSpec spec = { .ifindex = 7, .hook = NL_HOOK_EGRESS, .pref = 42, .handle = 1, .prog_fd = 9,
-                                 .name = "clsd:web", .direct_action = true };
+        NlBpfFilterSpec spec = { .ifindex = 7,
+                                 .hook = NL_HOOK_EGRESS,
+                                 .pref = 42,
+                                 .handle = 1,
+                                 .prog_fd = 9,
+                                 .name = "clsd:web",
+                                 .direct_action = true };
         struct nlmsghdr *nlh;
         const struct tcmsg *tcm;
         Attrs a;
@@ -168,8 +173,13 @@ static void test_build_delete_and_clsact(void **state) {
 
 static void test_build_then_parse_roundtrip(void **state) {
         char buf[NL_MSG_BUFFER_SIZE];
-        NlBpfFilterSpec spec = { .ifindex = 2, .hook = NL_HOOK_INGRESS, .pref = 7, .handle = 1, .prog_fd = 4,
-                                 .name = "clsd:x", .direct_action = true };
+        NlBpfFilterSpec spec = { .ifindex = 2,
+                                 .hook = NL_HOOK_INGRESS,
+                                 .pref = 7,
+                                 .handle = 1,
+                                 .prog_fd = 4,
+                                 .name = "clsd:x",
+                                 .direct_action = true };
         NlFilter f;
 
         (void) state;

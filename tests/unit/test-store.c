@@ -36,8 +36,8 @@ static Document *make_doc(const char *ifname, uint64_t gen, uint32_t priority) {
         Document *d = NULL;
         Error e = ERROR_NULL;
 
-        snprintf(text, sizeof(text), "{\"ingress\":[{\"name\":\"web\",\"object\":\"" D1 "\",\"priority\":%u}]}",
-                 priority);
+        snprintf(text, sizeof(text),
+                 "{\"ingress\":[{\"name\":\"web\",\"object\":\"" D1 "\",\"priority\":%u}]}", priority);
         assert_int_equal(document_from_string(ifname, text, strlen(text), &d, &e), 0);
         d->generation = gen;
         return d;
@@ -138,8 +138,10 @@ static void test_corrupt_is_quarantined(void **state) {
         (void) state;
         assert_int_equal(store_open(dir, &s, &e), 0);
         assert_int_equal(store_document_save(s, d, &e), 0);
-        write_file("documents/bad.json", "{\"format\":1,\"ifname\":\"bad\",\"generation\":1,\"spec\":{\"ingress\":[{]}}");
-        write_file("documents/bad2.json", "{\"format\":1,\"ifname\":\"bad2\",\"generation\":1,\"spec\":{\"x\":1}}");
+        write_file("documents/bad.json",
+                   "{\"format\":1,\"ifname\":\"bad\",\"generation\":1,\"spec\":{\"ingress\":[{]}}");
+        write_file("documents/bad2.json",
+                   "{\"format\":1,\"ifname\":\"bad2\",\"generation\":1,\"spec\":{\"x\":1}}");
         load(s, &docs, &n);
         assert_int_equal(n, 1);
         assert_int_equal(n_problems, 2);
@@ -180,7 +182,8 @@ static void test_objects(void **state) {
         assert_int_equal(store_open(dir, &s, &e), 0);
         assert_int_equal(store_object_put(s, "abc", 3, digest, &created, &e), 0);
         assert_true(created);
-        assert_string_equal(digest, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_string_equal(digest,
+                            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         assert_int_equal(store_object_put(s, "abc", 3, digest2, &created, &e), 0);
         assert_false(created);
         assert_string_equal(digest, digest2);
@@ -214,7 +217,8 @@ static void test_sha256(void **state) {
         assert_string_equal(out, "sha256:cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
         free(million);
         assert_true(sha256_digest_string_valid(out));
-        assert_false(sha256_digest_string_valid("sha256:CDC76E5C9914FB9281A1C7E284D73E67F1809A48A497200E046D39CCC7112CD0"));
+        assert_false(sha256_digest_string_valid(
+                "sha256:CDC76E5C9914FB9281A1C7E284D73E67F1809A48A497200E046D39CCC7112CD0"));
         assert_false(sha256_digest_string_valid("sha256:abc"));
 }
 
