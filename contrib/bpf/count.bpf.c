@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-/* count.bpf.c: counts packets and bytes seen at the hook; lets everything through. */
+/* count.bpf.c: counts packets and bytes seen at the hook and lets everything through. It returns
+ * TC_ACT_UNSPEC, not TC_ACT_OK, so that the filters after it on the hook still run. */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
@@ -25,7 +26,7 @@ int count_pkts(struct __sk_buff *skb) {
                 __sync_fetch_and_add(&c->packets, 1);
                 __sync_fetch_and_add(&c->bytes, skb->len);
         }
-        return TC_ACT_OK;
+        return TC_ACT_UNSPEC;
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* drop-port.bpf.c: drops IPv4/IPv6 UDP and TCP packets to port 9 (discard) or to any port in
- * the blocked_ports map, and counts what it dropped. */
+ * the blocked_ports map, and counts what it dropped. Everything else goes on to the next filter
+ * (TC_ACT_UNSPEC). */
 #include <stddef.h>
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -56,24 +57,24 @@ int drop_port(struct __sk_buff *skb) {
         __u64 *n;
 
         if ((void *) (eth + 1) > end)
-                return TC_ACT_OK;
+                return TC_ACT_UNSPEC;
         if (eth->h_proto == bpf_htons(ETH_P_IP)) {
                 struct iphdr *ip = (void *) (eth + 1);
                 if ((void *) (ip + 1) > end || ip->ihl < 5)
-                        return TC_ACT_OK;
+                        return TC_ACT_UNSPEC;
                 if (dport_of(data, end, ip->protocol, (void *) ip + ip->ihl * 4, &port) < 0)
-                        return TC_ACT_OK;
+                        return TC_ACT_UNSPEC;
         } else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
                 struct ipv6hdr *ip6 = (void *) (eth + 1);
                 if ((void *) (ip6 + 1) > end)
-                        return TC_ACT_OK;
+                        return TC_ACT_UNSPEC;
                 if (dport_of(data, end, ip6->nexthdr, ip6 + 1, &port) < 0)
-                        return TC_ACT_OK;
+                        return TC_ACT_UNSPEC;
         } else
-                return TC_ACT_OK;
+                return TC_ACT_UNSPEC;
 
         if (port != DEFAULT_DROP_PORT && !bpf_map_lookup_elem(&blocked_ports, &port))
-                return TC_ACT_OK;
+                return TC_ACT_UNSPEC;
         n = bpf_map_lookup_elem(&dropped, &key);
         if (n)
                 __sync_fetch_and_add(n, 1);
