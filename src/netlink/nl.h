@@ -28,6 +28,9 @@ int nl_socket_open(unsigned groups, NlSocket **ret, Error *reterr);
 NlSocket *nl_socket_free(NlSocket *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(NlSocket *, nl_socket_free);
 int nl_socket_fd(const NlSocket *s);
+/* Like mnl_nlmsg_ok(), which casts nlmsg_len to int, so that a length of 2^31 or more passes its
+ * check: a message header that fits in len bytes and a length that does too. */
+bool nl_msg_ok(const struct nlmsghdr *nlh, size_t len);
 /* Reads pending events; calls cb per message. -ENOBUFS when the kernel dropped events. */
 typedef int (*NlEventFunc)(const struct nlmsghdr *nlh, void *userdata);
 int nl_socket_read_events(NlSocket *s, NlEventFunc cb, void *userdata);

@@ -176,6 +176,11 @@ int nl_request(NlSocket *s, struct nlmsghdr *nlh, mnl_cb_t cb, void *userdata, c
         }
 }
 
+bool nl_msg_ok(const struct nlmsghdr *nlh, size_t len) {
+        return len >= sizeof(struct nlmsghdr) && nlh->nlmsg_len >= sizeof(struct nlmsghdr) &&
+               nlh->nlmsg_len <= len;
+}
+
 int nl_socket_read_events(NlSocket *s, NlEventFunc cb, void *userdata) {
         for (;;) {
                 ssize_t n = recv(nl_socket_fd(s), s->buf, NL_RECV_BUFFER_SIZE, MSG_DONTWAIT);
@@ -186,12 +191,14 @@ int nl_socket_read_events(NlSocket *s, NlEventFunc cb, void *userdata) {
                                 return 0;
                         return -errno;
                 }
-                int len = (int) n;
-                for (const struct nlmsghdr *nlh = (const void *) s->buf; mnl_nlmsg_ok(nlh, len);
-                     nlh = mnl_nlmsg_next(nlh, &len)) {
+                size_t left = (size_t) n;
+                for (const struct nlmsghdr *nlh = (const void *) s->buf; nl_msg_ok(nlh, left);) {
+                        size_t step = MIN((size_t) NLMSG_ALIGN(nlh->nlmsg_len), left);
                         int r = cb(nlh, userdata);
                         if (r < 0)
                                 return r;
+                        left -= step;
+                        nlh = (const void *) ((const char *) nlh + step);
                 }
         }
 }
