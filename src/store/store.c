@@ -121,7 +121,8 @@ int store_list_dir(int dir_fd, const char *suffix, char ***ret, size_t *ret_n) {
                 n++;
         }
         closedir(dir);
-        qsort(names, n, sizeof(char *), (int (*)(const void *, const void *)) strcmp_ptr);
+        if (n > 1)
+                qsort(names, n, sizeof(char *), (int (*)(const void *, const void *)) strcmp_ptr);
         *ret = names;
         *ret_n = n;
         return 0;

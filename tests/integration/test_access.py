@@ -73,6 +73,9 @@ def test_tcp_needs_the_token_for_changes(net, clsd_factory, bpf, workdir):
     assert_error(tcp.put_classifier(net.if_a, doc, headers={"Authorization": token}), 401, "unauthorized")
     assert_error(tcp.upload(bpf.drop_port), 401, "unauthorized")
     assert_error(tcp.delete("/objects/" + digest), 401, "unauthorized")
+    # Whatever the path, even one that does not exist; reads of it are still 404.
+    assert_error(tcp.request("POST", "/nope", body=b"{}"), 401, "unauthorized")
+    assert_error(tcp.get("/nope"), 404, "route_not_found")
     assert net.a.filters(net.if_a) == []
     assert_error(c.api.get_classifier(net.if_a), 404, "document_not_found")
 
@@ -212,23 +215,11 @@ def test_idle_connections_are_dropped(net, clsd_factory):
     assert c.api.healthy()
 
 
-@pytest.mark.xfail(strict=True, reason="clsd bug: once --max-connections concurrent connections have been open, "
-                   "clsd never accepts a connection again, even after they all closed: the API is dead until "
-                   "restart (with the default 64, 64 idle clients kill it)")
+@pytest.mark.xfail(strict=True, reason="clsd bug: after --max-connections connections were open at once and "
+                   "closed, clsd sometimes (about 1 time in 3) never accepts a connection again: the API is dead "
+                   "until restart (with the default 64, any 64 clients can trigger it)")
 def test_connection_limit_recovers(net, clsd_factory):
     c = clsd_factory(net.a, args=["--max-connections", "2"])
-    held = []
-    for _ in range(2):
-        # A request answered on each, kept alive: both connections are accepted and open at once.
-        conn = UnixHTTPConnection(c.socket, timeout=2)
-        conn.request("GET", "/healthz")
-        r = conn.getresponse()
-        assert r.status == 200
-        r.read()
-        held.append(conn)
-    for conn in held:
-        conn.close()
-    time.sleep(0.2)  # clsd has seen both close
     quick = Api(lambda: UnixHTTPConnection(c.socket, timeout=0.5))
 
     def healthy():
@@ -236,4 +227,32 @@ def test_connection_limit_recovers(net, clsd_factory):
             return quick.healthy()
         except OSError:
             return False
-    wait_for(healthy, timeout=2, what="clsd to answer again after the connections closed")
+
+    # The failure is a race: repeat the cycle so that a broken clsd is caught with near certainty.
+    for cycle in range(20):
+        held = []
+        for _ in range(2):
+            # A request answered on each, kept alive: both connections are accepted and open at once.
+            conn = UnixHTTPConnection(c.socket, timeout=2)
+            conn.request("GET", "/healthz")
+            r = conn.getresponse()
+            assert r.status == 200
+            r.read()
+            held.append(conn)
+        for conn in held:
+            conn.close()
+        time.sleep(0.02)
+        wait_for(healthy, timeout=1, what="clsd to answer again after cycle %d" % cycle)
+
+
+@pytest.mark.xfail(strict=True, reason="clsd bug: the --listen/--token-file check runs in api_new() after "
+                   "daemon_start(), so a start-up refused for that flag has already reconciled every stored "
+                   "document into the kernel (log: 'va: added ingress pref 10: clsd:web') before exiting 1")
+def test_refused_start_up_does_not_touch_the_kernel(net, clsd_factory, bpf):
+    c = clsd_factory(net.a)
+    assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=10)]}).status == 200
+    assert c.stop() == 0
+    net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress", "pref", "10")
+    p = net.a.run(*c.argv(["--listen", "%s:%d" % (ADDR_A, free_port(net.a, ADDR_A))]), check=False)
+    assert p.returncode == 1, p
+    assert net.a.filter_at(net.if_a, 10) is None, "a refused start attached filters"

@@ -383,3 +383,86 @@ def test_store_failure_rolls_the_kernel_back(clsd, bpf, net):
     assert net.a.filters("vx0") == []
     assert not net.a.has_clsact("vx0")
     assert_error(api.get_classifier("vx0"), 404, "document_not_found")
+
+
+def test_foreign_filters_of_other_kinds(api, bpf, net):
+    net.a.run("tc", "qdisc", "add", "dev", net.if_a, "clsact")
+    net.a.run("tc", "filter", "add", "dev", net.if_a, "ingress", "pref", "40", "u32", "match", "u32", "0", "0",
+              "classid", "1:1")
+    # A classic BPF (bytecode) filter: kind bpf, no eBPF program id, no name.
+    net.a.run("tc", "filter", "add", "dev", net.if_a, "egress", "pref", "41", "bpf", "bytecode",
+              "1,6 0 0 4294967295,", "classid", "1:1")
+    before_in = net.a.run("tc", "filter", "show", "dev", net.if_a, "ingress").stdout
+    before_eg = net.a.run("tc", "filter", "show", "dev", net.if_a, "egress").stdout
+
+    va = [i for i in api.get("/ifaces").json["ifaces"] if i["ifname"] == net.if_a][0]
+    kinds = {(f["direction"], f["pref"], f["kind"], f["owner"]) for f in va["filters"]}
+    assert kinds == {("ingress", 40, "u32", "foreign"), ("egress", 41, "bpf", "foreign")}, va
+
+    assert_error(api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=40)]}), 409,
+                 "priority_taken")
+    assert_error(api.put_classifier(net.if_a, {"egress": [filt("web", bpf.count, priority=41)]}), 409,
+                 "priority_taken")
+    r = api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=5)]})
+    assert r.status == 200, r
+    assert api.delete_classifier(net.if_a).status == 204
+    assert net.a.run("tc", "filter", "show", "dev", net.if_a, "ingress").stdout == before_in
+    assert net.a.run("tc", "filter", "show", "dev", net.if_a, "egress").stdout == before_eg
+
+
+def test_answers_are_rendered_in_a_stable_form(api, bpf, net):
+    digest = api.upload_ok(bpf.count)
+    r = api.put_classifier(net.if_a, {"ingress": [filt("web", digest, classid="1:10")]})
+    assert r.status == 200, r
+    assert r.headers["Content-Type"] == "application/json"
+    assert r.body.endswith(b"}\n")
+    assert list(r.json) == ["ifname", "ifindex", "state", "source", "generation", "document", "status"]
+    assert list(r.json["document"]["ingress"][0]) == ["name", "object", "digest", "program", "priority",
+                                                      "direct_action", "classid"]
+    assert list(r.json["status"]["ingress"][0]) == ["name", "attached", "pref", "handle", "id", "tag", "program"]
+    assert list(api.get("/objects/" + digest).json) == ["digest", "size", "programs", "maps", "used_by"]
+
+    head = api.request("HEAD", "/ifaces/%s/classifier" % net.if_a)
+    get = api.get_classifier(net.if_a)
+    assert head.status == 200 and head.body == b""
+    assert head.headers["ETag"] == get.headers["ETag"]
+    assert int(head.headers["Content-Length"]) == len(get.body)
+
+    d = api.delete_classifier(net.if_a)
+    assert d.status == 204 and d.body == b"" and "Content-Type" not in d.headers
+
+
+def test_ifaces_order_kernel_first_then_absent_documents(api, bpf, net):
+    net.a.add_veth("vx0", "vx1")
+    assert api.put_classifier("zz-absent", {"ingress": [filt("web", bpf.count)]}).status == 202
+    ifaces = api.get("/ifaces").json["ifaces"]
+    assert [i["ifname"] for i in ifaces] == net.a.link_names() + ["zz-absent"]
+    absent = ifaces[-1]
+    assert absent["ifindex"] is None and absent["filters"] == [] and absent["state"] == "pending"
+    assert absent["generation"] == 1
+    # Trailing slash and query string: the same route.
+    assert api.get("/ifaces/").json == api.get("/ifaces?x=1").json
+
+
+def test_filters_run_in_priority_order(api, bpf, net):
+    # The counter (pref 1) passes everything on (TC_ACT_UNSPEC), so the dropper (pref 2) still runs; the
+    # same pair the other way round counts only what was not dropped.
+    r = api.put_classifier(net.if_a, {"ingress": [filt("count", bpf.count), filt("drop", bpf.drop_port)]})
+    assert r.status == 200, r
+    counters = prog_map_id(status_of(r.json, "count")["id"], "counters")
+    dropped = prog_map_id(status_of(r.json, "drop")["id"], "dropped")
+    ping(net.b, ADDR_A, count=1)
+    c0, d0 = read_counter(counters)[0], read_u64(dropped)
+    assert udp_exchange(net.b, net.a, ADDR_A, {9: 10, 7777: 10}) == {9: 0, 7777: 10}
+    assert read_u64(dropped) - d0 == 10
+    assert read_counter(counters)[0] - c0 >= 21  # both ports and the marker
+
+    r = api.put_classifier(net.if_a, {"ingress": [filt("drop", bpf.drop_port, priority=1),
+                                                  filt("count", bpf.count, priority=2)]})
+    assert r.status == 200, r
+    assert [f.prog_name for f in net.a.filters(net.if_a)] == ["drop_port", "count_pkts"]
+    counters = prog_map_id(status_of(r.json, "count")["id"], "counters")
+    c0 = read_counter(counters)[0]
+    assert udp_exchange(net.b, net.a, ADDR_A, {9: 10, 7777: 10}) == {9: 0, 7777: 10}
+    seen = read_counter(counters)[0] - c0
+    assert 11 <= seen < 21, seen  # the dropped ones never reached the counter
