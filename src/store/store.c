@@ -122,14 +122,14 @@ int store_list_dir(int dir_fd, const char *suffix, char ***ret, size_t *ret_n) {
         }
         closedir(dir);
         if (n > 1)
-                qsort(names, n, sizeof(char *), (int (*)(const void *, const void *)) strcmp_ptr);
+                qsort(names, n, sizeof(char *), strcmp_ptr);
         *ret = names;
         *ret_n = n;
         return 0;
 }
 
-int strcmp_ptr(const char *const *a, const char *const *b) {
-        return strcmp(*a, *b);
+int strcmp_ptr(const void *a, const void *b) {
+        return strcmp(*(const char *const *) a, *(const char *const *) b);
 }
 
 /* Interface names may hold characters that are awkward in file names; keep the file name safe. */
