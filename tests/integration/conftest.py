@@ -371,27 +371,34 @@ def tc_monitor(ns):
     t = threading.Thread(target=reader, daemon=True)
     t.start()
 
-    def seen(pred):
+    def fence_added(l):
+        return not l.startswith("deleted") and "qdisc clsact" in l and "dev lo " in l
+
+    def fence_deleted(l):
+        return l.startswith("deleted qdisc clsact") and "dev lo " in l
+
+    def nth(pred, n):
+        """Index of the n-th (1-based) line matching pred, or None."""
         with lock:
-            return next((i for i, l in enumerate(lines) if pred(l)), None)
+            found = [i for i, l in enumerate(lines) if pred(l)]
+        return found[n - 1] if len(found) >= n else None
 
     captured = []
     try:
-        # The subscription is in place once our own fence event shows up; repeat until it does.
-        deadline = time.monotonic() + 3
+        # The subscription is in place once a fence shows up; until then, fence again. `replace` of
+        # the clsact is reported each time, so the one deletion is the end fence.
+        deadline = time.monotonic() + 5
         start = None
         while start is None:
             ns.run("tc", "qdisc", "replace", "dev", "lo", "clsact")
-            start = wait_for_index(seen, lambda l: "qdisc clsact" in l and "dev lo" in l, 0.3)
-            if start is None:
-                ns.run("tc", "qdisc", "del", "dev", "lo", "clsact")
-                assert time.monotonic() < deadline, "tc monitor never reported the start fence"
+            start = wait_for_index(lambda: nth(fence_added, 1), 0.5)
+            assert start is not None or time.monotonic() < deadline, "tc monitor never reported the start fence"
         yield captured
         ns.run("tc", "qdisc", "del", "dev", "lo", "clsact")
-        end = wait_for_index(seen, lambda l: l.startswith("deleted qdisc clsact") and "dev lo" in l, 3)
+        end = wait_for_index(lambda: nth(fence_deleted, 1), 3)
         assert end is not None, "tc monitor never reported the end fence"
         with lock:
-            captured.extend(lines[start + 1:end])
+            captured.extend(l for l in lines[start + 1:end] if not fence_added(l))
     finally:
         proc.terminate()
         try:
@@ -402,10 +409,11 @@ def tc_monitor(ns):
         t.join(timeout=3)
 
 
-def wait_for_index(seen, pred, timeout):
+def wait_for_index(get, timeout):
+    """Polls get() until it returns an index (not None), or returns None after timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        i = seen(pred)
+        i = get()
         if i is not None:
             return i
         time.sleep(0.01)

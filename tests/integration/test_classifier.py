@@ -209,7 +209,7 @@ def test_pending_until_the_interface_appears(api, bpf, net):
     r = api.put_classifier("late0", {"ingress": [filt("web", digest, priority=4)]})
     assert r.status == 202, r
     assert r.json["state"] == "pending"
-    assert r.json["ifindex"] in (None, 0)
+    assert r.json["ifindex"] is None
     assert status_of(r.json, "web")["attached"] is False
     assert r.headers["ETag"] == '"%d"' % r.json["generation"]
     listed = {i["ifname"]: i for i in api.get("/ifaces").json["ifaces"]}
@@ -219,8 +219,11 @@ def test_pending_until_the_interface_appears(api, bpf, net):
     f = wait_for(lambda: net.a.filter_at("late0", 4), timeout=2, what="the filter on late0")
     assert f.name == "clsd:web" and f.prog_name == "count_pkts"
 
-    g = wait_for(lambda: (lambda x: x if x.json["state"] == "configured" else None)(api.get_classifier("late0")),
-                 timeout=2, what="late0 configured")
+    def configured():
+        g = api.get_classifier("late0")
+        return g if g.json["state"] == "configured" else None
+
+    g = wait_for(configured, timeout=2, what="late0 configured")
     st = status_of(g.json, "web")
     assert st["attached"] is True and st["id"] == f.id
     assert g.json["ifindex"] > 0

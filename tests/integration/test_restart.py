@@ -130,6 +130,7 @@ def test_interface_removed_while_running_goes_pending_and_comes_back(net, clsd_f
     assert r.status == 200, r
     net.a.run("ip", "link", "del", "vx0")
     wait_for(lambda: c.api.get_classifier("vx0").json["state"] == "pending", timeout=2, what="pending")
+    assert c.api.get_classifier("vx0").json["ifindex"] is None
     net.a.add_veth("vx0", "vx1")
     f = wait_for(lambda: net.a.filter_at("vx0", 1), timeout=2, what="the filter on the new vx0")
     g = c.api.get_classifier("vx0").json
