@@ -31,7 +31,7 @@ int daemon_objects_load(Daemon *d) {
         if (r < 0)
                 return log_error_errno(r, "cannot list objects in %s: %m", store_dir(d->store));
         for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *data = NULL;
+                _cleanup_free_ char *data = NULL, *moved = NULL;
                 Error e = ERROR_NULL;
                 NlObjectInfo *info;
                 size_t size;
@@ -40,19 +40,27 @@ int daemon_objects_load(Daemon *d) {
                 if (r >= 0)
                         r = nl_object_inspect(data, size, &info, &e);
                 if (r < 0) {
-                        log_error("object %s cannot be read back: %s", digests[i],
-                                  e.message ? e.message : strerror(-r));
+                        /* One bad file must not keep clsd from starting: set it aside and go on. */
+                        const char *why = r == -EBADMSG ? "its bytes do not match its sha256 name"
+                                          : e.message   ? e.message
+                                                        : strerror(-r);
+                        if (r != -ENOMEM && store_object_quarantine(d->store, digests[i], &moved) >= 0)
+                                log_error("object %s set aside: %s; moved to %s", digests[i], why,
+                                          strna(moved));
+                        else
+                                log_error("object %s cannot be used: %s", digests[i], why);
                         error_done(&e);
                         continue;
                 }
                 r = objects_append(d, digests[i], size, info, NULL);
                 if (r < 0) {
                         nl_object_info_free(info);
-                        break;
+                        strv_free_n(digests, n);
+                        return log_error_errno(r, "out of memory");
                 }
         }
         strv_free_n(digests, n);
-        return r < 0 ? r : 0;
+        return 0;
 }
 
 const DaemonObject *daemon_object_get(Daemon *d, const char *digest) {

@@ -40,7 +40,8 @@ static int load_program(Daemon *d, const char *digest, const char *program, NlPr
         r = store_object_read(d->store, digest, d->config.object_size_max, &data, &size);
         if (r < 0)
                 return error_set(reterr, r, r == -ENOENT ? "object_not_found" : "store_error",
-                                 "cannot read object %s: %s", digest, strerror(-r));
+                                 "cannot read object %s: %s", digest,
+                                 r == -EBADMSG ? "its bytes do not match its digest" : strerror(-r));
         /* libbpf names maps after the object: a short digest keeps them recognisable in bpftool. */
         char object_name[20];
         snprintf(object_name, sizeof(object_name), "clsd_%.8s", digest + strlen("sha256:"));

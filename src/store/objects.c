@@ -65,9 +65,32 @@ int store_object_read(const Store *s, const char *digest, size_t max, char **ret
                 return -EINVAL;
         object_file_name(digest, name);
         _cleanup_close_ int fd = openat(s->objects_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        _cleanup_free_ char *data = NULL;
+        char actual[SHA256_DIGEST_STRING_MAX];
+        size_t size;
+        int r;
+
         if (fd < 0)
                 return -errno;
-        return read_full_fd(fd, max, ret_data, ret_size);
+        r = read_full_fd(fd, max, &data, &size);
+        if (r < 0)
+                return r;
+        /* Content-addressed means the name is a promise: bytes that do not keep it are never served. */
+        sha256_digest_string(data, size, actual);
+        if (!streq(actual, digest))
+                return -EBADMSG;
+        *ret_data = TAKE_PTR(data);
+        *ret_size = size;
+        return 0;
+}
+
+int store_object_quarantine(Store *s, const char *digest, char **ret_path) {
+        char name[80];
+
+        if (!sha256_digest_string_valid(digest))
+                return -EINVAL;
+        object_file_name(digest, name);
+        return store_quarantine(s, s->objects_fd, name, ret_path);
 }
 
 int store_object_remove(Store *s, const char *digest, Error *reterr) {

@@ -103,7 +103,10 @@ int store_object_put(Store *s, const void *data, size_t size, char ret_digest[SH
                      bool *ret_created, Error *reterr);
 int store_object_path(const Store *s, const char *digest, char **ret_path);
 int store_object_exists(const Store *s, const char *digest);
+/* -EBADMSG when the bytes do not hash to their name. */
 int store_object_read(const Store *s, const char *digest, size_t max, char **ret_data, size_t *ret_size);
+/* Moves an object file that cannot be used to quarantine/, so it is neither served nor lost. */
+int store_object_quarantine(Store *s, const char *digest, char **ret_path);
 int store_object_remove(Store *s, const char *digest, Error *reterr);
 /* Lists digests of stored objects, sorted. */
 int store_object_list(const Store *s, char ***ret_digests, size_t *ret_n);
