@@ -38,8 +38,20 @@ static void listener_free(Listener *l) {
 
 static void listener_arm(Listener *l);
 
+static unsigned listener_connections(Listener *l) {
+        const union MHD_DaemonInfo *info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        return info ? info->num_connections : 0;
+}
+
 static void listener_run(Listener *l) {
+        unsigned before = listener_connections(l);
+
         MHD_run(l->mhd);
+        /* At the connection limit libmicrohttpd takes the listening socket out of its epoll set and puts
+         * it back at the start of a later run; when connections closed in this run, nothing else would
+         * wake us for that later run, and new clients would wait in the backlog for ever. */
+        if (listener_connections(l) < before)
+                MHD_run(l->mhd);
         listener_arm(l);
 }
 

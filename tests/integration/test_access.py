@@ -215,9 +215,6 @@ def test_idle_connections_are_dropped(net, clsd_factory):
     assert c.api.healthy()
 
 
-@pytest.mark.xfail(strict=True, reason="clsd bug: after --max-connections connections were open at once and "
-                   "closed, clsd sometimes (about 1 time in 3) never accepts a connection again: the API is dead "
-                   "until restart (with the default 64, any 64 clients can trigger it)")
 def test_connection_limit_recovers(net, clsd_factory):
     c = clsd_factory(net.a, args=["--max-connections", "2"])
     quick = Api(lambda: UnixHTTPConnection(c.socket, timeout=0.5))
