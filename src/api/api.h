@@ -28,5 +28,7 @@ typedef struct Api Api;
 int api_new(Daemon *d, sd_event *event, const ApiConfig *config, Api **ret, Error *reterr);
 Api *api_free(Api *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Api *, api_free);
+/* 1 if s is "ADDR:PORT" or "[ADDR6]:PORT" with a numeric address, for checking flags early. */
+int api_listen_address_valid(const char *s);
 /* Re-reads the token file (SIGHUP). */
 int api_reload(Api *a, Error *reterr);

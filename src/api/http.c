@@ -294,12 +294,22 @@ static int parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *
         return 0;
 }
 
-static int tcp_listen(Api *a, Error *reterr) {
+int api_listen_address_valid(const char *s) {
         struct sockaddr_storage ss;
         socklen_t len;
         bool loopback;
-        int one = 1;
 
+        return parse_listen(s, &ss, &len, &loopback) >= 0;
+}
+
+/* Everything about --listen and --token-file that can be refused is refused before anything is bound. */
+static int tcp_check(Api *a, Error *reterr) {
+        struct sockaddr_storage ss;
+        socklen_t len;
+        bool loopback;
+
+        if (!a->config.listen)
+                return 0;
         if (parse_listen(a->config.listen, &ss, &len, &loopback) < 0)
                 return error_set(reterr, EINVAL, "invalid_value",
                                  "--listen %s: expected ADDR:PORT or [ADDR6]:PORT with a numeric address",
@@ -307,6 +317,17 @@ static int tcp_listen(Api *a, Error *reterr) {
         if (!loopback && !a->config.token_file)
                 return error_set(reterr, EPERM, "invalid_value",
                                  "--listen %s: a non-loopback address needs --token-file", a->config.listen);
+        return 0;
+}
+
+static int tcp_listen(Api *a, Error *reterr) {
+        struct sockaddr_storage ss;
+        socklen_t len;
+        bool loopback;
+        int one = 1;
+
+        if (parse_listen(a->config.listen, &ss, &len, &loopback) < 0)
+                return error_set(reterr, EINVAL, "invalid_value", "--listen %s: invalid", a->config.listen);
         _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return error_set(reterr, errno, "internal_error", "socket: %m");
@@ -348,6 +369,9 @@ int api_new(Daemon *d, sd_event *event, const ApiConfig *config, Api **ret, Erro
         a->daemon = d;
         a->event = event;
         a->config = *config;
+        r = tcp_check(a, reterr);
+        if (r < 0)
+                return r;
         r = api_reload(a, reterr);
         if (r < 0)
                 return r;

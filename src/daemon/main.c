@@ -127,6 +127,13 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac) {
                         ac->socket_path = optarg[0] ? optarg : NULL;
                         break;
                 case ARG_LISTEN:
+                        if (!api_listen_address_valid(optarg)) {
+                                fprintf(stderr,
+                                        "clsd: --listen %s: expected ADDR:PORT or [ADDR6]:PORT with a "
+                                        "numeric address and a port from 1 to 65535\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
                         ac->listen = optarg;
                         break;
                 case ARG_TOKEN_FILE:
@@ -210,11 +217,13 @@ int main(int argc, char *argv[]) {
                 fprintf(stderr, "clsd: cannot create the event loop: %s\n", strerror(-r));
                 return 1;
         }
+        /* The API is set up (flags checked, sockets bound) before the first reconcile, so that a start
+         * refused for a flag has not touched the kernel; requests are served once the loop runs. */
         r = daemon_new(&dc, event, &d, &e);
         if (r >= 0)
-                r = daemon_start(d, &e);
-        if (r >= 0)
                 r = api_new(d, event, &ac, &api, &e);
+        if (r >= 0)
+                r = daemon_start(d, &e);
         if (r < 0) {
                 fprintf(stderr, "clsd: %s\n", strna(e.message));
                 error_done(&e);

@@ -134,10 +134,6 @@ def test_non_loopback_listen_without_token_file_is_refused(net, workdir):
         s.close()
 
 
-@pytest.mark.xfail(strict=True, reason="clsd bug: a start-up refused for a flag (--listen without --token-file) "
-                   "prints the info log of a start that went ahead ('started: ...', 'listening on SOCK') before "
-                   "the error: the --listen/--token-file check runs in api_new() after daemon_start() has "
-                   "loaded the store, reconciled the kernel and bound the unix socket")
 def test_non_loopback_listen_without_token_file_is_one_line(net, workdir):
     port = free_port(net.a, ADDR_A)
     p = start_refused(net.a, workdir, "--listen", "%s:%d" % (ADDR_A, port))
@@ -146,10 +142,9 @@ def test_non_loopback_listen_without_token_file_is_one_line(net, workdir):
 
 
 @pytest.mark.parametrize("args,code", [
-    # A malformed --listen is found when the listener is set up, after start-up began: exit 1, not the
-    # usage error's 2 (see the report: ambiguous in --help).
-    (["--listen", "nonsense"], 1),
-    (["--listen", "127.0.0.1:0"], 1),
+    # A malformed flag value is a usage error (2), found before anything starts.
+    (["--listen", "nonsense"], 2),
+    (["--listen", "127.0.0.1:0"], 2),
     (["--max-json-size", "0"], 2),
     (["--max-object-size", "-5"], 2),
     (["--log-level", "loud"], 2),
@@ -242,9 +237,6 @@ def test_connection_limit_recovers(net, clsd_factory):
         wait_for(healthy, timeout=1, what="clsd to answer again after cycle %d" % cycle)
 
 
-@pytest.mark.xfail(strict=True, reason="clsd bug: the --listen/--token-file check runs in api_new() after "
-                   "daemon_start(), so a start-up refused for that flag has already reconciled every stored "
-                   "document into the kernel (log: 'va: added ingress pref 10: clsd:web') before exiting 1")
 def test_refused_start_up_does_not_touch_the_kernel(net, clsd_factory, bpf):
     c = clsd_factory(net.a)
     assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=10)]}).status == 200
