@@ -115,8 +115,10 @@ static bool request_authorized(const Request *req) {
         if (!req->api->token)
                 return false;
         h = request_header(req, "Authorization");
-        if (!h || !(tok = startswith(h, "Bearer ")))
+        /* The scheme is case-insensitive (RFC 9110 11.1). */
+        if (!h || strncasecmp(h, "Bearer ", 7) != 0)
                 return false;
+        tok = h + 7;
         return token_matches(req->api->token, tok);
 }
 

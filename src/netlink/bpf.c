@@ -66,8 +66,11 @@ static struct bpf_object *open_mem(const void *data, size_t size, const char *na
 
         obj = bpf_object__open_mem(data, size, &opts);
         if (!obj) {
-                error_set(reterr, errno, "invalid_object", "not a BPF object file libbpf can open: %s",
-                          strerror(errno));
+                char msg[128];
+                int e = errno;
+                /* libbpf has error numbers of its own (LIBBPF_ERRNO__*): strerror() does not know them. */
+                libbpf_strerror(e, msg, sizeof(msg));
+                error_set(reterr, e, "invalid_object", "not a BPF object file libbpf can open: %s", msg);
                 return NULL;
         }
         return obj;
@@ -237,9 +240,12 @@ int nl_program_load(const void *data, size_t size, const char *object_name, cons
                         error_set(reterr, r, "verifier_rejected",
                                   "program \"%s\" was rejected by the verifier: %s", program, strerror(-r));
                         error_set_detail(reterr, log);
-                } else
+                } else {
+                        char msg[128];
+                        libbpf_strerror(r, msg, sizeof(msg));
                         error_set(reterr, r, "invalid_object", "cannot load program \"%s\": %s", program,
-                                  strerror(-r));
+                                  msg);
+                }
                 return r;
         }
         np->fd = fcntl(bpf_program__fd(p), F_DUPFD_CLOEXEC, 3);

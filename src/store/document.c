@@ -63,20 +63,31 @@ int filter_name_valid(const char *s) {
         return 1;
 }
 
+/* One half of "MAJ:MIN": 1 to 4 hex digits, nothing else (no sign, space or "0x"). */
+static int classid_half(const char *s, size_t n, uint32_t *ret) {
+        uint32_t v = 0;
+
+        if (n == 0 || n > 4)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                if (!isxdigit((unsigned char) s[i]))
+                        return -EINVAL;
+                v = v << 4 |
+                    (uint32_t) (isdigit((unsigned char) s[i]) ? s[i] - '0' : (tolower(s[i]) - 'a' + 10));
+        }
+        *ret = v;
+        return 0;
+}
+
 int classid_parse(const char *s, uint32_t *ret) {
-        unsigned long maj, min;
-        char *end;
+        const char *colon = strchr(s, ':');
+        uint32_t maj, min;
 
         /* tc's notation "MAJ:MIN" in hex, as in "1:10". */
-        errno = 0;
-        maj = strtoul(s, &end, 16);
-        if (errno || end == s || *end != ':' || maj > 0xFFFF)
+        if (!colon || classid_half(s, (size_t) (colon - s), &maj) < 0 ||
+            classid_half(colon + 1, strlen(colon + 1), &min) < 0)
                 return -EINVAL;
-        s = end + 1;
-        min = strtoul(s, &end, 16);
-        if (errno || end == s || *end || min > 0xFFFF)
-                return -EINVAL;
-        *ret = (uint32_t) (maj << 16 | min);
+        *ret = maj << 16 | min;
         return 0;
 }
 

@@ -79,6 +79,8 @@ def test_tcp_needs_the_token_for_changes(net, clsd_factory, bpf, workdir):
     assert net.a.filters(net.if_a) == []
     assert_error(c.api.get_classifier(net.if_a), 404, "document_not_found")
 
+    # The scheme is case-insensitive (RFC 9110 11.1).
+    assert tcp.put_classifier(net.if_a, doc, headers={"Authorization": "bearer " + token}).status == 200
     auth = {"Authorization": "Bearer " + token}
     r = tcp.put_classifier(net.if_a, doc, headers=auth)
     assert r.status == 200, r
