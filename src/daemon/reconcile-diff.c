@@ -72,13 +72,7 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
         for (size_t i = 0; i < n_observed; i++) {
                 if (!marked[i])
                         continue;
-                /* Remove by pref: one step per (hook, pref), even if several handles are there. */
-                bool dup = false;
-                for (size_t k = 0; k < n; k++)
-                        dup = dup || (steps[k].action == PLAN_REMOVE && steps[k].hook == observed[i].hook &&
-                                      steps[k].pref == observed[i].pref);
-                if (dup)
-                        continue;
+                /* One step per filter of ours, removed by (pref, protocol, handle): never the whole pref. */
                 steps[n++] = (PlanStep){ .action = PLAN_REMOVE,
                                          .hook = observed[i].hook,
                                          .pref = observed[i].pref,

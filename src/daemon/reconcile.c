@@ -191,7 +191,9 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                                  s->action == PLAN_ADD ? "added" : "replaced", hook, w->pref, w->name,
                                  w->tag);
                 } else if (s->action == PLAN_REMOVE) {
-                        r = nl_filter_del(d->rtnl, it->ifindex, s->hook, s->pref, reterr);
+                        const NlFilter *o = &observed[s->observed];
+                        r = nl_filter_del(d->rtnl, it->ifindex, s->hook, s->pref, o->protocol, o->handle,
+                                          reterr);
                         if (r < 0 && r != -ENOENT)
                                 return r;
                         log_info("%s: removed %s pref %u (%s)", it->doc->ifname, hook, s->pref,

@@ -87,7 +87,9 @@ typedef struct NlBpfFilterSpec {
 
 /* Builds the request into buf (at least NL_MSG_BUFFER_SIZE); exposed for tests. */
 struct nlmsghdr *nl_msg_bpf_filter(void *buf, const NlBpfFilterSpec *f, bool replace, uint32_t seq);
-struct nlmsghdr *nl_msg_filter_del(void *buf, int ifindex, NlHook hook, uint16_t pref, uint32_t seq);
+/* Deletes exactly one filter: a pref can hold foreign filters (other handles, other protocols) too. */
+struct nlmsghdr *nl_msg_filter_del(void *buf, int ifindex, NlHook hook, uint16_t pref, uint16_t protocol,
+                                   uint32_t handle, uint32_t seq);
 struct nlmsghdr *nl_msg_filter_dump(void *buf, int ifindex, NlHook hook, uint32_t seq);
 struct nlmsghdr *nl_msg_clsact(void *buf, int ifindex, bool add, uint32_t seq);
 /* Parses one RTM_NEWTFILTER message. 0 on success, -ENOMSG when it is not a filter message. */
@@ -100,7 +102,8 @@ int nl_clsact_del(NlSocket *s, int ifindex, Error *reterr);
 int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Error *reterr);
 /* Adds (replace=false, NLM_F_EXCL) or replaces in place (NLM_F_REPLACE) a cls_bpf filter. */
 int nl_bpf_filter_set(NlSocket *s, const NlBpfFilterSpec *f, bool replace, Error *reterr);
-int nl_filter_del(NlSocket *s, int ifindex, NlHook hook, uint16_t pref, Error *reterr);
+int nl_filter_del(NlSocket *s, int ifindex, NlHook hook, uint16_t pref, uint16_t protocol, uint32_t handle,
+                  Error *reterr);
 
 /* ---- bpf objects and programs (bpf.c) ---- */
 typedef struct NlProgramInfo {

@@ -57,10 +57,13 @@ struct nlmsghdr *nl_msg_bpf_filter(void *buf, const NlBpfFilterSpec *f, bool rep
         return nlh;
 }
 
-struct nlmsghdr *nl_msg_filter_del(void *buf, int ifindex, NlHook hook, uint16_t pref, uint32_t seq) {
-        /* Protocol 0 and handle 0 remove the whole filter at this pref, whatever its protocol. */
-        return put_tcmsg(buf, RTM_DELTFILTER, 0, seq, ifindex, nl_hook_parent(hook), 0,
-                         TC_H_MAKE((uint32_t) pref << 16, 0));
+struct nlmsghdr *nl_msg_filter_del(void *buf, int ifindex, NlHook hook, uint16_t pref, uint16_t protocol,
+                                   uint32_t handle, uint32_t seq) {
+        /* Protocol 0 and handle 0 would remove every filter at the pref, foreign ones included. */
+        struct nlmsghdr *nlh = put_tcmsg(buf, RTM_DELTFILTER, 0, seq, ifindex, nl_hook_parent(hook), handle,
+                                         TC_H_MAKE((uint32_t) pref << 16, htons(protocol)));
+        mnl_attr_put_strz(nlh, TCA_KIND, "bpf");
+        return nlh;
 }
 
 struct nlmsghdr *nl_msg_filter_dump(void *buf, int ifindex, NlHook hook, uint32_t seq) {

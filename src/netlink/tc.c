@@ -113,8 +113,10 @@ int nl_bpf_filter_set(NlSocket *s, const NlBpfFilterSpec *f, bool replace, Error
                           replace ? "replace filter" : "add filter", reterr);
 }
 
-int nl_filter_del(NlSocket *s, int ifindex, NlHook hook, uint16_t pref, Error *reterr) {
+int nl_filter_del(NlSocket *s, int ifindex, NlHook hook, uint16_t pref, uint16_t protocol, uint32_t handle,
+                  Error *reterr) {
         char buf[NL_MSG_BUFFER_SIZE];
-        return nl_request(s, nl_msg_filter_del(buf, ifindex, hook, pref, nl_socket_next_seq(s)), NULL, NULL,
-                          "delete filter", reterr);
+        return nl_request(
+                s, nl_msg_filter_del(buf, ifindex, hook, pref, protocol, handle, nl_socket_next_seq(s)),
+                NULL, NULL, "delete filter", reterr);
 }

@@ -469,3 +469,18 @@ def test_filters_run_in_priority_order(api, bpf, net):
     assert udp_exchange(net.b, net.a, ADDR_A, {9: 10, 7777: 10}) == {9: 0, 7777: 10}
     seen = read_counter(counters)[0] - c0
     assert 11 <= seen < 21, seen  # the dropped ones never reached the counter
+
+
+def test_removing_ours_keeps_a_foreign_filter_at_the_same_pref(api, bpf, net):
+    """A pref can hold another handle that is not ours: removal is by (pref, protocol, handle)."""
+    digest = api.upload_ok(bpf.count)
+    assert api.put_classifier(net.if_a, {"ingress": [filt("c", digest, priority=5)]}).status == 200
+    net.a.run("tc", "filter", "add", "dev", net.if_a, "ingress", "pref", "5", "handle", "2", "protocol", "all",
+              "bpf", "obj", bpf.drop_port, "sec", "tc", "da")
+    foreign = [f for f in net.a.filters(net.if_a) if f.handle == 2]
+    assert len(foreign) == 1
+    assert api.put_classifier(net.if_a, {"ingress": []}).status == 200
+    left = net.a.filters(net.if_a)
+    assert [(f.pref, f.handle, f.id) for f in left] == [(5, 2, foreign[0].id)], left
+    assert api.delete_classifier(net.if_a).status == 204
+    assert [(f.pref, f.handle, f.id) for f in net.a.filters(net.if_a)] == [(5, 2, foreign[0].id)]

@@ -154,12 +154,16 @@ static void test_build_delete_and_clsact(void **state) {
         Attrs a;
 
         (void) state;
-        nlh = nl_msg_filter_del(buf, 3, NL_HOOK_INGRESS, 10, 5);
+        /* One exact filter: pref, protocol and handle, so that foreign filters at the pref stay. */
+        nlh = nl_msg_filter_del(buf, 3, NL_HOOK_INGRESS, 10, ETH_P_ALL, 1, 5);
         assert_int_equal(nlh->nlmsg_type, RTM_DELTFILTER);
         tcm = mnl_nlmsg_get_payload(nlh);
         assert_int_equal(tcm->tcm_parent, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS));
-        assert_int_equal(tcm->tcm_info, 10u << 16);
-        assert_int_equal(tcm->tcm_handle, 0);
+        assert_int_equal(TC_H_MAJ(tcm->tcm_info) >> 16, 10);
+        assert_int_equal(ntohs((uint16_t) TC_H_MIN(tcm->tcm_info)), ETH_P_ALL);
+        assert_int_equal(tcm->tcm_handle, 1);
+        parse_built(nlh, &a);
+        assert_string_equal(mnl_attr_get_str(a.tb[TCA_KIND]), "bpf");
 
         nlh = nl_msg_clsact(buf, 3, true, 6);
         assert_int_equal(nlh->nlmsg_type, RTM_NEWQDISC);
