@@ -227,6 +227,17 @@ int document_file_parse(const char *text, size_t size, Document **ret, Error *re
                 json_decref(j);
                 return r;
         }
+        /* Stored documents are resolved: a file without digest and program (written by hand, or
+         * damaged) is refused, not guessed at. */
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < d->n_filters[dir]; i++)
+                        if (!d->filters[dir][i].digest || !d->filters[dir][i].program) {
+                                json_decref(j);
+                                return error_set(
+                                        reterr, EINVAL, "corrupt",
+                                        "spec: %s[%zu]: a stored filter needs \"digest\" and \"program\"",
+                                        direction_to_string(dir), i);
+                        }
         d->generation = (uint64_t) json_integer_value(json_object_get(j, "generation"));
         d->clsact_created = json_is_true(json_object_get(j, "clsact_created"));
         tags = json_object_get(j, "tags");
@@ -268,13 +279,16 @@ int store_documents_load(Store *s, Document ***ret, size_t *ret_n, StoreProblemF
                 (void) asprintf(&path, "%s/documents/%s", s->dir, names[i]);
                 r = fd < 0 ? -errno : read_full_fd(fd, DOCUMENT_FILE_MAX, &text, &size);
                 if (r < 0)
-                        error_set(&e, r, "corrupt", "cannot read: %s", strerror(-r));
+                        /* Too big is corrupt; anything else (EMFILE, EIO, ENOMEM) says nothing of the file.
+                         */
+                        error_set(&e, r, r == -EFBIG ? "corrupt" : "unreadable", "cannot read: %s",
+                                  strerror(-r));
                 else
                         r = document_file_parse(text, size, &d, &e);
                 if (r < 0) {
-                        /* A file from a newer clsd is left in place: moving it would lose it for that clsd.
+                        /* Only a file known to be corrupt moves; one from a newer clsd stays for that clsd.
                          */
-                        if (!streq(e.code, "format_too_new") &&
+                        if (streq(e.code, "corrupt") &&
                             store_quarantine(s, s->documents_fd, names[i], &qpath) >= 0)
                                 log_problem(problem, userdata, path, e.message, qpath);
                         else

@@ -37,7 +37,9 @@ static Document *make_doc(const char *ifname, uint64_t gen, uint32_t priority) {
         Error e = ERROR_NULL;
 
         snprintf(text, sizeof(text),
-                 "{\"ingress\":[{\"name\":\"web\",\"object\":\"" D1 "\",\"priority\":%u}]}", priority);
+                 "{\"ingress\":[{\"name\":\"web\",\"object\":\"" D1
+                 "\",\"program\":\"p\",\"priority\":%u}]}",
+                 priority);
         assert_int_equal(document_from_string(ifname, text, strlen(text), &d, &e), 0);
         d->generation = gen;
         return d;
@@ -142,15 +144,19 @@ static void test_corrupt_is_quarantined(void **state) {
                    "{\"format\":1,\"ifname\":\"bad\",\"generation\":1,\"spec\":{\"ingress\":[{]}}");
         write_file("documents/bad2.json",
                    "{\"format\":1,\"ifname\":\"bad2\",\"generation\":1,\"spec\":{\"x\":1}}");
+        /* valid as a PUT body, but a stored filter must be resolved (digest and program) */
+        write_file("documents/bad3.json", "{\"format\":1,\"ifname\":\"bad3\",\"generation\":1,\"spec\":"
+                                          "{\"ingress\":[{\"name\":\"a\",\"object\":\"/x.o\"}]}}");
         load(s, &docs, &n);
         assert_int_equal(n, 1);
-        assert_int_equal(n_problems, 2);
+        assert_int_equal(n_problems, 3);
         assert_false(exists("documents/bad.json"));
         assert_false(exists("documents/bad2.json"));
+        assert_false(exists("documents/bad3.json"));
         assert_true(exists("quarantine"));
         free_docs(docs, n);
         /* and the quarantine holds them, not lost */
-        assert_int_equal(system("test $(ls /tmp/clsd-test-store-*/quarantine | grep -c '^bad') -ge 2"), 0);
+        assert_int_equal(system("test $(ls /tmp/clsd-test-store-*/quarantine | grep -c '^bad') -ge 3"), 0);
 }
 
 static void test_newer_format_refused_left_in_place(void **state) {
