@@ -1,5 +1,6 @@
 /* fileio.c: whole-file reads and atomic, durable writes. */
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,21 @@ int read_full_file(const char *path, size_t max, char **ret_data, size_t *ret_si
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return -errno;
+        return read_full_fd(fd, max, ret_data, ret_size);
+}
+
+int read_regular_file(const char *path, size_t max, char **ret_data, size_t *ret_size) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        struct stat st;
+
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        if ((uint64_t) st.st_size > max)
+                return -EFBIG;
         return read_full_fd(fd, max, ret_data, ret_size);
 }
 

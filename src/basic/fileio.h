@@ -6,6 +6,9 @@
 /* Reads at most max bytes; -EFBIG if the file is larger. */
 int read_full_file(const char *path, size_t max, char **ret_data, size_t *ret_size);
 int read_full_fd(int fd, size_t max, char **ret_data, size_t *ret_size);
+/* Like read_full_file(), for a path from outside: never blocks on a FIFO or a device; -EBADFD when
+ * the path is not a regular file. */
+int read_regular_file(const char *path, size_t max, char **ret_data, size_t *ret_size);
 /* Writes data to dir_fd/name atomically and durably. */
 int write_file_atomic(int dir_fd, const char *name, const void *data, size_t size);
 int mkdir_p(const char *path, unsigned mode);

@@ -166,7 +166,7 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, const DaemonObject **ret, Er
                 _cleanup_free_ char *data = NULL;
                 size_t size;
 
-                r = read_full_file(f->object, d->config.object_size_max, &data, &size);
+                r = read_regular_file(f->object, d->config.object_size_max, &data, &size);
                 if (r == -EFBIG)
                         return error_set(reterr, r, "payload_too_large",
                                          "%s: object file larger than %zu bytes", f->object,
@@ -174,7 +174,7 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, const DaemonObject **ret, Er
                 if (r < 0)
                         return error_set(reterr, r, r == -ENOENT ? "object_file_not_found" : "invalid_value",
                                          "filter \"%s\": cannot read object file %s: %s", f->name, f->object,
-                                         strerror(-r));
+                                         r == -EBADFD ? "not a regular file" : strerror(-r));
                 r = daemon_object_add(d, data, size, &o, NULL, reterr);
                 if (r < 0)
                         return r;

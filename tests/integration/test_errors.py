@@ -339,3 +339,14 @@ def test_invalid_ifname_is_400_on_every_method(api, method, ifname):
     r = api.request(method, "/ifaces/%s/classifier" % ifname, body=b"{}" if method == "PUT" else None,
                     content_type="application/json" if method == "PUT" else None)
     assert_error(r, 400, "invalid_value")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_object_path_that_is_not_a_regular_file(api, net, workdir, kind):
+    """A FIFO without a writer must not block the daemon: it is refused at once."""
+    path = {"fifo": os.path.join(workdir, "obj.fifo"), "directory": workdir, "device": "/dev/zero"}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    err = assert_error(api.put_classifier(net.if_a, {"ingress": [filt("web", path)]}), 400, "invalid_value")
+    assert "not a regular file" in err["message"], err
+    assert api.healthy()
