@@ -158,10 +158,16 @@ int nl_request(NlSocket *s, struct nlmsghdr *nlh, mnl_cb_t cb, void *userdata, c
                         return error_set(reterr, errno == EAGAIN ? ETIMEDOUT : errno, "kernel_error",
                                          "%s: no answer from rtnetlink: %m", what);
                 }
-                /* Answers to an earlier request that timed out carry another sequence number: skip. */
-                r = mnl_cb_run2(s->buf, (size_t) n, seq, s->portid, run_data_cb, &rc, ctl, ELEMENTSOF(ctl));
-                if (r < 0 && errno == ESRCH)
+                /* An answer to an earlier request (one that timed out, or a dump we stopped reading) has
+                 * another sequence number: skip it, or every later request would read the wrong answer.
+                 * A datagram holds the messages of one answer, so its first header tells. */
+                if (nl_msg_ok((const struct nlmsghdr *) s->buf, (size_t) n) &&
+                    ((const struct nlmsghdr *) s->buf)->nlmsg_seq != seq) {
+                        log_debug("%s: skipping a stale rtnetlink answer (seq %u, want %u)", what,
+                                  ((const struct nlmsghdr *) s->buf)->nlmsg_seq, seq);
                         continue;
+                }
+                r = mnl_cb_run2(s->buf, (size_t) n, seq, s->portid, run_data_cb, &rc, ctl, ELEMENTSOF(ctl));
                 if (r < 0) {
                         int e = errno;
                         log_debug("%s: %s%s%s", what, strerror(e), rc.ack.extack[0] ? ": " : "",
