@@ -10,9 +10,13 @@ struct counter {
         __u64 bytes;
 };
 
+#ifndef COUNTERS_MAX_ENTRIES
+#define COUNTERS_MAX_ENTRIES 1
+#endif
+
 struct {
         __uint(type, BPF_MAP_TYPE_ARRAY);
-        __uint(max_entries, 1);
+        __uint(max_entries, COUNTERS_MAX_ENTRIES);
         __type(key, __u32);
         __type(value, struct counter);
 } counters SEC(".maps");

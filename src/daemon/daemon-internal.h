@@ -37,6 +37,7 @@ typedef struct DesiredFilter {
         uint16_t pref;
         char name[256];
         char tag[NL_TAG_STRING_MAX];
+        uint32_t prog_id; /* the program to attach: two objects can share a tag (maps differ) */
         bool direct_action;
         uint32_t classid;
         int prog_fd;

@@ -88,7 +88,8 @@ static void ifaces_remove(Daemon *d, Iface *it) {
 static bool tags_differ(const Document *a, const Document *b) {
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < a->n_filters[dir] && i < b->n_filters[dir]; i++)
-                        if (!streq(a->filters[dir][i].tag, b->filters[dir][i].tag))
+                        if (!streq(a->filters[dir][i].tag, b->filters[dir][i].tag) ||
+                            a->filters[dir][i].prog_id != b->filters[dir][i].prog_id)
                                 return true;
         return a->clsact_created != b->clsact_created;
 }
@@ -223,8 +224,10 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
                         const FilterSpec *of =
                                 document_find_filter(old->doc, doc->filters[dir][i].name, &odir);
                         if (of && odir == dir && streq_ptr(of->digest, doc->filters[dir][i].digest) &&
-                            streq_ptr(of->program, doc->filters[dir][i].program))
+                            streq_ptr(of->program, doc->filters[dir][i].program)) {
                                 memcpy(doc->filters[dir][i].tag, of->tag, sizeof(of->tag));
+                                doc->filters[dir][i].prog_id = of->prog_id;
+                        }
                 }
 
         r = iface_new(doc, &it);
@@ -354,7 +357,7 @@ int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *ret
                                 fs->prog_id = o->prog_id;
                                 memcpy(fs->tag, o->tag, sizeof(fs->tag));
                                 fs->attached = it->programs[dir] && it->programs[dir][i] &&
-                                               streq(o->tag, program_tag(it->programs[dir][i]));
+                                               o->prog_id == program_id(it->programs[dir][i]);
                                 break;
                         }
                 }

@@ -19,7 +19,8 @@ void plan_done(Plan *p) {
 
 static bool filter_matches(const DesiredFilter *want, const NlFilter *have) {
         return streq(have->kind, "bpf") && streq(have->name, want->name) && streq(have->tag, want->tag) &&
-               have->direct_action == want->direct_action && have->classid == want->classid;
+               have->prog_id == want->prog_id && have->direct_action == want->direct_action &&
+               have->classid == want->classid;
 }
 
 int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilter *observed,

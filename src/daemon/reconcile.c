@@ -88,9 +88,13 @@ int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_
                         if (f->tag[0])
                                 have = find_ours(observed, n_observed, hook_of(dir), (uint16_t) f->priority,
                                                  name);
+                        /* Adopt only the very program clsd attached last (id and tag), never a look-alike.
+                         */
                         r = registry_acquire(d, f->digest, f->program,
-                                             have && streq(have->tag, f->tag) ? have->prog_id : 0, f->tag,
-                                             &it->programs[dir][i], reterr);
+                                             have && streq(have->tag, f->tag) && have->prog_id == f->prog_id
+                                                     ? have->prog_id
+                                                     : 0,
+                                             f->tag, &it->programs[dir][i], reterr);
                         if (r < 0) {
                                 iface_release_programs(d, it);
                                 return r;
@@ -115,6 +119,7 @@ static int build_desired(const Iface *it, DesiredFilter **ret, size_t *ret_n) {
                         w->pref = (uint16_t) f->priority;
                         filter_kernel_name(f, w->name);
                         snprintf(w->tag, sizeof(w->tag), "%s", program_tag(p));
+                        w->prog_id = program_id(p);
                         w->direct_action = f->direct_action;
                         w->classid = f->has_classid ? f->classid : 0;
                         w->prog_fd = program_fd(p);
@@ -215,7 +220,7 @@ static int verify(Daemon *d, Iface *it, const DesiredFilter *desired, size_t n_d
         for (size_t k = 0; k < n_desired; k++) {
                 const NlFilter *have =
                         find_ours(observed, n_observed, desired[k].hook, desired[k].pref, desired[k].name);
-                if (!have || !streq(have->tag, desired[k].tag))
+                if (!have || have->prog_id != desired[k].prog_id)
                         return error_set(reterr, EIO, "kernel_error",
                                          "%s: %s pref %u is not attached as requested after applying",
                                          it->doc->ifname,
@@ -249,9 +254,11 @@ int iface_apply(Daemon *d, Iface *it, Error *reterr) {
         if (r < 0)
                 return r;
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
+                for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
                         snprintf(it->doc->filters[dir][i].tag, NL_TAG_STRING_MAX, "%s",
                                  program_tag(it->programs[dir][i]));
+                        it->doc->filters[dir][i].prog_id = program_id(it->programs[dir][i]);
+                }
         return 0;
 }
 

@@ -147,7 +147,7 @@ static void document_file_name(const char *ifname, char buf[64]) {
 
 static json_t *document_file_to_json(const Document *d) {
         json_t *j = json_object();
-        json_t *tags = json_object();
+        json_t *attached = json_object();
 
         json_object_set_new(j, "format", json_integer(STORE_FORMAT));
         json_object_set_new(j, "ifname", json_string(d->ifname));
@@ -157,9 +157,13 @@ static json_t *document_file_to_json(const Document *d) {
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < d->n_filters[dir]; i++)
                         if (d->filters[dir][i].tag[0])
-                                json_object_set_new(tags, d->filters[dir][i].name,
-                                                    json_string(d->filters[dir][i].tag));
-        json_object_set_new(j, "tags", tags);
+                                json_object_set_new(attached, d->filters[dir][i].name,
+                                                    json_pack("{s:s,s:I}", "tag", d->filters[dir][i].tag,
+                                                              "id",
+                                                              (json_int_t) d->filters[dir][i].prog_id));
+        /* What clsd attached last, so that a restart adopts exactly that program, not one that only
+         * shares its tag (the tag hashes instructions with map references zeroed). */
+        json_object_set_new(j, "attached", attached);
         return j;
 }
 
@@ -240,12 +244,16 @@ int document_file_parse(const char *text, size_t size, Document **ret, Error *re
                         }
         d->generation = (uint64_t) json_integer_value(json_object_get(j, "generation"));
         d->clsact_created = json_is_true(json_object_get(j, "clsact_created"));
-        tags = json_object_get(j, "tags");
+        tags = json_object_get(j, "attached");
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < d->n_filters[dir]; i++) {
-                        json_t *t = json_object_get(tags, d->filters[dir][i].name);
-                        if (json_is_string(t) && strlen(json_string_value(t)) == 16)
+                        json_t *a = json_object_get(tags, d->filters[dir][i].name);
+                        json_t *t = json_object_get(a, "tag"), *id = json_object_get(a, "id");
+                        if (json_is_string(t) && strlen(json_string_value(t)) == 16 && json_is_integer(id) &&
+                            json_integer_value(id) > 0 && json_integer_value(id) <= UINT32_MAX) {
                                 memcpy(d->filters[dir][i].tag, json_string_value(t), 17);
+                                d->filters[dir][i].prog_id = (uint32_t) json_integer_value(id);
+                        }
                 }
         json_decref(j);
         *ret = TAKE_PTR(d);

@@ -49,8 +49,9 @@ typedef struct FilterSpec {
         bool direct_action;
         bool has_classid;
         uint32_t classid;
-        /* Last program tag clsd attached for this filter, so a restart can adopt instead of reload. */
+        /* The program clsd attached last for this filter, so a restart can adopt instead of reload. */
         char tag[17];
+        uint32_t prog_id;
 } FilterSpec;
 
 typedef struct Document {

@@ -5,7 +5,7 @@ Every test gets fresh namespaces ("clsdt-<random>a/b", joined by a veth pair, ad
 test fails. tc, bpftool, ping, curl and sockets are the independent observers.
 
 Environment: CLSD_BUILD_DIR (default /work/main/build: clsd, clsctl, contrib/bpf/*.o) and
-CLSD_TEST_BPF_DIR (optional: rejected.bpf.o, xdp.bpf.o, xdp-only.bpf.o; compiled here otherwise).
+CLSD_TEST_BPF_DIR (optional: rejected.bpf.o, xdp.bpf.o, xdp-only.bpf.o, count-wide.bpf.o; compiled here otherwise).
 """
 
 import contextlib
@@ -708,12 +708,14 @@ class BpfObjects:
         self.rejected = os.path.join(tests, "rejected.bpf.o")
         self.xdp = os.path.join(tests, "xdp.bpf.o")
         self.xdp_only = os.path.join(tests, "xdp-only.bpf.o")
+        # count.bpf.c with a bigger map: the same instructions, so the same tag, but another program
+        self.count_wide = os.path.join(tests, "count-wide.bpf.o")
 
     def all(self):
         return [self.count, self.drop_port, self.classid, self.rejected, self.xdp, self.xdp_only]
 
 
-TEST_BPF = ("rejected", "xdp", "xdp-only")
+TEST_BPF = ("rejected", "xdp", "xdp-only", "count-wide")
 
 
 def _compile_test_objects(out_dir):

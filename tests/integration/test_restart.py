@@ -158,3 +158,24 @@ def test_start_with_the_priority_taken_is_failed_and_leaves_the_foreign_filter(n
     va = [i for i in c.api.get("/ifaces").json["ifaces"] if i["ifname"] == net.if_a][0]
     assert va["state"] == "failed"
     assert [x["owner"] for x in va["filters"]] == ["foreign"]
+
+
+def test_same_tag_other_object_is_attached_and_not_adopted_for_the_other(net, clsd, bpf):
+    """Two objects with the same instructions share a program tag; clsd tells them apart by id."""
+    api = clsd.api
+    narrow, wide = api.upload_ok(bpf.count), api.upload_ok(bpf.count_wide)
+    assert narrow != wide
+    r = api.put_classifier(net.if_a, {"ingress": [filt("c", narrow, priority=10)]})
+    old = status_of(r.json, "c")
+    r = api.put_classifier(net.if_a, {"ingress": [filt("c", wide, priority=10)]})
+    new = status_of(r.json, "c")
+    assert new["tag"] == old["tag"]  # same instructions
+    assert new["id"] != old["id"], "the new object's program was never attached"
+    assert net.a.filter_at(net.if_a, 10).id == new["id"]
+    assert new["attached"] is True
+    # after a restart the wide object's program is adopted, the narrow one is not attached anywhere
+    assert clsd.stop() == 0
+    clsd.start()
+    st = status_of(api.get_classifier(net.if_a).json, "c")
+    assert st["id"] == new["id"] and st["attached"] is True
+    assert "adopted program count_pkts (id %d" % new["id"] in clsd.log_this_run()

@@ -10,7 +10,7 @@
 #include "daemon-internal.h"
 
 static DesiredFilter want(NlHook hook, uint16_t pref, const char *name, const char *tag) {
-        DesiredFilter w = { .hook = hook, .pref = pref, .direct_action = true, .prog_fd = 3 };
+        DesiredFilter w = { .hook = hook, .pref = pref, .direct_action = true, .prog_fd = 3, .prog_id = 5 };
         snprintf(w.name, sizeof(w.name), "%s", name);
         snprintf(w.tag, sizeof(w.tag), "%s", tag);
         return w;
@@ -75,6 +75,21 @@ static void test_changed_program_replaces_in_place(void **state) {
         d[0] = want(NL_HOOK_INGRESS, 10, "clsd:a", "aaaaaaaaaaaaaaaa");
         d[0].direct_action = false;
         assert_int_equal(reconcile_diff(d, 1, o, 1, &p), 0);
+        assert_int_equal(p.steps[0].action, PLAN_REPLACE);
+        plan_done(&p);
+}
+
+/* The tag hashes instructions with map references zeroed: two objects differing only in their maps
+ * share it. The program id tells them apart. */
+static void test_same_tag_other_program_replaces(void **state) {
+        DesiredFilter d[] = { want(NL_HOOK_INGRESS, 10, "clsd:a", "aaaaaaaaaaaaaaaa") };
+        NlFilter o[] = { have(NL_HOOK_INGRESS, 10, "clsd:a", "aaaaaaaaaaaaaaaa") };
+        Plan p;
+
+        (void) state;
+        d[0].prog_id = 6;
+        assert_int_equal(reconcile_diff(d, 1, o, 1, &p), 0);
+        assert_int_equal(p.n_steps, 1);
         assert_int_equal(p.steps[0].action, PLAN_REPLACE);
         plan_done(&p);
 }
@@ -152,6 +167,7 @@ int main(void) {
                 cmocka_unit_test(test_empty_kernel_adds),
                 cmocka_unit_test(test_matching_is_kept),
                 cmocka_unit_test(test_changed_program_replaces_in_place),
+                cmocka_unit_test(test_same_tag_other_program_replaces),
                 cmocka_unit_test(test_foreign_at_pref_conflicts),
                 cmocka_unit_test(test_ours_not_desired_removed_foreign_untouched),
                 cmocka_unit_test(test_nothing_desired_removes_only_ours),

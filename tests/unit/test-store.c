@@ -91,6 +91,7 @@ static void test_save_load(void **state) {
         (void) state;
         assert_int_equal(store_open(dir, &s, &e), 0);
         memcpy(d->filters[DIRECTION_INGRESS][0].tag, "0123456789abcdef", 17);
+        d->filters[DIRECTION_INGRESS][0].prog_id = 42;
         d->clsact_created = true;
         assert_int_equal(store_document_save(s, d, &e), 0);
         load(s, &docs, &n);
@@ -101,6 +102,7 @@ static void test_save_load(void **state) {
         assert_true(docs[0]->clsact_created);
         assert_int_equal(docs[0]->filters[DIRECTION_INGRESS][0].priority, 10);
         assert_string_equal(docs[0]->filters[DIRECTION_INGRESS][0].tag, "0123456789abcdef");
+        assert_int_equal(docs[0]->filters[DIRECTION_INGRESS][0].prog_id, 42);
         free_docs(docs, n);
 
         assert_int_equal(store_document_remove(s, "eth0", &e), 0);
