@@ -81,6 +81,19 @@ int iface_apply(Daemon *d, Iface *it, Error *reterr);
 int iface_remove_all(Daemon *d, Iface *it, Error *reterr);
 int iface_check_conflicts(const Iface *it, const NlFilter *observed, size_t n_observed, Error *reterr);
 
+/* snapshot.c: clsd's filters on an interface before a change, to put them back if it fails. */
+typedef struct Snapshot {
+        int ifindex;
+        bool had_clsact;
+        NlFilter *filters; /* clsd's only */
+        NlProgram **programs; /* a reference to each one's program */
+        size_t n_filters;
+} Snapshot;
+
+int snapshot_take(Daemon *d, int ifindex, Snapshot *ret, Error *reterr);
+int snapshot_restore(Daemon *d, const Snapshot *s, Error *reterr);
+void snapshot_done(Snapshot *s);
+
 /* objects.c */
 int daemon_objects_load(Daemon *d);
 int daemon_object_resolve(Daemon *d, FilterSpec *f, const DaemonObject **ret, Error *reterr);

@@ -67,6 +67,37 @@ Iface *daemon_iface_get(Daemon *d, const char *ifname) {
         return NULL;
 }
 
+/* Makes room for one more, so that adding it later cannot fail. */
+static int ifaces_reserve(Daemon *d) {
+        Iface **n = realloc(d->ifaces, (d->n_ifaces + 1) * sizeof(Iface *));
+        if (!n)
+                return -ENOMEM;
+        d->ifaces = n;
+        return 0;
+}
+
+/* Puts the kernel back as it was before a PUT that failed after changing it. */
+static void rollback(Daemon *d, const Iface *it, Iface *old, const Snapshot *snap, const char *what,
+                     const Error *why) {
+        Error e = ERROR_NULL;
+
+        log_error("%s: %s failed: %s; rolling back", it->doc->ifname, what,
+                  strna(why ? why->message : NULL));
+        if (snapshot_restore(d, snap, &e) >= 0) {
+                error_done(&e);
+                return;
+        }
+        /* The kernel is now neither the old document nor the new one: say so where it shows. */
+        log_error("%s: rollback failed: %s", it->doc->ifname, strna(e.message));
+        if (old) {
+                error_done(&old->error);
+                old->state = IFACE_FAILED;
+                error_set(&old->error, e.error, "kernel_error", "rollback after a failed PUT failed: %s",
+                          strna(e.message));
+        }
+        error_done(&e);
+}
+
 static int ifaces_add(Daemon *d, Iface *it) {
         Iface **n = realloc(d->ifaces, (d->n_ifaces + 1) * sizeof(Iface *));
         if (!n)
@@ -184,6 +215,7 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
         _cleanup_free_ NlFilter *observed = NULL;
         size_t n_observed = 0;
         Iface *old = daemon_iface_get(d, ifname), *it = NULL;
+        Snapshot snap = { 0 };
         NlLink link;
         int r;
 
@@ -242,17 +274,20 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
                 return r;
         }
 
+        /* Grow the list first: after the store is written nothing may fail. */
+        if (!old && ifaces_reserve(d) < 0) {
+                iface_free(d, it);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
         if (it->ifindex > 0) {
-                r = iface_apply(d, it, reterr);
+                r = snapshot_take(d, it->ifindex, &snap, reterr);
+                if (r >= 0) {
+                        r = iface_apply(d, it, reterr);
+                        if (r < 0)
+                                rollback(d, it, old, &snap, "applying the new document", reterr);
+                }
                 if (r < 0) {
-                        Error e = ERROR_NULL;
-                        log_error("%s: applying the new document failed: %s; rolling back", ifname,
-                                  strna(reterr ? reterr->message : NULL));
-                        if (old)
-                                (void) iface_apply(d, old, &e);
-                        else
-                                (void) iface_remove_all(d, it, &e);
-                        error_done(&e);
+                        snapshot_done(&snap);
                         iface_free(d, it);
                         return r;
                 }
@@ -262,25 +297,20 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
 
         r = store_document_save(d->store, it->doc, reterr);
         if (r < 0) {
-                Error e = ERROR_NULL;
-                if (it->ifindex > 0) {
-                        if (old)
-                                (void) iface_apply(d, old, &e);
-                        else
-                                (void) iface_remove_all(d, it, &e);
-                }
-                error_done(&e);
+                if (it->ifindex > 0)
+                        rollback(d, it, old, &snap, "storing the new document", reterr);
+                snapshot_done(&snap);
                 iface_free(d, it);
                 return r;
         }
-        if (ifaces_add(d, it) < 0) {
-                iface_free(d, it);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        }
+        snapshot_done(&snap);
         if (old) {
-                ifaces_remove(d, old);
+                for (size_t i = 0; i < d->n_ifaces; i++)
+                        if (d->ifaces[i] == old)
+                                d->ifaces[i] = it;
                 iface_free(d, old);
-        }
+        } else
+                d->ifaces[d->n_ifaces++] = it;
         log_info("%s: document generation %" PRIu64 " stored, %s", ifname, it->doc->generation,
                  iface_state_to_string(it->state));
         *ret = it;

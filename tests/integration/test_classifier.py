@@ -484,3 +484,35 @@ def test_removing_ours_keeps_a_foreign_filter_at_the_same_pref(api, bpf, net):
     assert [(f.pref, f.handle, f.id) for f in left] == [(5, 2, foreign[0].id)], left
     assert api.delete_classifier(net.if_a).status == 204
     assert [(f.pref, f.handle, f.id) for f in net.a.filters(net.if_a)] == [(5, 2, foreign[0].id)]
+
+
+def test_failed_put_without_old_document_keeps_filters_it_did_not_add(clsd, bpf, net):
+    """A clsd filter with no document (its file was lost) is not this PUT's to remove on rollback."""
+    api = clsd.api
+    assert api.put_classifier(net.if_a, {"ingress": [filt("orphan", bpf.count, priority=5)]}).status == 200
+    orphan = net.a.filter_at(net.if_a, 5)
+    assert clsd.stop() == 0
+    os.unlink(os.path.join(clsd.state_dir, "documents", net.if_a + ".json"))
+    clsd.start()
+    os.mkdir(os.path.join(clsd.state_dir, "documents", ".%s.json.%d.tmp" % (net.if_a, clsd.proc.pid)))
+    assert_error(api.put_classifier(net.if_a, {"ingress": [filt("x", bpf.count, priority=6)]}), 500,
+                 "store_error")
+    assert [(f.pref, f.id, f.name) for f in net.a.filters(net.if_a)] == [(5, orphan.id, "clsd:orphan")]
+
+
+def test_rollback_after_a_failed_put_over_a_failed_document(clsd, bpf, net):
+    """The old document is failed (a foreign filter took its priority): rolling back must not need it
+    to apply, and must not leave the new filters behind."""
+    api = clsd.api
+    assert api.put_classifier(net.if_a, {"ingress": [filt("a", bpf.count, priority=5)]}).status == 200
+    assert clsd.stop() == 0
+    net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress", "pref", "5")
+    net.a.add_foreign_filter(net.if_a, 5, bpf.drop_port)
+    clsd.start()
+    assert api.get_classifier(net.if_a).json["state"] == "failed"
+    before = [(f.pref, f.id, f.name) for f in net.a.filters(net.if_a)]
+    os.mkdir(os.path.join(clsd.state_dir, "documents", ".%s.json.%d.tmp" % (net.if_a, clsd.proc.pid)))
+    assert_error(api.put_classifier(net.if_a, {"ingress": [filt("d", bpf.count, priority=6),
+                                                           filt("e", bpf.count, priority=7)]}), 500, "store_error")
+    assert [(f.pref, f.id, f.name) for f in net.a.filters(net.if_a)] == before
+    assert api.healthy()

@@ -1,0 +1,106 @@
+/* snapshot.c: what clsd's filters on one interface were before a change, with a reference to each
+ * program, so that a change that fails half-way can put exactly that back. */
+#include <linux/if_ether.h>
+#include <string.h>
+
+#include "daemon-internal.h"
+#include "log.h"
+
+void snapshot_done(Snapshot *s) {
+        for (size_t i = 0; i < s->n_filters; i++)
+                nl_program_free(s->programs[i]);
+        free(s->programs);
+        free(s->filters);
+        *s = (Snapshot){ 0 };
+}
+
+int snapshot_take(Daemon *d, int ifindex, Snapshot *ret, Error *reterr) {
+        _cleanup_free_ NlFilter *all = NULL;
+        Snapshot s = { .ifindex = ifindex };
+        size_t n_all = 0;
+        int r;
+
+        r = nl_clsact_exists(d->rtnl, ifindex, &s.had_clsact, reterr);
+        if (r >= 0)
+                r = nl_filter_dump(d->rtnl, ifindex, &all, &n_all, reterr);
+        if (r < 0)
+                return r;
+        s.filters = calloc(n_all + 1, sizeof(NlFilter));
+        s.programs = calloc(n_all + 1, sizeof(NlProgram *));
+        if (!s.filters || !s.programs) {
+                snapshot_done(&s);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        for (size_t i = 0; i < n_all; i++) {
+                if (!all[i].clsd_owned)
+                        continue;
+                /* Hold the program: once replaced, nothing else may keep it alive. */
+                r = nl_program_open_id(all[i].prog_id, &s.programs[s.n_filters], reterr);
+                if (r < 0) {
+                        snapshot_done(&s);
+                        return r;
+                }
+                s.filters[s.n_filters++] = all[i];
+        }
+        *ret = s;
+        return 0;
+}
+
+static const NlFilter *find_at(const NlFilter *v, size_t n, const NlFilter *f) {
+        for (size_t i = 0; i < n; i++)
+                if (v[i].clsd_owned && v[i].hook == f->hook && v[i].pref == f->pref &&
+                    v[i].handle == f->handle && v[i].protocol == f->protocol)
+                        return &v[i];
+        return NULL;
+}
+
+int snapshot_restore(Daemon *d, const Snapshot *s, Error *reterr) {
+        _cleanup_free_ NlFilter *now = NULL, *left = NULL;
+        size_t n_now = 0, n_left = 0;
+        int r;
+
+        r = nl_filter_dump(d->rtnl, s->ifindex, &now, &n_now, reterr);
+        if (r < 0)
+                return r;
+        /* What this change added goes. */
+        for (size_t i = 0; i < n_now; i++)
+                if (now[i].clsd_owned && !find_at(s->filters, s->n_filters, &now[i])) {
+                        r = nl_filter_del(d->rtnl, s->ifindex, now[i].hook, now[i].pref, now[i].protocol,
+                                          now[i].handle, reterr);
+                        if (r < 0 && r != -ENOENT)
+                                return r;
+                }
+        /* What it replaced or removed comes back, with the very program that was there. */
+        for (size_t i = 0; i < s->n_filters; i++) {
+                const NlFilter *was = &s->filters[i], *is = find_at(now, n_now, was);
+                NlBpfFilterSpec spec = {
+                        .ifindex = s->ifindex,
+                        .hook = was->hook,
+                        .pref = was->pref,
+                        .handle = was->handle,
+                        .prog_fd = nl_program_fd(s->programs[i]),
+                        .name = was->name,
+                        .direct_action = was->direct_action,
+                        .classid = was->classid,
+                };
+                if (is && is->prog_id == was->prog_id && streq(is->name, was->name) &&
+                    is->flags == was->flags && is->classid == was->classid)
+                        continue;
+                if (was->protocol != ETH_P_ALL)
+                        continue; /* clsd only makes ETH_P_ALL filters; not ours to rebuild */
+                r = nl_bpf_filter_set(d->rtnl, &spec, is != NULL, reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (s->had_clsact)
+                return 0;
+        r = nl_filter_dump(d->rtnl, s->ifindex, &left, &n_left, reterr);
+        if (r < 0)
+                return r;
+        if (n_left == 0) {
+                r = nl_clsact_del(d->rtnl, s->ifindex, reterr);
+                if (r < 0 && r != -ENOENT && r != -EINVAL)
+                        return r;
+        }
+        return 0;
+}
