@@ -158,7 +158,11 @@ int daemon_start(Daemon *d, Error *reterr) {
                 Iface *it;
                 r = iface_new(docs[i], &it);
                 document_free(docs[i]);
-                if (r < 0 || ifaces_add(d, it) < 0) {
+                if (r >= 0 && ifaces_add(d, it) < 0) {
+                        iface_free(d, it);
+                        r = -ENOMEM;
+                }
+                if (r < 0) {
                         for (size_t k = i + 1; k < n_docs; k++)
                                 document_free(docs[k]);
                         free(docs);

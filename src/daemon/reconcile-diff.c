@@ -32,8 +32,9 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
         if (!marked || !steps)
                 return -ENOMEM;
 
+        /* Only chain 0 is clsd's: a pref in another chain is another filter list altogether. */
         for (size_t i = 0; i < n_observed; i++)
-                marked[i] = observed[i].clsd_owned;
+                marked[i] = observed[i].clsd_owned && observed[i].chain == 0;
 
         for (size_t k = 0; k < n_desired; k++) {
                 const DesiredFilter *want = &desired[k];
@@ -47,7 +48,7 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
                  * enough to make the pref not ours. */
                 for (size_t i = 0; i < n_observed; i++) {
                         const NlFilter *have = &observed[i];
-                        if (have->hook != want->hook || have->pref != want->pref)
+                        if (have->hook != want->hook || have->pref != want->pref || have->chain != 0)
                                 continue;
                         if (!have->clsd_owned) {
                                 s.action = PLAN_CONFLICT;

@@ -63,8 +63,8 @@ Iface *iface_free(Daemon *d, Iface *it) {
 static const NlFilter *find_ours(const NlFilter *observed, size_t n, NlHook hook, uint16_t pref,
                                  const char *name) {
         for (size_t i = 0; i < n; i++)
-                if (observed[i].hook == hook && observed[i].pref == pref && observed[i].clsd_owned &&
-                    streq(observed[i].name, name))
+                if (observed[i].hook == hook && observed[i].pref == pref && observed[i].chain == 0 &&
+                    observed[i].clsd_owned && streq(observed[i].name, name))
                         return &observed[i];
         return NULL;
 }
@@ -142,7 +142,7 @@ int iface_check_conflicts(const Iface *it, const NlFilter *observed, size_t n_ob
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
                         for (size_t k = 0; k < n_observed; k++)
-                                if (observed[k].hook == hook_of(dir) &&
+                                if (observed[k].hook == hook_of(dir) && observed[k].chain == 0 &&
                                     observed[k].pref == it->doc->filters[dir][i].priority &&
                                     !observed[k].clsd_owned)
                                         return conflict_error(it, &observed[k], reterr);

@@ -89,10 +89,9 @@ int nl_link_by_name(NlSocket *s, const char *ifname, NlLink *ret, Error *reterr)
         }
         if (r < 0) {
                 free(ll.links);
-                if (reterr) {
-                        error_done(reterr);
-                        *reterr = e;
-                } else
+                if (reterr && !reterr->code)
+                        *reterr = e; /* the first explanation is kept, as error_set() does */
+                else
                         error_done(&e);
                 return r;
         }

@@ -63,6 +63,7 @@ typedef struct NlFilter {
         uint16_t pref;
         uint16_t protocol; /* host order ETH_P_* */
         uint32_t handle;
+        uint32_t chain; /* TCA_CHAIN; clsd's filters are all in chain 0 */
         char kind[16];
         /* cls_bpf only: */
         char name[256];

@@ -129,6 +129,10 @@ int nl_filter_parse(const struct nlmsghdr *nlh, NlFilter *ret) {
                         if (mnl_attr_validate(a, MNL_TYPE_NESTED) >= 0)
                                 opts = a;
                         break;
+                case TCA_CHAIN:
+                        if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+                                f.chain = mnl_attr_get_u32(a);
+                        break;
                 }
         }
         if (opts && streq(f.kind, "bpf"))

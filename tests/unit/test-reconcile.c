@@ -94,6 +94,21 @@ static void test_same_tag_other_program_replaces(void **state) {
         plan_done(&p);
 }
 
+static void test_other_chain_is_not_ours_to_touch(void **state) {
+        DesiredFilter d[] = { want(NL_HOOK_INGRESS, 10, "clsd:a", "aaaaaaaaaaaaaaaa") };
+        NlFilter o[] = { have(NL_HOOK_INGRESS, 10, "foreign", "cccccccccccccccc"),
+                         have(NL_HOOK_INGRESS, 11, "clsd:x", "cccccccccccccccc") };
+        Plan p;
+
+        (void) state;
+        o[0].chain = 3;
+        o[1].chain = 3;
+        assert_int_equal(reconcile_diff(d, 1, o, 2, &p), 0);
+        assert_int_equal(p.n_steps, 1);
+        assert_int_equal(p.steps[0].action, PLAN_ADD);
+        plan_done(&p);
+}
+
 static void test_foreign_at_pref_conflicts(void **state) {
         DesiredFilter d[] = { want(NL_HOOK_INGRESS, 20, "clsd:a", "aaaaaaaaaaaaaaaa") };
         NlFilter o[] = { have(NL_HOOK_INGRESS, 20, "x.o:[tc]", "ffffffffffffffff") };
@@ -168,6 +183,7 @@ int main(void) {
                 cmocka_unit_test(test_matching_is_kept),
                 cmocka_unit_test(test_changed_program_replaces_in_place),
                 cmocka_unit_test(test_same_tag_other_program_replaces),
+                cmocka_unit_test(test_other_chain_is_not_ours_to_touch),
                 cmocka_unit_test(test_foreign_at_pref_conflicts),
                 cmocka_unit_test(test_ours_not_desired_removed_foreign_untouched),
                 cmocka_unit_test(test_nothing_desired_removes_only_ours),
