@@ -82,6 +82,7 @@ int daemon_object_add(Daemon *d, const void *data, size_t size, const DaemonObje
                       Error *reterr) {
         _cleanup_(nl_object_info_freep) NlObjectInfo *info = NULL;
         char digest[SHA256_DIGEST_STRING_MAX];
+        const DaemonObject *o;
         bool any_tc = false, created;
         int r;
 
@@ -100,15 +101,17 @@ int daemon_object_add(Daemon *d, const void *data, size_t size, const DaemonObje
         r = store_object_put(d->store, data, size, digest, &created, reterr);
         if (r < 0)
                 return r;
+        o = daemon_object_get(d, digest);
+        if (!o) {
+                r = objects_append(d, digest, size, info, &o);
+                if (r < 0)
+                        return error_set(reterr, r, "internal_error", "out of memory");
+                TAKE_PTR(info);
+                log_info("stored object %s (%zu bytes)", digest, size);
+        }
+        *ret = o;
         if (ret_created)
                 *ret_created = created;
-        if ((*ret = daemon_object_get(d, digest)))
-                return 0;
-        r = objects_append(d, digest, size, info, ret);
-        if (r < 0)
-                return error_set(reterr, r, "internal_error", "out of memory");
-        TAKE_PTR(info);
-        log_info("stored object %s (%zu bytes)", digest, size);
         return 0;
 }
 

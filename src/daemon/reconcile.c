@@ -1,6 +1,7 @@
 /* reconcile.c: making one interface's kernel state match its document: acquire the programs (adopting
  * what is attached), diff against a fresh dump, apply the plan, read the result back. */
 #include <inttypes.h>
+#include <linux/if_ether.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -189,7 +190,17 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                                 .direct_action = w->direct_action,
                                 .classid = w->classid,
                         };
-                        r = nl_bpf_filter_set(d->rtnl, &spec, s->action == PLAN_REPLACE, reterr);
+                        bool replace = s->action == PLAN_REPLACE;
+                        /* The kernel replaces only within a protocol: ours always are ETH_P_ALL, but one
+                         * of another protocol can only be swapped by delete and add. */
+                        if (replace && observed[s->observed].protocol != ETH_P_ALL) {
+                                r = nl_filter_del(d->rtnl, it->ifindex, s->hook, s->pref,
+                                                  observed[s->observed].protocol, s->handle, reterr);
+                                if (r < 0 && r != -ENOENT)
+                                        return r;
+                                replace = false;
+                        }
+                        r = nl_bpf_filter_set(d->rtnl, &spec, replace, reterr);
                         if (r < 0)
                                 return r;
                         log_info("%s: %s %s pref %u: %s (tag %s)", it->doc->ifname,
