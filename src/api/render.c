@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 
 #include "api-internal.h"
 
@@ -75,6 +76,16 @@ json_t *render_iface(Daemon *d, const Iface *it, const IfaceStatus *status) {
                 json_object_set_new(st, direction_to_string(dir), list);
         }
         json_object_set_new(j, "status", st);
+        json_object_set_new(j, "repairs", json_integer(it->repairs));
+        if (it->last_repair_usec > 0) {
+                char when[64];
+                time_t t = (time_t) (it->last_repair_usec / 1000000);
+                struct tm tm;
+                strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+                json_object_set_new(j, "last_repair",
+                                    json_pack("{s:s,s:s}", "time", when, "what", it->last_repair_what));
+        } else
+                json_object_set_new(j, "last_repair", json_null());
         if (it->state == IFACE_FAILED && it->error.code)
                 json_object_set_new(
                         j, "error",

@@ -10,6 +10,8 @@ struct Daemon {
         NlSocket *rtnl; /* requests */
         NlSocket *events; /* RTNLGRP_LINK */
         sd_event_source *events_source;
+        sd_event_source *dirty_source; /* reconciles interfaces that tc events marked dirty */
+        sd_event_source *resync_source; /* the periodic full resync */
 
         Iface **ifaces;
         size_t n_ifaces;
@@ -77,7 +79,9 @@ int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_
 void iface_release_programs(Daemon *d, Iface *it);
 int iface_reconcile(Daemon *d, Iface *it, Error *reterr);
 /* Applies doc (NULL: remove everything of ours) to ifindex; programs must be acquired. */
-int iface_apply(Daemon *d, Iface *it, Error *reterr);
+/* Returns the number of changes it made (0: the kernel already matched); what, if not NULL, says
+ * which. */
+int iface_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reterr);
 int iface_remove_all(Daemon *d, Iface *it, Error *reterr);
 int iface_check_conflicts(const Iface *it, const NlFilter *observed, size_t n_observed, Error *reterr);
 

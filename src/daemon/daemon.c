@@ -40,6 +40,8 @@ Daemon *daemon_free(Daemon *d) {
         free(d->objects);
         free(d->programs);
         sd_event_source_disable_unref(d->events_source);
+        sd_event_source_disable_unref(d->dirty_source);
+        sd_event_source_disable_unref(d->resync_source);
         nl_socket_free(d->events);
         nl_socket_free(d->rtnl);
         store_free(d->store);
@@ -270,6 +272,11 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
         if (r < 0)
                 return error_set(reterr, r, "internal_error", "out of memory");
         it->ifindex = link.ifindex;
+        if (old) {
+                it->repairs = old->repairs;
+                it->last_repair_usec = old->last_repair_usec;
+                memcpy(it->last_repair_what, old->last_repair_what, sizeof(it->last_repair_what));
+        }
         r = iface_check_conflicts(it, observed, n_observed, reterr);
         if (r >= 0)
                 r = iface_acquire_programs(d, it, observed, n_observed, reterr);
@@ -286,7 +293,7 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
         if (it->ifindex > 0) {
                 r = snapshot_take(d, it->ifindex, &snap, reterr);
                 if (r >= 0) {
-                        r = iface_apply(d, it, reterr);
+                        r = iface_apply(d, it, NULL, 0, reterr);
                         if (r < 0)
                                 rollback(d, it, old, &snap, "applying the new document", reterr);
                 }

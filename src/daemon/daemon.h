@@ -13,7 +13,11 @@ typedef struct DaemonConfig {
         const char *state_dir;
         /* An object upload, or an object file named by path, larger than this is refused. */
         size_t object_size_max;
+        /* The periodic full resync, the backstop for lost events; 0 turns it off. */
+        uint64_t resync_usec;
 } DaemonConfig;
+
+#define DAEMON_RESYNC_SEC_DEFAULT 60
 
 typedef enum IfaceState {
         IFACE_PENDING, /* the interface does not exist (yet) */
@@ -33,6 +37,11 @@ typedef struct Iface {
         int ifindex; /* 0 while pending */
         Error error; /* why the last reconcile failed, when state is IFACE_FAILED */
         Program **programs[_DIRECTION_MAX]; /* parallel to doc->filters */
+        /* Drift repaired while the document was configured: how often, when, and what was wrong. */
+        unsigned repairs;
+        uint64_t last_repair_usec; /* CLOCK_REALTIME */
+        char last_repair_what[256];
+        bool dirty; /* a tc event asked for a reconcile */
 } Iface;
 
 /* One filter of a document as the kernel shows it now. */

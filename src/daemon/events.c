@@ -1,15 +1,55 @@
-/* events.c: following interfaces through RTNLGRP_LINK: a document is applied when its interface
- * appears and turns pending when it vanishes or is renamed away; lost events mean a full resync. */
+/* events.c: following the kernel: RTNLGRP_LINK (a document is applied when its interface appears and
+ * turns pending when it vanishes or is renamed away) and RTNLGRP_TC (a change to the filters or qdisc
+ * of a configured interface is checked, and drift repaired, at once). Lost events, and a periodic
+ * timer as the backstop, mean a full resync. */
 #include <linux/rtnetlink.h>
 #include <string.h>
 
 #include "daemon-internal.h"
 #include "log.h"
 
+static int on_dirty(sd_event_source *s, void *userdata) {
+        Daemon *d = userdata;
+
+        (void) s;
+        for (size_t i = 0; i < d->n_ifaces; i++) {
+                Iface *it = d->ifaces[i];
+                if (!it->dirty)
+                        continue;
+                it->dirty = false;
+                (void) iface_reconcile_and_save(d, it, NULL);
+        }
+        return 0;
+}
+
+/* A tc change on an interface clsd manages: check it once the current burst of events is read
+ * (one reconcile per interface however many events came), so our own changes cost one no-op dump. */
+static void tc_event(Daemon *d, const struct nlmsghdr *nlh) {
+        bool any = false;
+        int ifindex;
+
+        if (nl_tc_event_parse(nlh, &ifindex) < 0)
+                return;
+        for (size_t i = 0; i < d->n_ifaces; i++) {
+                Iface *it = d->ifaces[i];
+                /* Only a document the kernel matched can drift; a failed one waits for the resync. */
+                if (it->ifindex == ifindex && it->state == IFACE_CONFIGURED) {
+                        it->dirty = true;
+                        any = true;
+                }
+        }
+        if (any)
+                (void) sd_event_source_set_enabled(d->dirty_source, SD_EVENT_ONESHOT);
+}
+
 static int link_event(const struct nlmsghdr *nlh, void *userdata) {
         Daemon *d = userdata;
         NlLink l;
 
+        if (nl_tc_event_parse(nlh, NULL) >= 0) {
+                tc_event(d, nlh);
+                return 0;
+        }
         if (nl_link_parse(nlh, &l) < 0)
                 return 0;
         for (size_t i = 0; i < d->n_ifaces; i++) {
@@ -54,13 +94,34 @@ static int on_events(sd_event_source *s, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
+static int on_resync(sd_event_source *s, uint64_t usec, void *userdata) {
+        Daemon *d = userdata;
+
+        log_debug("periodic resync");
+        (void) daemon_reconcile_all(d);
+        (void) sd_event_source_set_time(s, usec + d->config.resync_usec);
+        return 0;
+}
+
 int daemon_events_start(Daemon *d, Error *reterr) {
+        uint64_t now;
         int r;
 
-        r = nl_socket_open(RTMGRP_LINK, &d->events, reterr);
+        r = nl_socket_open(RTMGRP_LINK | RTMGRP_TC, &d->events, reterr);
         if (r < 0)
                 return r;
         r = sd_event_add_io(d->event, &d->events_source, nl_socket_fd(d->events), EPOLLIN, on_events, d);
+        if (r >= 0)
+                r = sd_event_add_defer(d->event, &d->dirty_source, on_dirty, d);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(d->dirty_source, SD_EVENT_OFF);
+        if (r >= 0 && d->config.resync_usec > 0) {
+                (void) sd_event_now(d->event, CLOCK_MONOTONIC, &now);
+                r = sd_event_add_time(d->event, &d->resync_source, CLOCK_MONOTONIC,
+                                      now + d->config.resync_usec, 0, on_resync, d);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(d->resync_source, SD_EVENT_ON);
+        }
         if (r < 0)
                 return error_set(reterr, r, "internal_error", "cannot watch rtnetlink events: %s",
                                  strerror(-r));

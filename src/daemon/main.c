@@ -36,6 +36,8 @@ static void help(void) {
                "       --max-json-size N      Largest JSON body in bytes (default %u)\n"
                "       --max-connections N    Concurrent API connections (default %u)\n"
                "       --request-timeout SEC  Idle time before a connection is dropped (default %u)\n"
+               "       --resync-interval SEC  Full resync of every interface, the backstop for lost\n"
+               "                              events (default %u; 0: never)\n"
                "       --log-level LEVEL      error, warning, notice, info or debug (default info)\n"
                "       -h, --help             Show this help\n"
                "       --version              Show the version\n"
@@ -44,7 +46,7 @@ static void help(void) {
                "       0 after a clean stop, 1 when start-up fails (one line on stderr), 2 on a usage "
                "error.\n",
                DEFAULT_STATE_DIR, DEFAULT_SOCKET, API_OBJECT_SIZE_MAX_DEFAULT, API_JSON_SIZE_MAX_DEFAULT,
-               API_CONNECTIONS_MAX_DEFAULT, API_TIMEOUT_SEC_DEFAULT);
+               API_CONNECTIONS_MAX_DEFAULT, API_TIMEOUT_SEC_DEFAULT, DAEMON_RESYNC_SEC_DEFAULT);
 }
 
 typedef struct Context {
@@ -96,6 +98,7 @@ enum {
         ARG_MAX_JSON,
         ARG_MAX_CONN,
         ARG_TIMEOUT,
+        ARG_RESYNC,
         ARG_LOG_LEVEL,
         ARG_VERSION,
 };
@@ -110,6 +113,7 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac) {
                 { "max-json-size", required_argument, NULL, ARG_MAX_JSON },
                 { "max-connections", required_argument, NULL, ARG_MAX_CONN },
                 { "request-timeout", required_argument, NULL, ARG_TIMEOUT },
+                { "resync-interval", required_argument, NULL, ARG_RESYNC },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -158,6 +162,14 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac) {
                                 return -EINVAL;
                         ac->timeout_sec = (unsigned) v;
                         break;
+                case ARG_RESYNC:
+                        if (streq(optarg, "0"))
+                                dc->resync_usec = 0;
+                        else if (parse_size("--resync-interval", optarg, &v) < 0)
+                                return -EINVAL;
+                        else
+                                dc->resync_usec = (uint64_t) v * 1000000;
+                        break;
                 case ARG_LOG_LEVEL:
                         r = log_level_from_string(optarg);
                         if (r < 0) {
@@ -185,7 +197,9 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac) {
 }
 
 int main(int argc, char *argv[]) {
-        DaemonConfig dc = { .state_dir = DEFAULT_STATE_DIR, .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT };
+        DaemonConfig dc = { .state_dir = DEFAULT_STATE_DIR,
+                            .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT,
+                            .resync_usec = DAEMON_RESYNC_SEC_DEFAULT * 1000000ULL };
         ApiConfig ac = { .socket_path = DEFAULT_SOCKET,
                          .json_size_max = API_JSON_SIZE_MAX_DEFAULT,
                          .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT,

@@ -1,6 +1,8 @@
 /* reconcile.c: making one interface's kernel state match its document: acquire the programs (adopting
  * what is attached), diff against a fresh dump, apply the plan, read the result back. */
 #include <inttypes.h>
+#include <stdarg.h>
+#include <time.h>
 #include <linux/if_ether.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +17,12 @@ const char *iface_state_to_string(IfaceState s) {
                 [IFACE_FAILED] = "failed",
         };
         return s < _IFACE_STATE_MAX ? names[s] : "unknown";
+}
+
+static uint64_t now(clockid_t clock) {
+        struct timespec ts;
+        clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
 }
 
 static NlHook hook_of(Direction dir) {
@@ -150,9 +158,29 @@ int iface_check_conflicts(const Iface *it, const NlFilter *observed, size_t n_ob
         return 0;
 }
 
+/* Appends one finding to what, "; "-separated, cut at its size. */
+static void what_add(char *what, size_t size, const char *fmt, ...) _printf_(3, 4);
+static void what_add(char *what, size_t size, const char *fmt, ...) {
+        size_t l;
+        va_list ap;
+
+        if (!what || size == 0)
+                return;
+        l = strlen(what);
+        if (l > 0 && l + 2 < size) {
+                strcpy(what + l, "; ");
+                l += 2;
+        }
+        va_start(ap, fmt);
+        vsnprintf(what + l, size - l, fmt, ap);
+        va_end(ap);
+}
+
+/* Returns how many changes it made; what says which. */
 static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t n_desired,
-                      const NlFilter *observed, const Plan *plan, Error *reterr) {
-        int r;
+                      const NlFilter *observed, const Plan *plan, char *what, size_t what_size,
+                      Error *reterr) {
+        int r, changes = 0;
 
         for (size_t i = 0; i < plan->n_steps; i++) {
                 const PlanStep *s = &plan->steps[i];
@@ -170,6 +198,8 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                                 return r;
                         if (r >= 0) {
                                 it->doc->clsact_created = true;
+                                changes++;
+                                what_add(what, what_size, "clsact qdisc missing");
                                 log_info("%s: created clsact qdisc", it->doc->ifname);
                         }
                 }
@@ -203,6 +233,9 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                         r = nl_bpf_filter_set(d->rtnl, &spec, replace, reterr);
                         if (r < 0)
                                 return r;
+                        changes++;
+                        what_add(what, what_size, "%s pref %u %s", hook, w->pref,
+                                 s->action == PLAN_ADD ? "missing" : "not as declared");
                         log_info("%s: %s %s pref %u: %s (tag %s)", it->doc->ifname,
                                  s->action == PLAN_ADD ? "added" : "replaced", hook, w->pref, w->name,
                                  w->tag);
@@ -212,11 +245,13 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                                           reterr);
                         if (r < 0 && r != -ENOENT)
                                 return r;
+                        changes++;
+                        what_add(what, what_size, "%s pref %u not declared", hook, s->pref);
                         log_info("%s: removed %s pref %u (%s)", it->doc->ifname, hook, s->pref,
                                  observed[s->observed].name);
                 }
         }
-        return 0;
+        return changes;
 }
 
 /* The kernel is the source of truth: after applying, read back and check each filter. */
@@ -241,12 +276,12 @@ static int verify(Daemon *d, Iface *it, const DesiredFilter *desired, size_t n_d
         return 0;
 }
 
-int iface_apply(Daemon *d, Iface *it, Error *reterr) {
+int iface_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reterr) {
         _cleanup_free_ NlFilter *observed = NULL;
         _cleanup_free_ DesiredFilter *desired = NULL;
         size_t n_observed = 0, n_desired = 0;
         Plan plan = { 0 };
-        int r;
+        int r, changes;
 
         r = nl_filter_dump(d->rtnl, it->ifindex, &observed, &n_observed, reterr);
         if (r < 0)
@@ -257,10 +292,12 @@ int iface_apply(Daemon *d, Iface *it, Error *reterr) {
         r = reconcile_diff(desired, n_desired, observed, n_observed, &plan);
         if (r < 0)
                 return error_set(reterr, r, "internal_error", "out of memory");
-        r = apply_plan(d, it, desired, n_desired, observed, &plan, reterr);
+        if (what && what_size > 0)
+                what[0] = 0;
+        changes = apply_plan(d, it, desired, n_desired, observed, &plan, what, what_size, reterr);
         plan_done(&plan);
-        if (r < 0)
-                return r;
+        if (changes < 0)
+                return changes;
         r = verify(d, it, desired, n_desired, reterr);
         if (r < 0)
                 return r;
@@ -270,7 +307,7 @@ int iface_apply(Daemon *d, Iface *it, Error *reterr) {
                                  program_tag(it->programs[dir][i]));
                         it->doc->filters[dir][i].prog_id = program_id(it->programs[dir][i]);
                 }
-        return 0;
+        return changes;
 }
 
 int iface_remove_all(Daemon *d, Iface *it, Error *reterr) {
@@ -285,7 +322,7 @@ int iface_remove_all(Daemon *d, Iface *it, Error *reterr) {
         r = reconcile_diff(NULL, 0, observed, n_observed, &plan);
         if (r < 0)
                 return error_set(reterr, r, "internal_error", "out of memory");
-        r = apply_plan(d, it, NULL, 0, observed, &plan, reterr);
+        r = apply_plan(d, it, NULL, 0, observed, &plan, NULL, 0, reterr);
         plan_done(&plan);
         if (r < 0)
                 return r;
@@ -316,6 +353,7 @@ static void iface_set_failed(Iface *it, const Error *e) {
 /* Full reconcile of an interface from its document: used at start, on link events and on SIGHUP. */
 int iface_reconcile(Daemon *d, Iface *it, Error *reterr) {
         _cleanup_free_ NlFilter *observed = NULL;
+        char what[sizeof(it->last_repair_what)];
         size_t n_observed = 0;
         Error e = ERROR_NULL;
         NlLink link;
@@ -335,7 +373,14 @@ int iface_reconcile(Daemon *d, Iface *it, Error *reterr) {
         if (r >= 0 && !it->programs[DIRECTION_INGRESS])
                 r = iface_acquire_programs(d, it, observed, n_observed, &e);
         if (r >= 0)
-                r = iface_apply(d, it, &e);
+                r = iface_apply(d, it, what, sizeof(what), &e);
+        if (r > 0 && it->state == IFACE_CONFIGURED) {
+                /* The kernel had drifted from a document it matched: that is a repair. */
+                it->repairs++;
+                it->last_repair_usec = now(CLOCK_REALTIME);
+                snprintf(it->last_repair_what, sizeof(it->last_repair_what), "%s", what);
+                log_notice("%s: repaired (%u so far): %s", it->doc->ifname, it->repairs, what);
+        }
         if (r < 0) {
                 log_error("%s: reconcile failed: %s", it->doc->ifname, strna(e.message));
                 iface_set_failed(it, &e);

@@ -95,6 +95,8 @@ struct nlmsghdr *nl_msg_filter_dump(void *buf, int ifindex, NlHook hook, uint32_
 struct nlmsghdr *nl_msg_clsact(void *buf, int ifindex, bool add, uint32_t seq);
 /* Parses one RTM_NEWTFILTER message. 0 on success, -ENOMSG when it is not a filter message. */
 int nl_filter_parse(const struct nlmsghdr *nlh, NlFilter *ret);
+/* A filter or qdisc event (new or deleted): 0 and its interface, or -ENOMSG for anything else. */
+int nl_tc_event_parse(const struct nlmsghdr *nlh, int *ret_ifindex);
 
 int nl_clsact_exists(NlSocket *s, int ifindex, bool *ret, Error *reterr);
 int nl_clsact_add(NlSocket *s, int ifindex, Error *reterr);

@@ -140,3 +140,17 @@ int nl_filter_parse(const struct nlmsghdr *nlh, NlFilter *ret) {
         *ret = f;
         return 0;
 }
+
+int nl_tc_event_parse(const struct nlmsghdr *nlh, int *ret_ifindex) {
+        const struct tcmsg *tcm;
+
+        if (nlh->nlmsg_type != RTM_NEWTFILTER && nlh->nlmsg_type != RTM_DELTFILTER &&
+            nlh->nlmsg_type != RTM_NEWQDISC && nlh->nlmsg_type != RTM_DELQDISC)
+                return -ENOMSG;
+        if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*tcm))
+                return -EBADMSG;
+        tcm = mnl_nlmsg_get_payload(nlh);
+        if (ret_ifindex)
+                *ret_ifindex = tcm->tcm_ifindex;
+        return 0;
+}

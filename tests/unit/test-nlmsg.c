@@ -67,6 +67,21 @@ static void test_filter_parse_rejects_other_messages(void **state) {
         assert_int_equal(nl_filter_parse((const struct nlmsghdr *) data, &f), -ENOMSG);
 }
 
+static void test_tc_event_parse(void **state) {
+        size_t size, lsize;
+        _cleanup_free_ char *data = read_data("filter-dump-ingress.bin", &size);
+        _cleanup_free_ char *link = read_data("link-get.bin", &lsize);
+        NlLink l;
+        int ifindex = 0;
+
+        (void) state;
+        assert_int_equal(nl_link_parse((const struct nlmsghdr *) link, &l), 0);
+        /* a filter message is a tc event of the interface it names */
+        assert_int_equal(nl_tc_event_parse((const struct nlmsghdr *) data, &ifindex), 0);
+        assert_int_equal(ifindex, l.ifindex);
+        assert_int_equal(nl_tc_event_parse((const struct nlmsghdr *) link, &ifindex), -ENOMSG);
+}
+
 static void test_link_parse(void **state) {
         size_t size;
         _cleanup_free_ char *data = read_data("link-get.bin", &size);
@@ -199,6 +214,7 @@ int main(void) {
                 cmocka_unit_test(test_filter_dump_parse),
                 cmocka_unit_test(test_filter_parse_rejects_other_messages),
                 cmocka_unit_test(test_link_parse),
+                cmocka_unit_test(test_tc_event_parse),
                 cmocka_unit_test(test_extack_parse),
                 cmocka_unit_test(test_build_bpf_filter),
                 cmocka_unit_test(test_build_delete_and_clsact),
