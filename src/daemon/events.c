@@ -52,30 +52,41 @@ static int link_event(const struct nlmsghdr *nlh, void *userdata) {
         }
         if (nl_link_parse(nlh, &l) < 0)
                 return 0;
+
+        /* First what left: a device removed, or renamed away from a document's name. */
         for (size_t i = 0; i < d->n_ifaces; i++) {
                 Iface *it = d->ifaces[i];
-                bool named = streq(it->doc->ifname, l.ifname);
 
-                if (nlh->nlmsg_type == RTM_DELLINK) {
-                        if (it->ifindex == l.ifindex) {
-                                log_info("%s: interface removed; document pending", it->doc->ifname);
-                                it->ifindex = 0;
-                                it->state = IFACE_PENDING;
-                        }
+                if (it->ifindex != l.ifindex)
                         continue;
-                }
-                if (it->ifindex == l.ifindex && !named) {
-                        /* Renamed away: the document follows the name, not the device. */
-                        log_info("%s: interface renamed to %s; document pending", it->doc->ifname, l.ifname);
+                if (nlh->nlmsg_type == RTM_DELLINK) {
+                        log_info("%s: interface removed; document pending", it->doc->ifname);
                         it->ifindex = 0;
                         it->state = IFACE_PENDING;
-                        continue;
+                } else if (!streq(it->doc->ifname, l.ifname)) {
+                        /* Documents follow names, not devices: the device under its new name keeps
+                         * none of this document's filters, unless a document names the new name (that
+                         * one is applied below and takes the device over). */
+                        log_info("%s: interface renamed to %s; document pending", it->doc->ifname, l.ifname);
+                        if (!daemon_iface_get(d, l.ifname)) {
+                                Error e = ERROR_NULL;
+                                if (iface_remove_all(d, it, &e) < 0)
+                                        log_warning("%s: cannot remove clsd's filters: %s", l.ifname,
+                                                    strna(e.message));
+                                error_done(&e);
+                        }
+                        it->ifindex = 0;
+                        it->state = IFACE_PENDING;
                 }
-                if (named && (it->state != IFACE_CONFIGURED || it->ifindex != l.ifindex)) {
-                        log_info("%s: interface appeared (ifindex %d); applying its document", l.ifname,
-                                 l.ifindex);
-                        (void) iface_reconcile_and_save(d, it, NULL);
-                }
+        }
+        if (nlh->nlmsg_type == RTM_DELLINK)
+                return 0;
+
+        /* Then what came: the document that names this interface. */
+        Iface *it = daemon_iface_get(d, l.ifname);
+        if (it && (it->state != IFACE_CONFIGURED || it->ifindex != l.ifindex)) {
+                log_info("%s: interface appeared (ifindex %d); applying its document", l.ifname, l.ifindex);
+                (void) iface_reconcile_and_save(d, it, NULL);
         }
         return 0;
 }
