@@ -56,3 +56,4 @@ json_t *render_iface(Daemon *d, const Iface *it, const IfaceStatus *status);
 json_t *render_link(Daemon *d, const LinkView *v);
 json_t *render_error(const Error *e);
 json_t *render_version(Daemon *d);
+json_t *render_dry_run(Daemon *d, const DryRun *dr);

@@ -129,3 +129,31 @@ json_t *render_link(Daemon *d, const LinkView *v) {
         json_object_set_new(j, "filters", filters);
         return j;
 }
+
+json_t *render_dry_run(Daemon *d, const DryRun *dr) {
+        static const char *const loads[] = {
+                [DRY_RUN_SHARED] = "shared",
+                [DRY_RUN_ADOPT] = "adopt",
+                [DRY_RUN_LOAD] = "load",
+        };
+        json_t *programs = json_array(), *steps = json_array();
+
+        (void) d;
+        for (size_t i = 0; i < dr->n_programs; i++) {
+                const DryRunProgram *p = &dr->programs[i];
+                json_array_append_new(programs, json_pack("{s:s,s:s,s:s,s:s,s:s}", "filter", p->filter->name,
+                                                          "direction", direction_to_string(p->direction),
+                                                          "digest", p->filter->digest, "program",
+                                                          p->filter->program, "load", loads[p->load]));
+        }
+        for (size_t i = 0; i < dr->n_steps; i++) {
+                const DryRunStep *s = &dr->steps[i];
+                json_array_append_new(steps,
+                                      json_pack("{s:s,s:s,s:i,s:s,s:s}", "action", s->action, "direction",
+                                                direction_to_string(s->direction), "pref", (int) s->pref,
+                                                "name", s->name, "reason", s->reason));
+        }
+        return json_pack("{s:s,s:b,s:s,s:I,s:o,s:o,s:o}", "ifname", dr->doc->ifname, "dry_run", 1, "state",
+                         dr->pending ? "pending" : "present", "generation", (json_int_t) dr->doc->generation,
+                         "document", document_spec_to_json(dr->doc), "programs", programs, "filters", steps);
+}

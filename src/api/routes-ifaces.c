@@ -61,8 +61,10 @@ static void classifier_put(Request *req, const char *ifname, Response *resp) {
         Daemon *d = req->api->daemon;
         json_error_t jerr;
         Error e = ERROR_NULL;
+        const char *dry;
         Iface *it;
         json_t *body;
+        int r;
 
         if (request_want_content_type(req, types, resp) < 0)
                 return;
@@ -70,6 +72,26 @@ static void classifier_put(Request *req, const char *ifname, Response *resp) {
         if (!body) {
                 response_errorf(resp, "malformed_json", "malformed JSON at line %d, column %d: %s",
                                 jerr.line, jerr.column, jerr.text);
+                return;
+        }
+        dry = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "dry_run");
+        if (dry && !streq(dry, "1") && !streq(dry, "true") && !streq(dry, "0") && !streq(dry, "false")) {
+                json_decref(body);
+                response_errorf(resp, "invalid_value", "dry_run=%s: expected 1, true, 0 or false", dry);
+                return;
+        }
+        if (dry && (streq(dry, "1") || streq(dry, "true"))) {
+                DryRun dr = { 0 };
+                r = daemon_iface_dry_run(d, ifname, body, request_header(req, "If-Match"), &dr, &e);
+                json_decref(body);
+                if (r < 0) {
+                        response_error(resp, &e);
+                        error_done(&e);
+                        return;
+                }
+                resp->status = 200;
+                resp->body = render_dry_run(d, &dr);
+                dry_run_done(&dr);
                 return;
         }
         if (daemon_iface_put(d, ifname, body, request_header(req, "If-Match"), &it, &e) < 0) {

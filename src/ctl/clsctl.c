@@ -28,6 +28,7 @@ static const Verb verbs[] = {
         { "ls", "clsctl ls", 0, 0, verb_ifaces_list },
         { "get", "clsctl get IFNAME", 1, 1, verb_iface_get },
         { "apply", "clsctl apply IFNAME FILE", 2, 2, verb_iface_apply },
+        { "diff", "clsctl diff IFNAME FILE", 2, 2, verb_iface_diff },
         { "delete", "clsctl delete IFNAME", 1, 1, verb_iface_delete },
 };
 
@@ -179,6 +180,8 @@ static void help(void) {
                "       ls                     List interfaces with the count of clsd and foreign filters\n"
                "       get IFNAME             Show the classifier document of IFNAME and what is attached\n"
                "       apply IFNAME FILE      Replace the classifier document of IFNAME with FILE (JSON)\n"
+               "       diff IFNAME FILE       Show what apply would load and change, and why; change "
+               "nothing\n"
                "       delete IFNAME          Remove the document of IFNAME and detach its filters\n"
                "       object ls              List stored BPF objects\n"
                "       object add FILE        Store a BPF object file (ELF) and show its programs\n"

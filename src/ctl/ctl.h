@@ -44,6 +44,7 @@ int ctl_report_error_object(const Ctl *c, const json_t *error, const char *conte
 int verb_ifaces_list(const Ctl *c, char **args);
 int verb_iface_get(const Ctl *c, char **args);
 int verb_iface_apply(const Ctl *c, char **args);
+int verb_iface_diff(const Ctl *c, char **args);
 int verb_iface_delete(const Ctl *c, char **args);
 
 int verb_object_list(const Ctl *c, char **args);

@@ -132,11 +132,11 @@ int verb_iface_get(const Ctl *c, char **args) {
         return print_classifier(answer, args[0], true);
 }
 
-int verb_iface_apply(const Ctl *c, char **args) {
-        _cleanup_(json_decrefp) json_t *doc = NULL, *answer = NULL;
+/* PUTs FILE (args[1]) as the document of IFNAME (args[0]), or only asks what it would do. */
+static int put_document(const Ctl *c, char **args, bool dry_run, json_t **ret_answer) {
+        _cleanup_(json_decrefp) json_t *doc = NULL;
         _cleanup_free_ char *path = NULL, *data = NULL, *if_match = NULL;
         const char *headers[2] = {};
-        const char *state;
         json_error_t e;
         size_t size = 0;
         int r;
@@ -144,6 +144,13 @@ int verb_iface_apply(const Ctl *c, char **args) {
         r = iface_path(args[0], &path);
         if (r < 0)
                 return r;
+        if (dry_run) {
+                char *p;
+                if (asprintf(&p, "%s?dry_run=1", path) < 0)
+                        return ctl_oom();
+                free(path);
+                path = p;
+        }
         r = ctl_read_input(args[1], &data, &size);
         if (r < 0)
                 return r;
@@ -165,10 +172,18 @@ int verb_iface_apply(const Ctl *c, char **args) {
                                      .body = data,
                                      .body_size = size,
                                      .headers = headers },
-                     args[0], &answer);
+                     args[0], ret_answer);
+        return r;
+}
+
+int verb_iface_apply(const Ctl *c, char **args) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        const char *state;
+        int r;
+
+        r = put_document(c, args, false, &answer);
         if (r < 0)
                 return r;
-
         state = json_string_value(json_object_get(answer, "state"));
         r = c->json ? ctl_print_json(answer) : print_classifier(answer, args[0], false);
         if (r < 0)
@@ -240,5 +255,50 @@ int verb_ifaces_list(const Ctl *c, char **args _unused_) {
         r = table_print(t, stdout);
         if (r < 0)
                 return ctl_error(r, "%s", strerror(-r));
+        return 0;
+}
+
+int verb_iface_diff(const Ctl *c, char **args) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        _cleanup_(table_freep) Table *progs = NULL, *steps = NULL;
+        const json_t *v;
+        size_t i;
+        int r;
+
+        r = put_document(c, args, true, &answer);
+        if (r < 0)
+                return r;
+        if (c->json)
+                return ctl_print_json(answer);
+        progs = table_new("FILTER", "DIRECTION", "PROGRAM", "LOAD", NULL);
+        steps = table_new("ACTION", "DIRECTION", "PREF", "NAME", "REASON", NULL);
+        if (!progs || !steps)
+                return ctl_oom();
+        json_array_foreach (json_object_get(answer, "programs"), i, v) {
+                r = r ?: table_add_json(progs, json_object_get(v, "filter"));
+                r = r ?: table_add_json(progs, json_object_get(v, "direction"));
+                r = r ?: table_add_json(progs, json_object_get(v, "program"));
+                r = r ?: table_add_json(progs, json_object_get(v, "load"));
+        }
+        json_array_foreach (json_object_get(answer, "filters"), i, v) {
+                r = r ?: table_add_json(steps, json_object_get(v, "action"));
+                r = r ?: table_add_json(steps, json_object_get(v, "direction"));
+                r = r ?: table_add_json(steps, json_object_get(v, "pref"));
+                r = r ?: table_add_json(steps, json_object_get(v, "name"));
+                r = r ?: table_add_json(steps, json_object_get(v, "reason"));
+        }
+        if (r < 0)
+                return ctl_oom();
+        printf("%s: dry run, nothing changed%s\n", args[0],
+               streq_ptr(json_string_value(json_object_get(answer, "state")), "pending")
+                       ? " (the interface does not exist: nothing would change in the kernel now)"
+                       : "");
+        if (table_rows(progs) > 0 && table_print(progs, stdout) < 0)
+                return ctl_error(-EIO, "cannot write to stdout");
+        if (table_rows(steps) > 0) {
+                putchar('\n');
+                if (table_print(steps, stdout) < 0)
+                        return ctl_error(-EIO, "cannot write to stdout");
+        }
         return 0;
 }

@@ -29,6 +29,8 @@ struct Daemon {
 int registry_acquire(Daemon *d, const char *digest, const char *program, uint32_t adopt_id,
                      const char *adopt_tag, Program **ret, Error *reterr);
 void registry_release(Daemon *d, Program *p);
+/* The loaded program, if any, without taking a reference. */
+Program *registry_find(Daemon *d, const char *digest, const char *program);
 int program_fd(const Program *p);
 const char *program_tag(const Program *p);
 uint32_t program_id(const Program *p);
@@ -100,9 +102,10 @@ void snapshot_done(Snapshot *s);
 
 /* objects.c */
 int daemon_objects_load(Daemon *d);
-int daemon_object_resolve(Daemon *d, FilterSpec *f, const DaemonObject **ret, Error *reterr);
+int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr);
 
 /* daemon.c */
+int iface_check_if_match(const Iface *old, const char *if_match, Error *reterr);
 int iface_reconcile_and_save(Daemon *d, Iface *it, Error *reterr);
 
 /* events.c */

@@ -193,7 +193,7 @@ int daemon_reconcile_all(Daemon *d) {
         return ret;
 }
 
-static int check_if_match(const Iface *old, const char *if_match, Error *reterr) {
+int iface_check_if_match(const Iface *old, const char *if_match, Error *reterr) {
         char want[32];
 
         if (!if_match)
@@ -233,12 +233,12 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
         r = document_from_json(ifname, body, &doc, reterr);
         if (r < 0)
                 return r;
-        r = check_if_match(old, if_match, reterr);
+        r = iface_check_if_match(old, if_match, reterr);
         if (r < 0)
                 return r;
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < doc->n_filters[dir]; i++) {
-                        r = daemon_object_resolve(d, &doc->filters[dir][i], NULL, reterr);
+                        r = daemon_object_resolve(d, &doc->filters[dir][i], true, reterr);
                         if (r < 0)
                                 return r;
                 }
@@ -336,7 +336,7 @@ int daemon_iface_delete(Daemon *d, const char *ifname, const char *if_match, Err
         if (!it)
                 return error_set(reterr, ENOENT, "document_not_found", "no classifier document for %s",
                                  ifname);
-        r = check_if_match(it, if_match, reterr);
+        r = iface_check_if_match(it, if_match, reterr);
         if (r < 0)
                 return r;
         r = nl_link_by_name(d->rtnl, ifname, &link, reterr);

@@ -100,6 +100,40 @@ int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *ret
 size_t daemon_iface_count(Daemon *d);
 Iface *daemon_iface_at(Daemon *d, size_t i);
 
+/* A dry run of a PUT: what it would load and change, and why; nothing is loaded or changed. */
+typedef enum DryRunLoad {
+        DRY_RUN_SHARED, /* already loaded for another filter or interface */
+        DRY_RUN_ADOPT, /* attached here already: taken back by id */
+        DRY_RUN_LOAD, /* would be loaded and verified */
+} DryRunLoad;
+
+typedef struct DryRunProgram {
+        const FilterSpec *filter; /* in DryRun.doc */
+        Direction direction;
+        DryRunLoad load;
+} DryRunProgram;
+
+typedef struct DryRunStep {
+        const char *action; /* "keep", "add", "replace", "remove", "conflict" */
+        Direction direction;
+        uint16_t pref;
+        char name[256]; /* the kernel filter's name */
+        char reason[600];
+} DryRunStep;
+
+typedef struct DryRun {
+        Document *doc; /* the document as it would be stored */
+        bool pending; /* the interface does not exist: nothing would change in the kernel now */
+        DryRunProgram *programs;
+        size_t n_programs;
+        DryRunStep *steps;
+        size_t n_steps;
+} DryRun;
+
+int daemon_iface_dry_run(Daemon *d, const char *ifname, json_t *body, const char *if_match, DryRun *ret,
+                         Error *reterr);
+void dry_run_done(DryRun *r);
+
 /* Every interface of the host with all its tc filters, clsd's and foreign. */
 int daemon_links(Daemon *d, LinkView **ret, size_t *ret_n, Error *reterr);
 void link_views_free(LinkView *v, size_t n);

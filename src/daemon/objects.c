@@ -159,10 +159,52 @@ int daemon_object_remove(Daemon *d, const char *digest, Error *reterr) {
         return 0;
 }
 
-/* Resolves f->object to a stored object (a path is read and stored, content-addressed) and f->program
- * to one of its tc classifier programs. */
-int daemon_object_resolve(Daemon *d, FilterSpec *f, const DaemonObject **ret, Error *reterr) {
+/* Picks f->program when it is left out, or checks that it names a tc classifier of the object. */
+static int resolve_program(const NlObjectInfo *info, const char *digest, FilterSpec *f, Error *reterr) {
+        if (!f->program) {
+                const char *only = NULL;
+                size_t n = 0;
+                for (size_t i = 0; i < info->n_programs; i++)
+                        if (info->programs[i].is_classifier) {
+                                only = info->programs[i].name;
+                                n++;
+                        }
+                if (n == 0)
+                        return error_set(reterr, EINVAL, "wrong_program_type",
+                                         "filter \"%s\": object %s has no sched_cls program", f->name,
+                                         digest);
+                if (n > 1)
+                        return error_set(
+                                reterr, EINVAL, "program_ambiguous",
+                                "filter \"%s\": object %s has %zu tc programs; name one in \"program\"",
+                                f->name, digest, n);
+                if (!(f->program = strdup(only)))
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return 0;
+        }
+        for (size_t i = 0; i < info->n_programs; i++) {
+                const NlProgramInfo *pi = &info->programs[i];
+                if (!streq(pi->name, f->program))
+                        continue;
+                if (!pi->is_classifier)
+                        return error_set(
+                                reterr, EINVAL, "wrong_program_type",
+                                "filter \"%s\": program \"%s\" is of type %s; a tc classifier needs "
+                                "sched_cls (SEC(\"tc\") or SEC(\"classifier\"))",
+                                f->name, f->program, pi->type);
+                return 0;
+        }
+        return error_set(reterr, ENOENT, "program_not_found",
+                         "filter \"%s\": program \"%s\" is not in object %s", f->name, f->program, digest);
+}
+
+/* Resolves f->object to an object (a path is read and, with store, stored content-addressed; a dry
+ * run only inspects it) and f->program to one of its tc classifier programs. */
+int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr) {
+        _cleanup_(nl_object_info_freep) NlObjectInfo *unstored = NULL;
+        const NlObjectInfo *info;
         const DaemonObject *o = NULL;
+        char digest[SHA256_DIGEST_STRING_MAX];
         int r;
 
         if (f->object[0] == '/') {
@@ -178,14 +220,22 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, const DaemonObject **ret, Er
                         return error_set(reterr, r, r == -ENOENT ? "object_file_not_found" : "invalid_value",
                                          "filter \"%s\": cannot read object file %s: %s", f->name, f->object,
                                          r == -EBADFD ? "not a regular file" : strerror(-r));
-                r = daemon_object_add(d, data, size, &o, NULL, reterr);
-                if (r < 0)
-                        return r;
-                if (f->digest && !streq(f->digest, o->digest))
+                sha256_digest_string(data, size, digest);
+                if (f->digest && !streq(f->digest, digest))
                         return error_set(reterr, EINVAL, "invalid_value",
                                          "filter \"%s\": %s has digest %s, the document pins %s", f->name,
-                                         f->object, o->digest, f->digest);
-                if (!f->digest && !(f->digest = strdup(o->digest)))
+                                         f->object, digest, f->digest);
+                o = daemon_object_get(d, digest);
+                if (!o && store) {
+                        r = daemon_object_add(d, data, size, &o, NULL, reterr);
+                        if (r < 0)
+                                return r;
+                } else if (!o) {
+                        r = nl_object_inspect(data, size, &unstored, reterr);
+                        if (r < 0)
+                                return r;
+                }
+                if (!f->digest && !(f->digest = strdup(digest)))
                         return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         } else {
                 o = daemon_object_get(d, f->digest);
@@ -194,43 +244,6 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, const DaemonObject **ret, Er
                                          "filter \"%s\": no object %s; upload it with POST /objects",
                                          f->name, f->object);
         }
-
-        if (!f->program) {
-                const char *only = NULL;
-                size_t n = 0;
-                for (size_t i = 0; i < o->info->n_programs; i++)
-                        if (o->info->programs[i].is_classifier) {
-                                only = o->info->programs[i].name;
-                                n++;
-                        }
-                if (n == 0)
-                        return error_set(reterr, EINVAL, "wrong_program_type",
-                                         "filter \"%s\": object %s has no sched_cls program", f->name,
-                                         o->digest);
-                if (n > 1)
-                        return error_set(
-                                reterr, EINVAL, "program_ambiguous",
-                                "filter \"%s\": object %s has %zu tc programs; name one in \"program\"",
-                                f->name, o->digest, n);
-                if (!(f->program = strdup(only)))
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        } else {
-                const NlProgramInfo *pi = NULL;
-                for (size_t i = 0; i < o->info->n_programs; i++)
-                        if (streq(o->info->programs[i].name, f->program))
-                                pi = &o->info->programs[i];
-                if (!pi)
-                        return error_set(reterr, ENOENT, "program_not_found",
-                                         "filter \"%s\": program \"%s\" is not in object %s", f->name,
-                                         f->program, o->digest);
-                if (!pi->is_classifier)
-                        return error_set(
-                                reterr, EINVAL, "wrong_program_type",
-                                "filter \"%s\": program \"%s\" is of type %s; a tc classifier needs "
-                                "sched_cls (SEC(\"tc\") or SEC(\"classifier\"))",
-                                f->name, f->program, pi->type);
-        }
-        if (ret)
-                *ret = o;
-        return 0;
+        info = o ? o->info : unstored;
+        return resolve_program(info, f->digest, f, reterr);
 }

@@ -25,7 +25,7 @@ uint32_t program_id(const Program *p) {
         return nl_program_id(p->prog);
 }
 
-static Program *registry_find(Daemon *d, const char *digest, const char *program) {
+Program *registry_find(Daemon *d, const char *digest, const char *program) {
         for (size_t i = 0; i < d->n_programs; i++)
                 if (streq(d->programs[i]->digest, digest) && streq(d->programs[i]->name, program))
                         return d->programs[i];

@@ -1,0 +1,161 @@
+/* dry-run.c: what a PUT would do (programs to load, filters to add, replace, remove, and why) from the
+ * same diff the reconciler applies; nothing is loaded, stored or changed. The verifier does not run. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon-internal.h"
+
+void dry_run_done(DryRun *r) {
+        document_free(r->doc);
+        free(r->programs);
+        free(r->steps);
+        *r = (DryRun){ 0 };
+}
+
+static NlHook hook_of(Direction dir) {
+        return dir == DIRECTION_INGRESS ? NL_HOOK_INGRESS : NL_HOOK_EGRESS;
+}
+
+static Direction direction_of(NlHook h) {
+        return h == NL_HOOK_INGRESS ? DIRECTION_INGRESS : DIRECTION_EGRESS;
+}
+
+/* Which program each filter would use, and its id where one exists already. */
+static int plan_programs(Daemon *d, const Iface *old, DryRun *dr, const NlFilter *observed,
+                         size_t n_observed, DesiredFilter *desired) {
+        size_t k = 0;
+
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < dr->doc->n_filters[dir]; i++, k++) {
+                        const FilterSpec *f = &dr->doc->filters[dir][i];
+                        const FilterSpec *of = old ? document_find_filter(old->doc, f->name, NULL) : NULL;
+                        Program *p = registry_find(d, f->digest, f->program);
+                        DesiredFilter *w = &desired[k];
+                        DryRunProgram *dp = &dr->programs[dr->n_programs++];
+
+                        *dp = (DryRunProgram){ .filter = f, .direction = dir, .load = DRY_RUN_LOAD };
+                        w->hook = hook_of(dir);
+                        w->pref = (uint16_t) f->priority;
+                        snprintf(w->name, sizeof(w->name), NL_FILTER_NAME_PREFIX "%s", f->name);
+                        w->direct_action = f->direct_action;
+                        w->classid = f->has_classid ? f->classid : 0;
+                        if (p) {
+                                dp->load = DRY_RUN_SHARED;
+                                w->prog_id = program_id(p);
+                                snprintf(w->tag, sizeof(w->tag), "%s", program_tag(p));
+                                continue;
+                        }
+                        /* What the PUT would adopt: the very program the old document attached. */
+                        if (!of || !streq_ptr(of->digest, f->digest) || !streq_ptr(of->program, f->program))
+                                continue;
+                        for (size_t o = 0; o < n_observed; o++)
+                                if (observed[o].clsd_owned && observed[o].hook == w->hook &&
+                                    observed[o].pref == w->pref && streq(observed[o].name, w->name) &&
+                                    observed[o].prog_id == of->prog_id && streq(observed[o].tag, of->tag)) {
+                                        dp->load = DRY_RUN_ADOPT;
+                                        w->prog_id = of->prog_id;
+                                        snprintf(w->tag, sizeof(w->tag), "%s", of->tag);
+                                }
+                }
+        return 0;
+}
+
+static void describe(DryRunStep *s, const PlanStep *p, const DesiredFilter *desired,
+                     const NlFilter *observed) {
+        const NlFilter *have = p->observed >= 0 ? &observed[p->observed] : NULL;
+        const DesiredFilter *want = p->desired >= 0 ? &desired[p->desired] : NULL;
+
+        s->action = plan_action_to_string(p->action);
+        s->direction = direction_of(p->hook);
+        s->pref = p->pref;
+        snprintf(s->name, sizeof(s->name), "%s", want ? want->name : have->name);
+        switch (p->action) {
+        case PLAN_KEEP:
+                snprintf(s->reason, sizeof(s->reason), "attached as declared (program id %" PRIu32 ")",
+                         have->prog_id);
+                break;
+        case PLAN_ADD:
+                snprintf(s->reason, sizeof(s->reason), "nothing at this pref");
+                break;
+        case PLAN_REPLACE:
+                if (!streq(have->name, want->name))
+                        snprintf(s->reason, sizeof(s->reason), "clsd's filter %s is at this pref",
+                                 have->name);
+                else if (want->prog_id == 0)
+                        snprintf(s->reason, sizeof(s->reason), "the program would be loaded anew");
+                else if (have->prog_id != want->prog_id)
+                        snprintf(s->reason, sizeof(s->reason),
+                                 "attached program id %" PRIu32 ", declared %" PRIu32, have->prog_id,
+                                 want->prog_id);
+                else
+                        snprintf(s->reason, sizeof(s->reason), "flags or classid differ");
+                break;
+        case PLAN_REMOVE:
+                snprintf(s->reason, sizeof(s->reason), "clsd's, and not in the document");
+                break;
+        case PLAN_CONFLICT:
+                snprintf(s->reason, sizeof(s->reason),
+                         "held by a foreign filter (%s %s): the PUT would be refused", have->kind,
+                         have->name);
+                break;
+        }
+}
+
+int daemon_iface_dry_run(Daemon *d, const char *ifname, json_t *body, const char *if_match, DryRun *ret,
+                         Error *reterr) {
+        _cleanup_free_ NlFilter *observed = NULL;
+        _cleanup_free_ DesiredFilter *desired = NULL;
+        Iface *old = daemon_iface_get(d, ifname);
+        DryRun dr = { 0 };
+        size_t n_observed = 0, n;
+        Plan plan = { 0 };
+        NlLink link;
+        int r;
+
+        if (!ifname_valid(ifname))
+                return error_set(reterr, EINVAL, "invalid_value", "\"%s\" is not a valid interface name",
+                                 ifname);
+        r = document_from_json(ifname, body, &dr.doc, reterr);
+        if (r >= 0)
+                r = iface_check_if_match(old, if_match, reterr);
+        for (Direction dir = 0; r >= 0 && dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; r >= 0 && i < dr.doc->n_filters[dir]; i++)
+                        r = daemon_object_resolve(d, &dr.doc->filters[dir][i], false, reterr);
+        if (r < 0)
+                goto fail;
+        dr.doc->generation = old ? old->doc->generation + 1 : 1;
+
+        n = dr.doc->n_filters[DIRECTION_INGRESS] + dr.doc->n_filters[DIRECTION_EGRESS];
+        dr.programs = calloc(n + 1, sizeof(DryRunProgram));
+        desired = calloc(n + 1, sizeof(DesiredFilter));
+        if (!dr.programs || !desired) {
+                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                goto fail;
+        }
+        r = nl_link_by_name(d->rtnl, ifname, &link, reterr);
+        if (r == -ENODEV)
+                dr.pending = true;
+        else if (r >= 0)
+                r = nl_filter_dump(d->rtnl, link.ifindex, &observed, &n_observed, reterr);
+        if (r < 0 && r != -ENODEV)
+                goto fail;
+        plan_programs(d, old, &dr, observed, n_observed, desired);
+        if (!dr.pending) {
+                r = reconcile_diff(desired, n, observed, n_observed, &plan);
+                dr.steps = calloc(plan.n_steps + 1, sizeof(DryRunStep));
+                if (r < 0 || !dr.steps) {
+                        plan_done(&plan);
+                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        goto fail;
+                }
+                for (size_t i = 0; i < plan.n_steps; i++)
+                        describe(&dr.steps[dr.n_steps++], &plan.steps[i], desired, observed);
+                plan_done(&plan);
+        }
+        *ret = dr;
+        return 0;
+fail:
+        dry_run_done(&dr);
+        return r;
+}
