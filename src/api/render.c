@@ -18,8 +18,9 @@ json_t *render_error(const Error *e) {
 }
 
 json_t *render_version(Daemon *d) {
-        return json_pack("{s:s,s:s,s:s}", "version", PROJECT_VERSION, "kernel", daemon_kernel_release(d),
-                         "libbpf", nl_libbpf_version());
+        return json_pack("{s:s,s:s,s:s,s:s}", "version", PROJECT_VERSION, "kernel", daemon_kernel_release(d),
+                         "libbpf", nl_libbpf_version(), "act_bpf",
+                         daemon_has_act_bpf(d) ? "available" : "unavailable");
 }
 
 json_t *render_object(Daemon *d, const DaemonObject *o) {

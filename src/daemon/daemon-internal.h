@@ -23,6 +23,7 @@ struct Daemon {
         size_t n_programs;
 
         char kernel_release[65];
+        bool act_bpf; /* the kernel has act_bpf (probed once at start) */
 };
 
 /* registry.c: one loaded program per (digest, program), shared by every interface. */

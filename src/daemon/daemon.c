@@ -50,6 +50,10 @@ Daemon *daemon_free(Daemon *d) {
         return NULL;
 }
 
+bool daemon_has_act_bpf(Daemon *d) {
+        return d->act_bpf;
+}
+
 const char *daemon_kernel_release(Daemon *d) {
         return d->kernel_release;
 }
@@ -150,6 +154,9 @@ int daemon_start(Daemon *d, Error *reterr) {
         size_t n_docs = 0, n_failed = 0;
         int r;
 
+        (void) nl_act_bpf_probe(d->rtnl, &d->act_bpf);
+        log_info("act_bpf: %s",
+                 d->act_bpf ? "available" : "unavailable (this kernel has no CONFIG_NET_ACT_BPF)");
         r = daemon_objects_load(d);
         if (r < 0)
                 return error_set(reterr, r, "store_error", "cannot load objects: %s", strerror(-r));

@@ -139,3 +139,4 @@ int daemon_links(Daemon *d, LinkView **ret, size_t *ret_n, Error *reterr);
 void link_views_free(LinkView *v, size_t n);
 
 const char *daemon_kernel_release(Daemon *d);
+bool daemon_has_act_bpf(Daemon *d);

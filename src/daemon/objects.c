@@ -207,6 +207,20 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr) {
         char digest[SHA256_DIGEST_STRING_MAX];
         int r;
 
+        if (f->n_actions > 0) {
+                if (!d->act_bpf)
+                        return error_set(
+                                reterr, EOPNOTSUPP, "act_bpf_unavailable",
+                                "filter \"%s\": this kernel has no act_bpf (CONFIG_NET_ACT_BPF), so "
+                                "\"actions\" cannot run; use direct_action (the default): the "
+                                "classifier's return code is the verdict",
+                                f->name);
+                return error_set(
+                        reterr, EOPNOTSUPP, "actions_unsupported",
+                        "filter \"%s\": clsd does not attach act_bpf actions yet; use direct_action",
+                        f->name);
+        }
+
         if (f->object[0] == '/') {
                 _cleanup_free_ char *data = NULL;
                 size_t size;

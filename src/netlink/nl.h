@@ -108,6 +108,11 @@ int nl_bpf_filter_set(NlSocket *s, const NlBpfFilterSpec *f, bool replace, Error
 int nl_filter_del(NlSocket *s, int ifindex, NlHook hook, uint16_t pref, uint16_t protocol, uint32_t handle,
                   Error *reterr);
 
+/* ---- act_bpf (act.c) ---- */
+struct nlmsghdr *nl_msg_act_bpf_probe(void *buf, uint32_t seq);
+/* Whether this kernel has the act_bpf action; never creates one. */
+int nl_act_bpf_probe(NlSocket *s, bool *ret_available);
+
 /* ---- bpf objects and programs (bpf.c) ---- */
 typedef struct NlProgramInfo {
         char *name;

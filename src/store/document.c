@@ -101,7 +101,7 @@ static int field_error(Error *e, const char *code, const char *path, const char 
 
 static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reterr) {
         static const char *const known[] = { "name",          "object",  "program", "priority",
-                                             "direct_action", "classid", "digest" };
+                                             "direct_action", "classid", "digest",  "actions" };
         const char *key;
         json_t *v;
         char p[128];
@@ -193,6 +193,39 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
                 if (!json_is_boolean(v))
                         return field_error(reterr, "wrong_type", p, "expected a boolean", NULL);
                 f->direct_action = json_is_true(v);
+        }
+
+        /* act_bpf actions: their shape is checked here; whether the kernel can run them is not the
+         * store's business (the daemon answers that). */
+        v = json_object_get(j, "actions");
+        snprintf(p, sizeof(p), "%s.actions", path);
+        if (v && !json_is_null(v)) {
+                json_t *a;
+                size_t k;
+                if (!json_is_array(v))
+                        return field_error(reterr, "wrong_type", p, "expected an array", NULL);
+                json_array_foreach (v, k, a) {
+                        const char *akey;
+                        json_t *x;
+                        snprintf(p, sizeof(p), "%s.actions[%zu]", path, k);
+                        if (!json_is_object(a))
+                                return field_error(reterr, "wrong_type", p, "expected an object", NULL);
+                        json_object_foreach (a, akey, x)
+                                if (!streq(akey, "object") && !streq(akey, "program")) {
+                                        snprintf(p, sizeof(p), "%s.actions[%zu].%s", path, k, akey);
+                                        return field_error(reterr, "unknown_field", p, "unknown field",
+                                                           NULL);
+                                }
+                        if (!json_is_string(json_object_get(a, "object")))
+                                return field_error(reterr,
+                                                   json_object_get(a, "object") ? "wrong_type"
+                                                                                : "missing_field",
+                                                   p, "\"object\" must be a string", NULL);
+                        if (json_object_get(a, "program") && !json_is_string(json_object_get(a, "program")))
+                                return field_error(reterr, "wrong_type", p, "\"program\" must be a string",
+                                                   NULL);
+                }
+                f->n_actions = json_array_size(v);
         }
 
         v = json_object_get(j, "classid");

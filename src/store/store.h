@@ -49,6 +49,7 @@ typedef struct FilterSpec {
         bool direct_action;
         bool has_classid;
         uint32_t classid;
+        size_t n_actions; /* act_bpf actions asked for (none can be attached yet) */
         /* The program clsd attached last for this filter, so a restart can adopt instead of reload. */
         char tag[17];
         uint32_t prog_id;

@@ -42,11 +42,32 @@ def test_unix_socket_mode(clsd):
     assert stat.S_IMODE(st.st_mode) == 0o660
 
 
+def _kernel_config(option):
+    """y, m or "n" from /proc/config.gz; None if the kernel does not publish its configuration."""
+    import gzip
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            for line in f:
+                if line.startswith(option + "="):
+                    return line.strip().split("=", 1)[1]
+                if line.startswith("# %s is not set" % option):
+                    return "n"
+    except OSError:
+        return None
+    return "n"
+
+
 def test_version(api):
     r = api.get("/version")
     assert r.status == 200
-    assert set(r.json) == {"version", "kernel", "libbpf"}
+    assert set(r.json) == {"version", "kernel", "libbpf", "act_bpf"}
     assert r.json["kernel"] == os.uname().release
+    # The probe's answer matches the kernel's own configuration, where the kernel tells it.
+    want = _kernel_config("CONFIG_NET_ACT_BPF")
+    if want is not None:
+        assert r.json["act_bpf"] == ("available" if want in ("y", "m") else "unavailable"), want
+    else:
+        assert r.json["act_bpf"] in ("available", "unavailable")
 
 
 def test_tcp_needs_the_token_for_changes(net, clsd_factory, bpf, workdir):

@@ -350,3 +350,15 @@ def test_object_path_that_is_not_a_regular_file(api, net, workdir, kind):
     err = assert_error(api.put_classifier(net.if_a, {"ingress": [filt("web", path)]}), 400, "invalid_value")
     assert "not a regular file" in err["message"], err
     assert api.healthy()
+
+
+def test_actions_without_act_bpf_are_refused_with_the_alternative(api, bpf, net):
+    if api.get("/version").json["act_bpf"] == "available":
+        import pytest
+        pytest.skip("this kernel has act_bpf; the refusal is for kernels without it")
+    digest = api.upload_ok(bpf.count)
+    doc = {"ingress": [filt("web", digest, actions=[{"object": digest, "program": "count_pkts"}])]}
+    err = assert_error(api.put_classifier(net.if_a, doc), 422, "act_bpf_unavailable")
+    assert "direct_action" in err["message"] and "CONFIG_NET_ACT_BPF" in err["message"]
+    assert net.a.filters(net.if_a) == []
+    assert_error(api.get_classifier(net.if_a), 404, "document_not_found")

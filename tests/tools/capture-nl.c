@@ -83,6 +83,21 @@ int main(int argc, char **argv) {
         mnl_attr_nest_end(nlh, o);
         snprintf(path, sizeof(path), "%s/filter-add-error.bin", argv[2]);
         capture(nl, nlh, path);
+        /* the kernel's answer to an act_bpf probe (RTM_NEWACTION, kind "bpf", empty options) */
+        nlh = mnl_nlmsg_put_header(req);
+        nlh->nlmsg_type = RTM_NEWACTION;
+        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
+        nlh->nlmsg_seq = 4;
+        mnl_nlmsg_put_extra_header(nlh, sizeof(struct tcamsg));
+        struct nlattr *tab = mnl_attr_nest_start(nlh, TCA_ACT_TAB);
+        struct nlattr *act = mnl_attr_nest_start(nlh, 1);
+        mnl_attr_put_strz(nlh, TCA_ACT_KIND, "bpf");
+        struct nlattr *ao = mnl_attr_nest_start(nlh, TCA_ACT_OPTIONS);
+        mnl_attr_nest_end(nlh, ao);
+        mnl_attr_nest_end(nlh, act);
+        mnl_attr_nest_end(nlh, tab);
+        snprintf(path, sizeof(path), "%s/act-bpf-probe-reply.bin", argv[2]);
+        capture(nl, nlh, path);
         mnl_socket_close(nl);
         return 0;
 }

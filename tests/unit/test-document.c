@@ -121,6 +121,24 @@ static void test_errors(void **state) {
                      "invalid_value", "ingress[1].priority");
 }
 
+static void test_actions_shape(void **state) {
+        const char *text =
+                "{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{\"object\":\"/a.o\","
+                "\"program\":\"p\"},{\"object\":\"" D1 "\"}]}]}";
+        _cleanup_(document_freep) Document *d = NULL;
+        Error e = ERROR_NULL;
+
+        (void) state;
+        assert_int_equal(document_from_string("eth0", text, strlen(text), &d, &e), 0);
+        assert_int_equal(d->filters[DIRECTION_INGRESS][0].n_actions, 2);
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":{}}]}", "wrong_type",
+                     "ingress[0].actions");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{\"x\":1}]}]}",
+                     "unknown_field", "ingress[0].actions[0].x");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{}]}]}",
+                     "missing_field", "ingress[0].actions[0]");
+}
+
 static void test_ifname_valid(void **state) {
         (void) state;
         assert_true(ifname_valid("eth0"));
@@ -165,9 +183,10 @@ static void test_too_many_filters(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_defaults), cmocka_unit_test(test_roundtrip),
-                cmocka_unit_test(test_errors),   cmocka_unit_test(test_ifname_valid),
-                cmocka_unit_test(test_classid),  cmocka_unit_test(test_too_many_filters),
+                cmocka_unit_test(test_defaults),         cmocka_unit_test(test_roundtrip),
+                cmocka_unit_test(test_errors),           cmocka_unit_test(test_actions_shape),
+                cmocka_unit_test(test_ifname_valid),     cmocka_unit_test(test_classid),
+                cmocka_unit_test(test_too_many_filters),
         };
         return cmocka_run_group_tests_name("document", tests, NULL, NULL);
 }

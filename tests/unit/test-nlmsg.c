@@ -209,12 +209,38 @@ static void test_build_then_parse_roundtrip(void **state) {
         assert_true(f.direct_action);
 }
 
+static void test_act_bpf_probe(void **state) {
+        char buf[NL_MSG_BUFFER_SIZE], msg[256];
+        size_t size;
+        _cleanup_free_ char *reply = read_data("act-bpf-probe-reply.bin", &size);
+        const struct nlattr *tab[TCA_ROOT_MAX + 1] = { 0 }, *act[8] = { 0 }, *opts[TCA_ACT_MAX + 1] = { 0 };
+        struct nlmsghdr *nlh;
+
+        (void) state;
+        nlh = nl_msg_act_bpf_probe(buf, 9);
+        assert_int_equal(nlh->nlmsg_type, RTM_NEWACTION);
+        assert_int_equal(nlh->nlmsg_flags, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL);
+        assert_int_equal(mnl_attr_parse(nlh, sizeof(struct tcamsg), attr_cb, tab), MNL_CB_OK);
+        assert_non_null(tab[TCA_ACT_TAB]);
+        assert_int_equal(mnl_attr_parse_nested(tab[TCA_ACT_TAB], attr_cb, act), MNL_CB_OK);
+        assert_non_null(act[1]);
+        assert_int_equal(mnl_attr_parse_nested(act[1], attr_cb, opts), MNL_CB_OK);
+        assert_string_equal(mnl_attr_get_str(opts[TCA_ACT_KIND]), "bpf");
+        assert_non_null(opts[TCA_ACT_OPTIONS]);
+        assert_int_equal(mnl_attr_get_payload_len(opts[TCA_ACT_OPTIONS]), 0);
+
+        /* What a kernel without act_bpf (this one, 6.18) answers the same request. */
+        assert_int_equal(nl_ack_parse((const struct nlmsghdr *) reply, msg, sizeof(msg)), -ENOENT);
+        assert_string_equal(msg, "Failed to load TC action module");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_filter_dump_parse),
                 cmocka_unit_test(test_filter_parse_rejects_other_messages),
                 cmocka_unit_test(test_link_parse),
                 cmocka_unit_test(test_tc_event_parse),
+                cmocka_unit_test(test_act_bpf_probe),
                 cmocka_unit_test(test_extack_parse),
                 cmocka_unit_test(test_build_bpf_filter),
                 cmocka_unit_test(test_build_delete_and_clsact),
