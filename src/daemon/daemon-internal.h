@@ -39,6 +39,7 @@ uint32_t program_id(const Program *p);
 /* reconcile-diff.c: the pure core of the reconciler. */
 typedef struct DesiredFilter {
         NlHook hook;
+        uint32_t parent; /* the clsact hook's, or a classful qdisc's (classic mode) */
         uint16_t pref;
         char name[256];
         char tag[NL_TAG_STRING_MAX];
@@ -59,6 +60,7 @@ typedef enum PlanAction {
 typedef struct PlanStep {
         PlanAction action;
         NlHook hook;
+        uint32_t parent;
         uint16_t pref;
         uint32_t handle; /* of the observed filter, for REPLACE/REMOVE/CONFLICT */
         int desired; /* index into desired, or -1 */
@@ -76,6 +78,8 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
 void plan_done(Plan *p);
 
 /* reconcile.c */
+/* Where a filter of the document goes: its "parent", or the clsact hook of its direction. */
+uint32_t filter_parent(const FilterSpec *f, Direction dir);
 int iface_new(const Document *doc, Iface **ret);
 Iface *iface_free(Daemon *d, Iface *it);
 int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_t n_observed, Error *reterr);

@@ -397,9 +397,8 @@ int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *ret
                         snprintf(name, sizeof(name), NL_FILTER_NAME_PREFIX "%s", f->name);
                         for (size_t k = 0; k < n_observed; k++) {
                                 const NlFilter *o = &observed[k];
-                                if (o->hook !=
-                                            (dir == DIRECTION_INGRESS ? NL_HOOK_INGRESS : NL_HOOK_EGRESS) ||
-                                    o->pref != f->priority || !o->clsd_owned || !streq(o->name, name))
+                                if (o->parent != filter_parent(f, dir) || o->pref != f->priority ||
+                                    !o->clsd_owned || !streq(o->name, name))
                                         continue;
                                 fs->handle = o->handle;
                                 fs->prog_id = o->prog_id;

@@ -36,6 +36,7 @@ static int plan_programs(Daemon *d, const Iface *old, DryRun *dr, const NlFilter
 
                         *dp = (DryRunProgram){ .filter = f, .direction = dir, .load = DRY_RUN_LOAD };
                         w->hook = hook_of(dir);
+                        w->parent = filter_parent(f, dir);
                         w->pref = (uint16_t) f->priority;
                         snprintf(w->name, sizeof(w->name), NL_FILTER_NAME_PREFIX "%s", f->name);
                         w->direct_action = f->direct_action;
@@ -50,7 +51,7 @@ static int plan_programs(Daemon *d, const Iface *old, DryRun *dr, const NlFilter
                         if (!of || !streq_ptr(of->digest, f->digest) || !streq_ptr(of->program, f->program))
                                 continue;
                         for (size_t o = 0; o < n_observed; o++)
-                                if (observed[o].clsd_owned && observed[o].hook == w->hook &&
+                                if (observed[o].clsd_owned && observed[o].parent == w->parent &&
                                     observed[o].pref == w->pref && streq(observed[o].name, w->name) &&
                                     observed[o].prog_id == of->prog_id && streq(observed[o].tag, of->tag)) {
                                         dp->load = DRY_RUN_ADOPT;

@@ -40,6 +40,7 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
                 const DesiredFilter *want = &desired[k];
                 PlanStep s = { .action = PLAN_ADD,
                                .hook = want->hook,
+                               .parent = want->parent,
                                .pref = want->pref,
                                .desired = (int) k,
                                .observed = -1 };
@@ -48,7 +49,7 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
                  * enough to make the pref not ours. */
                 for (size_t i = 0; i < n_observed; i++) {
                         const NlFilter *have = &observed[i];
-                        if (have->hook != want->hook || have->pref != want->pref || have->chain != 0)
+                        if (have->parent != want->parent || have->pref != want->pref || have->chain != 0)
                                 continue;
                         if (!have->clsd_owned) {
                                 s.action = PLAN_CONFLICT;
@@ -66,7 +67,7 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
                 if (s.action == PLAN_CONFLICT)
                         /* leave ours at that pref alone too: nothing changes there */
                         for (size_t i = 0; i < n_observed; i++)
-                                if (observed[i].hook == want->hook && observed[i].pref == want->pref)
+                                if (observed[i].parent == want->parent && observed[i].pref == want->pref)
                                         marked[i] = false;
                 steps[n++] = s;
         }
@@ -77,6 +78,7 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
                 /* One step per filter of ours, removed by (pref, protocol, handle): never the whole pref. */
                 steps[n++] = (PlanStep){ .action = PLAN_REMOVE,
                                          .hook = observed[i].hook,
+                                         .parent = observed[i].parent,
                                          .pref = observed[i].pref,
                                          .handle = observed[i].handle,
                                          .desired = -1,

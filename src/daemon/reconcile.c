@@ -69,10 +69,14 @@ Iface *iface_free(Daemon *d, Iface *it) {
         return NULL;
 }
 
-static const NlFilter *find_ours(const NlFilter *observed, size_t n, NlHook hook, uint16_t pref,
+uint32_t filter_parent(const FilterSpec *f, Direction dir) {
+        return f->has_parent ? f->parent : nl_hook_parent(hook_of(dir));
+}
+
+static const NlFilter *find_ours(const NlFilter *observed, size_t n, uint32_t parent, uint16_t pref,
                                  const char *name) {
         for (size_t i = 0; i < n; i++)
-                if (observed[i].hook == hook && observed[i].pref == pref && observed[i].chain == 0 &&
+                if (observed[i].parent == parent && observed[i].pref == pref && observed[i].chain == 0 &&
                     observed[i].clsd_owned && streq(observed[i].name, name))
                         return &observed[i];
         return NULL;
@@ -95,8 +99,8 @@ int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_
 
                         filter_kernel_name(f, name);
                         if (f->tag[0])
-                                have = find_ours(observed, n_observed, hook_of(dir), (uint16_t) f->priority,
-                                                 name);
+                                have = find_ours(observed, n_observed, filter_parent(f, dir),
+                                                 (uint16_t) f->priority, name);
                         /* Adopt only the very program clsd attached last (id and tag), never a look-alike.
                          */
                         r = registry_acquire(d, f->digest, f->program,
@@ -125,6 +129,7 @@ static int build_desired(const Iface *it, DesiredFilter **ret, size_t *ret_n) {
                         const Program *p = it->programs[dir][i];
                         DesiredFilter *w = &v[k++];
                         w->hook = hook_of(dir);
+                        w->parent = filter_parent(f, dir);
                         w->pref = (uint16_t) f->priority;
                         filter_kernel_name(f, w->name);
                         snprintf(w->tag, sizeof(w->tag), "%s", program_tag(p));
@@ -151,7 +156,8 @@ int iface_check_conflicts(const Iface *it, const NlFilter *observed, size_t n_ob
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
                         for (size_t k = 0; k < n_observed; k++)
-                                if (observed[k].hook == hook_of(dir) && observed[k].chain == 0 &&
+                                if (observed[k].parent == filter_parent(&it->doc->filters[dir][i], dir) &&
+                                    observed[k].chain == 0 &&
                                     observed[k].pref == it->doc->filters[dir][i].priority &&
                                     !observed[k].clsd_owned)
                                         return conflict_error(it, &observed[k], reterr);
@@ -187,7 +193,10 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                 if (s->action == PLAN_CONFLICT)
                         return conflict_error(it, &observed[s->observed], reterr);
         }
-        if (n_desired > 0) {
+        bool on_clsact = false;
+        for (size_t i = 0; i < n_desired; i++)
+                on_clsact = on_clsact || desired[i].parent == nl_hook_parent(desired[i].hook);
+        if (on_clsact) {
                 bool has;
                 r = nl_clsact_exists(d->rtnl, it->ifindex, &has, reterr);
                 if (r < 0)
@@ -213,6 +222,7 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                         NlBpfFilterSpec spec = {
                                 .ifindex = it->ifindex,
                                 .hook = w->hook,
+                                .parent = w->parent,
                                 .pref = w->pref,
                                 .handle = s->action == PLAN_REPLACE ? s->handle : 1,
                                 .prog_fd = w->prog_fd,
@@ -224,7 +234,7 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                         /* The kernel replaces only within a protocol: ours always are ETH_P_ALL, but one
                          * of another protocol can only be swapped by delete and add. */
                         if (replace && observed[s->observed].protocol != ETH_P_ALL) {
-                                r = nl_filter_del(d->rtnl, it->ifindex, s->hook, s->pref,
+                                r = nl_filter_del(d->rtnl, it->ifindex, s->parent, s->pref,
                                                   observed[s->observed].protocol, s->handle, reterr);
                                 if (r < 0 && r != -ENOENT)
                                         return r;
@@ -241,7 +251,7 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                                  w->tag);
                 } else if (s->action == PLAN_REMOVE) {
                         const NlFilter *o = &observed[s->observed];
-                        r = nl_filter_del(d->rtnl, it->ifindex, s->hook, s->pref, o->protocol, o->handle,
+                        r = nl_filter_del(d->rtnl, it->ifindex, s->parent, s->pref, o->protocol, o->handle,
                                           reterr);
                         if (r < 0 && r != -ENOENT)
                                 return r;
@@ -265,7 +275,7 @@ static int verify(Daemon *d, Iface *it, const DesiredFilter *desired, size_t n_d
                 return r;
         for (size_t k = 0; k < n_desired; k++) {
                 const NlFilter *have =
-                        find_ours(observed, n_observed, desired[k].hook, desired[k].pref, desired[k].name);
+                        find_ours(observed, n_observed, desired[k].parent, desired[k].pref, desired[k].name);
                 if (!have || have->prog_id != desired[k].prog_id)
                         return error_set(reterr, EIO, "kernel_error",
                                          "%s: %s pref %u is not attached as requested after applying",

@@ -48,7 +48,7 @@ int snapshot_take(Daemon *d, int ifindex, Snapshot *ret, Error *reterr) {
 
 static const NlFilter *find_at(const NlFilter *v, size_t n, const NlFilter *f) {
         for (size_t i = 0; i < n; i++)
-                if (v[i].clsd_owned && v[i].hook == f->hook && v[i].pref == f->pref &&
+                if (v[i].clsd_owned && v[i].parent == f->parent && v[i].pref == f->pref &&
                     v[i].handle == f->handle && v[i].protocol == f->protocol)
                         return &v[i];
         return NULL;
@@ -65,7 +65,7 @@ int snapshot_restore(Daemon *d, const Snapshot *s, Error *reterr) {
         /* What this change added goes. */
         for (size_t i = 0; i < n_now; i++)
                 if (now[i].clsd_owned && !find_at(s->filters, s->n_filters, &now[i])) {
-                        r = nl_filter_del(d->rtnl, s->ifindex, now[i].hook, now[i].pref, now[i].protocol,
+                        r = nl_filter_del(d->rtnl, s->ifindex, now[i].parent, now[i].pref, now[i].protocol,
                                           now[i].handle, reterr);
                         if (r < 0 && r != -ENOENT)
                                 return r;
@@ -76,6 +76,7 @@ int snapshot_restore(Daemon *d, const Snapshot *s, Error *reterr) {
                 NlBpfFilterSpec spec = {
                         .ifindex = s->ifindex,
                         .hook = was->hook,
+                        .parent = was->parent,
                         .pref = was->pref,
                         .handle = was->handle,
                         .prog_fd = nl_program_fd(s->programs[i]),

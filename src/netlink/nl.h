@@ -78,6 +78,7 @@ typedef struct NlFilter {
 typedef struct NlBpfFilterSpec {
         int ifindex;
         NlHook hook;
+        uint32_t parent; /* 0: the clsact hook's; else a classful qdisc or class ("1:") */
         uint16_t pref;
         uint32_t handle;
         int prog_fd;
@@ -89,9 +90,9 @@ typedef struct NlBpfFilterSpec {
 /* Builds the request into buf (at least NL_MSG_BUFFER_SIZE); exposed for tests. */
 struct nlmsghdr *nl_msg_bpf_filter(void *buf, const NlBpfFilterSpec *f, bool replace, uint32_t seq);
 /* Deletes exactly one filter: a pref can hold foreign filters (other handles, other protocols) too. */
-struct nlmsghdr *nl_msg_filter_del(void *buf, int ifindex, NlHook hook, uint16_t pref, uint16_t protocol,
+struct nlmsghdr *nl_msg_filter_del(void *buf, int ifindex, uint32_t parent, uint16_t pref, uint16_t protocol,
                                    uint32_t handle, uint32_t seq);
-struct nlmsghdr *nl_msg_filter_dump(void *buf, int ifindex, NlHook hook, uint32_t seq);
+struct nlmsghdr *nl_msg_filter_dump(void *buf, int ifindex, uint32_t parent, uint32_t seq);
 struct nlmsghdr *nl_msg_clsact(void *buf, int ifindex, bool add, uint32_t seq);
 /* Parses one RTM_NEWTFILTER message. 0 on success, -ENOMSG when it is not a filter message. */
 int nl_filter_parse(const struct nlmsghdr *nlh, NlFilter *ret);
@@ -101,12 +102,12 @@ int nl_tc_event_parse(const struct nlmsghdr *nlh, int *ret_ifindex);
 int nl_clsact_exists(NlSocket *s, int ifindex, bool *ret, Error *reterr);
 int nl_clsact_add(NlSocket *s, int ifindex, Error *reterr);
 int nl_clsact_del(NlSocket *s, int ifindex, Error *reterr);
-/* Dumps all filters of both clsact hooks; an interface without clsact has none. */
+/* Dumps all filters of both clsact hooks and of the root qdisc (where classic-mode filters go). */
 int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Error *reterr);
 /* Adds (replace=false, NLM_F_EXCL) or replaces in place (NLM_F_REPLACE) a cls_bpf filter. */
 int nl_bpf_filter_set(NlSocket *s, const NlBpfFilterSpec *f, bool replace, Error *reterr);
-int nl_filter_del(NlSocket *s, int ifindex, NlHook hook, uint16_t pref, uint16_t protocol, uint32_t handle,
-                  Error *reterr);
+int nl_filter_del(NlSocket *s, int ifindex, uint32_t parent, uint16_t pref, uint16_t protocol,
+                  uint32_t handle, Error *reterr);
 
 /* ---- act_bpf (act.c) ---- */
 struct nlmsghdr *nl_msg_act_bpf_probe(void *buf, uint32_t seq);

@@ -41,9 +41,10 @@ struct nlmsghdr *nl_msg_clsact(void *buf, int ifindex, bool add, uint32_t seq) {
 
 struct nlmsghdr *nl_msg_bpf_filter(void *buf, const NlBpfFilterSpec *f, bool replace, uint32_t seq) {
         /* All protocols (ETH_P_ALL); one filter per pref, at handle f->handle. */
-        struct nlmsghdr *nlh = put_tcmsg(
-                buf, RTM_NEWTFILTER, NLM_F_CREATE | (replace ? NLM_F_REPLACE : NLM_F_EXCL), seq, f->ifindex,
-                nl_hook_parent(f->hook), f->handle, TC_H_MAKE((uint32_t) f->pref << 16, htons(ETH_P_ALL)));
+        struct nlmsghdr *nlh =
+                put_tcmsg(buf, RTM_NEWTFILTER, NLM_F_CREATE | (replace ? NLM_F_REPLACE : NLM_F_EXCL), seq,
+                          f->ifindex, f->parent ? f->parent : nl_hook_parent(f->hook), f->handle,
+                          TC_H_MAKE((uint32_t) f->pref << 16, htons(ETH_P_ALL)));
         struct nlattr *opts;
 
         mnl_attr_put_strz(nlh, TCA_KIND, "bpf");
@@ -57,17 +58,17 @@ struct nlmsghdr *nl_msg_bpf_filter(void *buf, const NlBpfFilterSpec *f, bool rep
         return nlh;
 }
 
-struct nlmsghdr *nl_msg_filter_del(void *buf, int ifindex, NlHook hook, uint16_t pref, uint16_t protocol,
+struct nlmsghdr *nl_msg_filter_del(void *buf, int ifindex, uint32_t parent, uint16_t pref, uint16_t protocol,
                                    uint32_t handle, uint32_t seq) {
         /* Protocol 0 and handle 0 would remove every filter at the pref, foreign ones included. */
-        struct nlmsghdr *nlh = put_tcmsg(buf, RTM_DELTFILTER, 0, seq, ifindex, nl_hook_parent(hook), handle,
+        struct nlmsghdr *nlh = put_tcmsg(buf, RTM_DELTFILTER, 0, seq, ifindex, parent, handle,
                                          TC_H_MAKE((uint32_t) pref << 16, htons(protocol)));
         mnl_attr_put_strz(nlh, TCA_KIND, "bpf");
         return nlh;
 }
 
-struct nlmsghdr *nl_msg_filter_dump(void *buf, int ifindex, NlHook hook, uint32_t seq) {
-        return put_tcmsg(buf, RTM_GETTFILTER, NLM_F_DUMP, seq, ifindex, nl_hook_parent(hook), 0, 0);
+struct nlmsghdr *nl_msg_filter_dump(void *buf, int ifindex, uint32_t parent, uint32_t seq) {
+        return put_tcmsg(buf, RTM_GETTFILTER, NLM_F_DUMP, seq, ifindex, parent, 0, 0);
 }
 
 static void parse_bpf_options(const struct nlattr *opts, NlFilter *f) {
@@ -118,7 +119,8 @@ int nl_filter_parse(const struct nlmsghdr *nlh, NlFilter *ret) {
         f.handle = tcm->tcm_handle;
         f.pref = (uint16_t) (TC_H_MAJ(tcm->tcm_info) >> 16);
         f.protocol = ntohs((uint16_t) TC_H_MIN(tcm->tcm_info));
-        f.hook = f.parent == nl_hook_parent(NL_HOOK_EGRESS) ? NL_HOOK_EGRESS : NL_HOOK_INGRESS;
+        /* A classful qdisc's filters classify on egress. */
+        f.hook = f.parent == nl_hook_parent(NL_HOOK_INGRESS) ? NL_HOOK_INGRESS : NL_HOOK_EGRESS;
         mnl_attr_for_each (a, nlh, sizeof(*tcm)) {
                 switch (mnl_attr_get_type(a)) {
                 case TCA_KIND:

@@ -9,6 +9,7 @@
 typedef struct QdiscScan {
         int ifindex;
         bool found;
+        uint32_t root; /* handle of the root qdisc, 0 if none or noqueue */
 } QdiscScan;
 
 static int qdisc_cb(const struct nlmsghdr *nlh, void *data) {
@@ -18,7 +19,13 @@ static int qdisc_cb(const struct nlmsghdr *nlh, void *data) {
 
         if (nlh->nlmsg_type != RTM_NEWQDISC || mnl_nlmsg_get_payload_len(nlh) < sizeof(*tcm))
                 return MNL_CB_OK;
-        if (tcm->tcm_ifindex != q->ifindex || tcm->tcm_parent != TC_H_CLSACT)
+        if (tcm->tcm_ifindex != q->ifindex)
+                return MNL_CB_OK;
+        if (tcm->tcm_parent == TC_H_ROOT && tcm->tcm_handle != 0) {
+                q->root = tcm->tcm_handle;
+                return MNL_CB_OK;
+        }
+        if (tcm->tcm_parent != TC_H_CLSACT)
                 return MNL_CB_OK;
         mnl_attr_for_each (a, nlh, sizeof(*tcm)) {
                 if (mnl_attr_get_type(a) == TCA_KIND && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0 &&
@@ -28,7 +35,7 @@ static int qdisc_cb(const struct nlmsghdr *nlh, void *data) {
         return MNL_CB_OK;
 }
 
-int nl_clsact_exists(NlSocket *s, int ifindex, bool *ret, Error *reterr) {
+static int qdisc_scan(NlSocket *s, int ifindex, QdiscScan *ret, Error *reterr) {
         char buf[NL_MSG_BUFFER_SIZE];
         struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
         struct tcmsg *tcm;
@@ -41,6 +48,15 @@ int nl_clsact_exists(NlSocket *s, int ifindex, bool *ret, Error *reterr) {
         tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
         tcm->tcm_ifindex = ifindex; /* with NETLINK_GET_STRICT_CHK the kernel filters by interface */
         r = nl_request(s, nlh, qdisc_cb, &q, "dump qdiscs", reterr);
+        if (r < 0)
+                return r;
+        *ret = q;
+        return 0;
+}
+
+int nl_clsact_exists(NlSocket *s, int ifindex, bool *ret, Error *reterr) {
+        QdiscScan q;
+        int r = qdisc_scan(s, ifindex, &q, reterr);
         if (r < 0)
                 return r;
         *ret = q.found;
@@ -87,20 +103,27 @@ static int filter_cb(const struct nlmsghdr *nlh, void *data) {
 int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Error *reterr) {
         char buf[NL_MSG_BUFFER_SIZE];
         FilterList fl = { 0 };
-        bool has_clsact;
+        QdiscScan q;
         int r;
 
-        r = nl_clsact_exists(s, ifindex, &has_clsact, reterr);
+        r = qdisc_scan(s, ifindex, &q, reterr);
         if (r < 0)
                 return r;
-        for (NlHook h = 0; has_clsact && h < _NL_HOOK_MAX; h++) {
+        for (NlHook h = 0; q.found && h < _NL_HOOK_MAX; h++) {
                 fl.hook = h;
-                r = nl_request(s, nl_msg_filter_dump(buf, ifindex, h, nl_socket_next_seq(s)), filter_cb, &fl,
-                               "dump filters", reterr);
+                r = nl_request(s, nl_msg_filter_dump(buf, ifindex, nl_hook_parent(h), nl_socket_next_seq(s)),
+                               filter_cb, &fl, "dump filters", reterr);
                 if (r < 0) {
                         free(fl.filters);
                         return r;
                 }
+        }
+        if (q.root) {
+                /* Classic-mode filters sit on a classful root qdisc; one that takes no filters
+                 * (pfifo_fast, mq) may refuse the dump, and has none to show. */
+                fl.hook = NL_HOOK_EGRESS;
+                (void) nl_request(s, nl_msg_filter_dump(buf, ifindex, q.root, nl_socket_next_seq(s)),
+                                  filter_cb, &fl, "dump root qdisc filters", NULL);
         }
         *ret = fl.filters;
         *ret_n = fl.n;
@@ -113,10 +136,10 @@ int nl_bpf_filter_set(NlSocket *s, const NlBpfFilterSpec *f, bool replace, Error
                           replace ? "replace filter" : "add filter", reterr);
 }
 
-int nl_filter_del(NlSocket *s, int ifindex, NlHook hook, uint16_t pref, uint16_t protocol, uint32_t handle,
-                  Error *reterr) {
+int nl_filter_del(NlSocket *s, int ifindex, uint32_t parent, uint16_t pref, uint16_t protocol,
+                  uint32_t handle, Error *reterr) {
         char buf[NL_MSG_BUFFER_SIZE];
         return nl_request(
-                s, nl_msg_filter_del(buf, ifindex, hook, pref, protocol, handle, nl_socket_next_seq(s)),
+                s, nl_msg_filter_del(buf, ifindex, parent, pref, protocol, handle, nl_socket_next_seq(s)),
                 NULL, NULL, "delete filter", reterr);
 }

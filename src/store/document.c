@@ -91,6 +91,27 @@ int classid_parse(const char *s, uint32_t *ret) {
         return 0;
 }
 
+int parent_parse(const char *s, uint32_t *ret) {
+        const char *colon = strchr(s, ':');
+        uint32_t maj, min = 0;
+
+        if (!colon || classid_half(s, (size_t) (colon - s), &maj) < 0 ||
+            (colon[1] && classid_half(colon + 1, strlen(colon + 1), &min) < 0))
+                return -EINVAL;
+        /* ffff: is the clsact/ingress pseudo-qdisc: those are the "ingress" and "egress" hooks. */
+        if (maj == 0 || maj == 0xFFFF)
+                return -ERANGE;
+        *ret = maj << 16 | min;
+        return 0;
+}
+
+void parent_format(uint32_t parent, char buf[16]) {
+        if (parent & 0xFFFF)
+                snprintf(buf, 16, "%x:%x", parent >> 16, parent & 0xFFFF);
+        else
+                snprintf(buf, 16, "%x:", parent >> 16);
+}
+
 void classid_format(uint32_t classid, char buf[16]) {
         snprintf(buf, 16, "%x:%x", classid >> 16, classid & 0xFFFF);
 }
@@ -100,8 +121,9 @@ static int field_error(Error *e, const char *code, const char *path, const char 
 }
 
 static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reterr) {
-        static const char *const known[] = { "name",          "object",  "program", "priority",
-                                             "direct_action", "classid", "digest",  "actions" };
+        int r;
+        static const char *const known[] = { "name",    "object", "program", "priority", "direct_action",
+                                             "classid", "digest", "actions", "parent" };
         const char *key;
         json_t *v;
         char p[128];
@@ -228,6 +250,24 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
                 f->n_actions = json_array_size(v);
         }
 
+        v = json_object_get(j, "parent");
+        snprintf(p, sizeof(p), "%s.parent", path);
+        if (v && !json_is_null(v)) {
+                if (!json_is_string(v))
+                        return field_error(reterr, "wrong_type", p, "expected a string like \"1:\"", NULL);
+                r = parent_parse(json_string_value(v), &f->parent);
+                if (r == -ERANGE)
+                        return field_error(
+                                reterr, "invalid_value", p,
+                                "must name a classful qdisc or class, not 0: or ffff: (the clsact hooks "
+                                "are \"ingress\" and \"egress\")",
+                                NULL);
+                if (r < 0)
+                        return field_error(reterr, "invalid_value", p,
+                                           "expected \"MAJ:\" or \"MAJ:MIN\" in hex", NULL);
+                f->has_parent = true;
+        }
+
         v = json_object_get(j, "classid");
         snprintf(p, sizeof(p), "%s.classid", path);
         if (v && !json_is_null(v)) {
@@ -327,6 +367,13 @@ int document_from_json(const char *ifname, json_t *spec, Document **ret, Error *
                 }
         }
 
+        for (size_t i = 0; i < d->n_filters[DIRECTION_INGRESS]; i++)
+                if (d->filters[DIRECTION_INGRESS][i].has_parent)
+                        return error_set(
+                                reterr, EINVAL, "invalid_value",
+                                "ingress[%zu].parent: classful qdiscs classify on egress; put the filter "
+                                "under \"egress\"",
+                                i);
         r = assign_priorities(d, reterr);
         if (r < 0)
                 return r;
@@ -367,6 +414,10 @@ json_t *filter_spec_to_json(const FilterSpec *f) {
         if (f->has_classid) {
                 classid_format(f->classid, buf);
                 json_object_set_new(j, "classid", json_string(buf));
+        }
+        if (f->has_parent) {
+                parent_format(f->parent, buf);
+                json_object_set_new(j, "parent", json_string(buf));
         }
         return j;
 }

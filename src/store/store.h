@@ -50,6 +50,10 @@ typedef struct FilterSpec {
         bool has_classid;
         uint32_t classid;
         size_t n_actions; /* act_bpf actions asked for (none can be attached yet) */
+        /* Classic mode under a classful qdisc the operator made ("1:"): the filter goes there
+         * instead of the clsact hook. Egress only. */
+        bool has_parent;
+        uint32_t parent;
         /* The program clsd attached last for this filter, so a restart can adopt instead of reload. */
         char tag[17];
         uint32_t prog_id;
@@ -72,6 +76,9 @@ void filter_spec_done(FilterSpec *f);
 int ifname_valid(const char *s);
 int filter_name_valid(const char *s);
 int classid_parse(const char *s, uint32_t *ret);
+/* "MAJ:" or "MAJ:MIN", as tc writes a parent. */
+int parent_parse(const char *s, uint32_t *ret);
+void parent_format(uint32_t parent, char buf[16]);
 void classid_format(uint32_t classid, char buf[16]);
 
 /* Parses a PUT body strictly (unknown fields, wrong types and bad values are errors naming the

@@ -170,6 +170,29 @@ static void test_classid(void **state) {
         assert_string_equal(buf, "1:20");
 }
 
+static void test_parent(void **state) {
+        uint32_t p;
+        char buf[16];
+
+        (void) state;
+        assert_int_equal(parent_parse("1:", &p), 0);
+        assert_int_equal(p, 0x10000);
+        assert_int_equal(parent_parse("1:10", &p), 0);
+        assert_int_equal(p, 0x10010);
+        assert_true(parent_parse("ffff:", &p) < 0);
+        assert_true(parent_parse("0:", &p) < 0);
+        assert_true(parent_parse("1", &p) < 0);
+        assert_true(parent_parse("0x1:", &p) < 0);
+        parent_format(0x10000, buf);
+        assert_string_equal(buf, "1:");
+        parent_format(0x10020, buf);
+        assert_string_equal(buf, "1:20");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"parent\":\"1:\"}]}",
+                     "invalid_value", "ingress[0].parent");
+        expect_error("{\"egress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"parent\":\"ffff:\"}]}",
+                     "invalid_value", "egress[0].parent");
+}
+
 static void test_too_many_filters(void **state) {
         char text[16384], *p = text;
 
@@ -183,10 +206,10 @@ static void test_too_many_filters(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_defaults),         cmocka_unit_test(test_roundtrip),
-                cmocka_unit_test(test_errors),           cmocka_unit_test(test_actions_shape),
-                cmocka_unit_test(test_ifname_valid),     cmocka_unit_test(test_classid),
-                cmocka_unit_test(test_too_many_filters),
+                cmocka_unit_test(test_defaults),     cmocka_unit_test(test_roundtrip),
+                cmocka_unit_test(test_errors),       cmocka_unit_test(test_actions_shape),
+                cmocka_unit_test(test_ifname_valid), cmocka_unit_test(test_classid),
+                cmocka_unit_test(test_parent),       cmocka_unit_test(test_too_many_filters),
         };
         return cmocka_run_group_tests_name("document", tests, NULL, NULL);
 }

@@ -170,7 +170,7 @@ static void test_build_delete_and_clsact(void **state) {
 
         (void) state;
         /* One exact filter: pref, protocol and handle, so that foreign filters at the pref stay. */
-        nlh = nl_msg_filter_del(buf, 3, NL_HOOK_INGRESS, 10, ETH_P_ALL, 1, 5);
+        nlh = nl_msg_filter_del(buf, 3, nl_hook_parent(NL_HOOK_INGRESS), 10, ETH_P_ALL, 1, 5);
         assert_int_equal(nlh->nlmsg_type, RTM_DELTFILTER);
         tcm = mnl_nlmsg_get_payload(nlh);
         assert_int_equal(tcm->tcm_parent, TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS));

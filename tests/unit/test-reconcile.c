@@ -10,14 +10,24 @@
 #include "daemon-internal.h"
 
 static DesiredFilter want(NlHook hook, uint16_t pref, const char *name, const char *tag) {
-        DesiredFilter w = { .hook = hook, .pref = pref, .direct_action = true, .prog_fd = 3, .prog_id = 5 };
+        DesiredFilter w = { .hook = hook,
+                            .parent = nl_hook_parent(hook),
+                            .pref = pref,
+                            .direct_action = true,
+                            .prog_fd = 3,
+                            .prog_id = 5 };
         snprintf(w.name, sizeof(w.name), "%s", name);
         snprintf(w.tag, sizeof(w.tag), "%s", tag);
         return w;
 }
 
 static NlFilter have(NlHook hook, uint16_t pref, const char *name, const char *tag) {
-        NlFilter f = { .hook = hook, .pref = pref, .handle = 1, .direct_action = true, .prog_id = 5 };
+        NlFilter f = { .hook = hook,
+                       .parent = nl_hook_parent(hook),
+                       .pref = pref,
+                       .handle = 1,
+                       .direct_action = true,
+                       .prog_id = 5 };
         snprintf(f.kind, sizeof(f.kind), "bpf");
         snprintf(f.name, sizeof(f.name), "%s", name);
         snprintf(f.tag, sizeof(f.tag), "%s", tag);
@@ -109,6 +119,23 @@ static void test_other_chain_is_not_ours_to_touch(void **state) {
         plan_done(&p);
 }
 
+/* A classic-mode filter under HTB 1: and one on the clsact egress hook are different places. */
+static void test_parent_is_part_of_the_place(void **state) {
+        DesiredFilter d[] = { want(NL_HOOK_EGRESS, 1, "clsd:a", "aaaaaaaaaaaaaaaa") };
+        NlFilter o[] = { have(NL_HOOK_EGRESS, 1, "foreign", "cccccccccccccccc"),
+                         have(NL_HOOK_EGRESS, 1, "clsd:a", "aaaaaaaaaaaaaaaa") };
+        Plan p;
+
+        (void) state;
+        d[0].parent = 0x10000;
+        o[1].parent = 0x10000;
+        assert_int_equal(reconcile_diff(d, 1, o, 2, &p), 0);
+        assert_int_equal(p.n_steps, 1);
+        assert_int_equal(p.steps[0].action, PLAN_KEEP);
+        assert_int_equal(p.steps[0].observed, 1);
+        plan_done(&p);
+}
+
 static void test_foreign_at_pref_conflicts(void **state) {
         DesiredFilter d[] = { want(NL_HOOK_INGRESS, 20, "clsd:a", "aaaaaaaaaaaaaaaa") };
         NlFilter o[] = { have(NL_HOOK_INGRESS, 20, "x.o:[tc]", "ffffffffffffffff") };
@@ -184,6 +211,7 @@ int main(void) {
                 cmocka_unit_test(test_changed_program_replaces_in_place),
                 cmocka_unit_test(test_same_tag_other_program_replaces),
                 cmocka_unit_test(test_other_chain_is_not_ours_to_touch),
+                cmocka_unit_test(test_parent_is_part_of_the_place),
                 cmocka_unit_test(test_foreign_at_pref_conflicts),
                 cmocka_unit_test(test_ours_not_desired_removed_foreign_untouched),
                 cmocka_unit_test(test_nothing_desired_removes_only_ours),
