@@ -78,6 +78,7 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
 void plan_done(Plan *p);
 
 /* reconcile.c */
+NlHook hook_of(Direction dir);
 /* Where a filter of the document goes: its "parent", or the clsact hook of its direction. */
 uint32_t filter_parent(const FilterSpec *f, Direction dir);
 int iface_new(const Document *doc, Iface **ret);

@@ -13,9 +13,7 @@ void dry_run_done(DryRun *r) {
         *r = (DryRun){ 0 };
 }
 
-static NlHook hook_of(Direction dir) {
-        return dir == DIRECTION_INGRESS ? NL_HOOK_INGRESS : NL_HOOK_EGRESS;
-}
+
 
 static Direction direction_of(NlHook h) {
         return h == NL_HOOK_INGRESS ? DIRECTION_INGRESS : DIRECTION_EGRESS;

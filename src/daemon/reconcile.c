@@ -25,7 +25,7 @@ static uint64_t now(clockid_t clock) {
         return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
 }
 
-static NlHook hook_of(Direction dir) {
+NlHook hook_of(Direction dir) {
         return dir == DIRECTION_INGRESS ? NL_HOOK_INGRESS : NL_HOOK_EGRESS;
 }
 
