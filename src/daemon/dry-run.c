@@ -13,8 +13,6 @@ void dry_run_done(DryRun *r) {
         *r = (DryRun){ 0 };
 }
 
-
-
 static Direction direction_of(NlHook h) {
         return h == NL_HOOK_INGRESS ? DIRECTION_INGRESS : DIRECTION_EGRESS;
 }
