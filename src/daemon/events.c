@@ -3,6 +3,7 @@
  * of a configured interface is checked, and drift repaired, at once). Lost events, and a periodic
  * timer as the backstop, mean a full resync. */
 #include <linux/rtnetlink.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "daemon-internal.h"
@@ -24,16 +25,43 @@ static int on_dirty(sd_event_source *s, void *userdata) {
 
 /* A tc change on an interface clsd manages: check it once the current burst of events is read
  * (one reconcile per interface however many events came), so our own changes cost one no-op dump. */
+/* Whether a new filter can mean drift: clsd's own changes (a filter of ours exactly as declared)
+ * and foreign filters at prefs the document does not want cannot. Deletions always can. */
+static bool new_filter_matters(const Iface *it, const NlFilter *f) {
+        if (f->handle == 0)
+                return false; /* the chain head of a pref */
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
+                        const FilterSpec *s = &it->doc->filters[dir][i];
+                        char name[256];
+
+                        if (filter_parent(s, dir) != f->parent || s->priority != f->pref)
+                                continue;
+                        if (!f->clsd_owned)
+                                return true; /* someone took a pref of ours */
+                        snprintf(name, sizeof(name), NL_FILTER_NAME_PREFIX "%s", s->name);
+                        return !streq(f->name, name) || !it->programs[dir] || !it->programs[dir][i] ||
+                               f->prog_id != program_id(it->programs[dir][i]) ||
+                               f->direct_action != s->direct_action;
+                }
+        return f->clsd_owned; /* a filter of ours the document does not want */
+}
+
 static void tc_event(Daemon *d, const struct nlmsghdr *nlh) {
-        bool any = false;
+        bool any = false, is_new_filter = false;
+        NlFilter f;
         int ifindex;
 
         if (nl_tc_event_parse(nlh, &ifindex) < 0)
                 return;
+        if (nlh->nlmsg_type == RTM_NEWQDISC)
+                return; /* a qdisc appearing takes nothing of ours away */
+        is_new_filter = nlh->nlmsg_type == RTM_NEWTFILTER && nl_filter_parse(nlh, &f) >= 0;
         for (size_t i = 0; i < d->n_ifaces; i++) {
                 Iface *it = d->ifaces[i];
                 /* Only a document the kernel matched can drift; a failed one waits for the resync. */
-                if (it->ifindex == ifindex && it->state == IFACE_CONFIGURED) {
+                if (it->ifindex == ifindex && it->state == IFACE_CONFIGURED &&
+                    (!is_new_filter || new_filter_matters(it, &f))) {
                         it->dirty = true;
                         any = true;
                 }
