@@ -78,6 +78,8 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
 void plan_done(Plan *p);
 
 /* reconcile.c */
+/* The kernel filter's name: the mark that makes it clsd's, "clsd:<name>". */
+void filter_kernel_name(const FilterSpec *f, char buf[256]);
 NlHook hook_of(Direction dir);
 /* Where a filter of the document goes: its "parent", or the clsact hook of its direction. */
 uint32_t filter_parent(const FilterSpec *f, Direction dir);

@@ -394,7 +394,7 @@ int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *ret
                         char name[256];
 
                         fs->pref = (uint16_t) f->priority;
-                        snprintf(name, sizeof(name), NL_FILTER_NAME_PREFIX "%s", f->name);
+                        filter_kernel_name(f, name);
                         for (size_t k = 0; k < n_observed; k++) {
                                 const NlFilter *o = &observed[k];
                                 if (o->parent != filter_parent(f, dir) || o->pref != f->priority ||

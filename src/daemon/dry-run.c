@@ -34,7 +34,7 @@ static int plan_programs(Daemon *d, const Iface *old, DryRun *dr, const NlFilter
                         w->hook = hook_of(dir);
                         w->parent = filter_parent(f, dir);
                         w->pref = (uint16_t) f->priority;
-                        snprintf(w->name, sizeof(w->name), NL_FILTER_NAME_PREFIX "%s", f->name);
+                        filter_kernel_name(f, w->name);
                         w->direct_action = f->direct_action;
                         w->classid = f->has_classid ? f->classid : 0;
                         if (p) {

@@ -39,7 +39,7 @@ static bool new_filter_matters(const Iface *it, const NlFilter *f) {
                                 continue;
                         if (!f->clsd_owned)
                                 return true; /* someone took a pref of ours */
-                        snprintf(name, sizeof(name), NL_FILTER_NAME_PREFIX "%s", s->name);
+                        filter_kernel_name(s, name);
                         return !streq(f->name, name) || !it->programs[dir] || !it->programs[dir][i] ||
                                f->prog_id != program_id(it->programs[dir][i]) ||
                                f->direct_action != s->direct_action;

@@ -29,7 +29,7 @@ NlHook hook_of(Direction dir) {
         return dir == DIRECTION_INGRESS ? NL_HOOK_INGRESS : NL_HOOK_EGRESS;
 }
 
-static void filter_kernel_name(const FilterSpec *f, char buf[256]) {
+void filter_kernel_name(const FilterSpec *f, char buf[256]) {
         snprintf(buf, 256, NL_FILTER_NAME_PREFIX "%s", f->name);
 }
 
