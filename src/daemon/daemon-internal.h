@@ -115,6 +115,8 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr);
 /* daemon.c */
 int iface_check_if_match(const Iface *old, const char *if_match, Error *reterr);
 int iface_reconcile_and_save(Daemon *d, Iface *it, Error *reterr);
+/* Reconciles now unless a retry is already scheduled; on failure schedules one with backoff. */
+void iface_reconcile_or_retry(Daemon *d, Iface *it);
 
 /* events.c */
 int daemon_events_start(Daemon *d, Error *reterr);

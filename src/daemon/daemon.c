@@ -144,6 +144,49 @@ int iface_reconcile_and_save(Daemon *d, Iface *it, Error *reterr) {
         return r;
 }
 
+/* Backoff of the retries of a failed interface: 1 s, doubling, at most a minute. */
+#define RETRY_BASE_USEC (1000000ULL)
+#define RETRY_MAX_USEC (60 * 1000000ULL)
+
+static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        Daemon *d = userdata;
+
+        (void) usec;
+        for (size_t i = 0; i < d->n_ifaces; i++) {
+                Iface *it = d->ifaces[i];
+                if (it->retry_source != s)
+                        continue;
+                it->retry_source = sd_event_source_disable_unref(it->retry_source);
+                iface_reconcile_or_retry(d, it);
+                return 0;
+        }
+        return 0;
+}
+
+static void schedule_retry(Daemon *d, Iface *it) {
+        uint64_t now, delay = RETRY_BASE_USEC << MIN(it->failures, 6u);
+
+        if (it->retry_source)
+                return;
+        delay = MIN(delay, RETRY_MAX_USEC);
+        it->failures++;
+        (void) sd_event_now(d->event, CLOCK_MONOTONIC, &now);
+        if (sd_event_add_time(d->event, &it->retry_source, CLOCK_MONOTONIC, now + delay, 0, on_retry, d) >=
+            0)
+                log_info("%s: next attempt in %llu s", it->doc->ifname,
+                         (unsigned long long) (delay / 1000000));
+}
+
+void iface_reconcile_or_retry(Daemon *d, Iface *it) {
+        if (it->retry_source)
+                return; /* backing off: the timer will try */
+        if (iface_reconcile_and_save(d, it, NULL) >= 0) {
+                it->failures = 0;
+                return;
+        }
+        schedule_retry(d, it);
+}
+
 static void store_problem(const char *path, const char *reason, void *userdata) {
         (void) userdata;
         log_error("%s: set aside: %s", path, reason);
@@ -184,8 +227,10 @@ int daemon_start(Daemon *d, Error *reterr) {
         if (r < 0)
                 return r;
         for (size_t i = 0; i < d->n_ifaces; i++)
-                if (iface_reconcile_and_save(d, d->ifaces[i], NULL) < 0)
+                if (iface_reconcile_and_save(d, d->ifaces[i], NULL) < 0) {
                         n_failed++;
+                        schedule_retry(d, d->ifaces[i]);
+                }
         log_info("started: %zu document(s), %zu object(s), %zu failed", d->n_ifaces, d->n_objects, n_failed);
         return 0;
 }
@@ -193,7 +238,12 @@ int daemon_start(Daemon *d, Error *reterr) {
 int daemon_reconcile_all(Daemon *d) {
         int ret = 0;
         for (size_t i = 0; i < d->n_ifaces; i++) {
-                int r = iface_reconcile_and_save(d, d->ifaces[i], NULL);
+                Iface *it = d->ifaces[i];
+                int r = iface_reconcile_and_save(d, it, NULL);
+                if (r >= 0) {
+                        it->failures = 0;
+                        it->retry_source = sd_event_source_disable_unref(it->retry_source);
+                }
                 if (r < 0 && ret == 0)
                         ret = r;
         }

@@ -42,6 +42,10 @@ typedef struct Iface {
         uint64_t last_repair_usec; /* CLOCK_REALTIME */
         char last_repair_what[256];
         bool dirty; /* a tc event asked for a reconcile */
+        /* After a failed reconcile, events do not retry at once: a timer does, with backoff, so that
+         * a flapping link cannot make clsd reload and re-verify on every event. */
+        unsigned failures;
+        sd_event_source *retry_source;
 } Iface;
 
 /* One filter of a document as the kernel shows it now. */

@@ -18,7 +18,7 @@ static int on_dirty(sd_event_source *s, void *userdata) {
                 if (!it->dirty)
                         continue;
                 it->dirty = false;
-                (void) iface_reconcile_and_save(d, it, NULL);
+                iface_reconcile_or_retry(d, it);
         }
         return 0;
 }
@@ -114,7 +114,7 @@ static int link_event(const struct nlmsghdr *nlh, void *userdata) {
         Iface *it = daemon_iface_get(d, l.ifname);
         if (it && (it->state != IFACE_CONFIGURED || it->ifindex != l.ifindex)) {
                 log_info("%s: interface appeared (ifindex %d); applying its document", l.ifname, l.ifindex);
-                (void) iface_reconcile_and_save(d, it, NULL);
+                iface_reconcile_or_retry(d, it);
         }
         return 0;
 }

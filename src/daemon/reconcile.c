@@ -63,6 +63,7 @@ Iface *iface_free(Daemon *d, Iface *it) {
         if (!it)
                 return NULL;
         iface_release_programs(d, it);
+        sd_event_source_disable_unref(it->retry_source);
         document_free(it->doc);
         error_done(&it->error);
         free(it);

@@ -70,3 +70,28 @@ def test_periodic_resync_repairs_without_events(net, clsd_factory, bpf):
     finally:
         c.proc.send_signal(__import__("signal").SIGCONT)
     wait_for(lambda: net.a.filter_at(net.if_a, 10), timeout=3, interval=0.02, what="the repair")
+
+
+def test_a_failed_interface_backs_off_instead_of_retrying_on_every_event(net, clsd, bpf):
+    """A flapping link must not make clsd reload and re-verify on every event: after a failure the
+    next attempts come from a timer with backoff (1 s, 2 s, ...), and the document still gets applied
+    once the cause is gone."""
+    api = clsd.api
+    assert api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=10)]}).status == 200
+    assert clsd.stop() == 0
+    net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress", "pref", "10")
+    foreign = net.a.add_foreign_filter(net.if_a, 10, bpf.drop_port)
+    clsd.start()
+    assert api.get_classifier(net.if_a).json["state"] == "failed"
+    for _ in range(20):  # 40 link events in well under a second
+        net.a.run("ip", "link", "set", net.if_a, "down")
+        net.a.run("ip", "link", "set", net.if_a, "up")
+    attempts = clsd.log_this_run().count("reconcile failed")
+    assert attempts <= 3, "%d attempts for 40 link events" % attempts
+    assert "next attempt in" in clsd.log_this_run()
+    assert net.a.filter_at(net.if_a, 10).id == foreign.id  # never overwritten
+    # the cause goes away: a retry applies the document
+    net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress", "pref", "10")
+    wait_for(lambda: (net.a.filter_at(net.if_a, 10) or None) and net.a.filter_at(net.if_a, 10).name == "clsd:web",
+             timeout=10, interval=0.05, what="the retry to apply the document")
+    assert api.get_classifier(net.if_a).json["state"] == "configured"
