@@ -161,3 +161,14 @@ char *json_join(const json_t *array, const char *key) {
                 return NULL;
         return TAKE_PTR(buf);
 }
+
+int table_add_rows(Table *t, const json_t *array, const char *const *keys) {
+        const json_t *v;
+        size_t i;
+        int r = 0;
+
+        json_array_foreach (array, i, v)
+                for (size_t k = 0; keys[k]; k++)
+                        r = r ?: table_add_json(t, json_object_get(v, keys[k]));
+        return r;
+}

@@ -20,6 +20,9 @@ int table_add(Table *t, const char *cell);
 int table_addf(Table *t, const char *fmt, ...) _printf_(2, 3);
 /* A JSON value as a cell: strings as they are, integers in decimal, booleans as yes/no, else "-". */
 int table_add_json(Table *t, const json_t *v);
+/* One row per element of a JSON array of objects, the cells being the values of keys
+ * (NULL-terminated), in order. */
+int table_add_rows(Table *t, const json_t *array, const char *const *keys);
 size_t table_rows(const Table *t);
 int table_print(const Table *t, FILE *f);
 

@@ -261,8 +261,6 @@ int verb_ifaces_list(const Ctl *c, char **args _unused_) {
 int verb_iface_diff(const Ctl *c, char **args) {
         _cleanup_(json_decrefp) json_t *answer = NULL;
         _cleanup_(table_freep) Table *progs = NULL, *steps = NULL;
-        const json_t *v;
-        size_t i;
         int r;
 
         r = put_document(c, args, true, &answer);
@@ -274,19 +272,12 @@ int verb_iface_diff(const Ctl *c, char **args) {
         steps = table_new("ACTION", "DIRECTION", "PREF", "NAME", "REASON", NULL);
         if (!progs || !steps)
                 return ctl_oom();
-        json_array_foreach (json_object_get(answer, "programs"), i, v) {
-                r = r ?: table_add_json(progs, json_object_get(v, "filter"));
-                r = r ?: table_add_json(progs, json_object_get(v, "direction"));
-                r = r ?: table_add_json(progs, json_object_get(v, "program"));
-                r = r ?: table_add_json(progs, json_object_get(v, "load"));
-        }
-        json_array_foreach (json_object_get(answer, "filters"), i, v) {
-                r = r ?: table_add_json(steps, json_object_get(v, "action"));
-                r = r ?: table_add_json(steps, json_object_get(v, "direction"));
-                r = r ?: table_add_json(steps, json_object_get(v, "pref"));
-                r = r ?: table_add_json(steps, json_object_get(v, "name"));
-                r = r ?: table_add_json(steps, json_object_get(v, "reason"));
-        }
+        r = table_add_rows(progs, json_object_get(answer, "programs"),
+                           (const char *const[]){ "filter", "direction", "program", "load", NULL });
+        r = r
+                    ?: table_add_rows(steps, json_object_get(answer, "filters"),
+                                      (const char *const[]){ "action", "direction", "pref", "name", "reason",
+                                                             NULL });
         if (r < 0)
                 return ctl_oom();
         printf("%s: dry run, nothing changed%s\n", args[0],

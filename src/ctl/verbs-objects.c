@@ -92,8 +92,6 @@ static int print_object(const json_t *o) {
         _cleanup_(table_freep) Table *programs = NULL, *maps = NULL;
         _cleanup_free_ char *used_by = json_join(json_object_get(o, "used_by"), NULL);
         _cleanup_free_ char *bytes = NULL;
-        const json_t *v;
-        size_t i;
         int r = 0;
 
         programs = table_new("PROGRAM", "SECTION", "TYPE", NULL);
@@ -104,18 +102,12 @@ static int print_object(const json_t *o) {
             asprintf(&bytes, "%" JSON_INTEGER_FORMAT " bytes", json_integer_value(size)) < 0)
                 return ctl_oom();
 
-        json_array_foreach (json_object_get(o, "programs"), i, v) {
-                r = r ?: table_add_json(programs, json_object_get(v, "name"));
-                r = r ?: table_add_json(programs, json_object_get(v, "section"));
-                r = r ?: table_add_json(programs, json_object_get(v, "type"));
-        }
-        json_array_foreach (json_object_get(o, "maps"), i, v) {
-                r = r ?: table_add_json(maps, json_object_get(v, "name"));
-                r = r ?: table_add_json(maps, json_object_get(v, "type"));
-                r = r ?: table_add_json(maps, json_object_get(v, "key_size"));
-                r = r ?: table_add_json(maps, json_object_get(v, "value_size"));
-                r = r ?: table_add_json(maps, json_object_get(v, "max_entries"));
-        }
+        r = table_add_rows(programs, json_object_get(o, "programs"),
+                           (const char *const[]){ "name", "section", "type", NULL });
+        r = r
+                    ?: table_add_rows(maps, json_object_get(o, "maps"),
+                                      (const char *const[]){ "name", "type", "key_size", "value_size",
+                                                             "max_entries", NULL });
         if (r < 0)
                 return ctl_error(r, "%s", strerror(-r));
 
