@@ -113,7 +113,10 @@ int daemon_objects_load(Daemon *d);
 int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr);
 
 /* daemon.c */
-int iface_check_if_match(const Iface *old, const char *if_match, Error *reterr);
+/* What a PUT of body would store: validated, If-Match checked, objects and programs resolved (with
+ * store, an object given by path is stored; without, only read), generation assigned. */
+int iface_document_prepare(Daemon *d, const char *ifname, json_t *body, const char *if_match, bool store,
+                           Document **ret, Error *reterr);
 int iface_reconcile_and_save(Daemon *d, Iface *it, Error *reterr);
 /* Reconciles now unless a retry is already scheduled; on failure schedules one with backoff. */
 void iface_reconcile_or_retry(Daemon *d, Iface *it);

@@ -250,7 +250,7 @@ int daemon_reconcile_all(Daemon *d) {
         return ret;
 }
 
-int iface_check_if_match(const Iface *old, const char *if_match, Error *reterr) {
+static int check_if_match(const Iface *old, const char *if_match, Error *reterr) {
         char want[32];
 
         if (!if_match)
@@ -272,14 +272,10 @@ int iface_check_if_match(const Iface *old, const char *if_match, Error *reterr) 
 
 /* The PUT: every program is loaded and verified, and conflicts are checked, before anything in the
  * store or the kernel changes; a kernel or store failure after that rolls back to the old document. */
-int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if_match, Iface **ret,
-                     Error *reterr) {
+int iface_document_prepare(Daemon *d, const char *ifname, json_t *body, const char *if_match, bool store,
+                           Document **ret, Error *reterr) {
         _cleanup_(document_freep) Document *doc = NULL;
-        _cleanup_free_ NlFilter *observed = NULL;
-        size_t n_observed = 0;
-        Iface *old = daemon_iface_get(d, ifname), *it = NULL;
-        Snapshot snap = { 0 };
-        NlLink link;
+        Iface *old = daemon_iface_get(d, ifname);
         int r;
 
         if (!ifname_valid(ifname))
@@ -290,17 +286,34 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
         r = document_from_json(ifname, body, &doc, reterr);
         if (r < 0)
                 return r;
-        r = iface_check_if_match(old, if_match, reterr);
+        r = check_if_match(old, if_match, reterr);
         if (r < 0)
                 return r;
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < doc->n_filters[dir]; i++) {
-                        r = daemon_object_resolve(d, &doc->filters[dir][i], true, reterr);
+                        r = daemon_object_resolve(d, &doc->filters[dir][i], store, reterr);
                         if (r < 0)
                                 return r;
                 }
         doc->generation = old ? old->doc->generation + 1 : 1;
         doc->clsact_created = old && old->doc->clsact_created;
+        *ret = TAKE_PTR(doc);
+        return 0;
+}
+
+int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if_match, Iface **ret,
+                     Error *reterr) {
+        _cleanup_(document_freep) Document *doc = NULL;
+        _cleanup_free_ NlFilter *observed = NULL;
+        size_t n_observed = 0;
+        Iface *old = daemon_iface_get(d, ifname), *it = NULL;
+        Snapshot snap = { 0 };
+        NlLink link;
+        int r;
+
+        r = iface_document_prepare(d, ifname, body, if_match, true, &doc, reterr);
+        if (r < 0)
+                return r;
 
         r = nl_link_by_name(d->rtnl, ifname, &link, reterr);
         if (r < 0 && r != -ENODEV)
@@ -393,7 +406,7 @@ int daemon_iface_delete(Daemon *d, const char *ifname, const char *if_match, Err
         if (!it)
                 return error_set(reterr, ENOENT, "document_not_found", "no classifier document for %s",
                                  ifname);
-        r = iface_check_if_match(it, if_match, reterr);
+        r = check_if_match(it, if_match, reterr);
         if (r < 0)
                 return r;
         r = nl_link_by_name(d->rtnl, ifname, &link, reterr);

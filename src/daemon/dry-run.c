@@ -110,18 +110,10 @@ int daemon_iface_dry_run(Daemon *d, const char *ifname, json_t *body, const char
         NlLink link;
         int r;
 
-        if (!ifname_valid(ifname))
-                return error_set(reterr, EINVAL, "invalid_value", "\"%s\" is not a valid interface name",
-                                 ifname);
-        r = document_from_json(ifname, body, &dr.doc, reterr);
-        if (r >= 0)
-                r = iface_check_if_match(old, if_match, reterr);
-        for (Direction dir = 0; r >= 0 && dir < _DIRECTION_MAX; dir++)
-                for (size_t i = 0; r >= 0 && i < dr.doc->n_filters[dir]; i++)
-                        r = daemon_object_resolve(d, &dr.doc->filters[dir][i], false, reterr);
+        /* The same checks as a PUT, in the same order, but a path object is only read. */
+        r = iface_document_prepare(d, ifname, body, if_match, false, &dr.doc, reterr);
         if (r < 0)
-                goto fail;
-        dr.doc->generation = old ? old->doc->generation + 1 : 1;
+                return r;
 
         n = dr.doc->n_filters[DIRECTION_INGRESS] + dr.doc->n_filters[DIRECTION_EGRESS];
         dr.programs = calloc(n + 1, sizeof(DryRunProgram));
