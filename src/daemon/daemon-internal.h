@@ -78,6 +78,9 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
 void plan_done(Plan *p);
 
 /* reconcile.c */
+/* clsd's filter named name at (parent, pref) in chain 0, or NULL. */
+const NlFilter *find_ours(const NlFilter *observed, size_t n, uint32_t parent, uint16_t pref,
+                          const char *name);
 /* The kernel filter's name: the mark that makes it clsd's, "clsd:<name>". */
 void filter_kernel_name(const FilterSpec *f, char buf[256]);
 NlHook hook_of(Direction dir);

@@ -454,22 +454,19 @@ int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *ret
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
                         const FilterSpec *f = &it->doc->filters[dir][i];
                         FilterStatus *fs = &s.filters[dir][i];
+                        const NlFilter *o;
                         char name[256];
 
                         fs->pref = (uint16_t) f->priority;
                         filter_kernel_name(f, name);
-                        for (size_t k = 0; k < n_observed; k++) {
-                                const NlFilter *o = &observed[k];
-                                if (o->parent != filter_parent(f, dir) || o->pref != f->priority ||
-                                    !o->clsd_owned || !streq(o->name, name))
-                                        continue;
-                                fs->handle = o->handle;
-                                fs->prog_id = o->prog_id;
-                                memcpy(fs->tag, o->tag, sizeof(fs->tag));
-                                fs->attached = it->programs[dir] && it->programs[dir][i] &&
-                                               o->prog_id == program_id(it->programs[dir][i]);
-                                break;
-                        }
+                        o = find_ours(observed, n_observed, filter_parent(f, dir), fs->pref, name);
+                        if (!o)
+                                continue;
+                        fs->handle = o->handle;
+                        fs->prog_id = o->prog_id;
+                        memcpy(fs->tag, o->tag, sizeof(fs->tag));
+                        fs->attached = it->programs[dir] && it->programs[dir][i] &&
+                                       o->prog_id == program_id(it->programs[dir][i]);
                 }
         }
         *ret = s;

@@ -46,14 +46,12 @@ static int plan_programs(Daemon *d, const Iface *old, DryRun *dr, const NlFilter
                         /* What the PUT would adopt: the very program the old document attached. */
                         if (!of || !streq_ptr(of->digest, f->digest) || !streq_ptr(of->program, f->program))
                                 continue;
-                        for (size_t o = 0; o < n_observed; o++)
-                                if (observed[o].clsd_owned && observed[o].parent == w->parent &&
-                                    observed[o].pref == w->pref && streq(observed[o].name, w->name) &&
-                                    observed[o].prog_id == of->prog_id && streq(observed[o].tag, of->tag)) {
-                                        dp->load = DRY_RUN_ADOPT;
-                                        w->prog_id = of->prog_id;
-                                        snprintf(w->tag, sizeof(w->tag), "%s", of->tag);
-                                }
+                        const NlFilter *have = find_ours(observed, n_observed, w->parent, w->pref, w->name);
+                        if (have && have->prog_id == of->prog_id && streq(have->tag, of->tag)) {
+                                dp->load = DRY_RUN_ADOPT;
+                                w->prog_id = of->prog_id;
+                                snprintf(w->tag, sizeof(w->tag), "%s", of->tag);
+                        }
                 }
         return 0;
 }

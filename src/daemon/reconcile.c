@@ -74,8 +74,8 @@ uint32_t filter_parent(const FilterSpec *f, Direction dir) {
         return f->has_parent ? f->parent : nl_hook_parent(hook_of(dir));
 }
 
-static const NlFilter *find_ours(const NlFilter *observed, size_t n, uint32_t parent, uint16_t pref,
-                                 const char *name) {
+const NlFilter *find_ours(const NlFilter *observed, size_t n, uint32_t parent, uint16_t pref,
+                          const char *name) {
         for (size_t i = 0; i < n; i++)
                 if (observed[i].parent == parent && observed[i].pref == pref && observed[i].chain == 0 &&
                     observed[i].clsd_owned && streq(observed[i].name, name))
