@@ -96,6 +96,8 @@ int iface_reconcile(Daemon *d, Iface *it, Error *reterr);
  * which. */
 int iface_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reterr);
 int iface_remove_all(Daemon *d, Iface *it, Error *reterr);
+/* Deletes the clsact qdisc unless a filter still uses it (call only for one clsd created). */
+int clsact_remove_if_unused(Daemon *d, int ifindex, const char *ifname, Error *reterr);
 int iface_check_conflicts(const Iface *it, const NlFilter *observed, size_t n_observed, Error *reterr);
 
 /* snapshot.c: clsd's filters on an interface before a change, to put them back if it fails. */
@@ -108,7 +110,7 @@ typedef struct Snapshot {
 } Snapshot;
 
 int snapshot_take(Daemon *d, int ifindex, Snapshot *ret, Error *reterr);
-int snapshot_restore(Daemon *d, const Snapshot *s, Error *reterr);
+int snapshot_restore(Daemon *d, const Snapshot *s, const char *ifname, Error *reterr);
 void snapshot_done(Snapshot *s);
 
 /* objects.c */

@@ -89,7 +89,7 @@ static void rollback(Daemon *d, const Iface *it, Iface *old, const Snapshot *sna
 
         log_error("%s: %s failed: %s; rolling back", it->doc->ifname, what,
                   strna(why ? why->message : NULL));
-        if (snapshot_restore(d, snap, &e) >= 0) {
+        if (snapshot_restore(d, snap, it->doc->ifname, &e) >= 0) {
                 error_done(&e);
                 return;
         }

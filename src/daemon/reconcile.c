@@ -322,8 +322,8 @@ int iface_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reter
 }
 
 int iface_remove_all(Daemon *d, Iface *it, Error *reterr) {
-        _cleanup_free_ NlFilter *observed = NULL, *left = NULL;
-        size_t n_observed = 0, n_left = 0;
+        _cleanup_free_ NlFilter *observed = NULL;
+        size_t n_observed = 0;
         Plan plan = { 0 };
         int r;
 
@@ -339,19 +339,28 @@ int iface_remove_all(Daemon *d, Iface *it, Error *reterr) {
                 return r;
         if (!it->doc->clsact_created)
                 return 0;
-        /* Remove the clsact qdisc clsd created, but only while nothing else uses it. */
-        r = nl_filter_dump(d->rtnl, it->ifindex, &left, &n_left, reterr);
+        return clsact_remove_if_unused(d, it->ifindex, it->doc->ifname, reterr);
+}
+
+int clsact_remove_if_unused(Daemon *d, int ifindex, const char *ifname, Error *reterr) {
+        _cleanup_free_ NlFilter *left = NULL;
+        size_t n_left = 0, on_clsact = 0;
+        int r;
+
+        r = nl_filter_dump(d->rtnl, ifindex, &left, &n_left, reterr);
         if (r < 0)
                 return r;
-        if (n_left > 0) {
-                log_info("%s: keeping clsact qdisc, %zu foreign filter(s) still use it", it->doc->ifname,
-                         n_left);
+        /* Filters under a classful root qdisc do not use clsact. */
+        for (size_t i = 0; i < n_left; i++)
+                on_clsact += left[i].parent == nl_hook_parent(left[i].hook);
+        if (on_clsact > 0) {
+                log_info("%s: keeping clsact qdisc, %zu other filter(s) still use it", ifname, on_clsact);
                 return 0;
         }
-        r = nl_clsact_del(d->rtnl, it->ifindex, reterr);
+        r = nl_clsact_del(d->rtnl, ifindex, reterr);
         if (r < 0 && r != -ENOENT && r != -EINVAL)
                 return r;
-        log_info("%s: removed the clsact qdisc clsd had created", it->doc->ifname);
+        log_info("%s: removed the clsact qdisc clsd had created", ifname);
         return 0;
 }
 

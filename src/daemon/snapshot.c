@@ -54,9 +54,9 @@ static const NlFilter *find_at(const NlFilter *v, size_t n, const NlFilter *f) {
         return NULL;
 }
 
-int snapshot_restore(Daemon *d, const Snapshot *s, Error *reterr) {
-        _cleanup_free_ NlFilter *now = NULL, *left = NULL;
-        size_t n_now = 0, n_left = 0;
+int snapshot_restore(Daemon *d, const Snapshot *s, const char *ifname, Error *reterr) {
+        _cleanup_free_ NlFilter *now = NULL;
+        size_t n_now = 0;
         int r;
 
         r = nl_filter_dump(d->rtnl, s->ifindex, &now, &n_now, reterr);
@@ -95,13 +95,5 @@ int snapshot_restore(Daemon *d, const Snapshot *s, Error *reterr) {
         }
         if (s->had_clsact)
                 return 0;
-        r = nl_filter_dump(d->rtnl, s->ifindex, &left, &n_left, reterr);
-        if (r < 0)
-                return r;
-        if (n_left == 0) {
-                r = nl_clsact_del(d->rtnl, s->ifindex, reterr);
-                if (r < 0 && r != -ENOENT && r != -EINVAL)
-                        return r;
-        }
-        return 0;
+        return clsact_remove_if_unused(d, s->ifindex, ifname, reterr);
 }

@@ -61,3 +61,15 @@ def test_parent_errors(api, bpf, net):
                      "invalid_value")
     assert_error(api.put_classifier(net.if_a, {"ingress": [filt("c", bpf.classid, parent="1:")]}), 400,
                  "invalid_value")
+
+
+def test_delete_removes_clsact_even_with_filters_under_the_root_qdisc(api, bpf, net):
+    """Filters under an HTB root do not use clsact: clsd's own clsact still goes on DELETE."""
+    _htb(net.a, net.if_a)
+    net.a.run("tc", "filter", "add", "dev", net.if_a, "parent", "1:", "pref", "5", "bpf", "obj", bpf.classid,
+              "sec", "classifier")
+    assert api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count)]}).status == 200
+    assert net.a.has_clsact(net.if_a)
+    assert api.delete_classifier(net.if_a).status == 204
+    assert not net.a.has_clsact(net.if_a)
+    assert "classid.bpf.o" in net.a.run("tc", "filter", "show", "dev", net.if_a, "parent", "1:").stdout
