@@ -109,7 +109,8 @@ typedef struct Snapshot {
         size_t n_filters;
 } Snapshot;
 
-int snapshot_take(Daemon *d, int ifindex, Snapshot *ret, Error *reterr);
+/* all: the interface's filters as just dumped. */
+int snapshot_take(Daemon *d, int ifindex, const NlFilter *all, size_t n_all, Snapshot *ret, Error *reterr);
 int snapshot_restore(Daemon *d, const Snapshot *s, const char *ifname, Error *reterr);
 void snapshot_done(Snapshot *s);
 

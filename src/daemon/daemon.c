@@ -361,7 +361,8 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
         if (it->ifindex > 0) {
-                r = snapshot_take(d, it->ifindex, &snap, reterr);
+                /* The dump this PUT already made is the state to come back to. */
+                r = snapshot_take(d, it->ifindex, observed, n_observed, &snap, reterr);
                 if (r >= 0) {
                         r = iface_apply(d, it, NULL, 0, reterr);
                         if (r < 0)

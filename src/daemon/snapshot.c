@@ -14,15 +14,11 @@ void snapshot_done(Snapshot *s) {
         *s = (Snapshot){ 0 };
 }
 
-int snapshot_take(Daemon *d, int ifindex, Snapshot *ret, Error *reterr) {
-        _cleanup_free_ NlFilter *all = NULL;
+int snapshot_take(Daemon *d, int ifindex, const NlFilter *all, size_t n_all, Snapshot *ret, Error *reterr) {
         Snapshot s = { .ifindex = ifindex };
-        size_t n_all = 0;
         int r;
 
         r = nl_clsact_exists(d->rtnl, ifindex, &s.had_clsact, reterr);
-        if (r >= 0)
-                r = nl_filter_dump(d->rtnl, ifindex, &all, &n_all, reterr);
         if (r < 0)
                 return r;
         s.filters = calloc(n_all + 1, sizeof(NlFilter));
