@@ -122,7 +122,9 @@ static void ifaces_remove(Daemon *d, Iface *it) {
                 }
 }
 
-static bool tags_differ(const Document *a, const Document *b) {
+/* What a reconcile learns from the kernel and the store keeps: attached program ids and tags, and
+ * whether clsd created the clsact qdisc. */
+static bool kernel_facts_differ(const Document *a, const Document *b) {
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < a->n_filters[dir] && i < b->n_filters[dir]; i++)
                         if (!streq(a->filters[dir][i].tag, b->filters[dir][i].tag) ||
@@ -139,7 +141,7 @@ int iface_reconcile_and_save(Daemon *d, Iface *it, Error *reterr) {
         if (document_copy(it->doc, &before) < 0)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         r = iface_reconcile(d, it, reterr);
-        if (tags_differ(before, it->doc))
+        if (kernel_facts_differ(before, it->doc))
                 (void) store_document_save(d->store, it->doc, NULL);
         return r;
 }

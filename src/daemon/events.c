@@ -3,7 +3,6 @@
  * of a configured interface is checked, and drift repaired, at once). Lost events, and a periodic
  * timer as the backstop, mean a full resync. */
 #include <linux/rtnetlink.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "daemon-internal.h"
