@@ -46,10 +46,11 @@ json_t *render_object(Daemon *d, const DaemonObject *o) {
                          "programs", progs, "maps", maps, "used_by", users);
 }
 
-static json_t *render_filter_status(const FilterSpec *f, const FilterStatus *s) {
+static json_t *render_filter_status(const FilterSpec *f, const FilterStatus *s, DocumentSource source) {
         json_t *j = json_object();
 
         json_object_set_new(j, "name", json_string(f->name));
+        json_object_set_new(j, "source", json_string(document_source_to_string(source)));
         json_object_set_new(j, "attached", json_boolean(s->attached));
         json_object_set_new(j, "pref", json_integer(s->pref));
         json_object_set_new(j, "handle", s->handle ? json_integer(s->handle) : json_null());
@@ -60,23 +61,31 @@ static json_t *render_filter_status(const FilterSpec *f, const FilterStatus *s) 
 }
 
 json_t *render_iface(Daemon *d, const Iface *it, const IfaceStatus *status) {
-        json_t *j = json_object(), *st = json_object();
+        json_t *j = json_object(), *st = json_object(), *overridden = json_array();
 
         (void) d;
         json_object_set_new(j, "ifname", json_string(it->doc->ifname));
         json_object_set_new(j, "ifindex", it->ifindex > 0 ? json_integer(it->ifindex) : json_null());
         json_object_set_new(j, "state", json_string(iface_state_to_string(it->state)));
         json_object_set_new(j, "source", json_string(document_source_to_string(it->doc->source)));
-        json_object_set_new(j, "generation", json_integer((json_int_t) it->doc->generation));
+        json_object_set_new(j, "hog", it->hog_path ? json_string(it->hog_path) : json_null());
+        /* Filled below: the hooks where the hog wins and the API's filters wait for it to go. */
+        json_object_set(j, "overridden", overridden);
+        json_object_set_new(j, "generation",
+                            it->api ? json_integer((json_int_t) it->api->generation) : json_null());
         json_object_set_new(j, "document", document_spec_to_json(it->doc));
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
                 json_t *list = json_array();
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
                         json_array_append_new(list, render_filter_status(&it->doc->filters[dir][i],
-                                                                         &status->filters[dir][i]));
+                                                                         &status->filters[dir][i],
+                                                                         it->hook_source[dir]));
                 json_object_set_new(st, direction_to_string(dir), list);
+                if (it->api && it->hook_source[dir] == SOURCE_HOG && it->api->n_filters[dir] > 0)
+                        json_array_append_new(overridden, json_string(direction_to_string(dir)));
         }
         json_object_set_new(j, "status", st);
+        json_decref(overridden);
         json_object_set_new(j, "repairs", json_integer(it->repairs));
         if (it->last_repair_usec > 0) {
                 char when[64];
@@ -124,7 +133,9 @@ json_t *render_link(Daemon *d, const LinkView *v) {
         json_object_set_new(j, "ifindex", v->link.ifindex > 0 ? json_integer(v->link.ifindex) : json_null());
         json_object_set_new(j, "state", json_string(it ? iface_state_to_string(it->state) : "unmanaged"));
         if (it)
-                json_object_set_new(j, "generation", json_integer((json_int_t) it->doc->generation));
+                json_object_set_new(j, "source", json_string(document_source_to_string(it->doc->source)));
+        if (it && it->api)
+                json_object_set_new(j, "generation", json_integer((json_int_t) it->api->generation));
         for (size_t i = 0; i < v->n_filters; i++)
                 json_array_append_new(filters, render_kernel_filter(&v->filters[i]));
         json_object_set_new(j, "filters", filters);

@@ -49,7 +49,8 @@ static void respond_iface(Request *req, const Iface *it, unsigned status, Respon
         }
         resp->status = status;
         resp->body = render_iface(d, it, &st);
-        snprintf(resp->etag, sizeof(resp->etag), "\"%" PRIu64 "\"", it->doc->generation);
+        if (it->api)
+                snprintf(resp->etag, sizeof(resp->etag), "\"%" PRIu64 "\"", it->api->generation);
         iface_status_done(&st);
 }
 

@@ -10,16 +10,16 @@ static const struct {
         const char *code;
         unsigned status;
 } status_table[] = {
-        { "malformed_json", 400 },      { "unknown_field", 400 },          { "wrong_type", 400 },
-        { "missing_field", 400 },       { "invalid_value", 400 },          { "bad_request", 400 },
-        { "unauthorized", 401 },        { "route_not_found", 404 },        { "document_not_found", 404 },
-        { "object_not_found", 404 },    { "object_file_not_found", 404 },  { "method_not_allowed", 405 },
-        { "priority_taken", 409 },      { "object_in_use", 409 },          { "precondition_failed", 412 },
-        { "payload_too_large", 413 },   { "unsupported_media_type", 415 }, { "invalid_object", 422 },
-        { "program_not_found", 422 },   { "program_ambiguous", 422 },      { "wrong_program_type", 422 },
-        { "verifier_rejected", 422 },   { "duplicate_name", 422 },         { "duplicate_priority", 422 },
-        { "act_bpf_unavailable", 422 }, { "actions_unsupported", 422 },    { "kernel_error", 500 },
-        { "store_error", 500 },         { "internal_error", 500 },
+        { "malformed_json", 400 },      { "unknown_field", 400 },         { "wrong_type", 400 },
+        { "missing_field", 400 },       { "invalid_value", 400 },         { "bad_request", 400 },
+        { "unauthorized", 401 },        { "route_not_found", 404 },       { "document_not_found", 404 },
+        { "object_not_found", 404 },    { "object_file_not_found", 404 }, { "method_not_allowed", 405 },
+        { "priority_taken", 409 },      { "object_in_use", 409 },         { "hog_owned", 409 },
+        { "precondition_failed", 412 }, { "payload_too_large", 413 },     { "unsupported_media_type", 415 },
+        { "invalid_object", 422 },      { "program_not_found", 422 },     { "program_ambiguous", 422 },
+        { "wrong_program_type", 422 },  { "verifier_rejected", 422 },     { "duplicate_name", 422 },
+        { "duplicate_priority", 422 },  { "act_bpf_unavailable", 422 },   { "actions_unsupported", 422 },
+        { "kernel_error", 500 },        { "store_error", 500 },           { "internal_error", 500 },
 };
 
 unsigned api_status_of(const char *code) {

@@ -55,6 +55,10 @@ static inline void closep(int *fd) {
 }
 #define _cleanup_close_ _cleanup_(closep)
 
+static inline const char *strempty(const char *s) {
+        return s ? s : "";
+}
+
 static inline const char *strna(const char *s) {
         return s ? s : "n/a";
 }

@@ -50,23 +50,35 @@ static int add_filter_row(Table *t, const char *direction, const json_t *f, cons
  * document does not name (none, unless the daemon is mid-change). */
 static int print_classifier(const json_t *answer, const char *ifname, bool show_error) {
         const char *state = json_string_value(json_object_get(answer, "state"));
-        const char *source = json_string_value(json_object_get(answer, "source"));
+        const char *hog = json_string_value(json_object_get(answer, "hog"));
         const json_t *generation = json_object_get(answer, "generation");
+        const json_t *overridden = json_object_get(answer, "overridden");
         const json_t *document = json_object_get(answer, "document");
         const json_t *status = json_object_get(answer, "status");
         const json_t *error = json_object_get(answer, "error");
         const char *ifname_shown = json_string_value(json_object_get(answer, "ifname")) ?: ifname;
-        bool show_source = source && !streq(source, "api");
-        _cleanup_free_ char *line = NULL, *escaped = NULL;
+        _cleanup_free_ char *line = NULL, *escaped = NULL, *gen = NULL, *over = NULL;
         _cleanup_(table_freep) Table *t = NULL;
         int r;
 
-        if (json_is_integer(generation))
-                r = asprintf(&line, "%s: %s (generation %" JSON_INTEGER_FORMAT "%s%s)", ifname_shown,
-                             state ?: "-", json_integer_value(generation), show_source ? ", source " : "",
-                             show_source ? source : "");
-        else
-                r = asprintf(&line, "%s: %s", ifname_shown, state ?: "-");
+        /* "eth0: configured (generation 3, hog /etc/clsd/hogs.d/eth0.json, overriding ingress)" */
+        if (json_is_integer(generation) &&
+            asprintf(&gen, "generation %" JSON_INTEGER_FORMAT, json_integer_value(generation)) < 0)
+                return ctl_oom();
+        if (json_array_size(overridden) > 0 &&
+            asprintf(&over, "overriding the API's %s%s",
+                     json_string_value(json_array_get(overridden, 0)) ?: "?",
+                     json_array_size(overridden) > 1 ? " and egress" : "") < 0)
+                return ctl_oom();
+        r = asprintf(&line, "%s: %s%s%s%s%s%s%s%s", ifname_shown, state ?: "-", gen || hog ? " (" : "",
+                     strempty(gen), gen && hog ? ", " : "", hog ? "hog " : "", strempty(hog),
+                     over ? ", " : "", over ? over : "");
+        if (r >= 0 && (gen || hog)) {
+                char *l2;
+                r = asprintf(&l2, "%s)", line);
+                free(line);
+                line = r >= 0 ? l2 : NULL;
+        }
         if (r < 0)
                 return ctl_oom();
         escaped = text_escape(line, false);

@@ -86,7 +86,14 @@ void filter_kernel_name(const FilterSpec *f, char buf[256]);
 NlHook hook_of(Direction dir);
 /* Where a filter of the document goes: its "parent", or the clsact hook of its direction. */
 uint32_t filter_parent(const FilterSpec *f, Direction dir);
-int iface_new(const Document *doc, Iface **ret);
+/* On each hook, the hog's filters if it declares any there, else the API document's. */
+int document_compose(const Document *api, const Document *hog, Document **ret,
+                     DocumentSource ret_hook_source[_DIRECTION_MAX]);
+bool hog_holds(const Document *hog, Direction dir);
+/* api or hog may be NULL, not both; both are copied. */
+int iface_new(const Document *api, const Document *hog, const char *hog_path, Iface **ret);
+bool iface_facts_sync(Iface *it);
+void document_keep_facts(Document *doc, const Document *old);
 Iface *iface_free(Daemon *d, Iface *it);
 int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_t n_observed, Error *reterr);
 void iface_release_programs(Daemon *d, Iface *it);
@@ -126,6 +133,17 @@ int iface_document_prepare(Daemon *d, const char *ifname, json_t *body, const ch
 int iface_reconcile_and_save(Daemon *d, Iface *it, Error *reterr);
 /* Reconciles now unless a retry is already scheduled; on failure schedules one with backoff. */
 void iface_reconcile_or_retry(Daemon *d, Iface *it);
+
+/* Makes api and hog (either may be NULL, not both; both are copied) the interface's documents:
+ * programs acquired and conflicts checked first, then applied (rolled back on failure) and stored;
+ * old, if any, is replaced and freed. */
+int iface_replace(Daemon *d, Iface *old, const char *ifname, const Document *api, const Document *hog,
+                  const char *hog_path, Iface **ret, Error *reterr);
+/* Removes everything of clsd's from the interface and forgets it. */
+int iface_forget(Daemon *d, Iface *it, Error *reterr);
+
+/* hogs.c */
+int daemon_hogs_load(Daemon *d);
 
 /* events.c */
 int daemon_events_start(Daemon *d, Error *reterr);

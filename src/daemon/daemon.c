@@ -122,27 +122,24 @@ static void ifaces_remove(Daemon *d, Iface *it) {
                 }
 }
 
-/* What a reconcile learns from the kernel and the store keeps: attached program ids and tags, and
- * whether clsd created the clsact qdisc. */
-static bool kernel_facts_differ(const Document *a, const Document *b) {
-        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                for (size_t i = 0; i < a->n_filters[dir] && i < b->n_filters[dir]; i++)
-                        if (!streq(a->filters[dir][i].tag, b->filters[dir][i].tag) ||
-                            a->filters[dir][i].prog_id != b->filters[dir][i].prog_id)
-                                return true;
-        return a->clsact_created != b->clsact_created;
+/* Saves what the kernel taught us (program ids and tags, clsact ownership) into the documents the
+ * interface's hooks came from. */
+static void iface_save_facts(Daemon *d, Iface *it) {
+        Error e = ERROR_NULL;
+
+        if (!iface_facts_sync(it))
+                return;
+        if (it->api && store_document_save(d->store, it->api, &e) < 0)
+                log_warning("%s: %s", it->doc->ifname, strna(e.message));
+        error_done(&e);
+        if (it->hog && store_document_save(d->store, it->hog, &e) < 0)
+                log_warning("%s: %s", it->doc->ifname, strna(e.message));
+        error_done(&e);
 }
 
-/* Reconciles and persists what the kernel taught us (program tags, clsact ownership). */
 int iface_reconcile_and_save(Daemon *d, Iface *it, Error *reterr) {
-        _cleanup_(document_freep) Document *before = NULL;
-        int r;
-
-        if (document_copy(it->doc, &before) < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        r = iface_reconcile(d, it, reterr);
-        if (kernel_facts_differ(before, it->doc))
-                (void) store_document_save(d->store, it->doc, NULL);
+        int r = iface_reconcile(d, it, reterr);
+        iface_save_facts(d, it);
         return r;
 }
 
@@ -205,12 +202,12 @@ int daemon_start(Daemon *d, Error *reterr) {
         r = daemon_objects_load(d);
         if (r < 0)
                 return error_set(reterr, r, "store_error", "cannot load objects: %s", strerror(-r));
-        r = store_documents_load(d->store, &docs, &n_docs, store_problem, d, reterr);
+        r = store_documents_load(d->store, SOURCE_API, &docs, &n_docs, store_problem, d, reterr);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n_docs; i++) {
                 Iface *it;
-                r = iface_new(docs[i], &it);
+                r = iface_new(docs[i], NULL, NULL, &it);
                 document_free(docs[i]);
                 if (r >= 0 && ifaces_add(d, it) < 0) {
                         iface_free(d, it);
@@ -224,6 +221,9 @@ int daemon_start(Daemon *d, Error *reterr) {
                 }
         }
         free(docs);
+        r = daemon_hogs_load(d);
+        if (r < 0)
+                return error_set(reterr, r, "internal_error", "cannot load hogs: %s", strerror(-r));
 
         r = daemon_events_start(d, reterr);
         if (r < 0)
@@ -257,13 +257,15 @@ static int check_if_match(const Iface *old, const char *if_match, Error *reterr)
 
         if (!if_match)
                 return 0;
+        if (old && !old->api)
+                old = NULL; /* a hog has no generation: If-Match is about the API's document */
         if (streq(if_match, "*")) {
                 if (!old)
                         return error_set(reterr, EEXIST, "precondition_failed",
                                          "If-Match: *: there is no document to match");
                 return 0;
         }
-        snprintf(want, sizeof(want), "\"%" PRIu64 "\"", old ? old->doc->generation : 0);
+        snprintf(want, sizeof(want), "\"%" PRIu64 "\"", old ? old->api->generation : 0);
         if (!old || (!streq(if_match, want) && !(strlen(if_match) + 2 == strlen(want) &&
                                                  strncmp(want + 1, if_match, strlen(if_match)) == 0)))
                 return error_set(reterr, EEXIST, "precondition_failed",
@@ -291,31 +293,36 @@ int iface_document_prepare(Daemon *d, const char *ifname, json_t *body, const ch
         r = check_if_match(old, if_match, reterr);
         if (r < 0)
                 return r;
+        for (Direction dir = 0; old && dir < _DIRECTION_MAX; dir++)
+                if (hog_holds(old->hog, dir) && doc->n_filters[dir] > 0)
+                        return error_set(reterr, EBUSY, "hog_owned",
+                                         "%s: the %s hook of %s is declared by the hog %s; change that file "
+                                         "and send clsd SIGHUP",
+                                         direction_to_string(dir), direction_to_string(dir), ifname,
+                                         old->hog_path);
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < doc->n_filters[dir]; i++) {
                         r = daemon_object_resolve(d, &doc->filters[dir][i], store, reterr);
                         if (r < 0)
                                 return r;
                 }
-        doc->generation = old ? old->doc->generation + 1 : 1;
+        doc->generation = old && old->api ? old->api->generation + 1 : 1;
         doc->clsact_created = old && old->doc->clsact_created;
+        /* Keep what the unchanged filters attached, so that it can be adopted. */
+        if (old)
+                document_keep_facts(doc, old->api);
         *ret = TAKE_PTR(doc);
         return 0;
 }
 
-int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if_match, Iface **ret,
-                     Error *reterr) {
-        _cleanup_(document_freep) Document *doc = NULL;
+int iface_replace(Daemon *d, Iface *old, const char *ifname, const Document *api, const Document *hog,
+                  const char *hog_path, Iface **ret, Error *reterr) {
         _cleanup_free_ NlFilter *observed = NULL;
         size_t n_observed = 0;
-        Iface *old = daemon_iface_get(d, ifname), *it = NULL;
+        Iface *it = NULL;
         Snapshot snap = { 0 };
         NlLink link;
         int r;
-
-        r = iface_document_prepare(d, ifname, body, if_match, true, &doc, reterr);
-        if (r < 0)
-                return r;
 
         r = nl_link_by_name(d->rtnl, ifname, &link, reterr);
         if (r < 0 && r != -ENODEV)
@@ -327,24 +334,12 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
         } else
                 link.ifindex = 0;
 
-        /* Keep the tags of unchanged filters, so that what is attached can be adopted. */
-        for (Direction dir = 0; old && dir < _DIRECTION_MAX; dir++)
-                for (size_t i = 0; i < doc->n_filters[dir]; i++) {
-                        Direction odir;
-                        const FilterSpec *of =
-                                document_find_filter(old->doc, doc->filters[dir][i].name, &odir);
-                        if (of && odir == dir && streq_ptr(of->digest, doc->filters[dir][i].digest) &&
-                            streq_ptr(of->program, doc->filters[dir][i].program)) {
-                                memcpy(doc->filters[dir][i].tag, of->tag, sizeof(of->tag));
-                                doc->filters[dir][i].prog_id = of->prog_id;
-                        }
-                }
-
-        r = iface_new(doc, &it);
+        r = iface_new(api, hog, hog_path, &it);
         if (r < 0)
                 return error_set(reterr, r, "internal_error", "out of memory");
         it->ifindex = link.ifindex;
         if (old) {
+                it->doc->clsact_created = it->doc->clsact_created || old->doc->clsact_created;
                 it->repairs = old->repairs;
                 it->last_repair_usec = old->last_repair_usec;
                 memcpy(it->last_repair_what, old->last_repair_what, sizeof(it->last_repair_what));
@@ -363,7 +358,7 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
         if (it->ifindex > 0) {
-                /* The dump this PUT already made is the state to come back to. */
+                /* The dump already made is the state to come back to. */
                 r = snapshot_take(d, it->ifindex, observed, n_observed, &snap, reterr);
                 if (r >= 0) {
                         r = iface_apply(d, it, NULL, 0, reterr);
@@ -379,7 +374,11 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
         } else
                 it->state = IFACE_PENDING;
 
-        r = store_document_save(d->store, it->doc, reterr);
+        (void) iface_facts_sync(it);
+        if (it->api)
+                r = store_document_save(d->store, it->api, reterr);
+        else if (old && old->api)
+                r = store_document_remove(d->store, SOURCE_API, ifname, reterr);
         if (r < 0) {
                 if (it->ifindex > 0)
                         rollback(d, it, old, &snap, "storing the new document", reterr);
@@ -388,6 +387,12 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
                 return r;
         }
         snapshot_done(&snap);
+        if (it->hog) {
+                Error e = ERROR_NULL;
+                if (store_document_save(d->store, it->hog, &e) < 0)
+                        log_warning("%s: %s", ifname, strna(e.message));
+                error_done(&e);
+        }
         if (old) {
                 for (size_t i = 0; i < d->n_ifaces; i++)
                         if (d->ifaces[i] == old)
@@ -395,24 +400,35 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
                 iface_free(d, old);
         } else
                 d->ifaces[d->n_ifaces++] = it;
-        log_info("%s: document generation %" PRIu64 " stored, %s", ifname, it->doc->generation,
+        if (ret)
+                *ret = it;
+        return 0;
+}
+
+int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if_match, Iface **ret,
+                     Error *reterr) {
+        _cleanup_(document_freep) Document *doc = NULL;
+        Iface *old = daemon_iface_get(d, ifname), *it;
+        int r;
+
+        r = iface_document_prepare(d, ifname, body, if_match, true, &doc, reterr);
+        if (r < 0)
+                return r;
+        r = iface_replace(d, old, ifname, doc, old ? old->hog : NULL, old ? old->hog_path : NULL, &it,
+                          reterr);
+        if (r < 0)
+                return r;
+        log_info("%s: document generation %" PRIu64 " stored, %s", ifname, it->api->generation,
                  iface_state_to_string(it->state));
         *ret = it;
         return 0;
 }
 
-int daemon_iface_delete(Daemon *d, const char *ifname, const char *if_match, Error *reterr) {
-        Iface *it = daemon_iface_get(d, ifname);
+int iface_forget(Daemon *d, Iface *it, Error *reterr) {
         NlLink link;
         int r;
 
-        if (!it)
-                return error_set(reterr, ENOENT, "document_not_found", "no classifier document for %s",
-                                 ifname);
-        r = check_if_match(it, if_match, reterr);
-        if (r < 0)
-                return r;
-        r = nl_link_by_name(d->rtnl, ifname, &link, reterr);
+        r = nl_link_by_name(d->rtnl, it->doc->ifname, &link, reterr);
         if (r < 0 && r != -ENODEV)
                 return r;
         if (r >= 0) {
@@ -421,11 +437,44 @@ int daemon_iface_delete(Daemon *d, const char *ifname, const char *if_match, Err
                 if (r < 0)
                         return r;
         }
-        r = store_document_remove(d->store, ifname, reterr);
-        if (r < 0)
-                return r;
+        if (it->api) {
+                r = store_document_remove(d->store, SOURCE_API, it->doc->ifname, reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (it->hog)
+                (void) store_document_remove(d->store, SOURCE_HOG, it->doc->ifname, NULL);
         ifaces_remove(d, it);
         iface_free(d, it);
+        return 0;
+}
+
+int daemon_iface_delete(Daemon *d, const char *ifname, const char *if_match, Error *reterr) {
+        Iface *it = daemon_iface_get(d, ifname);
+        int r;
+
+        if (!it || (!it->api && !it->hog))
+                return error_set(reterr, ENOENT, "document_not_found", "no classifier document for %s",
+                                 ifname);
+        if (!it->api)
+                return error_set(reterr, EBUSY, "hog_owned",
+                                 "%s is declared by the hog %s; remove that file and send clsd SIGHUP",
+                                 ifname, it->hog_path);
+        r = check_if_match(it, if_match, reterr);
+        if (r < 0)
+                return r;
+        if (it->hog) {
+                /* The hog's hooks stay; the API's go. */
+                r = iface_replace(d, it, ifname, NULL, it->hog, it->hog_path, NULL, reterr);
+                if (r < 0)
+                        return r;
+                log_info("%s: API document deleted; the hog %s stays", ifname,
+                         daemon_iface_get(d, ifname)->hog_path);
+                return 0;
+        }
+        r = iface_forget(d, it, reterr);
+        if (r < 0)
+                return r;
         log_info("%s: document deleted", ifname);
         return 0;
 }

@@ -11,6 +11,8 @@ typedef struct Daemon Daemon;
 
 typedef struct DaemonConfig {
         const char *state_dir;
+        /* Hog files (*.json): documents declared in configuration, read-only to the API. */
+        const char *hogs_dir;
         /* An object upload, or an object file named by path, larger than this is refused. */
         size_t object_size_max;
         /* The periodic full resync, the backstop for lost events; 0 turns it off. */
@@ -18,6 +20,7 @@ typedef struct DaemonConfig {
 } DaemonConfig;
 
 #define DAEMON_RESYNC_SEC_DEFAULT 60
+#define DAEMON_HOGS_DIR_DEFAULT "/etc/clsd/hogs.d"
 
 typedef enum IfaceState {
         IFACE_PENDING, /* the interface does not exist (yet) */
@@ -30,9 +33,13 @@ const char *iface_state_to_string(IfaceState s);
 
 typedef struct Program Program; /* a loaded program, shared by every filter that uses it */
 
-/* The runtime side of one document. */
+/* The runtime side of one interface's documents: the API's and a hog's, composed. */
 typedef struct Iface {
-        Document *doc;
+        Document *doc; /* what the reconciler applies: on each hook, the hog's filters or the API's */
+        Document *api; /* the API's document as stored, or NULL */
+        Document *hog; /* the hog's, or NULL */
+        char *hog_path; /* the file that declares the hog */
+        DocumentSource hook_source[_DIRECTION_MAX]; /* whose filters doc has on each hook */
         IfaceState state;
         int ifindex; /* 0 while pending */
         Error error; /* why the last reconcile failed, when state is IFACE_FAILED */
@@ -83,6 +90,11 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Daemon *, daemon_free);
 int daemon_start(Daemon *d, Error *reterr);
 /* Reconciles every document now (SIGHUP, or lost events). */
 int daemon_reconcile_all(Daemon *d);
+/* SIGHUP: re-reads the hogs directory and applies only what changed. */
+int daemon_hogs_reload(Daemon *d);
+/* clsd --check: validates every hog file (JSON, fields, object files) without starting; prints one
+ * line per problem on stderr and returns how many there were. */
+int daemon_hogs_check(const char *dir, size_t object_size_max);
 
 /* Objects. */
 int daemon_object_add(Daemon *d, const void *data, size_t size, const DaemonObject **ret, bool *ret_created,
@@ -127,6 +139,7 @@ typedef struct DryRunStep {
 
 typedef struct DryRun {
         Document *doc; /* the document as it would be stored */
+        Document *plan_doc; /* what the reconciler would apply: doc, with a hog's hooks */
         bool pending; /* the interface does not exist: nothing would change in the kernel now */
         DryRunProgram *programs;
         size_t n_programs;

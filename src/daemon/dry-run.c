@@ -8,6 +8,7 @@
 
 void dry_run_done(DryRun *r) {
         document_free(r->doc);
+        document_free(r->plan_doc);
         free(r->programs);
         free(r->steps);
         *r = (DryRun){ 0 };
@@ -23,8 +24,8 @@ static int plan_programs(Daemon *d, const Iface *old, DryRun *dr, const NlFilter
         size_t k = 0;
 
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                for (size_t i = 0; i < dr->doc->n_filters[dir]; i++, k++) {
-                        const FilterSpec *f = &dr->doc->filters[dir][i];
+                for (size_t i = 0; i < dr->plan_doc->n_filters[dir]; i++, k++) {
+                        const FilterSpec *f = &dr->plan_doc->filters[dir][i];
                         const FilterSpec *of = old ? document_find_filter(old->doc, f->name, NULL) : NULL;
                         Program *p = registry_find(d, f->digest, f->program);
                         DesiredFilter *w = &desired[k];
@@ -112,8 +113,13 @@ int daemon_iface_dry_run(Daemon *d, const char *ifname, json_t *body, const char
         r = iface_document_prepare(d, ifname, body, if_match, false, &dr.doc, reterr);
         if (r < 0)
                 return r;
+        /* A hog's hooks stay as they are: the plan is over the documents composed. */
+        if (document_compose(dr.doc, old ? old->hog : NULL, &dr.plan_doc, NULL) < 0) {
+                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                goto fail;
+        }
 
-        n = dr.doc->n_filters[DIRECTION_INGRESS] + dr.doc->n_filters[DIRECTION_EGRESS];
+        n = dr.plan_doc->n_filters[DIRECTION_INGRESS] + dr.plan_doc->n_filters[DIRECTION_EGRESS];
         dr.programs = calloc(n + 1, sizeof(DryRunProgram));
         desired = calloc(n + 1, sizeof(DesiredFilter));
         if (!dr.programs || !desired) {

@@ -24,10 +24,21 @@ static void help(void) {
                "       Keeps a store of desired eBPF classifier programs per interface and makes the\n"
                "       kernel match it over rtnetlink. Serves a REST API on a unix socket (and\n"
                "       optionally TCP). SIGTERM/SIGINT: exit, leaving every program attached.\n"
-               "       SIGHUP: re-read the token file and reconcile every interface.\n"
+               "       SIGHUP: re-read the token file and the hogs, apply what changed, and\n"
+               "       reconcile every interface.\n"
+               "\n"
+               "       Hogs are documents declared in configuration: each *.json file of the hogs\n"
+               "       directory is a PUT document plus \"ifname\", with objects named by absolute\n"
+               "       path. A hog is applied at start and whenever its interface appears; the API\n"
+               "       shows it with \"source\":\"hog\" and refuses to change or delete it. On the\n"
+               "       hooks a hog declares it wins over an API document, which is kept and\n"
+               "       reported \"overridden\".\n"
                "\n"
                "OPTIONS\n"
                "       --state-dir DIR        Documents and objects (default %s)\n"
+               "       --hogs-dir DIR         Hog files (default %s; a missing directory holds none)\n"
+               "       --check                Validate the hog files (JSON, fields, object files)\n"
+               "                              and exit: 0 if all are valid, 1 naming each problem\n"
                "       --socket PATH          Unix socket of the API, mode 0660 (default %s);\n"
                "                              --socket '' serves no unix socket\n"
                "       --listen ADDR:PORT     Also serve the API on TCP; changes need a bearer token\n"
@@ -45,8 +56,9 @@ static void help(void) {
                "EXIT STATUS\n"
                "       0 after a clean stop, 1 when start-up fails (one line on stderr), 2 on a usage "
                "error.\n",
-               DEFAULT_STATE_DIR, DEFAULT_SOCKET, API_OBJECT_SIZE_MAX_DEFAULT, API_JSON_SIZE_MAX_DEFAULT,
-               API_CONNECTIONS_MAX_DEFAULT, API_TIMEOUT_SEC_DEFAULT, DAEMON_RESYNC_SEC_DEFAULT);
+               DEFAULT_STATE_DIR, DAEMON_HOGS_DIR_DEFAULT, DEFAULT_SOCKET, API_OBJECT_SIZE_MAX_DEFAULT,
+               API_JSON_SIZE_MAX_DEFAULT, API_CONNECTIONS_MAX_DEFAULT, API_TIMEOUT_SEC_DEFAULT,
+               DAEMON_RESYNC_SEC_DEFAULT);
 }
 
 typedef struct Context {
@@ -71,6 +83,7 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
                 log_error("reload: %s; keeping the old token", e.message);
                 error_done(&e);
         }
+        (void) daemon_hogs_reload(c->daemon);
         (void) daemon_reconcile_all(c->daemon);
         return 0;
 }
@@ -91,6 +104,8 @@ static int parse_size(const char *flag, const char *s, size_t *ret) {
 
 enum {
         ARG_STATE_DIR = 0x100,
+        ARG_HOGS_DIR,
+        ARG_CHECK,
         ARG_SOCKET,
         ARG_LISTEN,
         ARG_TOKEN_FILE,
@@ -103,9 +118,11 @@ enum {
         ARG_VERSION,
 };
 
-static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac) {
+static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, bool *check) {
         static const struct option options[] = {
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "hogs-dir", required_argument, NULL, ARG_HOGS_DIR },
+                { "check", no_argument, NULL, ARG_CHECK },
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "listen", required_argument, NULL, ARG_LISTEN },
                 { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
@@ -126,6 +143,12 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac) {
                 switch (c) {
                 case ARG_STATE_DIR:
                         dc->state_dir = optarg;
+                        break;
+                case ARG_HOGS_DIR:
+                        dc->hogs_dir = optarg;
+                        break;
+                case ARG_CHECK:
+                        *check = true;
                         break;
                 case ARG_SOCKET:
                         ac->socket_path = optarg[0] ? optarg : NULL;
@@ -198,6 +221,7 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac) {
 
 int main(int argc, char *argv[]) {
         DaemonConfig dc = { .state_dir = DEFAULT_STATE_DIR,
+                            .hogs_dir = DAEMON_HOGS_DIR_DEFAULT,
                             .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT,
                             .resync_usec = DAEMON_RESYNC_SEC_DEFAULT * 1000000ULL };
         ApiConfig ac = { .socket_path = DEFAULT_SOCKET,
@@ -210,13 +234,18 @@ int main(int argc, char *argv[]) {
         sd_event *event = NULL;
         Error e = ERROR_NULL;
         Context ctx = { 0 };
+        bool check = false;
         sigset_t mask;
         int r;
 
         log_open();
-        r = parse_argv(argc, argv, &dc, &ac);
+        r = parse_argv(argc, argv, &dc, &ac, &check);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
+        if (check) {
+                nl_bpf_setup_logging();
+                return daemon_hogs_check(dc.hogs_dir, dc.object_size_max) == 0 ? 0 : 1;
+        }
         nl_bpf_setup_logging();
 
         sigemptyset(&mask);

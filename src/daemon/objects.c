@@ -115,6 +115,14 @@ int daemon_object_add(Daemon *d, const void *data, size_t size, const DaemonObje
         return 0;
 }
 
+static bool document_uses(const Document *doc, const char *digest) {
+        for (Direction dir = 0; doc && dir < _DIRECTION_MAX; dir++)
+                for (size_t k = 0; k < doc->n_filters[dir]; k++)
+                        if (streq_ptr(doc->filters[dir][k].digest, digest))
+                                return true;
+        return false;
+}
+
 int daemon_object_users(Daemon *d, const char *digest, const char ***ret) {
         const char **v = calloc(d->n_ifaces + 1, sizeof(char *));
         size_t n = 0;
@@ -122,13 +130,12 @@ int daemon_object_users(Daemon *d, const char *digest, const char ***ret) {
         if (!v)
                 return -ENOMEM;
         for (size_t i = 0; i < d->n_ifaces; i++) {
-                const Document *doc = d->ifaces[i]->doc;
-                bool uses = false;
-                for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                        for (size_t k = 0; k < doc->n_filters[dir]; k++)
-                                uses = uses || streq_ptr(doc->filters[dir][k].digest, digest);
+                const Iface *it = d->ifaces[i];
+                /* An API document a hog overrides still names its objects: it applies again once the
+                 * hog goes. */
+                bool uses = document_uses(it->api, digest) || document_uses(it->hog, digest);
                 if (uses)
-                        v[n++] = doc->ifname;
+                        v[n++] = it->doc->ifname;
         }
         *ret = v;
         return 0;

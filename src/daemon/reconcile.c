@@ -1,5 +1,6 @@
 /* reconcile.c: making one interface's kernel state match its document: acquire the programs (adopting
  * what is attached), diff against a fresh dump, apply the plan, read the result back. */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <time.h>
@@ -33,19 +34,93 @@ void filter_kernel_name(const FilterSpec *f, char buf[256]) {
         snprintf(buf, 256, NL_FILTER_NAME_PREFIX "%s", f->name);
 }
 
-int iface_new(const Document *doc, Iface **ret) {
-        Iface *it = calloc(1, sizeof(*it));
+int document_compose(const Document *api, const Document *hog, Document **ret,
+                     DocumentSource ret_hook_source[_DIRECTION_MAX]) {
+        _cleanup_(document_freep) Document *c = NULL;
         int r;
+
+        assert(api || hog);
+        r = document_copy(api ?: hog, &c);
+        if (r < 0)
+                return r;
+        c->source = hog ? SOURCE_HOG : SOURCE_API;
+        c->generation = api ? api->generation : 0;
+        c->clsact_created = (api && api->clsact_created) || (hog && hog->clsact_created);
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                bool from_hog = hog && (!api || hog->n_filters[dir] > 0);
+                if (from_hog && api) {
+                        r = document_copy_hook(c, hog, dir);
+                        if (r < 0)
+                                return r;
+                }
+                if (ret_hook_source)
+                        ret_hook_source[dir] = from_hog ? SOURCE_HOG : SOURCE_API;
+        }
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+bool hog_holds(const Document *hog, Direction dir) {
+        return hog && hog->n_filters[dir] > 0;
+}
+
+int iface_new(const Document *api, const Document *hog, const char *hog_path, Iface **ret) {
+        Iface *it = calloc(1, sizeof(*it));
 
         if (!it)
                 return -ENOMEM;
-        r = document_copy(doc, &it->doc);
-        if (r < 0) {
-                free(it);
-                return r;
+        if ((api && document_copy(api, &it->api) < 0) || (hog && document_copy(hog, &it->hog) < 0) ||
+            (hog_path && !(it->hog_path = strdup(hog_path))) ||
+            document_compose(api, hog, &it->doc, it->hook_source) < 0) {
+                iface_free(NULL, it); /* no program acquired yet */
+                return -ENOMEM;
         }
         *ret = it;
         return 0;
+}
+
+/* What the reconciler learnt in it->doc (program ids and tags, clsact ownership) goes back to the
+ * document each hook came from. Returns whether anything changed. */
+bool iface_facts_sync(Iface *it) {
+        bool changed = false;
+
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                Document *src = it->hook_source[dir] == SOURCE_HOG ? it->hog : it->api;
+                for (size_t i = 0; src && i < it->doc->n_filters[dir] && i < src->n_filters[dir]; i++) {
+                        FilterSpec *f = &src->filters[dir][i], *g = &it->doc->filters[dir][i];
+                        if (streq(f->tag, g->tag) && f->prog_id == g->prog_id)
+                                continue;
+                        memcpy(f->tag, g->tag, sizeof(f->tag));
+                        f->prog_id = g->prog_id;
+                        changed = true;
+                }
+        }
+        if (it->api && it->api->clsact_created != it->doc->clsact_created) {
+                it->api->clsact_created = it->doc->clsact_created;
+                changed = true;
+        }
+        if (it->hog && it->hog->clsact_created != it->doc->clsact_created) {
+                it->hog->clsact_created = it->doc->clsact_created;
+                changed = true;
+        }
+        return changed;
+}
+
+/* Keeps what old attached for the filters of doc that old declares alike (same hook, name, object
+ * and program), so that what is attached can be adopted. */
+void document_keep_facts(Document *doc, const Document *old) {
+        for (Direction dir = 0; old && dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < doc->n_filters[dir]; i++) {
+                        FilterSpec *f = &doc->filters[dir][i];
+                        for (size_t k = 0; k < old->n_filters[dir]; k++) {
+                                const FilterSpec *of = &old->filters[dir][k];
+                                if (streq(of->name, f->name) && streq_ptr(of->digest, f->digest) &&
+                                    streq_ptr(of->program, f->program)) {
+                                        memcpy(f->tag, of->tag, sizeof(f->tag));
+                                        f->prog_id = of->prog_id;
+                                }
+                        }
+                }
 }
 
 void iface_release_programs(Daemon *d, Iface *it) {
@@ -65,6 +140,9 @@ Iface *iface_free(Daemon *d, Iface *it) {
         iface_release_programs(d, it);
         sd_event_source_disable_unref(it->retry_source);
         document_free(it->doc);
+        document_free(it->api);
+        document_free(it->hog);
+        free(it->hog_path);
         error_done(&it->error);
         free(it);
         return NULL;

@@ -399,6 +399,54 @@ int document_from_string(const char *ifname, const char *text, size_t size, Docu
         return r;
 }
 
+int document_hog_from_string(const char *text, size_t size, Document **ret, Error *reterr) {
+        _cleanup_(document_freep) Document *d = NULL;
+        json_error_t jerr;
+        json_t *j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr), *spec;
+        const char *ifname;
+        int r;
+
+        if (!j)
+                return error_set(reterr, EINVAL, "malformed_json",
+                                 "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                                 jerr.text);
+        ifname = json_string_value(json_object_get(j, "ifname"));
+        if (!json_is_object(j) || !ifname) {
+                json_decref(j);
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "ifname: a hog names its interface with \"ifname\"");
+        }
+        if (!ifname_valid(ifname)) {
+                r = error_set(reterr, EINVAL, "invalid_value",
+                              "ifname: \"%s\" is not a valid interface name (1 to 15 characters, no '/', "
+                              "':' or space)",
+                              ifname);
+                json_decref(j);
+                return r;
+        }
+        spec = json_deep_copy(j);
+        if (!spec) {
+                json_decref(j);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        (void) json_object_del(spec, "ifname");
+        r = document_from_json(ifname, spec, &d, reterr);
+        json_decref(spec);
+        json_decref(j);
+        if (r < 0)
+                return r;
+        /* A hog is configuration: it names its object file, not an upload in clsd's store. */
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < d->n_filters[dir]; i++)
+                        if (d->filters[dir][i].object[0] != '/')
+                                return error_set(reterr, EINVAL, "invalid_value",
+                                                 "%s[%zu].object: a hog names its object by absolute path",
+                                                 direction_to_string(dir), i);
+        d->source = SOURCE_HOG;
+        *ret = TAKE_PTR(d);
+        return 0;
+}
+
 json_t *filter_spec_to_json(const FilterSpec *f) {
         json_t *j = json_object();
         char buf[16];
@@ -438,6 +486,41 @@ static char *strdup_or_null(const char *s) {
         return s ? strdup(s) : NULL;
 }
 
+int filter_spec_copy(const FilterSpec *f, FilterSpec *ret) {
+        FilterSpec g = *f;
+
+        g.name = strdup_or_null(f->name);
+        g.object = strdup_or_null(f->object);
+        g.digest = strdup_or_null(f->digest);
+        g.program = strdup_or_null(f->program);
+        if (!g.name || !g.object || (f->digest && !g.digest) || (f->program && !g.program)) {
+                filter_spec_done(&g);
+                return -ENOMEM;
+        }
+        *ret = g;
+        return 0;
+}
+
+int document_copy_hook(Document *dst, const Document *src, Direction dir) {
+        FilterSpec *v = calloc(src->n_filters[dir] + 1, sizeof(FilterSpec));
+
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < src->n_filters[dir]; i++)
+                if (filter_spec_copy(&src->filters[dir][i], &v[i]) < 0) {
+                        for (size_t k = 0; k < i; k++)
+                                filter_spec_done(&v[k]);
+                        free(v);
+                        return -ENOMEM;
+                }
+        for (size_t i = 0; i < dst->n_filters[dir]; i++)
+                filter_spec_done(&dst->filters[dir][i]);
+        free(dst->filters[dir]);
+        dst->filters[dir] = v;
+        dst->n_filters[dir] = src->n_filters[dir];
+        return 0;
+}
+
 int document_copy(const Document *d, Document **ret) {
         _cleanup_(document_freep) Document *c = calloc(1, sizeof(*c));
 
@@ -446,24 +529,9 @@ int document_copy(const Document *d, Document **ret) {
         c->generation = d->generation;
         c->source = d->source;
         c->clsact_created = d->clsact_created;
-        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
-                c->filters[dir] = calloc(d->n_filters[dir] + 1, sizeof(FilterSpec));
-                if (!c->filters[dir])
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                if (document_copy_hook(c, d, dir) < 0)
                         return -ENOMEM;
-                for (size_t i = 0; i < d->n_filters[dir]; i++) {
-                        const FilterSpec *f = &d->filters[dir][i];
-                        FilterSpec *g = &c->filters[dir][i];
-                        c->n_filters[dir]++;
-                        *g = *f;
-                        g->name = strdup_or_null(f->name);
-                        g->object = strdup_or_null(f->object);
-                        g->digest = strdup_or_null(f->digest);
-                        g->program = strdup_or_null(f->program);
-                        if (!g->name || !g->object || (f->digest && !g->digest) ||
-                            (f->program && !g->program))
-                                return -ENOMEM;
-                }
-        }
         *ret = TAKE_PTR(c);
         return 0;
 }

@@ -7,6 +7,7 @@ struct Store {
         char *dir;
         int dir_fd;
         int documents_fd;
+        int hogs_fd; /* what each hog attached last (the hogs themselves are configuration) */
         int objects_fd;
 };
 

@@ -1,4 +1,5 @@
-/* store.c: the state directory: documents/<ifname>.json, crash leftovers, quarantine of corrupt files. */
+/* store.c: the state directory: documents/<ifname>.json (the API's documents), hogs/<ifname>.json (what
+ * each hog attached last), crash leftovers, quarantine of corrupt files. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -18,6 +19,7 @@ Store *store_free(Store *s) {
                 return NULL;
         safe_close(s->dir_fd);
         safe_close(s->documents_fd);
+        safe_close(s->hogs_fd);
         safe_close(s->objects_fd);
         free(s->dir);
         free(s);
@@ -41,7 +43,7 @@ int store_open(const char *dir, Store **ret, Error *reterr) {
 
         if (!s || !(s->dir = strdup(dir)))
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        s->dir_fd = s->documents_fd = s->objects_fd = -1;
+        s->dir_fd = s->documents_fd = s->hogs_fd = s->objects_fd = -1;
 
         r = mkdir_p(dir, 0750);
         if (r < 0)
@@ -54,6 +56,10 @@ int store_open(const char *dir, Store **ret, Error *reterr) {
         if (s->documents_fd < 0)
                 return error_set(reterr, s->documents_fd, "store_error", "cannot open %s/documents: %s", dir,
                                  strerror(-s->documents_fd));
+        s->hogs_fd = open_subdir(s->dir_fd, "hogs");
+        if (s->hogs_fd < 0)
+                return error_set(reterr, s->hogs_fd, "store_error", "cannot open %s/hogs: %s", dir,
+                                 strerror(-s->hogs_fd));
         s->objects_fd = open_subdir(s->dir_fd, "objects");
         if (s->objects_fd < 0)
                 return error_set(reterr, s->objects_fd, "store_error", "cannot open %s/objects: %s", dir,
@@ -167,9 +173,16 @@ static json_t *document_file_to_json(const Document *d) {
         return j;
 }
 
+static int source_fd(const Store *s, DocumentSource source, const char **ret_subdir) {
+        *ret_subdir = source == SOURCE_HOG ? "hogs" : "documents";
+        return source == SOURCE_HOG ? s->hogs_fd : s->documents_fd;
+}
+
 int store_document_save(Store *s, const Document *d, Error *reterr) {
         json_t *j = document_file_to_json(d);
         _cleanup_free_ char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        const char *subdir;
+        int fd = source_fd(s, d->source, &subdir);
         char name[64];
         int r;
 
@@ -177,22 +190,55 @@ int store_document_save(Store *s, const Document *d, Error *reterr) {
         if (!text)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         document_file_name(d->ifname, name);
-        r = write_file_atomic(s->documents_fd, name, text, strlen(text));
+        r = write_file_atomic(fd, name, text, strlen(text));
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot write %s/documents/%s: %s", s->dir, name,
+                return error_set(reterr, r, "store_error", "cannot write %s/%s/%s: %s", s->dir, subdir, name,
                                  strerror(-r));
         return 0;
 }
 
-int store_document_remove(Store *s, const char *ifname, Error *reterr) {
+int store_document_remove(Store *s, DocumentSource source, const char *ifname, Error *reterr) {
+        const char *subdir;
+        int fd = source_fd(s, source, &subdir);
         char name[64];
 
         document_file_name(ifname, name);
-        if (unlinkat(s->documents_fd, name, 0) < 0 && errno != ENOENT)
-                return error_set(reterr, errno, "store_error", "cannot remove %s/documents/%s: %m", s->dir,
+        if (unlinkat(fd, name, 0) < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                return error_set(reterr, errno, "store_error", "cannot remove %s/%s/%s: %m", s->dir, subdir,
                                  name);
-        if (fsync(s->documents_fd) < 0)
-                return error_set(reterr, errno, "store_error", "cannot sync %s/documents: %m", s->dir);
+        }
+        if (fsync(fd) < 0)
+                return error_set(reterr, errno, "store_error", "cannot sync %s/%s: %m", s->dir, subdir);
+        return 0;
+}
+
+int store_document_load(Store *s, DocumentSource source, const char *ifname, Document **ret, Error *reterr) {
+        _cleanup_free_ char *text = NULL;
+        const char *subdir;
+        int fd = source_fd(s, source, &subdir);
+        _cleanup_close_ int file_fd = -1;
+        Document *d = NULL;
+        char name[64];
+        size_t size;
+        int r;
+
+        document_file_name(ifname, name);
+        file_fd = openat(fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (file_fd < 0)
+                return errno == ENOENT ? -ENOENT
+                                       : error_set(reterr, errno, "store_error", "cannot open %s/%s/%s: %m",
+                                                   s->dir, subdir, name);
+        r = read_full_fd(file_fd, DOCUMENT_FILE_MAX, &text, &size);
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot read %s/%s/%s: %s", s->dir, subdir, name,
+                                 strerror(-r));
+        r = document_file_parse(text, size, &d, reterr);
+        if (r < 0)
+                return r;
+        d->source = source;
+        *ret = d;
         return 0;
 }
 
@@ -260,16 +306,18 @@ int document_file_parse(const char *text, size_t size, Document **ret, Error *re
         return 0;
 }
 
-int store_documents_load(Store *s, Document ***ret, size_t *ret_n, StoreProblemFunc problem, void *userdata,
-                         Error *reterr) {
+int store_documents_load(Store *s, DocumentSource source, Document ***ret, size_t *ret_n,
+                         StoreProblemFunc problem, void *userdata, Error *reterr) {
         char **names = NULL;
         Document **docs = NULL;
         size_t n = 0, n_docs = 0;
+        const char *subdir;
+        int dir_fd = source_fd(s, source, &subdir);
         int r;
 
-        r = store_list_dir(s->documents_fd, ".json", &names, &n);
+        r = store_list_dir(dir_fd, ".json", &names, &n);
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot list %s/documents: %s", s->dir,
+                return error_set(reterr, r, "store_error", "cannot list %s/%s: %s", s->dir, subdir,
                                  strerror(-r));
         docs = calloc(n + 1, sizeof(Document *));
         if (!docs) {
@@ -278,13 +326,12 @@ int store_documents_load(Store *s, Document ***ret, size_t *ret_n, StoreProblemF
         }
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *text = NULL, *qpath = NULL, *path = NULL;
-                _cleanup_close_ int fd =
-                        openat(s->documents_fd, names[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                _cleanup_close_ int fd = openat(dir_fd, names[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
                 Error e = ERROR_NULL;
                 Document *d = NULL;
                 size_t size;
 
-                (void) asprintf(&path, "%s/documents/%s", s->dir, names[i]);
+                (void) asprintf(&path, "%s/%s/%s", s->dir, subdir, names[i]);
                 r = fd < 0 ? -errno : read_full_fd(fd, DOCUMENT_FILE_MAX, &text, &size);
                 if (r < 0)
                         /* Too big is corrupt; anything else (EMFILE, EIO, ENOMEM) says nothing of the file.
@@ -296,14 +343,14 @@ int store_documents_load(Store *s, Document ***ret, size_t *ret_n, StoreProblemF
                 if (r < 0) {
                         /* Only a file known to be corrupt moves; one from a newer clsd stays for that clsd.
                          */
-                        if (streq(e.code, "corrupt") &&
-                            store_quarantine(s, s->documents_fd, names[i], &qpath) >= 0)
+                        if (streq(e.code, "corrupt") && store_quarantine(s, dir_fd, names[i], &qpath) >= 0)
                                 log_problem(problem, userdata, path, e.message, qpath);
                         else
                                 log_problem(problem, userdata, path, e.message, NULL);
                         error_done(&e);
                         continue;
                 }
+                d->source = source;
                 docs[n_docs++] = d;
         }
         strv_free_n(names, n);

@@ -89,6 +89,11 @@ int document_from_string(const char *ifname, const char *text, size_t size, Docu
 json_t *document_spec_to_json(const Document *d);
 json_t *filter_spec_to_json(const FilterSpec *f);
 int document_copy(const Document *d, Document **ret);
+int filter_spec_copy(const FilterSpec *f, FilterSpec *ret);
+/* Replaces dst's filters on one hook with copies of src's. */
+int document_copy_hook(Document *dst, const Document *src, Direction dir);
+/* A hog file: a PUT document plus "ifname", its objects given by absolute path. */
+int document_hog_from_string(const char *text, size_t size, Document **ret, Error *reterr);
 const FilterSpec *document_find_filter(const Document *d, const char *name, Direction *ret_dir);
 
 typedef struct Store Store;
@@ -102,10 +107,14 @@ const char *store_dir(const Store *s);
 /* Loads every document; corrupt files are moved to quarantine/ and reported through the callback.
  * Crash leftovers (".*.tmp") are removed. ret is an array of documents. */
 typedef void (*StoreProblemFunc)(const char *path, const char *reason, void *userdata);
-int store_documents_load(Store *s, Document ***ret, size_t *ret_n, StoreProblemFunc problem, void *userdata,
-                         Error *reterr);
+int store_documents_load(Store *s, DocumentSource source, Document ***ret, size_t *ret_n,
+                         StoreProblemFunc problem, void *userdata, Error *reterr);
+/* An API document is kept under documents/; for a hog (whose document is configuration), what it
+ * attached last is kept under hogs/, so that a restart adopts it too. */
 int store_document_save(Store *s, const Document *d, Error *reterr);
-int store_document_remove(Store *s, const char *ifname, Error *reterr);
+int store_document_remove(Store *s, DocumentSource source, const char *ifname, Error *reterr);
+/* -ENOENT, without touching reterr, when there is none. */
+int store_document_load(Store *s, DocumentSource source, const char *ifname, Document **ret, Error *reterr);
 
 /* Objects: ELF bytes stored once under their sha256 digest. */
 int store_object_put(Store *s, const void *data, size_t size, char ret_digest[SHA256_DIGEST_STRING_MAX],

@@ -1,4 +1,5 @@
-/* fuzz-document.c: the PUT document parser and the document file parser take outside input. */
+/* fuzz-document.c: the PUT document parser, the hog file parser and the document file parser take
+ * outside input. */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 json_decref(j);
         }
         document_free(d);
+        error_done(&e);
+
+        d = NULL;
+        if (document_hog_from_string((const char *) data, size, &d, &e) >= 0)
+                document_free(d);
         error_done(&e);
 
         d = NULL;

@@ -572,8 +572,10 @@ class Clsd:
         self.api = Api(lambda: UnixHTTPConnection(self.socket))
 
     def argv(self, extra=()):
+        # A hogs directory of its own (tests that use hogs pass --hogs-dir, which wins): the host's
+        # /etc/clsd/hogs.d has no say in a test.
         return [CLSD, "--state-dir", self.state_dir, "--socket", self.socket, "--log-level", "debug",
-                *self.args, *extra]
+                "--hogs-dir", os.path.join(self.dir, "hogs.d"), *self.args, *extra]
 
     def start(self, extra=(), wait=True):
         assert self.proc is None, "already running"

@@ -422,11 +422,11 @@ def test_answers_are_rendered_in_a_stable_form(api, bpf, net):
     assert r.status == 200, r
     assert r.headers["Content-Type"] == "application/json"
     assert r.body.endswith(b"}\n")
-    assert list(r.json) == ["ifname", "ifindex", "state", "source", "generation", "document", "status", "repairs",
-                            "last_repair"]
+    assert list(r.json) == ["ifname", "ifindex", "state", "source", "hog", "overridden", "generation", "document",
+                            "status", "repairs", "last_repair"]
     assert list(r.json["document"]["ingress"][0]) == ["name", "object", "digest", "program", "priority",
                                                       "direct_action", "classid"]
-    assert list(r.json["status"]["ingress"][0]) == ["name", "attached", "pref", "handle", "id", "tag", "program"]
+    assert list(r.json["status"]["ingress"][0]) == ["name", "source", "attached", "pref", "handle", "id", "tag", "program"]
     assert list(api.get("/objects/" + digest).json) == ["digest", "size", "programs", "maps", "used_by"]
 
     head = api.request("HEAD", "/ifaces/%s/classifier" % net.if_a)

@@ -204,12 +204,46 @@ static void test_too_many_filters(void **state) {
         expect_error(text, "invalid_value", "at most");
 }
 
+static void expect_hog_error(const char *text, const char *in_message) {
+        Document *d = NULL;
+        Error e = ERROR_NULL;
+
+        assert_true(document_hog_from_string(text, strlen(text), &d, &e) < 0);
+        assert_null(d);
+        if (!e.message || !strstr(e.message, in_message))
+                fail_msg("for %s: message \"%s\" does not name \"%s\"", text, e.message, in_message);
+        error_done(&e);
+}
+
+static void test_hog(void **state) {
+        const char *text = "{\"ifname\":\"eth0\",\"egress\":[{\"name\":\"a\",\"object\":\"/x/a.o\"}]}";
+        Document *d = NULL;
+        Error e = ERROR_NULL;
+
+        (void) state;
+        assert_int_equal(document_hog_from_string(text, strlen(text), &d, &e), 0);
+        assert_string_equal(d->ifname, "eth0");
+        assert_int_equal(d->source, SOURCE_HOG);
+        assert_int_equal(d->n_filters[DIRECTION_EGRESS], 1);
+        assert_int_equal(d->n_filters[DIRECTION_INGRESS], 0);
+        document_free(d);
+
+        expect_hog_error("{\"ingress\":[]}", "ifname");
+        expect_hog_error("[1]", "ifname");
+        expect_hog_error("{\"ifname\":\"a/b\"}", "a/b");
+        expect_hog_error("{\"ifname\":\"eth0\",\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\"}]}",
+                         "ingress[0].object: a hog names its object by absolute path");
+        expect_hog_error("{\"ifname\":\"eth0\",\"colour\":1}", "colour");
+        expect_hog_error("{\"ifname\":", "malformed JSON");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_defaults),     cmocka_unit_test(test_roundtrip),
                 cmocka_unit_test(test_errors),       cmocka_unit_test(test_actions_shape),
                 cmocka_unit_test(test_ifname_valid), cmocka_unit_test(test_classid),
                 cmocka_unit_test(test_parent),       cmocka_unit_test(test_too_many_filters),
+                cmocka_unit_test(test_hog),
         };
         return cmocka_run_group_tests_name("document", tests, NULL, NULL);
 }

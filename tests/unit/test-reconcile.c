@@ -204,6 +204,80 @@ static void test_renamed_filter_at_same_pref_is_replaced(void **state) {
         plan_done(&p);
 }
 
+static Document *doc(const char *text, DocumentSource source) {
+        Document *d = NULL;
+        Error e = ERROR_NULL;
+
+        if (document_from_string("eth0", text, strlen(text), &d, &e) < 0)
+                fail_msg("%s: %s", text, e.message);
+        d->source = source;
+        return d;
+}
+
+#define F(name, prio) "{\"name\":\"" name "\",\"object\":\"/o.o\",\"priority\":" #prio "}"
+
+/* On each hook the hog's filters if it declares any there, else the API's. */
+static void test_compose_hog_wins_per_hook(void **state) {
+        Document *api =
+                doc("{\"ingress\":[" F("a", 1) "," F("b", 2) "],\"egress\":[" F("c", 3) "]}", SOURCE_API);
+        Document *hog = doc("{\"ingress\":[" F("h", 9) "]}", SOURCE_HOG);
+        DocumentSource src[_DIRECTION_MAX];
+        Document *c = NULL;
+
+        (void) state;
+        api->generation = 4;
+        assert_int_equal(document_compose(api, hog, &c, src), 0);
+        assert_int_equal(c->source, SOURCE_HOG);
+        assert_int_equal(c->generation, 4);
+        assert_int_equal(src[DIRECTION_INGRESS], SOURCE_HOG);
+        assert_int_equal(src[DIRECTION_EGRESS], SOURCE_API);
+        assert_int_equal(c->n_filters[DIRECTION_INGRESS], 1);
+        assert_string_equal(c->filters[DIRECTION_INGRESS][0].name, "h");
+        assert_int_equal(c->n_filters[DIRECTION_EGRESS], 1);
+        assert_string_equal(c->filters[DIRECTION_EGRESS][0].name, "c");
+        document_free(c);
+
+        /* Only a hog: everything is the hog's. */
+        assert_int_equal(document_compose(NULL, hog, &c, src), 0);
+        assert_int_equal(c->generation, 0);
+        assert_int_equal(src[DIRECTION_EGRESS], SOURCE_HOG);
+        assert_int_equal(c->n_filters[DIRECTION_INGRESS], 1);
+        document_free(c);
+
+        /* No hog: the API's as it is. */
+        assert_int_equal(document_compose(api, NULL, &c, src), 0);
+        assert_int_equal(c->source, SOURCE_API);
+        assert_int_equal(src[DIRECTION_INGRESS], SOURCE_API);
+        assert_int_equal(c->n_filters[DIRECTION_INGRESS], 2);
+        document_free(c);
+        document_free(api);
+        document_free(hog);
+}
+
+/* Facts (program id and tag) carry over only to a filter declared alike. */
+static void test_keep_facts(void **state) {
+        Document *old = doc("{\"ingress\":[" F("a", 1) "," F("b", 2) "]}", SOURCE_API);
+        Document *new = doc("{\"ingress\":[" F("a", 1) "," F("b", 2) "]}", SOURCE_API);
+        Document *other_hook = doc("{\"egress\":[" F("a", 1) "]}", SOURCE_API);
+
+        (void) state;
+        for (size_t i = 0; i < 2; i++) {
+                old->filters[DIRECTION_INGRESS][i].prog_id = 10 + (uint32_t) i;
+                strcpy(old->filters[DIRECTION_INGRESS][i].tag, "0123456789abcdef");
+        }
+        free(new->filters[DIRECTION_INGRESS][1].program);
+        new->filters[DIRECTION_INGRESS][1].program = strdup("other");
+        document_keep_facts(new, old);
+        document_keep_facts(other_hook, old);
+        assert_int_equal(new->filters[DIRECTION_INGRESS][0].prog_id, 10);
+        assert_string_equal(new->filters[DIRECTION_INGRESS][0].tag, "0123456789abcdef");
+        assert_int_equal(new->filters[DIRECTION_INGRESS][1].prog_id, 0); /* another program */
+        assert_int_equal(other_hook->filters[DIRECTION_EGRESS][0].prog_id, 0); /* another hook */
+        document_free(other_hook);
+        document_free(old);
+        document_free(new);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_empty_kernel_adds),
@@ -217,6 +291,8 @@ int main(void) {
                 cmocka_unit_test(test_nothing_desired_removes_only_ours),
                 cmocka_unit_test(test_same_pref_other_hook_is_independent),
                 cmocka_unit_test(test_renamed_filter_at_same_pref_is_replaced),
+                cmocka_unit_test(test_compose_hog_wins_per_hook),
+                cmocka_unit_test(test_keep_facts),
         };
         return cmocka_run_group_tests_name("reconcile", tests, NULL, NULL);
 }

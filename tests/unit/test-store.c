@@ -72,7 +72,7 @@ static void count_problem(const char *path, const char *reason, void *userdata) 
 static void load(Store *s, Document ***docs, size_t *n) {
         Error e = ERROR_NULL;
         n_problems = 0;
-        assert_int_equal(store_documents_load(s, docs, n, count_problem, NULL, &e), 0);
+        assert_int_equal(store_documents_load(s, SOURCE_API, docs, n, count_problem, NULL, &e), 0);
 }
 
 static void free_docs(Document **docs, size_t n) {
@@ -105,7 +105,7 @@ static void test_save_load(void **state) {
         assert_int_equal(docs[0]->filters[DIRECTION_INGRESS][0].prog_id, 42);
         free_docs(docs, n);
 
-        assert_int_equal(store_document_remove(s, "eth0", &e), 0);
+        assert_int_equal(store_document_remove(s, SOURCE_API, "eth0", &e), 0);
         load(s, &docs, &n);
         assert_int_equal(n, 0);
         free_docs(docs, n);
