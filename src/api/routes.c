@@ -19,7 +19,8 @@ static const struct {
         { "invalid_object", 422 },      { "program_not_found", 422 },     { "program_ambiguous", 422 },
         { "wrong_program_type", 422 },  { "verifier_rejected", 422 },     { "duplicate_name", 422 },
         { "duplicate_priority", 422 },  { "act_bpf_unavailable", 422 },   { "actions_unsupported", 422 },
-        { "kernel_error", 500 },        { "store_error", 500 },           { "internal_error", 500 },
+        { "tcx_unavailable", 422 },     { "duplicate_program", 422 },     { "kernel_error", 500 },
+        { "store_error", 500 },         { "internal_error", 500 },
 };
 
 unsigned api_status_of(const char *code) {

@@ -24,6 +24,7 @@ struct Daemon {
 
         char kernel_release[65];
         bool act_bpf; /* the kernel has act_bpf (probed once at start) */
+        bool tcx; /* the kernel has tcx (likewise) */
 };
 
 /* registry.c: one loaded program per (digest, program), shared by every interface. */
@@ -105,7 +106,8 @@ int iface_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reter
 int iface_remove_all(Daemon *d, Iface *it, Error *reterr);
 /* Deletes the clsact qdisc unless a filter still uses it (call only for one clsd created). */
 int clsact_remove_if_unused(Daemon *d, int ifindex, const char *ifname, Error *reterr);
-int iface_check_conflicts(const Iface *it, const NlFilter *observed, size_t n_observed, Error *reterr);
+int iface_check_conflicts(const Daemon *d, const Iface *it, const NlFilter *observed, size_t n_observed,
+                          Error *reterr);
 
 /* snapshot.c: clsd's filters on an interface before a change, to put them back if it fails. */
 typedef struct Snapshot {
@@ -141,6 +143,38 @@ int iface_replace(Daemon *d, Iface *old, const char *ifname, const Document *api
                   const char *hog_path, Iface **ret, Error *reterr);
 /* Removes everything of clsd's from the interface and forgets it. */
 int iface_forget(Daemon *d, Iface *it, Error *reterr);
+
+/* Appends one finding to what, "; "-separated, cut at its size. */
+void what_add(char *what, size_t size, const char *fmt, ...) _printf_(3, 4);
+
+/* tcx.c */
+typedef struct TcxOurs {
+        char pin[128];
+        Direction dir;
+        uint16_t pref;
+        char name[FILTER_NAME_MAX + 1];
+        int fd; /* the link, from its pin */
+        NlTcxLink link;
+        bool wanted; /* a filter of the document is this one */
+} TcxOurs;
+
+/* clsd's tcx links of ifindex (every interface's with ifindex 0), sorted by (hook, pref). A pin
+ * whose link no longer runs there (detached by someone, or its device gone) has link.ifindex 0. */
+int tcx_ours(Daemon *d, int ifindex, TcxOurs **ret, size_t *ret_n, Error *reterr);
+void tcx_ours_free(TcxOurs *v, size_t n);
+bool filter_uses_tcx(const Daemon *d, const FilterSpec *f);
+bool document_uses_tcx(const Daemon *d, const Document *doc);
+/* The kernel runs a program at most once per tcx hook: 422 duplicate_program otherwise. */
+int document_check_tcx(const Daemon *d, const Document *doc, Error *reterr);
+/* reterr "tcx_unavailable" unless the kernel has tcx and --bpffs-dir is on bpffs (created if needed). */
+int daemon_tcx_ready(Daemon *d, Error *reterr);
+/* clsd's tcx link for the filter, attached to ifindex, or -ENOENT. */
+int iface_tcx_find(Daemon *d, int ifindex, Direction dir, const FilterSpec *f, NlTcxLink *ret);
+/* Returns the number of changes, like iface_apply(). */
+int iface_tcx_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reterr);
+int iface_tcx_verify(Daemon *d, Iface *it, Error *reterr);
+int iface_tcx_remove_all(Daemon *d, int ifindex, const char *ifname, Error *reterr);
+void daemon_tcx_sweep(Daemon *d);
 
 /* hogs.c */
 int daemon_hogs_load(Daemon *d);

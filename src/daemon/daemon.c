@@ -54,6 +54,10 @@ bool daemon_has_act_bpf(Daemon *d) {
         return d->act_bpf;
 }
 
+bool daemon_has_tcx(Daemon *d) {
+        return d->tcx;
+}
+
 const char *daemon_kernel_release(Daemon *d) {
         return d->kernel_release;
 }
@@ -199,6 +203,9 @@ int daemon_start(Daemon *d, Error *reterr) {
         (void) nl_act_bpf_probe(d->rtnl, &d->act_bpf);
         log_info("act_bpf: %s",
                  d->act_bpf ? "available" : "unavailable (this kernel has no CONFIG_NET_ACT_BPF)");
+        (void) nl_tcx_probe(&d->tcx);
+        log_info("tcx: %s", d->tcx ? "available" : "unavailable (Linux 6.6+ has it)");
+        daemon_tcx_sweep(d);
         r = daemon_objects_load(d);
         if (r < 0)
                 return error_set(reterr, r, "store_error", "cannot load objects: %s", strerror(-r));
@@ -306,6 +313,9 @@ int iface_document_prepare(Daemon *d, const char *ifname, json_t *body, const ch
                         if (r < 0)
                                 return r;
                 }
+        r = document_check_tcx(d, doc, reterr);
+        if (r < 0)
+                return r;
         doc->generation = old && old->api ? old->api->generation + 1 : 1;
         doc->clsact_created = old && old->doc->clsact_created;
         /* Keep what the unchanged filters attached, so that it can be adopted. */
@@ -344,7 +354,7 @@ int iface_replace(Daemon *d, Iface *old, const char *ifname, const Document *api
                 it->last_repair_usec = old->last_repair_usec;
                 memcpy(it->last_repair_what, old->last_repair_what, sizeof(it->last_repair_what));
         }
-        r = iface_check_conflicts(it, observed, n_observed, reterr);
+        r = iface_check_conflicts(d, it, observed, n_observed, reterr);
         if (r >= 0)
                 r = iface_acquire_programs(d, it, observed, n_observed, reterr);
         if (r < 0) {
@@ -510,6 +520,20 @@ int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *ret
                         char name[256];
 
                         fs->pref = (uint16_t) f->priority;
+                        if (filter_uses_tcx(d, f)) {
+                                NlTcxLink l;
+                                fs->tcx = true;
+                                if (it->ifindex <= 0 || iface_tcx_find(d, it->ifindex, dir, f, &l) < 0)
+                                        continue;
+                                fs->link_id = l.link_id;
+                                fs->prog_id = l.prog_id;
+                                fs->attached = it->programs[dir] && it->programs[dir][i] &&
+                                               l.prog_id == program_id(it->programs[dir][i]);
+                                if (fs->attached)
+                                        snprintf(fs->tag, sizeof(fs->tag), "%s",
+                                                 program_tag(it->programs[dir][i]));
+                                continue;
+                        }
                         filter_kernel_name(f, name);
                         o = find_ours(observed, n_observed, filter_parent(f, dir), fs->pref, name);
                         if (!o)

@@ -13,6 +13,8 @@ typedef struct DaemonConfig {
         const char *state_dir;
         /* Hog files (*.json): documents declared in configuration, read-only to the API. */
         const char *hogs_dir;
+        /* Where tcx links are pinned (BPFFS_DIR/tcx/), on a bpf filesystem, so they outlive clsd. */
+        const char *bpffs_dir;
         /* An object upload, or an object file named by path, larger than this is refused. */
         size_t object_size_max;
         /* The periodic full resync, the backstop for lost events; 0 turns it off. */
@@ -21,6 +23,7 @@ typedef struct DaemonConfig {
 
 #define DAEMON_RESYNC_SEC_DEFAULT 60
 #define DAEMON_HOGS_DIR_DEFAULT "/etc/clsd/hogs.d"
+#define DAEMON_BPFFS_DIR_DEFAULT "/sys/fs/bpf/clsd"
 
 typedef enum IfaceState {
         IFACE_PENDING, /* the interface does not exist (yet) */
@@ -58,6 +61,8 @@ typedef struct Iface {
 /* One filter of a document as the kernel shows it now. */
 typedef struct FilterStatus {
         bool attached; /* a clsd filter at the pref, with the expected program */
+        bool tcx; /* attached through a tcx link (link_id) rather than as a cls_bpf filter */
+        uint32_t link_id;
         uint16_t pref;
         uint32_t handle;
         uint32_t prog_id;
@@ -157,3 +162,4 @@ void link_views_free(LinkView *v, size_t n);
 
 const char *daemon_kernel_release(Daemon *d);
 bool daemon_has_act_bpf(Daemon *d);
+bool daemon_has_tcx(Daemon *d);

@@ -19,7 +19,7 @@ static Direction direction_of(NlHook h) {
 }
 
 /* Which program each filter would use, and its id where one exists already. */
-static int plan_programs(Daemon *d, const Iface *old, DryRun *dr, const NlFilter *observed,
+static int plan_programs(Daemon *d, const Iface *old, DryRun *dr, int ifindex, const NlFilter *observed,
                          size_t n_observed, DesiredFilter *desired) {
         size_t k = 0;
 
@@ -48,7 +48,13 @@ static int plan_programs(Daemon *d, const Iface *old, DryRun *dr, const NlFilter
                         if (!of || !streq_ptr(of->digest, f->digest) || !streq_ptr(of->program, f->program))
                                 continue;
                         const NlFilter *have = find_ours(observed, n_observed, w->parent, w->pref, w->name);
-                        if (have && have->prog_id == of->prog_id && streq(have->tag, of->tag)) {
+                        NlTcxLink l;
+                        bool attached =
+                                filter_uses_tcx(d, f)
+                                        ? ifindex > 0 && iface_tcx_find(d, ifindex, dir, f, &l) >= 0 &&
+                                                  l.prog_id == of->prog_id
+                                        : have && have->prog_id == of->prog_id && streq(have->tag, of->tag);
+                        if (attached) {
                                 dp->load = DRY_RUN_ADOPT;
                                 w->prog_id = of->prog_id;
                                 snprintf(w->tag, sizeof(w->tag), "%s", of->tag);
@@ -98,6 +104,79 @@ static void describe(DryRunStep *s, const PlanStep *p, const DesiredFilter *desi
         }
 }
 
+static void tcx_step(DryRunStep *s, const char *action, Direction dir, uint16_t pref, const char *name,
+                     const char *fmt, uint32_t id) {
+        *s = (DryRunStep){ .action = action, .direction = dir, .pref = pref };
+        snprintf(s->name, sizeof(s->name), NL_FILTER_NAME_PREFIX "%s", name);
+        snprintf(s->reason, sizeof(s->reason), fmt, id);
+}
+
+/* The cls_bpf filters through the reconciler's diff; the tcx ones against clsd's pinned links. */
+static int plan_steps(Daemon *d, DryRun *dr, int ifindex, const DesiredFilter *desired, size_t n,
+                      const NlFilter *observed, size_t n_observed, Error *reterr) {
+        _cleanup_free_ DesiredFilter *cls = calloc(n + 1, sizeof(DesiredFilter));
+        TcxOurs *ours = NULL;
+        size_t n_cls = 0, n_ours = 0, k = 0;
+        Plan plan = { 0 };
+        int r;
+
+        if (!cls)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < dr->plan_doc->n_filters[dir]; i++, k++)
+                        if (!filter_uses_tcx(d, &dr->plan_doc->filters[dir][i]))
+                                cls[n_cls++] = desired[k];
+        if (d->tcx) {
+                r = tcx_ours(d, ifindex, &ours, &n_ours, reterr);
+                if (r < 0)
+                        return r;
+        }
+        r = reconcile_diff(cls, n_cls, observed, n_observed, &plan);
+        dr->steps = calloc(plan.n_steps + n + n_ours + 1, sizeof(DryRunStep));
+        if (r < 0 || !dr->steps) {
+                plan_done(&plan);
+                tcx_ours_free(ours, n_ours);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        for (size_t i = 0; i < plan.n_steps; i++)
+                describe(&dr->steps[dr->n_steps++], &plan.steps[i], cls, observed);
+        plan_done(&plan);
+
+        k = 0;
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < dr->plan_doc->n_filters[dir]; i++, k++) {
+                        const FilterSpec *f = &dr->plan_doc->filters[dir][i];
+                        uint16_t pref = (uint16_t) f->priority;
+                        TcxOurs *have = NULL;
+
+                        if (!filter_uses_tcx(d, f))
+                                continue;
+                        for (size_t j = 0; j < n_ours; j++)
+                                if (ours[j].dir == dir && ours[j].pref == pref &&
+                                    streq(ours[j].name, f->name) && ours[j].link.ifindex > 0)
+                                        have = &ours[j];
+                        if (have)
+                                have->wanted = true;
+                        if (!have)
+                                tcx_step(&dr->steps[dr->n_steps++], "add", dir, pref, f->name,
+                                         "tcx: no link of clsd's for it%.0u", 0);
+                        else if (desired[k].prog_id && desired[k].prog_id == have->link.prog_id)
+                                tcx_step(&dr->steps[dr->n_steps++], "keep", dir, pref, f->name,
+                                         "tcx link %u runs the declared program", have->link.link_id);
+                        else
+                                tcx_step(&dr->steps[dr->n_steps++], "replace", dir, pref, f->name,
+                                         "tcx link %u: its program would be replaced in place",
+                                         have->link.link_id);
+                }
+        for (size_t j = 0; j < n_ours; j++)
+                if (!ours[j].wanted && ours[j].link.ifindex > 0)
+                        tcx_step(&dr->steps[dr->n_steps++], "remove", ours[j].dir, ours[j].pref,
+                                 ours[j].name, "tcx link %u of clsd's, not in the document",
+                                 ours[j].link.link_id);
+        tcx_ours_free(ours, n_ours);
+        return 0;
+}
+
 int daemon_iface_dry_run(Daemon *d, const char *ifname, json_t *body, const char *if_match, DryRun *ret,
                          Error *reterr) {
         _cleanup_free_ NlFilter *observed = NULL;
@@ -105,7 +184,6 @@ int daemon_iface_dry_run(Daemon *d, const char *ifname, json_t *body, const char
         Iface *old = daemon_iface_get(d, ifname);
         DryRun dr = { 0 };
         size_t n_observed = 0, n;
-        Plan plan = { 0 };
         NlLink link;
         int r;
 
@@ -133,18 +211,11 @@ int daemon_iface_dry_run(Daemon *d, const char *ifname, json_t *body, const char
                 r = nl_filter_dump(d->rtnl, link.ifindex, &observed, &n_observed, reterr);
         if (r < 0 && r != -ENODEV)
                 goto fail;
-        plan_programs(d, old, &dr, observed, n_observed, desired);
+        plan_programs(d, old, &dr, dr.pending ? 0 : link.ifindex, observed, n_observed, desired);
         if (!dr.pending) {
-                r = reconcile_diff(desired, n, observed, n_observed, &plan);
-                dr.steps = calloc(plan.n_steps + 1, sizeof(DryRunStep));
-                if (r < 0 || !dr.steps) {
-                        plan_done(&plan);
-                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                r = plan_steps(d, &dr, link.ifindex, desired, n, observed, n_observed, reterr);
+                if (r < 0)
                         goto fail;
-                }
-                for (size_t i = 0; i < plan.n_steps; i++)
-                        describe(&dr.steps[dr.n_steps++], &plan.steps[i], desired, observed);
-                plan_done(&plan);
         }
         *ret = dr;
         return 0;

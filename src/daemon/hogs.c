@@ -73,6 +73,9 @@ static int hog_read(Daemon *d, const char *path, bool store, Document **ret, Err
                         if (r < 0)
                                 return r;
                 }
+        r = document_check_tcx(d, doc, reterr);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(doc);
         return 0;
 }
@@ -147,6 +150,7 @@ int daemon_hogs_check(const char *dir, size_t object_size_max) {
         HogSet s = { 0 };
         size_t problems = 0;
 
+        (void) nl_tcx_probe(&d.tcx);
         (void) hogs_read(&d, dir, false, true, &s, &problems);
         if (problems == 0)
                 printf("%s: %zu hog(s), all valid\n", dir, s.n_hogs);

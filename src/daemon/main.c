@@ -37,6 +37,8 @@ static void help(void) {
                "OPTIONS\n"
                "       --state-dir DIR        Documents and objects (default %s)\n"
                "       --hogs-dir DIR         Hog files (default %s; a missing directory holds none)\n"
+               "       --bpffs-dir DIR        Where tcx links are pinned, on a bpf filesystem\n"
+               "                              (default %s)\n"
                "       --check                Validate the hog files (JSON, fields, object files)\n"
                "                              and exit: 0 if all are valid, 1 naming each problem\n"
                "       --socket PATH          Unix socket of the API, mode 0660 (default %s);\n"
@@ -56,9 +58,9 @@ static void help(void) {
                "EXIT STATUS\n"
                "       0 after a clean stop, 1 when start-up fails (one line on stderr), 2 on a usage "
                "error.\n",
-               DEFAULT_STATE_DIR, DAEMON_HOGS_DIR_DEFAULT, DEFAULT_SOCKET, API_OBJECT_SIZE_MAX_DEFAULT,
-               API_JSON_SIZE_MAX_DEFAULT, API_CONNECTIONS_MAX_DEFAULT, API_TIMEOUT_SEC_DEFAULT,
-               DAEMON_RESYNC_SEC_DEFAULT);
+               DEFAULT_STATE_DIR, DAEMON_HOGS_DIR_DEFAULT, DAEMON_BPFFS_DIR_DEFAULT, DEFAULT_SOCKET,
+               API_OBJECT_SIZE_MAX_DEFAULT, API_JSON_SIZE_MAX_DEFAULT, API_CONNECTIONS_MAX_DEFAULT,
+               API_TIMEOUT_SEC_DEFAULT, DAEMON_RESYNC_SEC_DEFAULT);
 }
 
 typedef struct Context {
@@ -105,6 +107,7 @@ static int parse_size(const char *flag, const char *s, size_t *ret) {
 enum {
         ARG_STATE_DIR = 0x100,
         ARG_HOGS_DIR,
+        ARG_BPFFS_DIR,
         ARG_CHECK,
         ARG_SOCKET,
         ARG_LISTEN,
@@ -122,6 +125,7 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, b
         static const struct option options[] = {
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
                 { "hogs-dir", required_argument, NULL, ARG_HOGS_DIR },
+                { "bpffs-dir", required_argument, NULL, ARG_BPFFS_DIR },
                 { "check", no_argument, NULL, ARG_CHECK },
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "listen", required_argument, NULL, ARG_LISTEN },
@@ -146,6 +150,9 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, b
                         break;
                 case ARG_HOGS_DIR:
                         dc->hogs_dir = optarg;
+                        break;
+                case ARG_BPFFS_DIR:
+                        dc->bpffs_dir = optarg;
                         break;
                 case ARG_CHECK:
                         *check = true;
@@ -222,6 +229,7 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, b
 int main(int argc, char *argv[]) {
         DaemonConfig dc = { .state_dir = DEFAULT_STATE_DIR,
                             .hogs_dir = DAEMON_HOGS_DIR_DEFAULT,
+                            .bpffs_dir = DAEMON_BPFFS_DIR_DEFAULT,
                             .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT,
                             .resync_usec = DAEMON_RESYNC_SEC_DEFAULT * 1000000ULL };
         ApiConfig ac = { .socket_path = DEFAULT_SOCKET,

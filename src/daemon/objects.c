@@ -228,6 +228,12 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr) {
                         f->name);
         }
 
+        if (f->attach == ATTACH_TCX) {
+                r = daemon_tcx_ready(d, reterr);
+                if (r < 0)
+                        return r;
+        }
+
         if (f->object[0] == '/') {
                 _cleanup_free_ char *data = NULL;
                 size_t size;

@@ -176,17 +176,24 @@ int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_
                         const NlFilter *have = NULL;
                         char name[256];
 
+                        NlTcxLink link;
+                        uint32_t adopt = 0;
+
                         filter_kernel_name(f, name);
-                        if (f->tag[0])
+                        if (f->tag[0] && filter_uses_tcx(d, f)) {
+                                if (it->ifindex > 0 && iface_tcx_find(d, it->ifindex, dir, f, &link) >= 0 &&
+                                    link.prog_id == f->prog_id)
+                                        adopt = link.prog_id; /* registry_acquire() checks the tag */
+                        } else if (f->tag[0]) {
                                 have = find_ours(observed, n_observed, filter_parent(f, dir),
                                                  (uint16_t) f->priority, name);
+                                if (have && streq(have->tag, f->tag) && have->prog_id == f->prog_id)
+                                        adopt = have->prog_id;
+                        }
                         /* Adopt only the very program clsd attached last (id and tag), never a look-alike.
                          */
-                        r = registry_acquire(d, f->digest, f->program,
-                                             have && streq(have->tag, f->tag) && have->prog_id == f->prog_id
-                                                     ? have->prog_id
-                                                     : 0,
-                                             f->tag, &it->programs[dir][i], reterr);
+                        r = registry_acquire(d, f->digest, f->program, adopt, f->tag, &it->programs[dir][i],
+                                             reterr);
                         if (r < 0) {
                                 iface_release_programs(d, it);
                                 return r;
@@ -196,7 +203,8 @@ int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_
         return 0;
 }
 
-static int build_desired(const Iface *it, DesiredFilter **ret, size_t *ret_n) {
+/* The cls_bpf filters the document wants (its tcx ones are iface_tcx_apply()'s). */
+static int build_desired(const Daemon *d, const Iface *it, DesiredFilter **ret, size_t *ret_n) {
         size_t n = it->doc->n_filters[DIRECTION_INGRESS] + it->doc->n_filters[DIRECTION_EGRESS], k = 0;
         DesiredFilter *v = calloc(n + 1, sizeof(DesiredFilter));
 
@@ -206,6 +214,8 @@ static int build_desired(const Iface *it, DesiredFilter **ret, size_t *ret_n) {
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
                         const FilterSpec *f = &it->doc->filters[dir][i];
                         const Program *p = it->programs[dir][i];
+                        if (filter_uses_tcx(d, f))
+                                continue;
                         DesiredFilter *w = &v[k++];
                         w->hook = hook_of(dir);
                         w->parent = filter_parent(f, dir);
@@ -231,10 +241,12 @@ static int conflict_error(const Iface *it, const NlFilter *have, Error *reterr) 
 }
 
 /* Runs the diff only, to find a conflict before anything changes. */
-int iface_check_conflicts(const Iface *it, const NlFilter *observed, size_t n_observed, Error *reterr) {
+int iface_check_conflicts(const Daemon *d, const Iface *it, const NlFilter *observed, size_t n_observed,
+                          Error *reterr) {
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
-                        for (size_t k = 0; k < n_observed; k++)
+                        for (size_t k = 0; !filter_uses_tcx(d, &it->doc->filters[dir][i]) && k < n_observed;
+                             k++)
                                 if (observed[k].parent == filter_parent(&it->doc->filters[dir][i], dir) &&
                                     observed[k].chain == 0 &&
                                     observed[k].pref == it->doc->filters[dir][i].priority &&
@@ -243,9 +255,7 @@ int iface_check_conflicts(const Iface *it, const NlFilter *observed, size_t n_ob
         return 0;
 }
 
-/* Appends one finding to what, "; "-separated, cut at its size. */
-static void what_add(char *what, size_t size, const char *fmt, ...) _printf_(3, 4);
-static void what_add(char *what, size_t size, const char *fmt, ...) {
+void what_add(char *what, size_t size, const char *fmt, ...) {
         size_t l;
         va_list ap;
 
@@ -375,7 +385,7 @@ int iface_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reter
         r = nl_filter_dump(d->rtnl, it->ifindex, &observed, &n_observed, reterr);
         if (r < 0)
                 return r;
-        r = build_desired(it, &desired, &n_desired);
+        r = build_desired(d, it, &desired, &n_desired);
         if (r < 0)
                 return error_set(reterr, r, "internal_error", "out of memory");
         r = reconcile_diff(desired, n_desired, observed, n_observed, &plan);
@@ -390,6 +400,10 @@ int iface_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reter
         r = verify(d, it, desired, n_desired, reterr);
         if (r < 0)
                 return r;
+        r = iface_tcx_apply(d, it, what, what_size, reterr);
+        if (r < 0)
+                return r;
+        changes += r;
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
                         snprintf(it->doc->filters[dir][i].tag, NL_TAG_STRING_MAX, "%s",
@@ -413,6 +427,9 @@ int iface_remove_all(Daemon *d, Iface *it, Error *reterr) {
                 return error_set(reterr, r, "internal_error", "out of memory");
         r = apply_plan(d, it, NULL, 0, observed, &plan, NULL, 0, reterr);
         plan_done(&plan);
+        if (r < 0)
+                return r;
+        r = iface_tcx_remove_all(d, it->ifindex, it->doc->ifname, reterr);
         if (r < 0)
                 return r;
         if (!it->doc->clsact_created)

@@ -15,6 +15,23 @@ const char *direction_to_string(Direction d) {
         return d < _DIRECTION_MAX ? direction_names[d] : NULL;
 }
 
+static const char *const attach_names[_ATTACH_MAX] = {
+        [ATTACH_CLS_BPF] = "cls_bpf",
+        [ATTACH_TCX] = "tcx",
+        [ATTACH_AUTO] = "auto",
+};
+
+const char *filter_attach_to_string(FilterAttach a) {
+        return a < _ATTACH_MAX ? attach_names[a] : NULL;
+}
+
+int filter_attach_from_string(const char *s) {
+        for (int a = 0; a < _ATTACH_MAX; a++)
+                if (streq(s, attach_names[a]))
+                        return a;
+        return -EINVAL;
+}
+
 const char *document_source_to_string(DocumentSource s) {
         return s == SOURCE_HOG ? "hog" : "api";
 }
@@ -123,7 +140,7 @@ static int field_error(Error *e, const char *code, const char *path, const char 
 static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reterr) {
         int r;
         static const char *const known[] = { "name",    "object", "program", "priority", "direct_action",
-                                             "classid", "digest", "actions", "parent" };
+                                             "classid", "digest", "actions", "parent",   "attach" };
         const char *key;
         json_t *v;
         char p[128];
@@ -277,6 +294,28 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
                         return field_error(reterr, "invalid_value", p,
                                            "expected \"MAJ:MIN\" in hex, like \"1:10\"", NULL);
                 f->has_classid = true;
+        }
+
+        v = json_object_get(j, "attach");
+        snprintf(p, sizeof(p), "%s.attach", path);
+        if (v && !json_is_null(v)) {
+                int a = json_is_string(v) ? filter_attach_from_string(json_string_value(v)) : -EINVAL;
+                if (!json_is_string(v))
+                        return field_error(reterr, "wrong_type", p, "expected a string", NULL);
+                if (a < 0)
+                        return field_error(reterr, "invalid_value", p,
+                                           "expected \"cls_bpf\", \"tcx\" or \"auto\"", NULL);
+                f->attach = (FilterAttach) a;
+        }
+        /* tcx runs direct-action programs on the clsact hooks only. */
+        if (f->attach == ATTACH_TCX &&
+            (!f->direct_action || f->has_classid || f->has_parent || f->n_actions)) {
+                snprintf(p, sizeof(p), "%s.attach", path);
+                return field_error(
+                        reterr, "invalid_value", p,
+                        "tcx runs direct-action programs on the ingress and egress hooks: no "
+                        "\"direct_action\": false, \"classid\", \"parent\" or \"actions\" with it",
+                        NULL);
         }
 
         if (!f->name || !f->object ||
@@ -467,6 +506,8 @@ json_t *filter_spec_to_json(const FilterSpec *f) {
                 parent_format(f->parent, buf);
                 json_object_set_new(j, "parent", json_string(buf));
         }
+        if (f->attach != ATTACH_CLS_BPF)
+                json_object_set_new(j, "attach", json_string(filter_attach_to_string(f->attach)));
         return j;
 }
 

@@ -40,6 +40,18 @@ typedef enum DocumentSource {
 
 const char *document_source_to_string(DocumentSource s);
 
+/* How a filter is attached: a cls_bpf filter (the default), a tcx bpf_link, or tcx where the kernel
+ * has it. */
+typedef enum FilterAttach {
+        ATTACH_CLS_BPF,
+        ATTACH_TCX,
+        ATTACH_AUTO,
+        _ATTACH_MAX,
+} FilterAttach;
+
+const char *filter_attach_to_string(FilterAttach a);
+int filter_attach_from_string(const char *s);
+
 typedef struct FilterSpec {
         char *name;
         char *object; /* as given: "sha256:…" or an absolute path */
@@ -54,6 +66,7 @@ typedef struct FilterSpec {
          * instead of the clsact hook. Egress only. */
         bool has_parent;
         uint32_t parent;
+        FilterAttach attach;
         /* The program clsd attached last for this filter, so a restart can adopt instead of reload. */
         char tag[17];
         uint32_t prog_id;

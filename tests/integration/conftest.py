@@ -40,6 +40,9 @@ IF_A, IF_B = "va", "vb"
 
 HEALTH_TIMEOUT = 5.0
 CLONE_NEWNET = 0x40000000
+# A bpf filesystem of the tests' own: `ip netns exec` remounts /sys, and every bpffs mount is a new
+# instance, so tcx pins must live on a mount that outlives each clsd process.
+BPFFS_ROOT = "/run/clsdt-bpffs"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,30 +107,41 @@ class Netns:
     def popen(self, *argv, **kw):
         return subprocess.Popen(self.argv(*argv), **kw)
 
-    def socket(self, family=socket.AF_INET, type=socket.SOCK_STREAM):
-        """A socket created inside the namespace (sockets keep the namespace they were made in).
-        setns() runs on a short-lived thread, so the test process itself never changes namespace."""
+    def call(self, fn):
+        """fn() run inside the namespace and its result. setns() runs on a short-lived thread, so
+        the test process itself never changes namespace."""
         box = {}
 
-        def make():
+        def inside():
             try:
                 with open("/proc/thread-self/ns/net") as own, open("/run/netns/" + self.name) as target:
                     if _libc.setns(target.fileno(), CLONE_NEWNET) != 0:
                         raise OSError(ctypes.get_errno(), "setns " + self.name)
                     try:
-                        box["sock"] = socket.socket(family, type)
+                        box["result"] = fn()
                     finally:
                         if _libc.setns(own.fileno(), CLONE_NEWNET) != 0:
                             raise OSError(ctypes.get_errno(), "setns back")
             except BaseException as e:  # reported in the caller's thread
                 box["error"] = e
 
-        t = threading.Thread(target=make)
+        t = threading.Thread(target=inside)
         t.start()
         t.join()
         if "error" in box:
             raise box["error"]
-        return box["sock"]
+        return box["result"]
+
+    def socket(self, family=socket.AF_INET, type=socket.SOCK_STREAM):
+        """A socket created inside the namespace (sockets keep the namespace they were made in)."""
+        return self.call(lambda: socket.socket(family, type))
+
+    def ifindex(self, dev):
+        return self.call(lambda: socket.if_nametoindex(dev))
+
+    def tcx(self, dev, hook="ingress"):
+        """[(prog_id, link_id)] of the tcx hook in the order they run, read with BPF_PROG_QUERY."""
+        return self.call(lambda: tcx_query(socket.if_nametoindex(dev), hook))
 
     def link_names(self):
         return [l["ifname"] for l in json.loads(self.run("ip", "-j", "link", "show").stdout)]
@@ -216,6 +230,61 @@ def workdir():
         yield d
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# tcx through bpf(2) directly (bpftool 7.1 predates tcx)
+
+SYS_BPF = 321  # x86_64
+BPF_OBJ_GET, BPF_PROG_QUERY, BPF_LINK_DETACH = 7, 16, 34
+TCX_ATTACH = {"ingress": 46, "egress": 47}
+
+
+def _sys_bpf(cmd, attr):
+    r = _libc.syscall(SYS_BPF, cmd, ctypes.byref(attr), ctypes.sizeof(attr))
+    if r < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return r
+
+
+def tcx_query(ifindex, hook):
+    progs, links = (ctypes.c_uint32 * 64)(), (ctypes.c_uint32 * 64)()
+    attr = (ctypes.c_uint64 * 16)()
+    raw = ctypes.cast(attr, ctypes.POINTER(ctypes.c_uint32))
+    raw[0], raw[1] = ifindex, TCX_ATTACH[hook]
+    attr[2] = ctypes.addressof(progs)
+    raw[6] = 64
+    attr[5] = ctypes.addressof(links)
+    _sys_bpf(BPF_PROG_QUERY, attr)
+    return [(progs[i], links[i]) for i in range(raw[6])]
+
+
+def tcx_detach_pinned(path):
+    """What another tool could do: detach the link pinned at path (the pin stays)."""
+    name = ctypes.create_string_buffer(path.encode())
+    attr = (ctypes.c_uint64 * 16)()
+    attr[0] = ctypes.addressof(name)
+    fd = _sys_bpf(BPF_OBJ_GET, attr)
+    try:
+        attr = (ctypes.c_uint64 * 16)()
+        ctypes.cast(attr, ctypes.POINTER(ctypes.c_uint32))[0] = fd
+        _sys_bpf(BPF_LINK_DETACH, attr)
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def bpffs():
+    os.makedirs(BPFFS_ROOT, exist_ok=True)
+    mounted = run(["mountpoint", "-q", BPFFS_ROOT], check=False).returncode == 0
+    if not mounted:
+        run(["mount", "-t", "bpf", "bpf", BPFFS_ROOT])
+    try:
+        yield BPFFS_ROOT
+    finally:
+        if not mounted:
+            run(["umount", BPFFS_ROOT], check=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -563,6 +632,7 @@ class Clsd:
         self.dir = os.path.join(workdir, name)
         os.makedirs(self.dir, exist_ok=True)
         self.state_dir = os.path.join(self.dir, "state")
+        self.bpffs_dir = os.path.join(BPFFS_ROOT, "%s-%s" % (os.path.basename(workdir), name))
         self.socket = os.path.join(self.dir, "clsd.sock")
         self.log_path = os.path.join(self.dir, "clsd.log")
         self.args = list(args)
@@ -575,7 +645,7 @@ class Clsd:
         # A hogs directory of its own (tests that use hogs pass --hogs-dir, which wins): the host's
         # /etc/clsd/hogs.d has no say in a test.
         return [CLSD, "--state-dir", self.state_dir, "--socket", self.socket, "--log-level", "debug",
-                "--hogs-dir", os.path.join(self.dir, "hogs.d"), *self.args, *extra]
+                "--hogs-dir", os.path.join(self.dir, "hogs.d"), "--bpffs-dir", self.bpffs_dir, *self.args, *extra]
 
     def start(self, extra=(), wait=True):
         assert self.proc is None, "already running"
@@ -672,6 +742,8 @@ def clsd_factory(request, workdir):
                 with contextlib.suppress(Exception):
                     c.stop()
             c.kill()
+            # Unpinning the tcx links of this clsd releases them.
+            shutil.rmtree(c.bpffs_dir, ignore_errors=True)
             log = c.log()
             if any(m in log for m in SANITIZER_MARKS):
                 reports.append("%s:\n%s" % (c.log_path, log[-6000:]))

@@ -60,7 +60,7 @@ def _kernel_config(option):
 def test_version(api):
     r = api.get("/version")
     assert r.status == 200
-    assert set(r.json) == {"version", "kernel", "libbpf", "act_bpf"}
+    assert set(r.json) == {"version", "kernel", "libbpf", "act_bpf", "tcx"}
     assert r.json["kernel"] == os.uname().release
     # The probe's answer matches the kernel's own configuration, where the kernel tells it.
     want = _kernel_config("CONFIG_NET_ACT_BPF")
@@ -68,6 +68,10 @@ def test_version(api):
         assert r.json["act_bpf"] == ("available" if want in ("y", "m") else "unavailable"), want
     else:
         assert r.json["act_bpf"] in ("available", "unavailable")
+    # tcx came with Linux 6.6 (CONFIG_NET_XGRESS).
+    want = _kernel_config("CONFIG_NET_XGRESS")
+    if want is not None:
+        assert r.json["tcx"] == ("available" if want == "y" else "unavailable"), want
 
 
 def test_tcp_needs_the_token_for_changes(net, clsd_factory, bpf, workdir):
