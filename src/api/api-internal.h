@@ -48,12 +48,15 @@ MHD_RESULT api_send(Request *req, Response *resp);
 
 /* routes-objects.c, routes-ifaces.c: each handler parses, calls one daemon function, renders. */
 void route_objects(Request *req, const char *rest, Response *resp);
-void route_ifaces(Request *req, const char *rest, Response *resp);
+/* netns: NULL for clsd's own namespace (/ifaces), or a name (/netns/{name}/ifaces). */
+void route_ifaces(Request *req, const char *netns, const char *rest, Response *resp);
+void route_netns(Request *req, const char *rest, Response *resp);
 
 /* render.c: one place per resource. */
 json_t *render_object(Daemon *d, const DaemonObject *o);
 json_t *render_iface(Daemon *d, const Iface *it, const IfaceStatus *status);
-json_t *render_link(Daemon *d, const LinkView *v);
+json_t *render_link(Daemon *d, const char *netns, const LinkView *v);
+json_t *render_netns_list(const NetnsView *v, size_t n);
 json_t *render_error(const Error *e);
 json_t *render_version(Daemon *d);
 json_t *render_dry_run(Daemon *d, const DryRun *dr);

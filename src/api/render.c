@@ -69,6 +69,7 @@ json_t *render_iface(Daemon *d, const Iface *it, const IfaceStatus *status) {
 
         (void) d;
         json_object_set_new(j, "ifname", json_string(it->doc->ifname));
+        json_object_set_new(j, "netns", it->doc->netns ? json_string(it->doc->netns) : json_null());
         json_object_set_new(j, "ifindex", it->ifindex > 0 ? json_integer(it->ifindex) : json_null());
         json_object_set_new(j, "state", json_string(iface_state_to_string(it->state)));
         json_object_set_new(j, "source", json_string(document_source_to_string(it->doc->source)));
@@ -129,8 +130,8 @@ static json_t *render_kernel_filter(const NlFilter *f) {
         return j;
 }
 
-json_t *render_link(Daemon *d, const LinkView *v) {
-        const Iface *it = daemon_iface_get(d, v->link.ifname);
+json_t *render_link(Daemon *d, const char *netns, const LinkView *v) {
+        const Iface *it = daemon_iface_get(d, netns, v->link.ifname);
         json_t *j = json_object(), *filters = json_array();
 
         json_object_set_new(j, "ifname", json_string(v->link.ifname));
@@ -172,4 +173,14 @@ json_t *render_dry_run(Daemon *d, const DryRun *dr) {
         return json_pack("{s:s,s:b,s:s,s:I,s:o,s:o,s:o}", "ifname", dr->doc->ifname, "dry_run", 1, "state",
                          dr->pending ? "pending" : "present", "generation", (json_int_t) dr->doc->generation,
                          "document", document_spec_to_json(dr->doc), "programs", programs, "filters", steps);
+}
+
+json_t *render_netns_list(const NetnsView *v, size_t n) {
+        json_t *list = json_array();
+
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(list, json_pack("{s:s,s:b,s:b,s:I}", "name", v[i].name, "present",
+                                                      v[i].present, "followed", v[i].followed, "documents",
+                                                      (json_int_t) v[i].documents));
+        return json_pack("{s:o}", "netns", list);
 }

@@ -1,35 +1,44 @@
-/* routes-ifaces.c: /ifaces and /ifaces/{ifname}/classifier: the desired state per interface. */
+/* routes-ifaces.c: /ifaces and /ifaces/{ifname}/classifier: the desired state per interface; the same
+ * under /netns/{name}/ for a named network namespace. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "api-internal.h"
 
-static void ifaces_list(Request *req, Response *resp) {
+static void ifaces_list(Request *req, const char *netns, Response *resp) {
         Daemon *d = req->api->daemon;
         LinkView *links = NULL;
         Error e = ERROR_NULL;
         json_t *list;
-        size_t n = 0;
+        size_t n = 0, n_docs = 0;
 
-        if (daemon_links(d, &links, &n, &e) < 0) {
-                response_error(resp, &e);
+        for (size_t i = 0; i < daemon_iface_count(d); i++)
+                n_docs += streq_ptr(daemon_iface_at(d, i)->doc->netns, netns);
+        if (daemon_links(d, netns, &links, &n, &e) < 0) {
+                /* A namespace that is gone still has its (pending) documents to show. */
+                if (!streq(e.code, "netns_not_found") || n_docs == 0) {
+                        response_error(resp, &e);
+                        error_done(&e);
+                        return;
+                }
                 error_done(&e);
-                return;
         }
         list = json_array();
         for (size_t i = 0; i < n; i++)
-                json_array_append_new(list, render_link(d, &links[i]));
+                json_array_append_new(list, render_link(d, netns, &links[i]));
         /* Documents of interfaces that do not exist (yet) are part of the picture too. */
         for (size_t i = 0; i < daemon_iface_count(d); i++) {
                 Iface *it = daemon_iface_at(d, i);
                 bool seen = false;
+                if (!streq_ptr(it->doc->netns, netns))
+                        continue;
                 for (size_t k = 0; k < n; k++)
                         seen = seen || streq(links[k].link.ifname, it->doc->ifname);
                 if (!seen) {
                         LinkView v = { 0 };
                         snprintf(v.link.ifname, sizeof(v.link.ifname), "%s", it->doc->ifname);
-                        json_array_append_new(list, render_link(d, &v));
+                        json_array_append_new(list, render_link(d, netns, &v));
                 }
         }
         link_views_free(links, n);
@@ -54,7 +63,7 @@ static void respond_iface(Request *req, const Iface *it, unsigned status, Respon
         iface_status_done(&st);
 }
 
-static void classifier_put(Request *req, const char *ifname, Response *resp) {
+static void classifier_put(Request *req, const char *netns, const char *ifname, Response *resp) {
         static const char *const types[] = { "application/json",
                                              /* curl's default for --data: accepted so that the README's
                                               * one-liner works as written */
@@ -83,7 +92,7 @@ static void classifier_put(Request *req, const char *ifname, Response *resp) {
         }
         if (dry && (streq(dry, "1") || streq(dry, "true"))) {
                 DryRun dr = { 0 };
-                r = daemon_iface_dry_run(d, ifname, body, request_header(req, "If-Match"), &dr, &e);
+                r = daemon_iface_dry_run(d, netns, ifname, body, request_header(req, "If-Match"), &dr, &e);
                 json_decref(body);
                 if (r < 0) {
                         response_error(resp, &e);
@@ -95,7 +104,7 @@ static void classifier_put(Request *req, const char *ifname, Response *resp) {
                 dry_run_done(&dr);
                 return;
         }
-        if (daemon_iface_put(d, ifname, body, request_header(req, "If-Match"), &it, &e) < 0) {
+        if (daemon_iface_put(d, netns, ifname, body, request_header(req, "If-Match"), &it, &e) < 0) {
                 json_decref(body);
                 response_error(resp, &e);
                 error_done(&e);
@@ -105,7 +114,7 @@ static void classifier_put(Request *req, const char *ifname, Response *resp) {
         respond_iface(req, it, it->state == IFACE_PENDING ? 202 : 200, resp);
 }
 
-static void classifier(Request *req, const char *ifname, Response *resp) {
+static void classifier(Request *req, const char *netns, const char *ifname, Response *resp) {
         Daemon *d = req->api->daemon;
         Error e = ERROR_NULL;
         Iface *it;
@@ -119,16 +128,16 @@ static void classifier(Request *req, const char *ifname, Response *resp) {
                 return;
         }
         if (streq(req->method, "PUT")) {
-                classifier_put(req, ifname, resp);
+                classifier_put(req, netns, ifname, resp);
         } else if (streq(req->method, "GET") || streq(req->method, "HEAD")) {
-                it = daemon_iface_get(d, ifname);
+                it = daemon_iface_get(d, netns, ifname);
                 if (!it) {
                         response_errorf(resp, "document_not_found", "no classifier document for %s", ifname);
                         return;
                 }
                 respond_iface(req, it, 200, resp);
         } else if (streq(req->method, "DELETE")) {
-                if (daemon_iface_delete(d, ifname, request_header(req, "If-Match"), &e) < 0) {
+                if (daemon_iface_delete(d, netns, ifname, request_header(req, "If-Match"), &e) < 0) {
                         response_error(resp, &e);
                         error_done(&e);
                         return;
@@ -142,16 +151,17 @@ static void classifier(Request *req, const char *ifname, Response *resp) {
         }
 }
 
-void route_ifaces(Request *req, const char *rest, Response *resp) {
+void route_ifaces(Request *req, const char *netns, const char *rest, Response *resp) {
         char ifname[IFNAME_MAX + 2]; /* one more than a valid name, to tell too long apart */
         const char *slash;
 
         if (rest[0] == 0 || streq(rest, "/")) {
                 if (streq(req->method, "GET") || streq(req->method, "HEAD"))
-                        ifaces_list(req, resp);
+                        ifaces_list(req, netns, resp);
                 else {
                         response_errorf(resp, "method_not_allowed",
-                                        "%s is not allowed on /ifaces; allowed: GET, HEAD", req->method);
+                                        "%s is not allowed on %s; allowed: GET, HEAD", req->method,
+                                        req->url);
                         resp->allow = "GET, HEAD";
                 }
                 return;
@@ -169,5 +179,59 @@ void route_ifaces(Request *req, const char *rest, Response *resp) {
         }
         memcpy(ifname, rest, (size_t) (slash - rest));
         ifname[slash - rest] = 0;
-        classifier(req, ifname, resp);
+        classifier(req, netns, ifname, resp);
+}
+
+static void netns_list(Request *req, Response *resp) {
+        NetnsView *v = NULL;
+        Error e = ERROR_NULL;
+        size_t n = 0;
+
+        if (!streq(req->method, "GET") && !streq(req->method, "HEAD")) {
+                response_errorf(resp, "method_not_allowed",
+                                "%s is not allowed on /netns; allowed: GET, HEAD", req->method);
+                resp->allow = "GET, HEAD";
+                return;
+        }
+        if (daemon_netns_list(req->api->daemon, &v, &n, &e) < 0) {
+                response_error(resp, &e);
+                error_done(&e);
+                return;
+        }
+        resp->status = 200;
+        resp->body = render_netns_list(v, n);
+        free(v);
+}
+
+void route_netns(Request *req, const char *rest, Response *resp) {
+        char name[NETNS_NAME_MAX + 2];
+        const char *slash, *sub;
+
+        if (rest[0] == 0 || streq(rest, "/")) {
+                netns_list(req, resp);
+                return;
+        }
+        rest++;
+        slash = strchr(rest, '/');
+        sub = slash ? startswith(slash, "/ifaces") : NULL;
+        if (!sub || (sub[0] != 0 && sub[0] != '/') || slash == rest) {
+                response_errorf(resp, "route_not_found", "no route %s", req->url);
+                return;
+        }
+        if ((size_t) (slash - rest) >= sizeof(name)) {
+                response_errorf(resp, "invalid_value", "the namespace name is longer than %d characters",
+                                NETNS_NAME_MAX);
+                return;
+        }
+        memcpy(name, rest, (size_t) (slash - rest));
+        name[slash - rest] = 0;
+        if (!netns_name_valid(name)) {
+                response_errorf(
+                        resp, "invalid_value",
+                        "\"%s\" is not a valid network namespace name (1 to %d characters of A-Z a-z 0-9 _ "
+                        ". -)",
+                        name, NETNS_NAME_MAX);
+                return;
+        }
+        route_ifaces(req, name, sub, resp);
 }

@@ -10,17 +10,39 @@ static const struct {
         const char *code;
         unsigned status;
 } status_table[] = {
-        { "malformed_json", 400 },      { "unknown_field", 400 },         { "wrong_type", 400 },
-        { "missing_field", 400 },       { "invalid_value", 400 },         { "bad_request", 400 },
-        { "unauthorized", 401 },        { "route_not_found", 404 },       { "document_not_found", 404 },
-        { "object_not_found", 404 },    { "object_file_not_found", 404 }, { "method_not_allowed", 405 },
-        { "priority_taken", 409 },      { "object_in_use", 409 },         { "hog_owned", 409 },
-        { "precondition_failed", 412 }, { "payload_too_large", 413 },     { "unsupported_media_type", 415 },
-        { "invalid_object", 422 },      { "program_not_found", 422 },     { "program_ambiguous", 422 },
-        { "wrong_program_type", 422 },  { "verifier_rejected", 422 },     { "duplicate_name", 422 },
-        { "duplicate_priority", 422 },  { "act_bpf_unavailable", 422 },   { "actions_unsupported", 422 },
-        { "tcx_unavailable", 422 },     { "duplicate_program", 422 },     { "kernel_error", 500 },
-        { "store_error", 500 },         { "internal_error", 500 },
+        { "malformed_json", 400 },
+        { "unknown_field", 400 },
+        { "wrong_type", 400 },
+        { "missing_field", 400 },
+        { "invalid_value", 400 },
+        { "bad_request", 400 },
+        { "unauthorized", 401 },
+        { "route_not_found", 404 },
+        { "document_not_found", 404 },
+        { "netns_not_found", 404 },
+        { "object_not_found", 404 },
+        { "object_file_not_found", 404 },
+        { "method_not_allowed", 405 },
+        { "priority_taken", 409 },
+        { "object_in_use", 409 },
+        { "hog_owned", 409 },
+        { "precondition_failed", 412 },
+        { "payload_too_large", 413 },
+        { "unsupported_media_type", 415 },
+        { "invalid_object", 422 },
+        { "program_not_found", 422 },
+        { "program_ambiguous", 422 },
+        { "wrong_program_type", 422 },
+        { "verifier_rejected", 422 },
+        { "duplicate_name", 422 },
+        { "duplicate_priority", 422 },
+        { "act_bpf_unavailable", 422 },
+        { "actions_unsupported", 422 },
+        { "tcx_unavailable", 422 },
+        { "duplicate_program", 422 },
+        { "kernel_error", 500 },
+        { "store_error", 500 },
+        { "internal_error", 500 },
 };
 
 unsigned api_status_of(const char *code) {
@@ -132,7 +154,9 @@ MHD_RESULT api_dispatch(Request *req) {
         else if ((rest = startswith(req->url, "/objects")) && (rest[0] == 0 || rest[0] == '/'))
                 route_objects(req, rest, &resp);
         else if ((rest = startswith(req->url, "/ifaces")) && (rest[0] == 0 || rest[0] == '/'))
-                route_ifaces(req, rest, &resp);
+                route_ifaces(req, NULL, rest, &resp);
+        else if ((rest = startswith(req->url, "/netns")) && (rest[0] == 0 || rest[0] == '/'))
+                route_netns(req, rest, &resp);
         else
                 response_errorf(&resp, "route_not_found", "no route %s", req->url);
         return api_send(req, &resp);

@@ -30,6 +30,7 @@ static const Verb verbs[] = {
         { "apply", "clsctl apply IFNAME FILE", 2, 2, verb_iface_apply },
         { "diff", "clsctl diff IFNAME FILE", 2, 2, verb_iface_diff },
         { "delete", "clsctl delete IFNAME", 1, 1, verb_iface_delete },
+        { "netns", "clsctl netns", 0, 0, verb_netns_list },
 };
 
 static const Verb object_verbs[] = {
@@ -183,6 +184,7 @@ static void help(void) {
                "       diff IFNAME FILE       Show what apply would load and change, and why; change "
                "nothing\n"
                "       delete IFNAME          Remove the document of IFNAME and detach its filters\n"
+               "       netns                  List named network namespaces and clsd's documents there\n"
                "       object ls              List stored BPF objects\n"
                "       object add FILE        Store a BPF object file (ELF) and show its programs\n"
                "       object show DIGEST     Show a stored object\n"
@@ -194,6 +196,8 @@ static void help(void) {
                "\n"
                "OPTIONS\n"
                "       --socket PATH          Connect to PATH ('@NAME': abstract socket)\n"
+               "       -n, --netns NAME       Interfaces of the network namespace /run/netns/NAME\n"
+               "                              (ls, get, apply, diff, delete)\n"
                "       -j, --json             Print the daemon's JSON answer instead of tables\n"
                "       --if-match GENERATION  apply: only if the document is still at GENERATION\n"
                "       -v, --verbose          On failure, also print the daemon's detail (verifier log)\n"
@@ -216,6 +220,7 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "json", no_argument, NULL, 'j' },
+                { "netns", required_argument, NULL, 'n' },
                 { "verbose", no_argument, NULL, 'v' },
                 { "if-match", required_argument, NULL, ARG_IF_MATCH },
                 {},
@@ -223,7 +228,7 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
         int opt;
 
         opterr = 0; /* our own messages, in our one-line format */
-        while ((opt = getopt_long(argc, argv, ":hjv", options, NULL)) >= 0) {
+        while ((opt = getopt_long(argc, argv, ":hjvn:", options, NULL)) >= 0) {
                 switch (opt) {
                 case 'h':
                         help();
@@ -238,6 +243,11 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                         break;
                 case 'j':
                         c->json = true;
+                        break;
+                case 'n':
+                        if (!*optarg)
+                                return usage_error("--netns needs a name");
+                        c->netns = optarg;
                         break;
                 case 'v':
                         c->verbose = true;

@@ -18,6 +18,7 @@ typedef struct Ctl {
         bool json;
         bool verbose;
         const char *if_match; /* apply: the generation the document must be at, decimal */
+        const char *netns; /* a named network namespace: its interfaces instead of clsd's own */
 } Ctl;
 
 /* jansson.h provides json_decrefp() for _cleanup_(json_decrefp). */
@@ -46,6 +47,7 @@ int verb_iface_get(const Ctl *c, char **args);
 int verb_iface_apply(const Ctl *c, char **args);
 int verb_iface_diff(const Ctl *c, char **args);
 int verb_iface_delete(const Ctl *c, char **args);
+int verb_netns_list(const Ctl *c, char **args);
 
 int verb_object_list(const Ctl *c, char **args);
 int verb_object_add(const Ctl *c, char **args);

@@ -9,14 +9,32 @@
 
 static const char *const directions[] = { "ingress", "egress" };
 
-static int iface_path(const char *ifname, char **ret) {
+/* "/ifaces", or "/netns/NAME/ifaces" with --netns. */
+static int ifaces_path(const Ctl *c, char **ret) {
         _cleanup_free_ char *e = NULL;
         int r;
 
+        if (!c->netns)
+                return (*ret = strdup("/ifaces")) ? 0 : ctl_oom();
+        r = http_escape_segment(c->netns, NULL, &e);
+        if (r < 0)
+                return ctl_error(r, "%s", strerror(-r));
+        if (asprintf(ret, "/netns/%s/ifaces", e) < 0)
+                return ctl_oom();
+        return 0;
+}
+
+static int iface_path(const Ctl *c, const char *ifname, char **ret) {
+        _cleanup_free_ char *e = NULL, *base = NULL;
+        int r;
+
+        r = ifaces_path(c, &base);
+        if (r < 0)
+                return r;
         r = http_escape_segment(ifname, NULL, &e);
         if (r < 0)
                 return ctl_error(r, "%s", strerror(-r));
-        if (asprintf(ret, "/ifaces/%s/classifier", e) < 0)
+        if (asprintf(ret, "%s/%s/classifier", base, e) < 0)
                 return ctl_oom();
         return 0;
 }
@@ -133,7 +151,7 @@ int verb_iface_get(const Ctl *c, char **args) {
         _cleanup_free_ char *path = NULL;
         int r;
 
-        r = iface_path(args[0], &path);
+        r = iface_path(c, args[0], &path);
         if (r < 0)
                 return r;
         r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = path }, args[0], &answer);
@@ -153,7 +171,7 @@ static int put_document(const Ctl *c, char **args, bool dry_run, json_t **ret_an
         size_t size = 0;
         int r;
 
-        r = iface_path(args[0], &path);
+        r = iface_path(c, args[0], &path);
         if (r < 0)
                 return r;
         if (dry_run) {
@@ -210,7 +228,7 @@ int verb_iface_delete(const Ctl *c, char **args) {
         _cleanup_free_ char *path = NULL;
         int r;
 
-        r = iface_path(args[0], &path);
+        r = iface_path(c, args[0], &path);
         if (r < 0)
                 return r;
         return ctl_call(c, &(HttpRequest){ .method = "DELETE", .path = path }, args[0], NULL);
@@ -240,11 +258,15 @@ static int add_filter_counts(Table *t, const json_t *filters) {
 int verb_ifaces_list(const Ctl *c, char **args _unused_) {
         _cleanup_(json_decrefp) json_t *answer = NULL;
         _cleanup_(table_freep) Table *t = NULL;
+        _cleanup_free_ char *path = NULL;
         const json_t *v;
         size_t i;
         int r;
 
-        r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = "/ifaces" }, NULL, &answer);
+        r = ifaces_path(c, &path);
+        if (r < 0)
+                return r;
+        r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = path }, NULL, &answer);
         if (r < 0)
                 return r;
         if (c->json)
@@ -304,4 +326,30 @@ int verb_iface_diff(const Ctl *c, char **args) {
                         return ctl_error(-EIO, "cannot write to stdout");
         }
         return 0;
+}
+
+int verb_netns_list(const Ctl *c, char **args _unused_) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        const json_t *v;
+        size_t i;
+        int r;
+
+        r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = "/netns" }, NULL, &answer);
+        if (r < 0)
+                return r;
+        if (c->json)
+                return ctl_print_json(answer);
+        t = table_new("NAME", "PRESENT", "FOLLOWED", "DOCUMENTS", NULL);
+        if (!t)
+                return ctl_oom();
+        json_array_foreach (json_object_get(answer, "netns"), i, v) {
+                r = table_add_json(t, json_object_get(v, "name"));
+                r = r ?: table_add(t, json_is_true(json_object_get(v, "present")) ? "yes" : "no");
+                r = r ?: table_add(t, json_is_true(json_object_get(v, "followed")) ? "yes" : "no");
+                r = r ?: table_add_json(t, json_object_get(v, "documents"));
+                if (r < 0)
+                        return ctl_oom();
+        }
+        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
 }

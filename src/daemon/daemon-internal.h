@@ -3,13 +3,28 @@
 
 #include "daemon.h"
 
+/* A network namespace clsd follows: its own, or a named one (/run/netns/NAME) that a document names.
+ * Each has its request socket and its event socket (RTNLGRP_LINK, RTNLGRP_TC). */
+typedef struct Netns {
+        Daemon *daemon;
+        char *name; /* NULL: clsd's own */
+        int fd; /* the named namespace, held while followed; -1 for clsd's own */
+        NlSocket *rtnl;
+        NlSocket *events;
+        sd_event_source *events_source;
+} Netns;
+
 struct Daemon {
         DaemonConfig config;
         sd_event *event;
         Store *store;
-        NlSocket *rtnl; /* requests */
-        NlSocket *events; /* RTNLGRP_LINK */
-        sd_event_source *events_source;
+        Netns own;
+        Netns **netns; /* the named ones followed */
+        size_t n_netns;
+        int netns_watch_fd; /* inotify on /run/netns */
+        sd_event_source *netns_watch_source;
+        sd_event_source *netns_scan_source; /* a namespace appeared: follow it once it is mounted */
+        unsigned netns_scan_tries;
         sd_event_source *dirty_source; /* reconciles interfaces that tc events marked dirty */
         sd_event_source *resync_source; /* the periodic full resync */
 
@@ -78,6 +93,9 @@ int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilte
                    size_t n_observed, Plan *ret);
 void plan_done(Plan *p);
 
+/* The interface's request socket (its namespace's), or NULL while the namespace is absent. */
+NlSocket *iface_rtnl(Daemon *d, const Iface *it);
+
 /* reconcile.c */
 /* clsd's filter named name at (parent, pref) in chain 0, or NULL. */
 const NlFilter *find_ours(const NlFilter *observed, size_t n, uint32_t parent, uint16_t pref,
@@ -105,12 +123,13 @@ int iface_reconcile(Daemon *d, Iface *it, Error *reterr);
 int iface_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reterr);
 int iface_remove_all(Daemon *d, Iface *it, Error *reterr);
 /* Deletes the clsact qdisc unless a filter still uses it (call only for one clsd created). */
-int clsact_remove_if_unused(Daemon *d, int ifindex, const char *ifname, Error *reterr);
+int clsact_remove_if_unused(NlSocket *rtnl, int ifindex, const char *ifname, Error *reterr);
 int iface_check_conflicts(const Daemon *d, const Iface *it, const NlFilter *observed, size_t n_observed,
                           Error *reterr);
 
 /* snapshot.c: clsd's filters on an interface before a change, to put them back if it fails. */
 typedef struct Snapshot {
+        NlSocket *rtnl;
         int ifindex;
         bool had_clsact;
         NlFilter *filters; /* clsd's only */
@@ -119,8 +138,9 @@ typedef struct Snapshot {
 } Snapshot;
 
 /* all: the interface's filters as just dumped. */
-int snapshot_take(Daemon *d, int ifindex, const NlFilter *all, size_t n_all, Snapshot *ret, Error *reterr);
-int snapshot_restore(Daemon *d, const Snapshot *s, const char *ifname, Error *reterr);
+int snapshot_take(NlSocket *rtnl, int ifindex, const NlFilter *all, size_t n_all, Snapshot *ret,
+                  Error *reterr);
+int snapshot_restore(const Snapshot *s, const char *ifname, Error *reterr);
 void snapshot_done(Snapshot *s);
 
 /* objects.c */
@@ -130,8 +150,8 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr);
 /* daemon.c */
 /* What a PUT of body would store: validated, If-Match checked, objects and programs resolved (with
  * store, an object given by path is stored; without, only read), generation assigned. */
-int iface_document_prepare(Daemon *d, const char *ifname, json_t *body, const char *if_match, bool store,
-                           Document **ret, Error *reterr);
+int iface_document_prepare(Daemon *d, const char *netns, const char *ifname, json_t *body,
+                           const char *if_match, bool store, Document **ret, Error *reterr);
 int iface_reconcile_and_save(Daemon *d, Iface *it, Error *reterr);
 /* Reconciles now unless a retry is already scheduled; on failure schedules one with backoff. */
 void iface_reconcile_or_retry(Daemon *d, Iface *it);
@@ -160,20 +180,21 @@ typedef struct TcxOurs {
 
 /* clsd's tcx links of ifindex (every interface's with ifindex 0), sorted by (hook, pref). A pin
  * whose link no longer runs there (detached by someone, or its device gone) has link.ifindex 0. */
-int tcx_ours(Daemon *d, int ifindex, TcxOurs **ret, size_t *ret_n, Error *reterr);
+int tcx_ours(Daemon *d, const char *netns, int ifindex, TcxOurs **ret, size_t *ret_n, Error *reterr);
 void tcx_ours_free(TcxOurs *v, size_t n);
 bool filter_uses_tcx(const Daemon *d, const FilterSpec *f);
 bool document_uses_tcx(const Daemon *d, const Document *doc);
 /* The kernel runs a program at most once per tcx hook: 422 duplicate_program otherwise. */
 int document_check_tcx(const Daemon *d, const Document *doc, Error *reterr);
 /* reterr "tcx_unavailable" unless the kernel has tcx and --bpffs-dir is on bpffs (created if needed). */
-int daemon_tcx_ready(Daemon *d, Error *reterr);
+int daemon_tcx_ready(Daemon *d, const char *netns, Error *reterr);
 /* clsd's tcx link for the filter, attached to ifindex, or -ENOENT. */
-int iface_tcx_find(Daemon *d, int ifindex, Direction dir, const FilterSpec *f, NlTcxLink *ret);
+int iface_tcx_find(Daemon *d, const char *netns, int ifindex, Direction dir, const FilterSpec *f,
+                   NlTcxLink *ret);
 /* Returns the number of changes, like iface_apply(). */
 int iface_tcx_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reterr);
 int iface_tcx_verify(Daemon *d, Iface *it, Error *reterr);
-int iface_tcx_remove_all(Daemon *d, int ifindex, const char *ifname, Error *reterr);
+int iface_tcx_remove_all(Daemon *d, const char *netns, int ifindex, const char *ifname, Error *reterr);
 void daemon_tcx_sweep(Daemon *d);
 
 /* hogs.c */
@@ -181,3 +202,19 @@ int daemon_hogs_load(Daemon *d);
 
 /* events.c */
 int daemon_events_start(Daemon *d, Error *reterr);
+/* Starts reading the namespace's events. */
+int netns_events_start(Daemon *d, Netns *ns, Error *reterr);
+
+/* netns.c */
+/* The request socket of the namespace (NULL: clsd's own), following a named one if needed: -ENOENT
+ * when /run/netns has no such namespace, -EAGAIN while it is being created. */
+int daemon_rtnl(Daemon *d, const char *netns, NlSocket **ret, Error *reterr);
+/* Enters the namespace for a call that acts on the caller's (bpf(2) for tcx); -1 in *ret_saved for
+ * clsd's own. */
+int daemon_netns_enter(Daemon *d, const char *netns, int *ret_saved, Error *reterr);
+int daemon_netns_start(Daemon *d, Error *reterr);
+/* Lets go of namespaces that went; follows those pending documents name that came. */
+void daemon_netns_scan(Daemon *d);
+void daemon_netns_free(Daemon *d);
+/* Stops following a named namespace no document names any more. */
+void netns_release_if_unused(Daemon *d, const char *netns);

@@ -22,7 +22,9 @@ int daemon_new(const DaemonConfig *config, sd_event *event, Daemon **ret, Error 
         r = store_open(config->state_dir, &d->store, reterr);
         if (r < 0)
                 return r;
-        r = nl_socket_open(0, &d->rtnl, reterr);
+        d->own = (Netns){ .daemon = d, .fd = -1 };
+        d->netns_watch_fd = -1;
+        r = nl_socket_open(0, &d->own.rtnl, reterr);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(d);
@@ -39,11 +41,12 @@ Daemon *daemon_free(Daemon *d) {
                 nl_object_info_free(d->objects[i].info);
         free(d->objects);
         free(d->programs);
-        sd_event_source_disable_unref(d->events_source);
+        daemon_netns_free(d);
+        sd_event_source_disable_unref(d->own.events_source);
         sd_event_source_disable_unref(d->dirty_source);
         sd_event_source_disable_unref(d->resync_source);
-        nl_socket_free(d->events);
-        nl_socket_free(d->rtnl);
+        nl_socket_free(d->own.events);
+        nl_socket_free(d->own.rtnl);
         store_free(d->store);
         sd_event_unref(d->event);
         free(d);
@@ -70,9 +73,9 @@ Iface *daemon_iface_at(Daemon *d, size_t i) {
         return i < d->n_ifaces ? d->ifaces[i] : NULL;
 }
 
-Iface *daemon_iface_get(Daemon *d, const char *ifname) {
+Iface *daemon_iface_get(Daemon *d, const char *netns, const char *ifname) {
         for (size_t i = 0; i < d->n_ifaces; i++)
-                if (streq(d->ifaces[i]->doc->ifname, ifname))
+                if (streq(d->ifaces[i]->doc->ifname, ifname) && streq_ptr(d->ifaces[i]->doc->netns, netns))
                         return d->ifaces[i];
         return NULL;
 }
@@ -87,13 +90,12 @@ static int ifaces_reserve(Daemon *d) {
 }
 
 /* Puts the kernel back as it was before a PUT that failed after changing it. */
-static void rollback(Daemon *d, const Iface *it, Iface *old, const Snapshot *snap, const char *what,
-                     const Error *why) {
+static void rollback(const Iface *it, Iface *old, const Snapshot *snap, const char *what, const Error *why) {
         Error e = ERROR_NULL;
 
         log_error("%s: %s failed: %s; rolling back", it->doc->ifname, what,
                   strna(why ? why->message : NULL));
-        if (snapshot_restore(d, snap, it->doc->ifname, &e) >= 0) {
+        if (snapshot_restore(snap, it->doc->ifname, &e) >= 0) {
                 error_done(&e);
                 return;
         }
@@ -200,7 +202,7 @@ int daemon_start(Daemon *d, Error *reterr) {
         size_t n_docs = 0, n_failed = 0;
         int r;
 
-        (void) nl_act_bpf_probe(d->rtnl, &d->act_bpf);
+        (void) nl_act_bpf_probe(d->own.rtnl, &d->act_bpf);
         log_info("act_bpf: %s",
                  d->act_bpf ? "available" : "unavailable (this kernel has no CONFIG_NET_ACT_BPF)");
         (void) nl_tcx_probe(&d->tcx);
@@ -233,6 +235,8 @@ int daemon_start(Daemon *d, Error *reterr) {
                 return error_set(reterr, r, "internal_error", "cannot load hogs: %s", strerror(-r));
 
         r = daemon_events_start(d, reterr);
+        if (r >= 0)
+                r = daemon_netns_start(d, reterr);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < d->n_ifaces; i++)
@@ -283,12 +287,18 @@ static int check_if_match(const Iface *old, const char *if_match, Error *reterr)
 
 /* The PUT: every program is loaded and verified, and conflicts are checked, before anything in the
  * store or the kernel changes; a kernel or store failure after that rolls back to the old document. */
-int iface_document_prepare(Daemon *d, const char *ifname, json_t *body, const char *if_match, bool store,
-                           Document **ret, Error *reterr) {
+int iface_document_prepare(Daemon *d, const char *netns, const char *ifname, json_t *body,
+                           const char *if_match, bool store, Document **ret, Error *reterr) {
         _cleanup_(document_freep) Document *doc = NULL;
-        Iface *old = daemon_iface_get(d, ifname);
+        Iface *old = daemon_iface_get(d, netns, ifname);
         int r;
 
+        if (netns && !netns_name_valid(netns))
+                return error_set(
+                        reterr, EINVAL, "invalid_value",
+                        "\"%s\" is not a valid network namespace name (1 to %d characters of A-Z a-z "
+                        "0-9 _ . -)",
+                        netns, NETNS_NAME_MAX);
         if (!ifname_valid(ifname))
                 return error_set(
                         reterr, EINVAL, "invalid_value",
@@ -297,6 +307,8 @@ int iface_document_prepare(Daemon *d, const char *ifname, json_t *body, const ch
         r = document_from_json(ifname, body, &doc, reterr);
         if (r < 0)
                 return r;
+        if (netns && !(doc->netns = strdup(netns)))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         r = check_if_match(old, if_match, reterr);
         if (r < 0)
                 return r;
@@ -328,17 +340,24 @@ int iface_document_prepare(Daemon *d, const char *ifname, json_t *body, const ch
 int iface_replace(Daemon *d, Iface *old, const char *ifname, const Document *api, const Document *hog,
                   const char *hog_path, Iface **ret, Error *reterr) {
         _cleanup_free_ NlFilter *observed = NULL;
+        const char *netns = (api ?: hog)->netns;
         size_t n_observed = 0;
         Iface *it = NULL;
         Snapshot snap = { 0 };
+        NlSocket *rtnl;
         NlLink link;
         int r;
 
-        r = nl_link_by_name(d->rtnl, ifname, &link, reterr);
+        /* An absent namespace is like an absent interface: the document waits for it. */
+        r = daemon_rtnl(d, netns, &rtnl, reterr);
+        if (r >= 0)
+                r = nl_link_by_name(rtnl, ifname, &link, reterr);
+        else if (r == -ENOENT || r == -EAGAIN)
+                r = -ENODEV;
         if (r < 0 && r != -ENODEV)
                 return r;
         if (r >= 0) {
-                r = nl_filter_dump(d->rtnl, link.ifindex, &observed, &n_observed, reterr);
+                r = nl_filter_dump(rtnl, link.ifindex, &observed, &n_observed, reterr);
                 if (r < 0)
                         return r;
         } else
@@ -369,11 +388,11 @@ int iface_replace(Daemon *d, Iface *old, const char *ifname, const Document *api
         }
         if (it->ifindex > 0) {
                 /* The dump already made is the state to come back to. */
-                r = snapshot_take(d, it->ifindex, observed, n_observed, &snap, reterr);
+                r = snapshot_take(rtnl, it->ifindex, observed, n_observed, &snap, reterr);
                 if (r >= 0) {
                         r = iface_apply(d, it, NULL, 0, reterr);
                         if (r < 0)
-                                rollback(d, it, old, &snap, "applying the new document", reterr);
+                                rollback(it, old, &snap, "applying the new document", reterr);
                 }
                 if (r < 0) {
                         snapshot_done(&snap);
@@ -388,10 +407,10 @@ int iface_replace(Daemon *d, Iface *old, const char *ifname, const Document *api
         if (it->api)
                 r = store_document_save(d->store, it->api, reterr);
         else if (old && old->api)
-                r = store_document_remove(d->store, SOURCE_API, ifname, reterr);
+                r = store_document_remove(d->store, SOURCE_API, netns, ifname, reterr);
         if (r < 0) {
                 if (it->ifindex > 0)
-                        rollback(d, it, old, &snap, "storing the new document", reterr);
+                        rollback(it, old, &snap, "storing the new document", reterr);
                 snapshot_done(&snap);
                 iface_free(d, it);
                 return r;
@@ -415,13 +434,13 @@ int iface_replace(Daemon *d, Iface *old, const char *ifname, const Document *api
         return 0;
 }
 
-int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if_match, Iface **ret,
-                     Error *reterr) {
+int daemon_iface_put(Daemon *d, const char *netns, const char *ifname, json_t *body, const char *if_match,
+                     Iface **ret, Error *reterr) {
         _cleanup_(document_freep) Document *doc = NULL;
-        Iface *old = daemon_iface_get(d, ifname), *it;
+        Iface *old = daemon_iface_get(d, netns, ifname), *it;
         int r;
 
-        r = iface_document_prepare(d, ifname, body, if_match, true, &doc, reterr);
+        r = iface_document_prepare(d, netns, ifname, body, if_match, true, &doc, reterr);
         if (r < 0)
                 return r;
         r = iface_replace(d, old, ifname, doc, old ? old->hog : NULL, old ? old->hog_path : NULL, &it,
@@ -435,10 +454,18 @@ int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if
 }
 
 int iface_forget(Daemon *d, Iface *it, Error *reterr) {
+        _cleanup_free_ char *netns = it->doc->netns ? strdup(it->doc->netns) : NULL;
+        NlSocket *rtnl;
         NlLink link;
         int r;
 
-        r = nl_link_by_name(d->rtnl, it->doc->ifname, &link, reterr);
+        if (it->doc->netns && !netns)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = daemon_rtnl(d, it->doc->netns, &rtnl, reterr);
+        if (r >= 0)
+                r = nl_link_by_name(rtnl, it->doc->ifname, &link, reterr);
+        else if (r == -ENOENT || r == -EAGAIN)
+                r = -ENODEV;
         if (r < 0 && r != -ENODEV)
                 return r;
         if (r >= 0) {
@@ -448,19 +475,21 @@ int iface_forget(Daemon *d, Iface *it, Error *reterr) {
                         return r;
         }
         if (it->api) {
-                r = store_document_remove(d->store, SOURCE_API, it->doc->ifname, reterr);
+                r = store_document_remove(d->store, SOURCE_API, it->doc->netns, it->doc->ifname, reterr);
                 if (r < 0)
                         return r;
         }
         if (it->hog)
-                (void) store_document_remove(d->store, SOURCE_HOG, it->doc->ifname, NULL);
+                (void) store_document_remove(d->store, SOURCE_HOG, it->doc->netns, it->doc->ifname, NULL);
         ifaces_remove(d, it);
         iface_free(d, it);
+        netns_release_if_unused(d, netns);
         return 0;
 }
 
-int daemon_iface_delete(Daemon *d, const char *ifname, const char *if_match, Error *reterr) {
-        Iface *it = daemon_iface_get(d, ifname);
+int daemon_iface_delete(Daemon *d, const char *netns, const char *ifname, const char *if_match,
+                        Error *reterr) {
+        Iface *it = daemon_iface_get(d, netns, ifname);
         int r;
 
         if (!it || (!it->api && !it->hog))
@@ -479,7 +508,7 @@ int daemon_iface_delete(Daemon *d, const char *ifname, const char *if_match, Err
                 if (r < 0)
                         return r;
                 log_info("%s: API document deleted; the hog %s stays", ifname,
-                         daemon_iface_get(d, ifname)->hog_path);
+                         daemon_iface_get(d, netns, ifname)->hog_path);
                 return 0;
         }
         r = iface_forget(d, it, reterr);
@@ -502,8 +531,8 @@ int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *ret
         size_t n_observed = 0;
         int r;
 
-        if (it->ifindex > 0) {
-                r = nl_filter_dump(d->rtnl, it->ifindex, &observed, &n_observed, reterr);
+        if (it->ifindex > 0 && iface_rtnl(d, it)) {
+                r = nl_filter_dump(iface_rtnl(d, it), it->ifindex, &observed, &n_observed, reterr);
                 if (r < 0 && r != -ENODEV && r != -EINVAL)
                         return r;
         }
@@ -523,7 +552,8 @@ int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *ret
                         if (filter_uses_tcx(d, f)) {
                                 NlTcxLink l;
                                 fs->tcx = true;
-                                if (it->ifindex <= 0 || iface_tcx_find(d, it->ifindex, dir, f, &l) < 0)
+                                if (it->ifindex <= 0 ||
+                                    iface_tcx_find(d, it->doc->netns, it->ifindex, dir, f, &l) < 0)
                                         continue;
                                 fs->link_id = l.link_id;
                                 fs->prog_id = l.prog_id;
@@ -555,13 +585,20 @@ void link_views_free(LinkView *v, size_t n) {
         free(v);
 }
 
-int daemon_links(Daemon *d, LinkView **ret, size_t *ret_n, Error *reterr) {
+int daemon_links(Daemon *d, const char *netns, LinkView **ret, size_t *ret_n, Error *reterr) {
         _cleanup_free_ NlLink *links = NULL;
+        NlSocket *rtnl;
         LinkView *v;
         size_t n;
         int r;
 
-        r = nl_link_list(d->rtnl, &links, &n, reterr);
+        r = daemon_rtnl(d, netns, &rtnl, reterr);
+        if (r == -ENOENT || r == -EAGAIN)
+                return error_set(reterr, ENOENT, "netns_not_found", "no network namespace %s in %s", netns,
+                                 d->config.netns_dir);
+        if (r < 0)
+                return r;
+        r = nl_link_list(rtnl, &links, &n, reterr);
         if (r < 0)
                 return r;
         v = calloc(n + 1, sizeof(LinkView));
@@ -570,7 +607,7 @@ int daemon_links(Daemon *d, LinkView **ret, size_t *ret_n, Error *reterr) {
         for (size_t i = 0; i < n; i++) {
                 v[i].link = links[i];
                 /* An interface can vanish between the two dumps: show it without filters. */
-                (void) nl_filter_dump(d->rtnl, links[i].ifindex, &v[i].filters, &v[i].n_filters, NULL);
+                (void) nl_filter_dump(rtnl, links[i].ifindex, &v[i].filters, &v[i].n_filters, NULL);
         }
         *ret = v;
         *ret_n = n;

@@ -15,6 +15,8 @@ typedef struct DaemonConfig {
         const char *hogs_dir;
         /* Where tcx links are pinned (BPFFS_DIR/tcx/), on a bpf filesystem, so they outlive clsd. */
         const char *bpffs_dir;
+        /* Where named network namespaces are (ip-netns's /run/netns). */
+        const char *netns_dir;
         /* An object upload, or an object file named by path, larger than this is refused. */
         size_t object_size_max;
         /* The periodic full resync, the backstop for lost events; 0 turns it off. */
@@ -24,6 +26,7 @@ typedef struct DaemonConfig {
 #define DAEMON_RESYNC_SEC_DEFAULT 60
 #define DAEMON_HOGS_DIR_DEFAULT "/etc/clsd/hogs.d"
 #define DAEMON_BPFFS_DIR_DEFAULT "/sys/fs/bpf/clsd"
+#define DAEMON_NETNS_DIR_DEFAULT "/run/netns"
 
 typedef enum IfaceState {
         IFACE_PENDING, /* the interface does not exist (yet) */
@@ -112,10 +115,12 @@ int daemon_object_users(Daemon *d, const char *digest, const char ***ret);
 int daemon_object_remove(Daemon *d, const char *digest, Error *reterr);
 
 /* Documents. if_match: NULL, "*", or a generation the current document must have. */
-int daemon_iface_put(Daemon *d, const char *ifname, json_t *body, const char *if_match, Iface **ret,
-                     Error *reterr);
-Iface *daemon_iface_get(Daemon *d, const char *ifname);
-int daemon_iface_delete(Daemon *d, const char *ifname, const char *if_match, Error *reterr);
+/* netns: a named network namespace (/run/netns/NAME), or NULL for clsd's own. */
+int daemon_iface_put(Daemon *d, const char *netns, const char *ifname, json_t *body, const char *if_match,
+                     Iface **ret, Error *reterr);
+Iface *daemon_iface_get(Daemon *d, const char *netns, const char *ifname);
+int daemon_iface_delete(Daemon *d, const char *netns, const char *ifname, const char *if_match,
+                        Error *reterr);
 /* Reads what the kernel has now for the document's filters. */
 int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *reterr);
 size_t daemon_iface_count(Daemon *d);
@@ -152,12 +157,23 @@ typedef struct DryRun {
         size_t n_steps;
 } DryRun;
 
-int daemon_iface_dry_run(Daemon *d, const char *ifname, json_t *body, const char *if_match, DryRun *ret,
-                         Error *reterr);
+int daemon_iface_dry_run(Daemon *d, const char *netns, const char *ifname, json_t *body,
+                         const char *if_match, DryRun *ret, Error *reterr);
 void dry_run_done(DryRun *r);
 
-/* Every interface of the host with all its tc filters, clsd's and foreign. */
-int daemon_links(Daemon *d, LinkView **ret, size_t *ret_n, Error *reterr);
+/* Every interface of the namespace with all its tc filters, clsd's and foreign; 404 netns_not_found
+ * for a named namespace that does not exist. */
+int daemon_links(Daemon *d, const char *netns, LinkView **ret, size_t *ret_n, Error *reterr);
+
+/* The named namespaces: those in /run/netns and those documents name. */
+typedef struct NetnsView {
+        char name[NETNS_NAME_MAX + 1];
+        bool present; /* in /run/netns */
+        bool followed; /* clsd holds sockets in it (a document names it) */
+        size_t documents;
+} NetnsView;
+
+int daemon_netns_list(Daemon *d, NetnsView **ret, size_t *ret_n, Error *reterr);
 void link_views_free(LinkView *v, size_t n);
 
 const char *daemon_kernel_release(Daemon *d);

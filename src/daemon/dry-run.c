@@ -51,7 +51,9 @@ static int plan_programs(Daemon *d, const Iface *old, DryRun *dr, int ifindex, c
                         NlTcxLink l;
                         bool attached =
                                 filter_uses_tcx(d, f)
-                                        ? ifindex > 0 && iface_tcx_find(d, ifindex, dir, f, &l) >= 0 &&
+                                        ? ifindex > 0 &&
+                                                  iface_tcx_find(d, dr->plan_doc->netns, ifindex, dir, f,
+                                                                 &l) >= 0 &&
                                                   l.prog_id == of->prog_id
                                         : have && have->prog_id == of->prog_id && streq(have->tag, of->tag);
                         if (attached) {
@@ -127,7 +129,7 @@ static int plan_steps(Daemon *d, DryRun *dr, int ifindex, const DesiredFilter *d
                         if (!filter_uses_tcx(d, &dr->plan_doc->filters[dir][i]))
                                 cls[n_cls++] = desired[k];
         if (d->tcx) {
-                r = tcx_ours(d, ifindex, &ours, &n_ours, reterr);
+                r = tcx_ours(d, dr->plan_doc->netns, ifindex, &ours, &n_ours, reterr);
                 if (r < 0)
                         return r;
         }
@@ -177,18 +179,19 @@ static int plan_steps(Daemon *d, DryRun *dr, int ifindex, const DesiredFilter *d
         return 0;
 }
 
-int daemon_iface_dry_run(Daemon *d, const char *ifname, json_t *body, const char *if_match, DryRun *ret,
-                         Error *reterr) {
+int daemon_iface_dry_run(Daemon *d, const char *netns, const char *ifname, json_t *body,
+                         const char *if_match, DryRun *ret, Error *reterr) {
         _cleanup_free_ NlFilter *observed = NULL;
         _cleanup_free_ DesiredFilter *desired = NULL;
-        Iface *old = daemon_iface_get(d, ifname);
+        Iface *old = daemon_iface_get(d, netns, ifname);
+        NlSocket *rtnl = NULL;
         DryRun dr = { 0 };
         size_t n_observed = 0, n;
         NlLink link;
         int r;
 
         /* The same checks as a PUT, in the same order, but a path object is only read. */
-        r = iface_document_prepare(d, ifname, body, if_match, false, &dr.doc, reterr);
+        r = iface_document_prepare(d, netns, ifname, body, if_match, false, &dr.doc, reterr);
         if (r < 0)
                 return r;
         /* A hog's hooks stay as they are: the plan is over the documents composed. */
@@ -204,11 +207,15 @@ int daemon_iface_dry_run(Daemon *d, const char *ifname, json_t *body, const char
                 r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
                 goto fail;
         }
-        r = nl_link_by_name(d->rtnl, ifname, &link, reterr);
+        r = daemon_rtnl(d, netns, &rtnl, reterr);
+        if (r >= 0)
+                r = nl_link_by_name(rtnl, ifname, &link, reterr);
+        else if (r == -ENOENT || r == -EAGAIN)
+                r = -ENODEV;
         if (r == -ENODEV)
                 dr.pending = true;
         else if (r >= 0)
-                r = nl_filter_dump(d->rtnl, link.ifindex, &observed, &n_observed, reterr);
+                r = nl_filter_dump(rtnl, link.ifindex, &observed, &n_observed, reterr);
         if (r < 0 && r != -ENODEV)
                 goto fail;
         plan_programs(d, old, &dr, dr.pending ? 0 : link.ifindex, observed, n_observed, desired);

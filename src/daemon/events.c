@@ -46,7 +46,7 @@ static bool new_filter_matters(const Iface *it, const NlFilter *f) {
         return f->clsd_owned; /* a filter of ours the document does not want */
 }
 
-static void tc_event(Daemon *d, const struct nlmsghdr *nlh) {
+static void tc_event(Daemon *d, const char *netns, const struct nlmsghdr *nlh) {
         bool any = false, is_new_filter = false;
         NlFilter f;
         int ifindex;
@@ -59,8 +59,8 @@ static void tc_event(Daemon *d, const struct nlmsghdr *nlh) {
         for (size_t i = 0; i < d->n_ifaces; i++) {
                 Iface *it = d->ifaces[i];
                 /* Only a document the kernel matched can drift; a failed one waits for the resync. */
-                if (it->ifindex == ifindex && it->state == IFACE_CONFIGURED &&
-                    (!is_new_filter || new_filter_matters(it, &f))) {
+                if (it->ifindex == ifindex && streq_ptr(it->doc->netns, netns) &&
+                    it->state == IFACE_CONFIGURED && (!is_new_filter || new_filter_matters(it, &f))) {
                         it->dirty = true;
                         any = true;
                 }
@@ -70,11 +70,12 @@ static void tc_event(Daemon *d, const struct nlmsghdr *nlh) {
 }
 
 static int link_event(const struct nlmsghdr *nlh, void *userdata) {
-        Daemon *d = userdata;
+        Netns *ns = userdata;
+        Daemon *d = ns->daemon;
         NlLink l;
 
         if (nl_tc_event_parse(nlh, NULL) >= 0) {
-                tc_event(d, nlh);
+                tc_event(d, ns->name, nlh);
                 return 0;
         }
         if (nl_link_parse(nlh, &l) < 0)
@@ -84,7 +85,7 @@ static int link_event(const struct nlmsghdr *nlh, void *userdata) {
         for (size_t i = 0; i < d->n_ifaces; i++) {
                 Iface *it = d->ifaces[i];
 
-                if (it->ifindex != l.ifindex)
+                if (it->ifindex != l.ifindex || !streq_ptr(it->doc->netns, ns->name))
                         continue;
                 if (nlh->nlmsg_type == RTM_DELLINK) {
                         log_info("%s: interface removed; document pending", it->doc->ifname);
@@ -95,7 +96,7 @@ static int link_event(const struct nlmsghdr *nlh, void *userdata) {
                          * none of this document's filters, unless a document names the new name (that
                          * one is applied below and takes the device over). */
                         log_info("%s: interface renamed to %s; document pending", it->doc->ifname, l.ifname);
-                        if (!daemon_iface_get(d, l.ifname)) {
+                        if (!daemon_iface_get(d, ns->name, l.ifname)) {
                                 Error e = ERROR_NULL;
                                 if (iface_remove_all(d, it, &e) < 0)
                                         log_warning("%s: cannot remove clsd's filters: %s", l.ifname,
@@ -110,7 +111,7 @@ static int link_event(const struct nlmsghdr *nlh, void *userdata) {
                 return 0;
 
         /* Then what came: the document that names this interface. */
-        Iface *it = daemon_iface_get(d, l.ifname);
+        Iface *it = daemon_iface_get(d, ns->name, l.ifname);
         if (it && (it->state != IFACE_CONFIGURED || it->ifindex != l.ifindex)) {
                 log_info("%s: interface appeared (ifindex %d); applying its document", l.ifname, l.ifindex);
                 iface_reconcile_or_retry(d, it);
@@ -119,13 +120,15 @@ static int link_event(const struct nlmsghdr *nlh, void *userdata) {
 }
 
 static int on_events(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        Daemon *d = userdata;
+        Netns *ns = userdata;
+        Daemon *d = ns->daemon;
         int r;
 
         (void) s, (void) fd, (void) revents;
-        r = nl_socket_read_events(d->events, link_event, d);
+        r = nl_socket_read_events(ns->events, link_event, ns);
         if (r == -ENOBUFS) {
-                log_warning("rtnetlink events were lost (ENOBUFS); resynchronising every interface");
+                log_warning("%s%srtnetlink events were lost (ENOBUFS); resynchronising every interface",
+                            strempty(ns->name), ns->name ? ": " : "");
                 (void) daemon_reconcile_all(d);
         } else if (r < 0)
                 log_warning_errno(r, "reading rtnetlink events failed: %m");
@@ -136,8 +139,22 @@ static int on_resync(sd_event_source *s, uint64_t usec, void *userdata) {
         Daemon *d = userdata;
 
         log_debug("periodic resync");
+        daemon_netns_scan(d);
         (void) daemon_reconcile_all(d);
         (void) sd_event_source_set_time(s, usec + d->config.resync_usec);
+        return 0;
+}
+
+int netns_events_start(Daemon *d, Netns *ns, Error *reterr) {
+        int r;
+
+        r = nl_socket_open_in(ns->fd, RTMGRP_LINK | RTMGRP_TC, &ns->events, reterr);
+        if (r < 0)
+                return r;
+        r = sd_event_add_io(d->event, &ns->events_source, nl_socket_fd(ns->events), EPOLLIN, on_events, ns);
+        if (r < 0)
+                return error_set(reterr, r, "internal_error", "cannot watch rtnetlink events: %s",
+                                 strerror(-r));
         return 0;
 }
 
@@ -145,12 +162,10 @@ int daemon_events_start(Daemon *d, Error *reterr) {
         uint64_t now;
         int r;
 
-        r = nl_socket_open(RTMGRP_LINK | RTMGRP_TC, &d->events, reterr);
+        r = netns_events_start(d, &d->own, reterr);
         if (r < 0)
                 return r;
-        r = sd_event_add_io(d->event, &d->events_source, nl_socket_fd(d->events), EPOLLIN, on_events, d);
-        if (r >= 0)
-                r = sd_event_add_defer(d->event, &d->dirty_source, on_dirty, d);
+        r = sd_event_add_defer(d->event, &d->dirty_source, on_dirty, d);
         if (r >= 0)
                 r = sd_event_source_set_enabled(d->dirty_source, SD_EVENT_OFF);
         if (r >= 0 && d->config.resync_usec > 0) {

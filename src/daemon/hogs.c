@@ -34,9 +34,9 @@ static void hog_set_done(HogSet *s) {
         *s = (HogSet){ 0 };
 }
 
-static const Hog *hog_set_find(const HogSet *s, const char *ifname) {
+static const Hog *hog_set_find(const HogSet *s, const char *netns, const char *ifname) {
         for (size_t i = 0; i < s->n_hogs; i++)
-                if (streq(s->hogs[i].doc->ifname, ifname))
+                if (streq(s->hogs[i].doc->ifname, ifname) && streq_ptr(s->hogs[i].doc->netns, netns))
                         return &s->hogs[i];
         return NULL;
 }
@@ -118,10 +118,11 @@ static int hogs_read(Daemon *d, const char *dir, bool store, bool check, HogSet 
                         r = -ENOMEM;
                 } else
                         r = hog_read(d, path, store, &doc, &e);
-                if (r >= 0 && (other = hog_set_find(&s, doc->ifname))) {
-                        r = error_set(&e, EEXIST, "invalid_value",
-                                      "ifname: %s already has a hog, declared by %s; this file is ignored",
-                                      doc->ifname, other->path);
+                if (r >= 0 && (other = hog_set_find(&s, doc->netns, doc->ifname))) {
+                        r = error_set(
+                                &e, EEXIST, "invalid_value",
+                                "ifname: %s%s%s already has a hog, declared by %s; this file is ignored",
+                                strempty(doc->netns), doc->netns ? "/" : "", doc->ifname, other->path);
                         doc = document_free(doc);
                 }
                 if (r < 0) {
@@ -204,7 +205,7 @@ static int iface_set_hog(Daemon *d, Iface *old, const Document *hog, const char 
 static void hog_keep_facts(Daemon *d, Document *hog) {
         _cleanup_(document_freep) Document *cached = NULL;
 
-        if (store_document_load(d->store, SOURCE_HOG, hog->ifname, &cached, NULL) < 0)
+        if (store_document_load(d->store, SOURCE_HOG, hog->netns, hog->ifname, &cached, NULL) < 0)
                 return;
         document_keep_facts(hog, cached);
         hog->clsact_created = cached->clsact_created;
@@ -222,7 +223,8 @@ int daemon_hogs_load(Daemon *d) {
         for (size_t i = 0; i < s.n_hogs && r >= 0; i++) {
                 Hog *h = &s.hogs[i];
                 hog_keep_facts(d, h->doc);
-                r = iface_set_hog(d, daemon_iface_get(d, h->doc->ifname), h->doc, h->path, false);
+                r = iface_set_hog(d, daemon_iface_get(d, h->doc->netns, h->doc->ifname), h->doc, h->path,
+                                  false);
                 if (r >= 0)
                         log_info("%s: hog %s", h->doc->ifname, h->path);
         }
@@ -233,7 +235,7 @@ int daemon_hogs_load(Daemon *d) {
                 for (size_t i = 0; i < n_cached; i++) {
                         Iface *it = NULL;
                         Error e = ERROR_NULL;
-                        if (problems == 0 && !daemon_iface_get(d, cached[i]->ifname) &&
+                        if (problems == 0 && !daemon_iface_get(d, cached[i]->netns, cached[i]->ifname) &&
                             iface_new(NULL, cached[i], NULL, &it) >= 0) {
                                 log_info("%s: its hog is gone; removing what it attached",
                                          cached[i]->ifname);
@@ -275,7 +277,7 @@ int daemon_hogs_reload(Daemon *d) {
         /* Hogs that changed or went. A file that cannot be read this time keeps its hog as it was. */
         for (size_t i = 0; i < d->n_ifaces;) {
                 Iface *it = d->ifaces[i];
-                const Hog *h = hog_set_find(&s, it->doc->ifname);
+                const Hog *h = hog_set_find(&s, it->doc->netns, it->doc->ifname);
                 Error e = ERROR_NULL;
 
                 i++;
@@ -290,7 +292,8 @@ int daemon_hogs_reload(Daemon *d) {
                 } else if (it->api) {
                         log_info("%s: hog %s removed; the API's document applies", it->doc->ifname,
                                  it->hog_path);
-                        (void) store_document_remove(d->store, SOURCE_HOG, it->doc->ifname, NULL);
+                        (void) store_document_remove(d->store, SOURCE_HOG, it->doc->netns, it->doc->ifname,
+                                                     NULL);
                         (void) iface_set_hog(d, it, NULL, NULL, true);
                 } else {
                         log_info("%s: hog %s removed; removing what it attached", it->doc->ifname,
@@ -304,7 +307,7 @@ int daemon_hogs_reload(Daemon *d) {
         }
         /* New hogs. */
         for (size_t i = 0; i < s.n_hogs; i++) {
-                Iface *it = daemon_iface_get(d, s.hogs[i].doc->ifname);
+                Iface *it = daemon_iface_get(d, s.hogs[i].doc->netns, s.hogs[i].doc->ifname);
                 if (it && it->hog)
                         continue;
                 changed++;

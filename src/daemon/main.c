@@ -230,6 +230,7 @@ int main(int argc, char *argv[]) {
         DaemonConfig dc = { .state_dir = DEFAULT_STATE_DIR,
                             .hogs_dir = DAEMON_HOGS_DIR_DEFAULT,
                             .bpffs_dir = DAEMON_BPFFS_DIR_DEFAULT,
+                            .netns_dir = DAEMON_NETNS_DIR_DEFAULT,
                             .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT,
                             .resync_usec = DAEMON_RESYNC_SEC_DEFAULT * 1000000ULL };
         ApiConfig ac = { .socket_path = DEFAULT_SOCKET,

@@ -229,7 +229,7 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr) {
         }
 
         if (f->attach == ATTACH_TCX) {
-                r = daemon_tcx_ready(d, reterr);
+                r = daemon_tcx_ready(d, NULL, reterr);
                 if (r < 0)
                         return r;
         }

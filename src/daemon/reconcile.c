@@ -148,6 +148,15 @@ Iface *iface_free(Daemon *d, Iface *it) {
         return NULL;
 }
 
+NlSocket *iface_rtnl(Daemon *d, const Iface *it) {
+        if (!it->doc->netns)
+                return d->own.rtnl;
+        for (size_t i = 0; i < d->n_netns; i++)
+                if (streq(d->netns[i]->name, it->doc->netns))
+                        return d->netns[i]->rtnl;
+        return NULL;
+}
+
 uint32_t filter_parent(const FilterSpec *f, Direction dir) {
         return f->has_parent ? f->parent : nl_hook_parent(hook_of(dir));
 }
@@ -181,7 +190,8 @@ int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_
 
                         filter_kernel_name(f, name);
                         if (f->tag[0] && filter_uses_tcx(d, f)) {
-                                if (it->ifindex > 0 && iface_tcx_find(d, it->ifindex, dir, f, &link) >= 0 &&
+                                if (it->ifindex > 0 &&
+                                    iface_tcx_find(d, it->doc->netns, it->ifindex, dir, f, &link) >= 0 &&
                                     link.prog_id == f->prog_id)
                                         adopt = link.prog_id; /* registry_acquire() checks the tag */
                         } else if (f->tag[0]) {
@@ -287,11 +297,11 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                 on_clsact = on_clsact || desired[i].parent == nl_hook_parent(desired[i].hook);
         if (on_clsact) {
                 bool has;
-                r = nl_clsact_exists(d->rtnl, it->ifindex, &has, reterr);
+                r = nl_clsact_exists(iface_rtnl(d, it), it->ifindex, &has, reterr);
                 if (r < 0)
                         return r;
                 if (!has) {
-                        r = nl_clsact_add(d->rtnl, it->ifindex, reterr);
+                        r = nl_clsact_add(iface_rtnl(d, it), it->ifindex, reterr);
                         if (r < 0 && r != -EEXIST)
                                 return r;
                         if (r >= 0) {
@@ -323,13 +333,13 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                         /* The kernel replaces only within a protocol: ours always are ETH_P_ALL, but one
                          * of another protocol can only be swapped by delete and add. */
                         if (replace && observed[s->observed].protocol != ETH_P_ALL) {
-                                r = nl_filter_del(d->rtnl, it->ifindex, s->parent, s->pref,
+                                r = nl_filter_del(iface_rtnl(d, it), it->ifindex, s->parent, s->pref,
                                                   observed[s->observed].protocol, s->handle, reterr);
                                 if (r < 0 && r != -ENOENT)
                                         return r;
                                 replace = false;
                         }
-                        r = nl_bpf_filter_set(d->rtnl, &spec, replace, reterr);
+                        r = nl_bpf_filter_set(iface_rtnl(d, it), &spec, replace, reterr);
                         if (r < 0)
                                 return r;
                         changes++;
@@ -340,8 +350,8 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                                  w->tag);
                 } else if (s->action == PLAN_REMOVE) {
                         const NlFilter *o = &observed[s->observed];
-                        r = nl_filter_del(d->rtnl, it->ifindex, s->parent, s->pref, o->protocol, o->handle,
-                                          reterr);
+                        r = nl_filter_del(iface_rtnl(d, it), it->ifindex, s->parent, s->pref, o->protocol,
+                                          o->handle, reterr);
                         if (r < 0 && r != -ENOENT)
                                 return r;
                         changes++;
@@ -359,7 +369,7 @@ static int verify(Daemon *d, Iface *it, const DesiredFilter *desired, size_t n_d
         size_t n_observed = 0;
         int r;
 
-        r = nl_filter_dump(d->rtnl, it->ifindex, &observed, &n_observed, reterr);
+        r = nl_filter_dump(iface_rtnl(d, it), it->ifindex, &observed, &n_observed, reterr);
         if (r < 0)
                 return r;
         for (size_t k = 0; k < n_desired; k++) {
@@ -382,7 +392,7 @@ int iface_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reter
         Plan plan = { 0 };
         int r, changes;
 
-        r = nl_filter_dump(d->rtnl, it->ifindex, &observed, &n_observed, reterr);
+        r = nl_filter_dump(iface_rtnl(d, it), it->ifindex, &observed, &n_observed, reterr);
         if (r < 0)
                 return r;
         r = build_desired(d, it, &desired, &n_desired);
@@ -419,7 +429,7 @@ int iface_remove_all(Daemon *d, Iface *it, Error *reterr) {
         Plan plan = { 0 };
         int r;
 
-        r = nl_filter_dump(d->rtnl, it->ifindex, &observed, &n_observed, reterr);
+        r = nl_filter_dump(iface_rtnl(d, it), it->ifindex, &observed, &n_observed, reterr);
         if (r < 0)
                 return r;
         r = reconcile_diff(NULL, 0, observed, n_observed, &plan);
@@ -429,20 +439,20 @@ int iface_remove_all(Daemon *d, Iface *it, Error *reterr) {
         plan_done(&plan);
         if (r < 0)
                 return r;
-        r = iface_tcx_remove_all(d, it->ifindex, it->doc->ifname, reterr);
+        r = iface_tcx_remove_all(d, it->doc->netns, it->ifindex, it->doc->ifname, reterr);
         if (r < 0)
                 return r;
         if (!it->doc->clsact_created)
                 return 0;
-        return clsact_remove_if_unused(d, it->ifindex, it->doc->ifname, reterr);
+        return clsact_remove_if_unused(iface_rtnl(d, it), it->ifindex, it->doc->ifname, reterr);
 }
 
-int clsact_remove_if_unused(Daemon *d, int ifindex, const char *ifname, Error *reterr) {
+int clsact_remove_if_unused(NlSocket *rtnl, int ifindex, const char *ifname, Error *reterr) {
         _cleanup_free_ NlFilter *left = NULL;
         size_t n_left = 0, on_clsact = 0;
         int r;
 
-        r = nl_filter_dump(d->rtnl, ifindex, &left, &n_left, reterr);
+        r = nl_filter_dump(rtnl, ifindex, &left, &n_left, reterr);
         if (r < 0)
                 return r;
         /* Filters under a classful root qdisc do not use clsact. */
@@ -452,7 +462,7 @@ int clsact_remove_if_unused(Daemon *d, int ifindex, const char *ifname, Error *r
                 log_info("%s: keeping clsact qdisc, %zu other filter(s) still use it", ifname, on_clsact);
                 return 0;
         }
-        r = nl_clsact_del(d->rtnl, ifindex, reterr);
+        r = nl_clsact_del(rtnl, ifindex, reterr);
         if (r < 0 && r != -ENOENT && r != -EINVAL)
                 return r;
         log_info("%s: removed the clsact qdisc clsd had created", ifname);
@@ -474,7 +484,12 @@ int iface_reconcile(Daemon *d, Iface *it, Error *reterr) {
         NlLink link;
         int r;
 
-        r = nl_link_by_name(d->rtnl, it->doc->ifname, &link, &e);
+        NlSocket *rtnl;
+        r = daemon_rtnl(d, it->doc->netns, &rtnl, &e);
+        if (r == -ENOENT || r == -EAGAIN)
+                r = -ENODEV; /* the namespace is absent: so is the interface */
+        else if (r >= 0)
+                r = nl_link_by_name(rtnl, it->doc->ifname, &link, &e);
         if (r == -ENODEV) {
                 it->state = IFACE_PENDING;
                 it->ifindex = 0;
@@ -483,7 +498,7 @@ int iface_reconcile(Daemon *d, Iface *it, Error *reterr) {
         }
         if (r >= 0) {
                 it->ifindex = link.ifindex;
-                r = nl_filter_dump(d->rtnl, it->ifindex, &observed, &n_observed, &e);
+                r = nl_filter_dump(rtnl, it->ifindex, &observed, &n_observed, &e);
         }
         if (r >= 0 && !it->programs[DIRECTION_INGRESS])
                 r = iface_acquire_programs(d, it, observed, n_observed, &e);

@@ -14,11 +14,13 @@ void snapshot_done(Snapshot *s) {
         *s = (Snapshot){ 0 };
 }
 
-int snapshot_take(Daemon *d, int ifindex, const NlFilter *all, size_t n_all, Snapshot *ret, Error *reterr) {
+int snapshot_take(NlSocket *rtnl, int ifindex, const NlFilter *all, size_t n_all, Snapshot *ret,
+                  Error *reterr) {
         Snapshot s = { .ifindex = ifindex };
         int r;
 
-        r = nl_clsact_exists(d->rtnl, ifindex, &s.had_clsact, reterr);
+        s.rtnl = rtnl;
+        r = nl_clsact_exists(rtnl, ifindex, &s.had_clsact, reterr);
         if (r < 0)
                 return r;
         s.filters = calloc(n_all + 1, sizeof(NlFilter));
@@ -50,18 +52,18 @@ static const NlFilter *find_at(const NlFilter *v, size_t n, const NlFilter *f) {
         return NULL;
 }
 
-int snapshot_restore(Daemon *d, const Snapshot *s, const char *ifname, Error *reterr) {
+int snapshot_restore(const Snapshot *s, const char *ifname, Error *reterr) {
         _cleanup_free_ NlFilter *now = NULL;
         size_t n_now = 0;
         int r;
 
-        r = nl_filter_dump(d->rtnl, s->ifindex, &now, &n_now, reterr);
+        r = nl_filter_dump(s->rtnl, s->ifindex, &now, &n_now, reterr);
         if (r < 0)
                 return r;
         /* What this change added goes. */
         for (size_t i = 0; i < n_now; i++)
                 if (now[i].clsd_owned && !find_at(s->filters, s->n_filters, &now[i])) {
-                        r = nl_filter_del(d->rtnl, s->ifindex, now[i].parent, now[i].pref, now[i].protocol,
+                        r = nl_filter_del(s->rtnl, s->ifindex, now[i].parent, now[i].pref, now[i].protocol,
                                           now[i].handle, reterr);
                         if (r < 0 && r != -ENOENT)
                                 return r;
@@ -85,11 +87,11 @@ int snapshot_restore(Daemon *d, const Snapshot *s, const char *ifname, Error *re
                         continue;
                 if (was->protocol != ETH_P_ALL)
                         continue; /* clsd only makes ETH_P_ALL filters; not ours to rebuild */
-                r = nl_bpf_filter_set(d->rtnl, &spec, is != NULL, reterr);
+                r = nl_bpf_filter_set(s->rtnl, &spec, is != NULL, reterr);
                 if (r < 0)
                         return r;
         }
         if (s->had_clsact)
                 return 0;
-        return clsact_remove_if_unused(d, s->ifindex, ifname, reterr);
+        return clsact_remove_if_unused(s->rtnl, s->ifindex, ifname, reterr);
 }

@@ -42,11 +42,15 @@ int document_check_tcx(const Daemon *d, const Document *doc, Error *reterr) {
         return 0;
 }
 
-static void tcx_dir(const Daemon *d, char buf[PATH_MAX]) {
-        snprintf(buf, PATH_MAX, "%s/tcx", d->config.bpffs_dir);
+/* Interfaces of a named namespace have their own ifindex space: their pins have their own directory. */
+static void tcx_dir(const Daemon *d, const char *netns, char buf[PATH_MAX]) {
+        if (netns)
+                snprintf(buf, PATH_MAX, "%s/tcx@%s", d->config.bpffs_dir, netns);
+        else
+                snprintf(buf, PATH_MAX, "%s/tcx", d->config.bpffs_dir);
 }
 
-int daemon_tcx_ready(Daemon *d, Error *reterr) {
+int daemon_tcx_ready(Daemon *d, const char *netns, Error *reterr) {
         char dir[PATH_MAX];
         int r;
 
@@ -68,7 +72,7 @@ int daemon_tcx_ready(Daemon *d, Error *reterr) {
         r = nl_bpffs_check(d->config.bpffs_dir, reterr);
         if (r < 0)
                 return r;
-        tcx_dir(d, dir);
+        tcx_dir(d, netns, dir);
         r = mkdir_p(dir, 0700);
         if (r < 0)
                 return error_set(reterr, -r, "tcx_unavailable", "cannot create %s: %s", dir, strerror(-r));
@@ -106,13 +110,13 @@ void tcx_ours_free(TcxOurs *v, size_t n) {
         free(v);
 }
 
-int tcx_ours(Daemon *d, int ifindex, TcxOurs **ret, size_t *ret_n, Error *reterr) {
+int tcx_ours(Daemon *d, const char *netns, int ifindex, TcxOurs **ret, size_t *ret_n, Error *reterr) {
         char dir[PATH_MAX], **names = NULL;
         TcxOurs *v;
         size_t n = 0, k = 0;
         int r;
 
-        tcx_dir(d, dir);
+        tcx_dir(d, netns, dir);
         r = nl_pins_list(dir, &names, &n);
         if (r < 0)
                 return error_set(reterr, -r, "kernel_error", "cannot list %s: %s", dir, strerror(-r));
@@ -152,12 +156,13 @@ int tcx_ours(Daemon *d, int ifindex, TcxOurs **ret, size_t *ret_n, Error *reterr
         return 0;
 }
 
-int iface_tcx_find(Daemon *d, int ifindex, Direction dir, const FilterSpec *f, NlTcxLink *ret) {
+int iface_tcx_find(Daemon *d, const char *netns, int ifindex, Direction dir, const FilterSpec *f,
+                   NlTcxLink *ret) {
         char dir_path[PATH_MAX], name[128];
         _cleanup_close_ int fd = -1;
         NlTcxLink l;
 
-        tcx_dir(d, dir_path);
+        tcx_dir(d, netns, dir_path);
         pin_name(ifindex, dir, (uint16_t) f->priority, f->name, name);
         fd = nl_pin_open(dir_path, name);
         if (fd < 0 || nl_tcx_link_info(fd, &l) < 0 || l.ifindex != ifindex)
@@ -167,11 +172,11 @@ int iface_tcx_find(Daemon *d, int ifindex, Direction dir, const FilterSpec *f, N
 }
 
 /* Detaches and unpins one of ours. */
-static int tcx_remove(Daemon *d, const char *ifname, TcxOurs *o, Error *reterr) {
+static int tcx_remove(Daemon *d, const char *netns, const char *ifname, TcxOurs *o, Error *reterr) {
         char dir[PATH_MAX];
         int r;
 
-        tcx_dir(d, dir);
+        tcx_dir(d, netns, dir);
         if (o->link.ifindex > 0) {
                 r = nl_tcx_detach(o->fd, reterr);
                 if (r < 0)
@@ -186,18 +191,18 @@ static int tcx_remove(Daemon *d, const char *ifname, TcxOurs *o, Error *reterr) 
         return 0;
 }
 
-int iface_tcx_remove_all(Daemon *d, int ifindex, const char *ifname, Error *reterr) {
+int iface_tcx_remove_all(Daemon *d, const char *netns, int ifindex, const char *ifname, Error *reterr) {
         TcxOurs *ours = NULL;
         size_t n = 0;
         int r = 0;
 
         if (!d->tcx)
                 return 0;
-        r = tcx_ours(d, ifindex, &ours, &n, reterr);
+        r = tcx_ours(d, netns, ifindex, &ours, &n, reterr);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n && r >= 0; i++)
-                r = tcx_remove(d, ifname, &ours[i], reterr);
+                r = tcx_remove(d, netns, ifname, &ours[i], reterr);
         tcx_ours_free(ours, n);
         return r;
 }
@@ -230,12 +235,12 @@ int iface_tcx_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *r
         if (!d->tcx && !any)
                 return 0;
         if (any) {
-                r = daemon_tcx_ready(d, reterr);
+                r = daemon_tcx_ready(d, it->doc->netns, reterr);
                 if (r < 0)
                         return r;
         }
-        tcx_dir(d, dir_path);
-        r = tcx_ours(d, it->ifindex, &ours, &n, reterr);
+        tcx_dir(d, it->doc->netns, dir_path);
+        r = tcx_ours(d, it->doc->netns, it->ifindex, &ours, &n, reterr);
         if (r < 0)
                 return r;
 
@@ -259,7 +264,7 @@ int iface_tcx_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *r
                         what_add(what, what_size, "tcx %s pref %u not declared",
                                  direction_to_string(ours[k].dir), ours[k].pref);
                 }
-                r = tcx_remove(d, it->doc->ifname, &ours[k], reterr);
+                r = tcx_remove(d, it->doc->netns, it->doc->ifname, &ours[k], reterr);
                 if (r < 0)
                         goto finish;
                 ours[k].fd = safe_close(ours[k].fd);
@@ -272,7 +277,7 @@ int iface_tcx_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *r
                         const Program *p = it->programs[dir][i];
                         TcxOurs *have = NULL;
                         char name[128];
-                        int link_fd = -1, rel_fd;
+                        int link_fd = -1, rel_fd, saved;
                         bool before;
 
                         if (!filter_uses_tcx(d, f))
@@ -298,8 +303,13 @@ int iface_tcx_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *r
                                 continue;
                         }
                         tcx_position(ours, n, dir, (uint16_t) f->priority, &rel_fd, &before);
+                        /* The kernel finds the ifindex in the caller's namespace. */
+                        r = daemon_netns_enter(d, it->doc->netns, &saved, reterr);
+                        if (r < 0)
+                                goto finish;
                         r = nl_tcx_attach(program_fd(p), it->ifindex, hook_of(dir), rel_fd, before, &link_fd,
                                           reterr);
+                        nl_netns_leave(saved);
                         if (r < 0)
                                 goto finish;
                         pin_name(it->ifindex, dir, (uint16_t) f->priority, f->name, name);
@@ -350,13 +360,17 @@ int iface_tcx_verify(Daemon *d, Iface *it, Error *reterr) {
                 _cleanup_free_ NlTcxEntry *entries = NULL;
                 size_t n_entries = 0, last = 0;
                 bool any = false;
-                int r;
+                int r, saved;
 
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
                         any = any || filter_uses_tcx(d, &it->doc->filters[dir][i]);
                 if (!any)
                         continue;
+                r = daemon_netns_enter(d, it->doc->netns, &saved, reterr);
+                if (r < 0)
+                        return r;
                 r = nl_tcx_query(it->ifindex, hook_of(dir), &entries, &n_entries, reterr);
+                nl_netns_leave(saved);
                 if (r < 0)
                         return r;
                 /* The document's tcx filters in pref order (documents keep prefs unique per hook). */
@@ -377,7 +391,7 @@ int iface_tcx_verify(Daemon *d, Iface *it, Error *reterr) {
                         if (!next)
                                 break;
                         pref = next->priority;
-                        if (iface_tcx_find(d, it->ifindex, dir, next, &l) < 0 ||
+                        if (iface_tcx_find(d, it->doc->netns, it->ifindex, dir, next, &l) < 0 ||
                             l.prog_id != program_id(it->programs[dir][next_i]))
                                 return error_set(
                                         reterr, EIO, "kernel_error",
@@ -403,9 +417,9 @@ void daemon_tcx_sweep(Daemon *d) {
         TcxOurs *ours = NULL;
         size_t n = 0;
 
-        if (!d->tcx || tcx_ours(d, 0, &ours, &n, NULL) < 0)
+        if (!d->tcx || tcx_ours(d, NULL, 0, &ours, &n, NULL) < 0)
                 return;
-        tcx_dir(d, dir);
+        tcx_dir(d, NULL, dir);
         for (size_t i = 0; i < n; i++)
                 if (ours[i].link.ifindex == 0 && nl_unpin(dir, ours[i].pin) >= 0)
                         log_info("%s/%s: its link no longer runs anywhere; unpinned", dir, ours[i].pin);

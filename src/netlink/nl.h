@@ -157,6 +157,16 @@ int nl_program_fd(const NlProgram *p);
 uint32_t nl_program_id(const NlProgram *p);
 const char *nl_program_tag(const NlProgram *p);
 
+/* ---- named network namespaces (netns.c) ---- */
+/* An fd of the namespace dir/name; -ENOENT when there is none, -EAGAIN while it is only a placeholder
+ * (ip-netns creates the file, then mounts the namespace on it). */
+int nl_netns_open(const char *dir, const char *name, int *ret_fd, Error *reterr);
+/* Moves the calling thread into the namespace; nl_netns_leave() goes back (-1: nothing to do). */
+int nl_netns_enter(int netns_fd, int *ret_saved_fd);
+void nl_netns_leave(int saved_fd);
+/* nl_socket_open() inside the namespace (netns_fd -1: the caller's); the socket stays there. */
+int nl_socket_open_in(int netns_fd, unsigned groups, NlSocket **ret, Error *reterr);
+
 /* ---- tcx: tc programs through bpf_link, pinned in bpffs (tcx.c) ---- */
 /* The most entries one hook's query reads; more than clsd would ever put there with others. */
 #define NL_TCX_MAX 256

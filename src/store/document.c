@@ -53,6 +53,7 @@ Document *document_free(Document *d) {
                 free(d->filters[dir]);
         }
         free(d->ifname);
+        free(d->netns);
         free(d);
         return NULL;
 }
@@ -65,6 +66,17 @@ int ifname_valid(const char *s) {
                 return 0;
         for (const char *p = s; *p; p++)
                 if (*p == '/' || *p == ':' || isspace((unsigned char) *p) || !isprint((unsigned char) *p))
+                        return 0;
+        return 1;
+}
+
+int netns_name_valid(const char *s) {
+        size_t n = strlen(s);
+
+        if (n == 0 || n > NETNS_NAME_MAX || streq(s, ".") || streq(s, ".."))
+                return 0;
+        for (const char *p = s; *p; p++)
+                if (!isalnum((unsigned char) *p) && *p != '_' && *p != '.' && *p != '-')
                         return 0;
         return 1;
 }
@@ -441,7 +453,7 @@ int document_from_string(const char *ifname, const char *text, size_t size, Docu
 int document_hog_from_string(const char *text, size_t size, Document **ret, Error *reterr) {
         _cleanup_(document_freep) Document *d = NULL;
         json_error_t jerr;
-        json_t *j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr), *spec;
+        json_t *j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr), *spec, *netns;
         const char *ifname;
         int r;
 
@@ -463,14 +475,26 @@ int document_hog_from_string(const char *text, size_t size, Document **ret, Erro
                 json_decref(j);
                 return r;
         }
+        netns = json_object_get(j, "netns");
+        if (netns && !json_is_null(netns) &&
+            (!json_is_string(netns) || !netns_name_valid(json_string_value(netns)))) {
+                json_decref(j);
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "netns: expected the name of a network namespace in /run/netns (1 to %d "
+                                 "characters of A-Z a-z 0-9 _ . -)",
+                                 NETNS_NAME_MAX);
+        }
         spec = json_deep_copy(j);
         if (!spec) {
                 json_decref(j);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
         (void) json_object_del(spec, "ifname");
+        (void) json_object_del(spec, "netns");
         r = document_from_json(ifname, spec, &d, reterr);
         json_decref(spec);
+        if (r >= 0 && json_is_string(netns) && !(d->netns = strdup(json_string_value(netns))))
+                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
         json_decref(j);
         if (r < 0)
                 return r;
@@ -565,7 +589,7 @@ int document_copy_hook(Document *dst, const Document *src, Direction dir) {
 int document_copy(const Document *d, Document **ret) {
         _cleanup_(document_freep) Document *c = calloc(1, sizeof(*c));
 
-        if (!c || !(c->ifname = strdup(d->ifname)))
+        if (!c || !(c->ifname = strdup(d->ifname)) || (d->netns && !(c->netns = strdup(d->netns))))
                 return -ENOMEM;
         c->generation = d->generation;
         c->source = d->source;

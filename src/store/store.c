@@ -138,16 +138,28 @@ int strcmp_ptr(const void *a, const void *b) {
         return strcmp(*(const char *const *) a, *(const char *const *) b);
 }
 
-/* Interface names may hold characters that are awkward in file names; keep the file name safe. */
-static void document_file_name(const char *ifname, char buf[64]) {
-        char *p = buf;
-        for (const char *c = ifname; *c; c++) {
+/* Interface names may hold characters that are awkward in file names; keep the file name safe. An
+ * interface of a named namespace is "<netns>@<ifname>.json" ('@' is always escaped in names). */
+static char *escape_name(const char *in, char *p) {
+        for (const char *c = in; *c; c++) {
                 if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
                     *c == '-' || *c == '_' || *c == '.')
                         *p++ = *c;
                 else
                         p += sprintf(p, "%%%02x", (unsigned char) *c);
         }
+        return p;
+}
+
+#define DOCUMENT_FILE_NAME_MAX (3 * (NETNS_NAME_MAX + IFNAME_MAX) + 8)
+
+static void document_file_name(const char *netns, const char *ifname, char buf[DOCUMENT_FILE_NAME_MAX]) {
+        char *p = buf;
+        if (netns) {
+                p = escape_name(netns, p);
+                *p++ = '@';
+        }
+        p = escape_name(ifname, p);
         strcpy(p, ".json");
 }
 
@@ -156,6 +168,8 @@ static json_t *document_file_to_json(const Document *d) {
         json_t *attached = json_object();
 
         json_object_set_new(j, "format", json_integer(STORE_FORMAT));
+        if (d->netns)
+                json_object_set_new(j, "netns", json_string(d->netns));
         json_object_set_new(j, "ifname", json_string(d->ifname));
         json_object_set_new(j, "generation", json_integer((json_int_t) d->generation));
         json_object_set_new(j, "clsact_created", json_boolean(d->clsact_created));
@@ -183,13 +197,13 @@ int store_document_save(Store *s, const Document *d, Error *reterr) {
         _cleanup_free_ char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         const char *subdir;
         int fd = source_fd(s, d->source, &subdir);
-        char name[64];
+        char name[DOCUMENT_FILE_NAME_MAX];
         int r;
 
         json_decref(j);
         if (!text)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        document_file_name(d->ifname, name);
+        document_file_name(d->netns, d->ifname, name);
         r = write_file_atomic(fd, name, text, strlen(text));
         if (r < 0)
                 return error_set(reterr, r, "store_error", "cannot write %s/%s/%s: %s", s->dir, subdir, name,
@@ -197,12 +211,13 @@ int store_document_save(Store *s, const Document *d, Error *reterr) {
         return 0;
 }
 
-int store_document_remove(Store *s, DocumentSource source, const char *ifname, Error *reterr) {
+int store_document_remove(Store *s, DocumentSource source, const char *netns, const char *ifname,
+                          Error *reterr) {
         const char *subdir;
         int fd = source_fd(s, source, &subdir);
-        char name[64];
+        char name[DOCUMENT_FILE_NAME_MAX];
 
-        document_file_name(ifname, name);
+        document_file_name(netns, ifname, name);
         if (unlinkat(fd, name, 0) < 0) {
                 if (errno == ENOENT)
                         return 0;
@@ -214,17 +229,18 @@ int store_document_remove(Store *s, DocumentSource source, const char *ifname, E
         return 0;
 }
 
-int store_document_load(Store *s, DocumentSource source, const char *ifname, Document **ret, Error *reterr) {
+int store_document_load(Store *s, DocumentSource source, const char *netns, const char *ifname,
+                        Document **ret, Error *reterr) {
         _cleanup_free_ char *text = NULL;
         const char *subdir;
         int fd = source_fd(s, source, &subdir);
         _cleanup_close_ int file_fd = -1;
         Document *d = NULL;
-        char name[64];
+        char name[DOCUMENT_FILE_NAME_MAX];
         size_t size;
         int r;
 
-        document_file_name(ifname, name);
+        document_file_name(netns, ifname, name);
         file_fd = openat(fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (file_fd < 0)
                 return errno == ENOENT ? -ENOENT
@@ -262,6 +278,10 @@ int document_file_parse(const char *text, size_t size, Document **ret, Error *re
         else if (!json_is_string(json_object_get(j, "ifname")) ||
                  !ifname_valid(json_string_value(json_object_get(j, "ifname"))))
                 r = error_set(reterr, EINVAL, "corrupt", "missing or invalid \"ifname\"");
+        else if (json_object_get(j, "netns") &&
+                 (!json_is_string(json_object_get(j, "netns")) ||
+                  !netns_name_valid(json_string_value(json_object_get(j, "netns")))))
+                r = error_set(reterr, EINVAL, "corrupt", "invalid \"netns\"");
         else if (!json_is_integer(json_object_get(j, "generation")))
                 r = error_set(reterr, EINVAL, "corrupt", "missing \"generation\"");
         else {
@@ -288,6 +308,11 @@ int document_file_parse(const char *text, size_t size, Document **ret, Error *re
                                         "spec: %s[%zu]: a stored filter needs \"digest\" and \"program\"",
                                         direction_to_string(dir), i);
                         }
+        if (json_is_string(json_object_get(j, "netns")) &&
+            !(d->netns = strdup(json_string_value(json_object_get(j, "netns"))))) {
+                json_decref(j);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
         d->generation = (uint64_t) json_integer_value(json_object_get(j, "generation"));
         d->clsact_created = json_is_true(json_object_get(j, "clsact_created"));
         tags = json_object_get(j, "attached");

@@ -17,6 +17,8 @@
 
 /* Interface names: the kernel's IFNAMSIZ (16) less the NUL. */
 #define IFNAME_MAX 15
+/* Named network namespaces (/run/netns/NAME): a file name; clsd keeps them short and plain. */
+#define NETNS_NAME_MAX 64
 #define FILTER_NAME_MAX 32
 #define PROGRAM_NAME_MAX 64
 /* Filters per hook in one document: a bound on the work one PUT can cause. */
@@ -73,6 +75,7 @@ typedef struct FilterSpec {
 } FilterSpec;
 
 typedef struct Document {
+        char *netns; /* the named network namespace of the interface; NULL: clsd's own */
         char *ifname;
         uint64_t generation;
         DocumentSource source;
@@ -87,6 +90,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Document *, document_free);
 void filter_spec_done(FilterSpec *f);
 
 int ifname_valid(const char *s);
+/* 1 to 64 characters of A-Z a-z 0-9 _ . -, not "." or "..". */
+int netns_name_valid(const char *s);
 int filter_name_valid(const char *s);
 int classid_parse(const char *s, uint32_t *ret);
 /* "MAJ:" or "MAJ:MIN", as tc writes a parent. */
@@ -105,7 +110,8 @@ int document_copy(const Document *d, Document **ret);
 int filter_spec_copy(const FilterSpec *f, FilterSpec *ret);
 /* Replaces dst's filters on one hook with copies of src's. */
 int document_copy_hook(Document *dst, const Document *src, Direction dir);
-/* A hog file: a PUT document plus "ifname", its objects given by absolute path. */
+/* A hog file: a PUT document plus "ifname" (and optionally "netns"), its objects given by absolute
+ * path. */
 int document_hog_from_string(const char *text, size_t size, Document **ret, Error *reterr);
 const FilterSpec *document_find_filter(const Document *d, const char *name, Direction *ret_dir);
 
@@ -125,9 +131,11 @@ int store_documents_load(Store *s, DocumentSource source, Document ***ret, size_
 /* An API document is kept under documents/; for a hog (whose document is configuration), what it
  * attached last is kept under hogs/, so that a restart adopts it too. */
 int store_document_save(Store *s, const Document *d, Error *reterr);
-int store_document_remove(Store *s, DocumentSource source, const char *ifname, Error *reterr);
+int store_document_remove(Store *s, DocumentSource source, const char *netns, const char *ifname,
+                          Error *reterr);
 /* -ENOENT, without touching reterr, when there is none. */
-int store_document_load(Store *s, DocumentSource source, const char *ifname, Document **ret, Error *reterr);
+int store_document_load(Store *s, DocumentSource source, const char *netns, const char *ifname,
+                        Document **ret, Error *reterr);
 
 /* Objects: ELF bytes stored once under their sha256 digest. */
 int store_object_put(Store *s, const void *data, size_t size, char ret_digest[SHA256_DIGEST_STRING_MAX],

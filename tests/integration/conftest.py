@@ -175,8 +175,8 @@ class Netns:
         run(args)
 
 
-def netns_create():
-    name = unique_name()
+def netns_create(name=None):
+    name = name or unique_name()
     run(["ip", "netns", "add", name])
     ns = Netns(name)
     ns.run("ip", "link", "set", "lo", "up")

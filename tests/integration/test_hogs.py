@@ -11,7 +11,7 @@ def write_hog(hogs_dir, file, ifname, **hooks):
     os.makedirs(hogs_dir, exist_ok=True)
     path = os.path.join(hogs_dir, file)
     with open(path + ".tmp", "w") as f:
-        json.dump({"ifname": ifname, **hooks}, f)
+        json.dump({"ifname": ifname, **hooks}, f)  # hooks may carry "netns" too
     os.rename(path + ".tmp", path)
     return path
 
@@ -190,3 +190,12 @@ def test_check_validates_hogs_without_starting(workdir, bpf):
     for (name, _, why), line in zip(cases, lines):
         assert os.path.join(hogs_dir, name) in line and why in line, (name, line)
     assert "h.json" in lines[-1] and "malformed JSON" in lines[-1]
+
+
+def test_hog_in_a_named_namespace(clsd_factory, net, workdir, bpf):
+    c, _, _ = hogged(clsd_factory, net, workdir,
+                     **{"b.json": ("vb", {"netns": net.b.name, "ingress": [filt("web", bpf.count, priority=10)]})})
+    assert names(net.b, "vb") == [(10, "clsd:web")]
+    body = c.api.get("/netns/%s/ifaces/vb/classifier" % net.b.name).json
+    assert body["source"] == "hog" and body["netns"] == net.b.name
+    assert c.api.get_classifier("vb").status == 404  # not clsd's own namespace's

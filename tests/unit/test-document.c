@@ -235,6 +235,19 @@ static void test_hog(void **state) {
                          "ingress[0].object: a hog names its object by absolute path");
         expect_hog_error("{\"ifname\":\"eth0\",\"colour\":1}", "colour");
         expect_hog_error("{\"ifname\":", "malformed JSON");
+        expect_hog_error("{\"ifname\":\"eth0\",\"netns\":\"a/b\"}", "netns");
+        expect_hog_error("{\"ifname\":\"eth0\",\"netns\":7}", "netns");
+
+        text = "{\"ifname\":\"eth0\",\"netns\":\"ns-1\"}";
+        assert_int_equal(document_hog_from_string(text, strlen(text), &d, &e), 0);
+        assert_string_equal(d->netns, "ns-1");
+        document_free(d);
+
+        assert_true(netns_name_valid("a.b_c-1"));
+        assert_false(netns_name_valid(""));
+        assert_false(netns_name_valid(".."));
+        assert_false(netns_name_valid("a b"));
+        assert_false(netns_name_valid("a/b"));
 }
 
 int main(void) {

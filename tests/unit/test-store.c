@@ -105,10 +105,37 @@ static void test_save_load(void **state) {
         assert_int_equal(docs[0]->filters[DIRECTION_INGRESS][0].prog_id, 42);
         free_docs(docs, n);
 
-        assert_int_equal(store_document_remove(s, SOURCE_API, "eth0", &e), 0);
+        assert_int_equal(store_document_remove(s, SOURCE_API, NULL, "eth0", &e), 0);
         load(s, &docs, &n);
         assert_int_equal(n, 0);
         free_docs(docs, n);
+}
+
+/* The same interface name in clsd's own namespace and in a named one: two files, two documents. */
+static void test_netns_documents(void **state) {
+        _cleanup_(store_freep) Store *s = NULL;
+        _cleanup_(document_freep) Document *own = make_doc("eth0", 1, 10), *other = make_doc("eth0", 7, 20);
+        Document *back = NULL, **docs;
+        size_t n;
+        Error e = ERROR_NULL;
+
+        (void) state;
+        assert_int_equal(store_open(dir, &s, &e), 0);
+        other->netns = strdup("ns-1");
+        assert_int_equal(store_document_save(s, own, &e), 0);
+        assert_int_equal(store_document_save(s, other, &e), 0);
+        assert_true(exists("documents/eth0.json"));
+        assert_true(exists("documents/ns-1@eth0.json"));
+        load(s, &docs, &n);
+        assert_int_equal(n, 2);
+        free_docs(docs, n);
+        assert_int_equal(store_document_load(s, SOURCE_API, "ns-1", "eth0", &back, &e), 0);
+        assert_string_equal(back->netns, "ns-1");
+        assert_int_equal(back->generation, 7);
+        document_free(back);
+        assert_int_equal(store_document_remove(s, SOURCE_API, "ns-1", "eth0", &e), 0);
+        assert_true(exists("documents/eth0.json"));
+        assert_false(exists("documents/ns-1@eth0.json"));
 }
 
 /* A crash while writing leaves a truncated temporary file: it is ignored and removed, and the last
@@ -237,6 +264,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_corrupt_is_quarantined, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_newer_format_refused_left_in_place, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_objects, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_netns_documents, setup, teardown),
                 cmocka_unit_test(test_sha256),
         };
         return cmocka_run_group_tests_name("store", tests, NULL, NULL);
