@@ -58,9 +58,17 @@ static void tc_event(Daemon *d, const char *netns, const struct nlmsghdr *nlh) {
         is_new_filter = nlh->nlmsg_type == RTM_NEWTFILTER && nl_filter_parse(nlh, &f) >= 0;
         for (size_t i = 0; i < d->n_ifaces; i++) {
                 Iface *it = d->ifaces[i];
-                /* Only a document the kernel matched can drift; a failed one waits for the resync. */
-                if (it->ifindex == ifindex && streq_ptr(it->doc->netns, netns) &&
-                    it->state == IFACE_CONFIGURED && (!is_new_filter || new_filter_matters(it, &f))) {
+                if (it->ifindex != ifindex || !streq_ptr(it->doc->netns, netns))
+                        continue;
+                /* Only a document the kernel matched can drift; a failed one waits for its retry or
+                 * the resync, unless the foreign filter in its way may just have gone: then at once
+                 * (a foreign filter flapping costs a dump per deletion, never a reload). */
+                if (it->state == IFACE_CONFIGURED && (!is_new_filter || new_filter_matters(it, &f))) {
+                        it->dirty = true;
+                        any = true;
+                } else if (it->state == IFACE_FAILED && nlh->nlmsg_type == RTM_DELTFILTER &&
+                           streq_ptr(it->error.code, "priority_taken")) {
+                        it->retry_source = sd_event_source_disable_unref(it->retry_source);
                         it->dirty = true;
                         any = true;
                 }
