@@ -146,6 +146,8 @@ void snapshot_done(Snapshot *s);
 /* objects.c */
 int daemon_objects_load(Daemon *d);
 int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr);
+/* Every filter's object and program resolved, and what tcx cannot run refused (PUT and hogs). */
+int daemon_document_resolve(Daemon *d, Document *doc, bool store, Error *reterr);
 
 /* daemon.c */
 /* What a PUT of body would store: validated, If-Match checked, objects and programs resolved (with

@@ -319,13 +319,7 @@ int iface_document_prepare(Daemon *d, const char *netns, const char *ifname, jso
                                          "and send clsd SIGHUP",
                                          direction_to_string(dir), direction_to_string(dir), ifname,
                                          old->hog_path);
-        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                for (size_t i = 0; i < doc->n_filters[dir]; i++) {
-                        r = daemon_object_resolve(d, &doc->filters[dir][i], store, reterr);
-                        if (r < 0)
-                                return r;
-                }
-        r = document_check_tcx(d, doc, reterr);
+        r = daemon_document_resolve(d, doc, store, reterr);
         if (r < 0)
                 return r;
         doc->generation = old && old->api ? old->api->generation + 1 : 1;

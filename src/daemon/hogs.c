@@ -67,13 +67,7 @@ static int hog_read(Daemon *d, const char *path, bool store, Document **ret, Err
         r = document_hog_from_string(text, size, &doc, reterr);
         if (r < 0)
                 return r;
-        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                for (size_t i = 0; i < doc->n_filters[dir]; i++) {
-                        r = daemon_object_resolve(d, &doc->filters[dir][i], store, reterr);
-                        if (r < 0)
-                                return r;
-                }
-        r = document_check_tcx(d, doc, reterr);
+        r = daemon_document_resolve(d, doc, store, reterr);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(doc);

@@ -274,3 +274,15 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr) {
         info = o ? o->info : unstored;
         return resolve_program(info, f->digest, f, reterr);
 }
+
+int daemon_document_resolve(Daemon *d, Document *doc, bool store, Error *reterr) {
+        int r;
+
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < doc->n_filters[dir]; i++) {
+                        r = daemon_object_resolve(d, &doc->filters[dir][i], store, reterr);
+                        if (r < 0)
+                                return r;
+                }
+        return document_check_tcx(d, doc, reterr);
+}
