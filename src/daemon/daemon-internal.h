@@ -112,6 +112,8 @@ bool hog_holds(const Document *hog, Direction dir);
 /* api or hog may be NULL, not both; both are copied. */
 int iface_new(const Document *api, const Document *hog, const char *hog_path, Iface **ret);
 bool iface_facts_sync(Iface *it);
+/* A new runtime for the same interface keeps what the old one knew: clsact ownership, repairs. */
+void iface_carry_over(Iface *it, const Iface *old);
 void document_keep_facts(Document *doc, const Document *old);
 Iface *iface_free(Daemon *d, Iface *it);
 int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_t n_observed, Error *reterr);

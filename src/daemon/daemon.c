@@ -361,12 +361,8 @@ int iface_replace(Daemon *d, Iface *old, const char *ifname, const Document *api
         if (r < 0)
                 return error_set(reterr, r, "internal_error", "out of memory");
         it->ifindex = link.ifindex;
-        if (old) {
-                it->doc->clsact_created = it->doc->clsact_created || old->doc->clsact_created;
-                it->repairs = old->repairs;
-                it->last_repair_usec = old->last_repair_usec;
-                memcpy(it->last_repair_what, old->last_repair_what, sizeof(it->last_repair_what));
-        }
+        if (old)
+                iface_carry_over(it, old);
         r = iface_check_conflicts(d, it, observed, n_observed, reterr);
         if (r >= 0)
                 r = iface_acquire_programs(d, it, observed, n_observed, reterr);

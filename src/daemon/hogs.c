@@ -178,12 +178,8 @@ static int iface_set_hog(Daemon *d, Iface *old, const Document *hog, const char 
         r = iface_new(old ? old->api : NULL, hog, hog_path, &it);
         if (r < 0)
                 return r;
-        if (old) {
-                it->doc->clsact_created = it->doc->clsact_created || old->doc->clsact_created;
-                it->repairs = old->repairs;
-                it->last_repair_usec = old->last_repair_usec;
-                memcpy(it->last_repair_what, old->last_repair_what, sizeof(it->last_repair_what));
-        }
+        if (old)
+                iface_carry_over(it, old);
         r = iface_list_swap(d, old, it);
         if (r < 0) {
                 iface_free(d, it);

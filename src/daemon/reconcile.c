@@ -79,6 +79,13 @@ int iface_new(const Document *api, const Document *hog, const char *hog_path, If
         return 0;
 }
 
+void iface_carry_over(Iface *it, const Iface *old) {
+        it->doc->clsact_created = it->doc->clsact_created || old->doc->clsact_created;
+        it->repairs = old->repairs;
+        it->last_repair_usec = old->last_repair_usec;
+        memcpy(it->last_repair_what, old->last_repair_what, sizeof(it->last_repair_what));
+}
+
 /* What the reconciler learnt in it->doc (program ids and tags, clsact ownership) goes back to the
  * document each hook came from. Returns whether anything changed. */
 bool iface_facts_sync(Iface *it) {
