@@ -213,6 +213,9 @@ int netns_events_start(Daemon *d, Netns *ns, Error *reterr);
 /* The request socket of the namespace (NULL: clsd's own), following a named one if needed: -ENOENT
  * when /run/netns has no such namespace, -EAGAIN while it is being created. */
 int daemon_rtnl(Daemon *d, const char *netns, NlSocket **ret, Error *reterr);
+/* The interface and its namespace's request socket; -ENODEV when either is absent. */
+int daemon_link_by_name(Daemon *d, const char *netns, const char *ifname, NlSocket **ret_rtnl, NlLink *ret,
+                        Error *reterr);
 /* Enters the namespace for a call that acts on the caller's (bpf(2) for tcx); -1 in *ret_saved for
  * clsd's own. */
 int daemon_netns_enter(Daemon *d, const char *netns, int *ret_saved, Error *reterr);

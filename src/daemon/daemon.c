@@ -342,12 +342,7 @@ int iface_replace(Daemon *d, Iface *old, const char *ifname, const Document *api
         NlLink link;
         int r;
 
-        /* An absent namespace is like an absent interface: the document waits for it. */
-        r = daemon_rtnl(d, netns, &rtnl, reterr);
-        if (r >= 0)
-                r = nl_link_by_name(rtnl, ifname, &link, reterr);
-        else if (r == -ENOENT || r == -EAGAIN)
-                r = -ENODEV;
+        r = daemon_link_by_name(d, netns, ifname, &rtnl, &link, reterr);
         if (r < 0 && r != -ENODEV)
                 return r;
         if (r >= 0) {
@@ -451,11 +446,7 @@ int iface_forget(Daemon *d, Iface *it, Error *reterr) {
 
         if (it->doc->netns && !netns)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        r = daemon_rtnl(d, it->doc->netns, &rtnl, reterr);
-        if (r >= 0)
-                r = nl_link_by_name(rtnl, it->doc->ifname, &link, reterr);
-        else if (r == -ENOENT || r == -EAGAIN)
-                r = -ENODEV;
+        r = daemon_link_by_name(d, it->doc->netns, it->doc->ifname, &rtnl, &link, reterr);
         if (r < 0 && r != -ENODEV)
                 return r;
         if (r >= 0) {

@@ -207,11 +207,7 @@ int daemon_iface_dry_run(Daemon *d, const char *netns, const char *ifname, json_
                 r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
                 goto fail;
         }
-        r = daemon_rtnl(d, netns, &rtnl, reterr);
-        if (r >= 0)
-                r = nl_link_by_name(rtnl, ifname, &link, reterr);
-        else if (r == -ENOENT || r == -EAGAIN)
-                r = -ENODEV;
+        r = daemon_link_by_name(d, netns, ifname, &rtnl, &link, reterr);
         if (r == -ENODEV)
                 dr.pending = true;
         else if (r >= 0)

@@ -120,6 +120,23 @@ int daemon_rtnl(Daemon *d, const char *netns, NlSocket **ret, Error *reterr) {
         return 0;
 }
 
+int daemon_link_by_name(Daemon *d, const char *netns, const char *ifname, NlSocket **ret_rtnl, NlLink *ret,
+                        Error *reterr) {
+        NlSocket *rtnl;
+        int r;
+
+        r = daemon_rtnl(d, netns, &rtnl, reterr);
+        if (r == -ENOENT || r == -EAGAIN)
+                return -ENODEV; /* an absent namespace is like an absent interface: the document waits */
+        if (r < 0)
+                return r;
+        r = nl_link_by_name(rtnl, ifname, ret, reterr);
+        if (r < 0)
+                return r;
+        *ret_rtnl = rtnl;
+        return 0;
+}
+
 int daemon_netns_enter(Daemon *d, const char *netns, int *ret_saved, Error *reterr) {
         Netns *ns;
         int r;

@@ -492,11 +492,7 @@ int iface_reconcile(Daemon *d, Iface *it, Error *reterr) {
         int r;
 
         NlSocket *rtnl;
-        r = daemon_rtnl(d, it->doc->netns, &rtnl, &e);
-        if (r == -ENOENT || r == -EAGAIN)
-                r = -ENODEV; /* the namespace is absent: so is the interface */
-        else if (r >= 0)
-                r = nl_link_by_name(rtnl, it->doc->ifname, &link, &e);
+        r = daemon_link_by_name(d, it->doc->netns, it->doc->ifname, &rtnl, &link, &e);
         if (r == -ENODEV) {
                 it->state = IFACE_PENDING;
                 it->ifindex = 0;
