@@ -55,6 +55,13 @@ static inline void closep(int *fd) {
 }
 #define _cleanup_close_ _cleanup_(closep)
 
+/* Frees an array of n strings (NULL: nothing). */
+static inline void strv_free_n(char **v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i]);
+        free(v);
+}
+
 static inline const char *strempty(const char *s) {
         return s ? s : "";
 }

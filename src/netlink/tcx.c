@@ -203,12 +203,6 @@ int nl_unpin(const char *dir, const char *name) {
         return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
 }
 
-static void strv_free_n(char **v, size_t n) {
-        for (size_t i = 0; v && i < n; i++)
-                free(v[i]);
-        free(v);
-}
-
 static void closedirp(DIR **d) {
         if (*d)
                 closedir(*d);

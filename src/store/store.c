@@ -85,14 +85,6 @@ int store_quarantine(Store *s, int from_fd, const char *name, char **ret_path) {
         return 0;
 }
 
-void strv_free_n(char **v, size_t n) {
-        if (!v)
-                return;
-        for (size_t i = 0; i < n; i++)
-                free(v[i]);
-        free(v);
-}
-
 /* Lists regular file names in dir_fd ending in suffix; removes crash leftovers of write_file_atomic(). */
 int store_list_dir(int dir_fd, const char *suffix, char ***ret, size_t *ret_n) {
         _cleanup_close_ int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);

@@ -149,4 +149,3 @@ int store_object_quarantine(Store *s, const char *digest, char **ret_path);
 int store_object_remove(Store *s, const char *digest, Error *reterr);
 /* Lists digests of stored objects, sorted. */
 int store_object_list(const Store *s, char ***ret_digests, size_t *ret_n);
-void strv_free_n(char **v, size_t n);
