@@ -45,6 +45,8 @@ const char *request_header(const Request *req, const char *name);
 /* 0 if the content type is acceptable, or fills resp with 415. */
 int request_want_content_type(const Request *req, const char *const *types, Response *resp);
 MHD_RESULT api_send(Request *req, Response *resp);
+/* 405, naming the method and the URL, with Allow: allow. */
+void method_not_allowed(Response *resp, const Request *req, const char *allow);
 
 /* routes-objects.c, routes-ifaces.c: each handler parses, calls one daemon function, renders. */
 void route_objects(Request *req, const char *rest, Response *resp);

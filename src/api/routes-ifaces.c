@@ -6,6 +6,19 @@
 
 #include "api-internal.h"
 
+/* Copies the URL segment [start, end) into buf; a segment too long for it is 400 invalid_value. */
+static int path_segment(const char *start, const char *end, char *buf, size_t size, const char *what,
+                        int max, Response *resp) {
+        if ((size_t) (end - start) >= size) {
+                response_errorf(resp, "invalid_value", "the %s name is longer than %d characters", what,
+                                max);
+                return -EINVAL;
+        }
+        memcpy(buf, start, (size_t) (end - start));
+        buf[end - start] = 0;
+        return 0;
+}
+
 static void ifaces_list(Request *req, const char *netns, Response *resp) {
         Daemon *d = req->api->daemon;
         LinkView *links = NULL;
@@ -144,10 +157,7 @@ static void classifier(Request *req, const char *netns, const char *ifname, Resp
                 }
                 resp->status = 204;
         } else {
-                response_errorf(resp, "method_not_allowed",
-                                "%s is not allowed on %s; allowed: GET, HEAD, PUT, DELETE", req->method,
-                                req->url);
-                resp->allow = "GET, HEAD, PUT, DELETE";
+                method_not_allowed(resp, req, "GET, HEAD, PUT, DELETE");
         }
 }
 
@@ -158,12 +168,8 @@ void route_ifaces(Request *req, const char *netns, const char *rest, Response *r
         if (rest[0] == 0 || streq(rest, "/")) {
                 if (streq(req->method, "GET") || streq(req->method, "HEAD"))
                         ifaces_list(req, netns, resp);
-                else {
-                        response_errorf(resp, "method_not_allowed",
-                                        "%s is not allowed on %s; allowed: GET, HEAD", req->method,
-                                        req->url);
-                        resp->allow = "GET, HEAD";
-                }
+                else
+                        method_not_allowed(resp, req, "GET, HEAD");
                 return;
         }
         rest++;
@@ -172,13 +178,8 @@ void route_ifaces(Request *req, const char *netns, const char *rest, Response *r
                 response_errorf(resp, "route_not_found", "no route %s", req->url);
                 return;
         }
-        if ((size_t) (slash - rest) >= sizeof(ifname)) {
-                response_errorf(resp, "invalid_value", "the interface name is longer than %d characters",
-                                IFNAME_MAX);
+        if (path_segment(rest, slash, ifname, sizeof(ifname), "interface", IFNAME_MAX, resp) < 0)
                 return;
-        }
-        memcpy(ifname, rest, (size_t) (slash - rest));
-        ifname[slash - rest] = 0;
         classifier(req, netns, ifname, resp);
 }
 
@@ -188,9 +189,7 @@ static void netns_list(Request *req, Response *resp) {
         size_t n = 0;
 
         if (!streq(req->method, "GET") && !streq(req->method, "HEAD")) {
-                response_errorf(resp, "method_not_allowed",
-                                "%s is not allowed on /netns; allowed: GET, HEAD", req->method);
-                resp->allow = "GET, HEAD";
+                method_not_allowed(resp, req, "GET, HEAD");
                 return;
         }
         if (daemon_netns_list(req->api->daemon, &v, &n, &e) < 0) {
@@ -218,13 +217,8 @@ void route_netns(Request *req, const char *rest, Response *resp) {
                 response_errorf(resp, "route_not_found", "no route %s", req->url);
                 return;
         }
-        if ((size_t) (slash - rest) >= sizeof(name)) {
-                response_errorf(resp, "invalid_value", "the namespace name is longer than %d characters",
-                                NETNS_NAME_MAX);
+        if (path_segment(rest, slash, name, sizeof(name), "namespace", NETNS_NAME_MAX, resp) < 0)
                 return;
-        }
-        memcpy(name, rest, (size_t) (slash - rest));
-        name[slash - rest] = 0;
         if (!netns_name_valid(name)) {
                 response_errorf(
                         resp, "invalid_value",

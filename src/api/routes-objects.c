@@ -56,10 +56,7 @@ static void object_one(Request *req, const char *digest, Response *resp) {
                 }
                 resp->status = 204;
         } else {
-                response_errorf(resp, "method_not_allowed",
-                                "%s is not allowed on %s; allowed: GET, HEAD, DELETE", req->method,
-                                req->url);
-                resp->allow = "GET, HEAD, DELETE";
+                method_not_allowed(resp, req, "GET, HEAD, DELETE");
         }
 }
 
@@ -69,12 +66,8 @@ void route_objects(Request *req, const char *rest, Response *resp) {
                         objects_post(req, resp);
                 else if (streq(req->method, "GET") || streq(req->method, "HEAD"))
                         objects_list(req, resp);
-                else {
-                        response_errorf(resp, "method_not_allowed",
-                                        "%s is not allowed on /objects; allowed: GET, HEAD, POST",
-                                        req->method);
-                        resp->allow = "GET, HEAD, POST";
-                }
+                else
+                        method_not_allowed(resp, req, "GET, HEAD, POST");
                 return;
         }
         rest++;

@@ -123,7 +123,7 @@ MHD_RESULT api_send(Request *req, Response *resp) {
         return ret;
 }
 
-static void method_not_allowed(Response *resp, const Request *req, const char *allow) {
+void method_not_allowed(Response *resp, const Request *req, const char *allow) {
         response_errorf(resp, "method_not_allowed", "%s is not allowed on %s; allowed: %s", req->method,
                         req->url, allow);
         resp->allow = allow;
