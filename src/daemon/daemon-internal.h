@@ -160,6 +160,11 @@ int iface_reconcile_and_save(Daemon *d, Iface *it, Error *reterr);
 /* Reconciles now unless a retry is already scheduled; on failure schedules one with backoff. */
 void iface_reconcile_or_retry(Daemon *d, Iface *it);
 
+/* d->ifaces: room for one more, so that ifaces_put() of a new one cannot fail; then it takes old's
+ * place (old stays the caller's to free), or with old NULL is appended. */
+int ifaces_reserve(Daemon *d);
+void ifaces_put(Daemon *d, Iface *old, Iface *it);
+
 /* Makes api and hog (either may be NULL, not both; both are copied) the interface's documents:
  * programs acquired and conflicts checked first, then applied (rolled back on failure) and stored;
  * old, if any, is replaced and freed. */

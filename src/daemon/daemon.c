@@ -80,13 +80,22 @@ Iface *daemon_iface_get(Daemon *d, const char *netns, const char *ifname) {
         return NULL;
 }
 
-/* Makes room for one more, so that adding it later cannot fail. */
-static int ifaces_reserve(Daemon *d) {
+int ifaces_reserve(Daemon *d) {
         Iface **n = realloc(d->ifaces, (d->n_ifaces + 1) * sizeof(Iface *));
         if (!n)
                 return -ENOMEM;
         d->ifaces = n;
         return 0;
+}
+
+void ifaces_put(Daemon *d, Iface *old, Iface *it) {
+        if (!old) {
+                d->ifaces[d->n_ifaces++] = it;
+                return;
+        }
+        for (size_t i = 0; i < d->n_ifaces; i++)
+                if (d->ifaces[i] == old)
+                        d->ifaces[i] = it;
 }
 
 /* Puts the kernel back as it was before a PUT that failed after changing it. */
@@ -111,11 +120,9 @@ static void rollback(const Iface *it, Iface *old, const Snapshot *snap, const ch
 }
 
 static int ifaces_add(Daemon *d, Iface *it) {
-        Iface **n = realloc(d->ifaces, (d->n_ifaces + 1) * sizeof(Iface *));
-        if (!n)
+        if (ifaces_reserve(d) < 0)
                 return -ENOMEM;
-        d->ifaces = n;
-        d->ifaces[d->n_ifaces++] = it;
+        ifaces_put(d, NULL, it);
         return 0;
 }
 
@@ -407,13 +414,8 @@ int iface_replace(Daemon *d, Iface *old, const char *ifname, const Document *api
                         log_warning("%s: %s", ifname, strna(e.message));
                 error_done(&e);
         }
-        if (old) {
-                for (size_t i = 0; i < d->n_ifaces; i++)
-                        if (d->ifaces[i] == old)
-                                d->ifaces[i] = it;
-                iface_free(d, old);
-        } else
-                d->ifaces[d->n_ifaces++] = it;
+        ifaces_put(d, old, it);
+        iface_free(d, old);
         if (ret)
                 *ret = it;
         return 0;

@@ -153,21 +153,6 @@ int daemon_hogs_check(const char *dir, size_t object_size_max) {
         return (int) MIN(problems, (size_t) INT32_MAX);
 }
 
-static int iface_list_swap(Daemon *d, Iface *old, Iface *it) {
-        if (old) {
-                for (size_t i = 0; i < d->n_ifaces; i++)
-                        if (d->ifaces[i] == old)
-                                d->ifaces[i] = it;
-                return 0;
-        }
-        Iface **n = realloc(d->ifaces, (d->n_ifaces + 1) * sizeof(Iface *));
-        if (!n)
-                return -ENOMEM;
-        d->ifaces = n;
-        d->ifaces[d->n_ifaces++] = it;
-        return 0;
-}
-
 /* The interface's documents become api and hog; old (if any) is replaced. With reconcile, the kernel
  * is brought to match now (or a retry is scheduled); old's programs are released only after, so that
  * unchanged filters keep theirs. */
@@ -180,11 +165,11 @@ static int iface_set_hog(Daemon *d, Iface *old, const Document *hog, const char 
                 return r;
         if (old)
                 iface_carry_over(it, old);
-        r = iface_list_swap(d, old, it);
-        if (r < 0) {
+        if (!old && ifaces_reserve(d) < 0) {
                 iface_free(d, it);
-                return r;
+                return -ENOMEM;
         }
+        ifaces_put(d, old, it);
         if (reconcile)
                 iface_reconcile_or_retry(d, it);
         iface_free(d, old);
