@@ -15,6 +15,8 @@
 
 typedef struct ApiConfig {
         const char *socket_path; /* NULL: no unix socket */
+        int socket_fd; /* a listening socket systemd passed (clsd.socket), used instead of socket_path; or -1
+                        */
         const char *listen; /* "ADDR:PORT" or NULL */
         const char *token_file; /* required for a non-loopback --listen */
         size_t json_size_max;

@@ -377,7 +377,14 @@ int api_new(Daemon *d, sd_event *event, const ApiConfig *config, Api **ret, Erro
         r = api_reload(a, reterr);
         if (r < 0)
                 return r;
-        if (config->socket_path) {
+        if (config->socket_fd >= 0) {
+                /* Socket activation: clients connected while clsd (re)started wait in its backlog. */
+                r = listener_new(a, config->socket_fd, false, &a->listeners[a->n_listeners], reterr);
+                if (r < 0)
+                        return r;
+                a->n_listeners++;
+                log_info("listening on the socket systemd passed");
+        } else if (config->socket_path) {
                 fd = unix_listen(config->socket_path, reterr);
                 if (fd < 0)
                         return fd;

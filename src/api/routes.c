@@ -40,6 +40,8 @@ static const struct {
         { "actions_unsupported", 422 },
         { "tcx_unavailable", 422 },
         { "duplicate_program", 422 },
+        { "map_not_found", 422 },
+        { "map_incompatible", 422 },
         { "kernel_error", 500 },
         { "store_error", 500 },
         { "internal_error", 500 },

@@ -1,6 +1,7 @@
 /* fileio.h: reading whole files and durable, atomic writes (temp file, fsync, rename, fsync dir). */
 #pragma once
 
+#include <dirent.h>
 #include <stddef.h>
 
 /* Reads at most max bytes; -EFBIG if the file is larger. */
@@ -14,3 +15,9 @@ int write_file_atomic(int dir_fd, const char *name, const void *data, size_t siz
 int mkdir_p(const char *path, unsigned mode);
 /* Writes all of buf, retrying on EINTR and short writes. */
 int loop_write(int fd, const void *buf, size_t size);
+
+/* For _cleanup_(closedirp) DIR *d = opendir(…). */
+static inline void closedirp(DIR **d) {
+        if (*d)
+                closedir(*d);
+}

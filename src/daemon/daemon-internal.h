@@ -36,15 +36,29 @@ struct Daemon {
 
         Program **programs; /* the registry */
         size_t n_programs;
+        DaemonPassedFd *passed; /* what the fd store gave back, until a document takes it */
+        size_t n_passed;
+        bool pin_programs; /* bpffs_dir is on a bpf filesystem: programs are pinned in progs/ */
+        char status[128]; /* the last STATUS= sent to systemd */
+        bool exiting; /* daemon_free(): programs are closed, not released */
 
         char kernel_release[65];
         bool act_bpf; /* the kernel has act_bpf (probed once at start) */
         bool tcx; /* the kernel has tcx (likewise) */
 };
 
-/* registry.c: one loaded program per (digest, program), shared by every interface. */
-int registry_acquire(Daemon *d, const char *digest, const char *program, uint32_t adopt_id,
-                     const char *adopt_tag, Program **ret, Error *reterr);
+/* registry.c: one loaded program per (digest, program), shared by every interface. adopt_id: the
+ * program attached for f that may be taken back as it is (0: none); reuse_id: the program a new load
+ * replaces, whose maps it takes over (0: none). */
+int registry_acquire(Daemon *d, const FilterSpec *f, uint32_t adopt_id, uint32_t reuse_id, Program **ret,
+                     Error *reterr);
+/* Takes the fds systemd's fd store gave back, and sets up the bpffs pins. */
+int registry_start(Daemon *d, const DaemonPassedFd *passed, size_t n_passed);
+/* Whether the fd store or a pin kept f's program from the last run. */
+bool registry_kept(Daemon *d, const FilterSpec *f);
+/* After the first reconcile: drops the fd store entries and pins no document took. */
+void registry_settle(Daemon *d);
+void registry_free_passed(Daemon *d);
 void registry_release(Daemon *d, Program *p);
 /* The loaded program, if any, without taking a reference. */
 Program *registry_find(Daemon *d, const char *digest, const char *program);

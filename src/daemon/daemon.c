@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <systemd/sd-daemon.h>
 
 #include "daemon-internal.h"
 #include "log.h"
@@ -34,6 +35,8 @@ int daemon_new(const DaemonConfig *config, sd_event *event, Daemon **ret, Error 
 Daemon *daemon_free(Daemon *d) {
         if (!d)
                 return NULL;
+        /* Exiting is not releasing: the fd store entries and pins stay for the next start. */
+        d->exiting = true;
         for (size_t i = 0; i < d->n_ifaces; i++)
                 iface_free(d, d->ifaces[i]);
         free(d->ifaces);
@@ -41,6 +44,7 @@ Daemon *daemon_free(Daemon *d) {
                 nl_object_info_free(d->objects[i].info);
         free(d->objects);
         free(d->programs);
+        registry_free_passed(d);
         daemon_netns_free(d);
         sd_event_source_disable_unref(d->own.events_source);
         sd_event_source_disable_unref(d->dirty_source);
@@ -215,6 +219,10 @@ int daemon_start(Daemon *d, Error *reterr) {
         (void) nl_tcx_probe(&d->tcx);
         log_info("tcx: %s", d->tcx ? "available" : "unavailable (Linux 6.6+ has it)");
         daemon_tcx_sweep(d);
+        r = registry_start(d, d->config.passed, d->config.n_passed);
+        d->config.passed = NULL, d->config.n_passed = 0;
+        if (r < 0)
+                return error_set(reterr, r, "internal_error", "out of memory");
         r = daemon_objects_load(d);
         if (r < 0)
                 return error_set(reterr, r, "store_error", "cannot load objects: %s", strerror(-r));
@@ -251,8 +259,35 @@ int daemon_start(Daemon *d, Error *reterr) {
                         n_failed++;
                         schedule_retry(d, d->ifaces[i]);
                 }
+        /* A document whose interface is absent keeps the programs (and maps) the last run kept. */
+        for (size_t i = 0; i < d->n_ifaces; i++) {
+                Iface *it = d->ifaces[i];
+                bool kept = false;
+                if (it->state != IFACE_PENDING || it->programs[DIRECTION_INGRESS])
+                        continue;
+                for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                        for (size_t k = 0; k < it->doc->n_filters[dir]; k++)
+                                kept = kept || registry_kept(d, &it->doc->filters[dir][k]);
+                if (kept)
+                        (void) iface_acquire_programs(d, it, NULL, 0, NULL);
+        }
+        registry_settle(d);
         log_info("started: %zu document(s), %zu object(s), %zu failed", d->n_ifaces, d->n_objects, n_failed);
         return 0;
+}
+
+void daemon_notify_status(Daemon *d) {
+        size_t n[_IFACE_STATE_MAX] = { 0 };
+        char status[sizeof(d->status)];
+
+        for (size_t i = 0; i < d->n_ifaces; i++)
+                n[d->ifaces[i]->state]++;
+        snprintf(status, sizeof(status), "STATUS=%zu document(s): %zu configured, %zu pending, %zu failed",
+                 d->n_ifaces, n[IFACE_CONFIGURED], n[IFACE_PENDING], n[IFACE_FAILED]);
+        if (streq(status, d->status))
+                return;
+        memcpy(d->status, status, sizeof(status));
+        (void) sd_notify(0, status);
 }
 
 int daemon_reconcile_all(Daemon *d) {

@@ -9,6 +9,12 @@
 
 typedef struct Daemon Daemon;
 
+/* An fd systemd's fd store passed back at start, with its FDNAME. */
+typedef struct DaemonPassedFd {
+        int fd;
+        char *name;
+} DaemonPassedFd;
+
 typedef struct DaemonConfig {
         const char *state_dir;
         /* Hog files (*.json): documents declared in configuration, read-only to the API. */
@@ -21,6 +27,9 @@ typedef struct DaemonConfig {
         size_t object_size_max;
         /* The periodic full resync, the backstop for lost events; 0 turns it off. */
         uint64_t resync_usec;
+        /* The fd store's fds ("prog.…", "map.…"): daemon_start() takes the fds (the names are copied). */
+        const DaemonPassedFd *passed;
+        size_t n_passed;
 } DaemonConfig;
 
 #define DAEMON_RESYNC_SEC_DEFAULT 60
@@ -96,6 +105,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Daemon *, daemon_free);
 /* Loads the store and reconciles every document (adopting what is already attached); starts
  * following link events. */
 int daemon_start(Daemon *d, Error *reterr);
+/* Sends systemd a STATUS= line of the documents' states when it changed. */
+void daemon_notify_status(Daemon *d);
 /* Reconciles every document now (SIGHUP, or lost events). */
 int daemon_reconcile_all(Daemon *d);
 /* SIGHUP: re-reads the hogs directory and applies only what changed. */
@@ -103,6 +114,9 @@ int daemon_hogs_reload(Daemon *d);
 /* clsd --check: validates every hog file (JSON, fields, object files) without starting; prints one
  * line per problem on stderr and returns how many there were. */
 int daemon_hogs_check(const char *dir, size_t object_size_max);
+/* clsd --flush: removes every filter, tcx link and pin of clsd's from the kernel and keeps the store;
+ * prints what it removed. -EBUSY when a clsd runs on the state directory. */
+int daemon_flush(const DaemonConfig *config);
 
 /* Objects. */
 int daemon_object_add(Daemon *d, const void *data, size_t size, const DaemonObject **ret, bool *ret_created,

@@ -1,5 +1,6 @@
 /* main.c: clsd's entry point and composition root: flags, the event loop, signals, wiring the daemon
  * to its faces. */
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,7 +24,8 @@ static void help(void) {
                "DESCRIPTION\n"
                "       Keeps a store of desired eBPF classifier programs per interface and makes the\n"
                "       kernel match it over rtnetlink. Serves a REST API on a unix socket (and\n"
-               "       optionally TCP). SIGTERM/SIGINT: exit, leaving every program attached.\n"
+               "       optionally TCP). SIGTERM/SIGINT: exit, leaving every program attached; only\n"
+               "       a DELETE or clsd --flush removes what clsd attached.\n"
                "       SIGHUP: re-read the token file and the hogs, apply what changed, and\n"
                "       reconcile every interface.\n"
                "\n"
@@ -34,6 +36,17 @@ static void help(void) {
                "       hooks a hog declares it wins over an API document, which is kept and\n"
                "       reported \"overridden\".\n"
                "\n"
+               "       Restarts and upgrades keep the data plane: every program clsd loads goes to\n"
+               "       systemd's fd store (FDSTORE=1, with its maps) and is pinned under\n"
+               "       BPFFS_DIR/progs/. A new clsd takes each program back from the fd store, then\n"
+               "       from its pin, then by the id the kernel shows attached, and loads only what\n"
+               "       none of them has: when the kernel already matches the store nothing is\n"
+               "       loaded, attached or detached. A new build of an object takes over the maps\n"
+               "       of the program it replaces, by name (see \"maps\" in the documents).\n"
+               "       Under systemd (Type=notify) clsd sends READY=1 after the first reconcile,\n"
+               "       STATUS= lines, STOPPING=1 and the watchdog's WATCHDOG=1, and serves the API on\n"
+               "       the socket clsd.socket passes (FileDescriptorName=api).\n"
+               "\n"
                "OPTIONS\n"
                "       --state-dir DIR        Documents and objects (default %s)\n"
                "       --hogs-dir DIR         Hog files (default %s; a missing directory holds none)\n"
@@ -41,6 +54,9 @@ static void help(void) {
                "                              (default %s)\n"
                "       --check                Validate the hog files (JSON, fields, object files)\n"
                "                              and exit: 0 if all are valid, 1 naming each problem\n"
+               "       --flush                Remove what clsd attached (its filters in every\n"
+               "                              namespace, tcx links, pins), keep the store, and exit;\n"
+               "                              refused while a clsd runs on the state directory\n"
                "       --socket PATH          Unix socket of the API, mode 0660 (default %s);\n"
                "                              --socket '' serves no unix socket\n"
                "       --listen ADDR:PORT     Also serve the API on TCP; changes need a bearer token\n"
@@ -90,6 +106,12 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
         return 0;
 }
 
+static int on_post(sd_event_source *s, void *userdata) {
+        (void) s;
+        daemon_notify_status(userdata);
+        return 0;
+}
+
 static int parse_size(const char *flag, const char *s, size_t *ret) {
         char *end;
         unsigned long long v;
@@ -109,6 +131,7 @@ enum {
         ARG_HOGS_DIR,
         ARG_BPFFS_DIR,
         ARG_CHECK,
+        ARG_FLUSH,
         ARG_SOCKET,
         ARG_LISTEN,
         ARG_TOKEN_FILE,
@@ -121,12 +144,13 @@ enum {
         ARG_VERSION,
 };
 
-static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, bool *check) {
+static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, bool *check, bool *flush) {
         static const struct option options[] = {
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
                 { "hogs-dir", required_argument, NULL, ARG_HOGS_DIR },
                 { "bpffs-dir", required_argument, NULL, ARG_BPFFS_DIR },
                 { "check", no_argument, NULL, ARG_CHECK },
+                { "flush", no_argument, NULL, ARG_FLUSH },
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "listen", required_argument, NULL, ARG_LISTEN },
                 { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
@@ -156,6 +180,9 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, b
                         break;
                 case ARG_CHECK:
                         *check = true;
+                        break;
+                case ARG_FLUSH:
+                        *flush = true;
                         break;
                 case ARG_SOCKET:
                         ac->socket_path = optarg[0] ? optarg : NULL;
@@ -226,6 +253,54 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, b
         return 1;
 }
 
+/* The fds systemd passed: "api" (clsd.socket) is the API's listening socket; "prog.…" and "map.…"
+ * come back from the fd store and go to the daemon. */
+static int take_passed_fds(ApiConfig *ac, DaemonPassedFd **ret, size_t *ret_n) {
+        char **names = NULL;
+        DaemonPassedFd *v;
+        size_t k = 0;
+        int n;
+
+        n = sd_listen_fds_with_names(1, &names);
+        if (n <= 0) {
+                *ret = NULL;
+                *ret_n = 0;
+                return n;
+        }
+        v = calloc((size_t) n + 1, sizeof(DaemonPassedFd));
+        for (int i = 0; i < n; i++) {
+                int fd = SD_LISTEN_FDS_START + i;
+                const char *name = names && names[i] ? names[i] : "unknown";
+
+                (void) fcntl(fd, F_SETFD, FD_CLOEXEC);
+                if ((streq(name, "api") || streq(name, "clsd.socket")) && ac->socket_fd < 0 &&
+                    sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0) {
+                        (void) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+                        ac->socket_fd = fd;
+                } else if (v && (strncmp(name, "prog.", 5) == 0 || strncmp(name, "map.", 4) == 0)) {
+                        v[k].fd = fd;
+                        v[k++].name = names[i];
+                        names[i] = NULL;
+                } else {
+                        log_warning("systemd passed an fd named \"%s\" that clsd does not know; closed",
+                                    name);
+                        close(fd);
+                }
+        }
+        for (int i = 0; names && i < n; i++)
+                free(names[i]);
+        free(names);
+        *ret = v;
+        *ret_n = k;
+        return 0;
+}
+
+static void passed_fds_free(DaemonPassedFd *v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i].name); /* the fds went to the daemon */
+        free(v);
+}
+
 int main(int argc, char *argv[]) {
         DaemonConfig dc = { .state_dir = DEFAULT_STATE_DIR,
                             .hogs_dir = DAEMON_HOGS_DIR_DEFAULT,
@@ -234,6 +309,7 @@ int main(int argc, char *argv[]) {
                             .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT,
                             .resync_usec = DAEMON_RESYNC_SEC_DEFAULT * 1000000ULL };
         ApiConfig ac = { .socket_path = DEFAULT_SOCKET,
+                         .socket_fd = -1,
                          .json_size_max = API_JSON_SIZE_MAX_DEFAULT,
                          .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT,
                          .connections_max = API_CONNECTIONS_MAX_DEFAULT,
@@ -243,12 +319,14 @@ int main(int argc, char *argv[]) {
         sd_event *event = NULL;
         Error e = ERROR_NULL;
         Context ctx = { 0 };
-        bool check = false;
+        DaemonPassedFd *passed = NULL;
+        size_t n_passed = 0;
+        bool check = false, flush = false;
         sigset_t mask;
         int r;
 
         log_open();
-        r = parse_argv(argc, argv, &dc, &ac, &check);
+        r = parse_argv(argc, argv, &dc, &ac, &check, &flush);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
         if (check) {
@@ -256,6 +334,11 @@ int main(int argc, char *argv[]) {
                 return daemon_hogs_check(dc.hogs_dir, dc.object_size_max) == 0 ? 0 : 1;
         }
         nl_bpf_setup_logging();
+        if (flush)
+                return daemon_flush(&dc) == 0 ? 0 : 1;
+        (void) take_passed_fds(&ac, &passed, &n_passed);
+        dc.passed = passed;
+        dc.n_passed = n_passed;
 
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
@@ -271,11 +354,14 @@ int main(int argc, char *argv[]) {
         }
         /* The API is set up (flags checked, sockets bound) before the first reconcile, so that a start
          * refused for a flag has not touched the kernel; requests are served once the loop runs. */
+        /* WATCHDOG=1 from the loop itself: a clsd stuck anywhere stops sending it. */
+        (void) sd_event_set_watchdog(event, true);
         r = daemon_new(&dc, event, &d, &e);
         if (r >= 0)
                 r = api_new(d, event, &ac, &api, &e);
         if (r >= 0)
                 r = daemon_start(d, &e);
+        passed_fds_free(passed, n_passed);
         if (r < 0) {
                 fprintf(stderr, "clsd: %s\n", strna(e.message));
                 error_done(&e);
@@ -289,7 +375,9 @@ int main(int argc, char *argv[]) {
         (void) sd_event_add_signal(event, NULL, SIGINT, on_exit_signal, &ctx);
         (void) sd_event_add_signal(event, NULL, SIGHUP, on_hup, &ctx);
 
-        (void) sd_notify(0, "READY=1\nSTATUS=Serving the API; the kernel matches the store");
+        (void) sd_notify(0, "READY=1");
+        daemon_notify_status(d);
+        (void) sd_event_add_post(event, NULL, on_post, d);
         r = sd_event_loop(event);
         api = api_free(api);
         d = daemon_free(d);

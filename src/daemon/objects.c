@@ -205,6 +205,21 @@ static int resolve_program(const NlObjectInfo *info, const char *digest, FilterS
                          "filter \"%s\": program \"%s\" is not in object %s", f->name, f->program, digest);
 }
 
+/* Every map "maps" names is a map of the object. */
+static int resolve_maps(const NlObjectInfo *info, const FilterSpec *f, Error *reterr) {
+        for (size_t i = 0; i < f->n_maps; i++) {
+                bool found = false;
+                for (size_t k = 0; k < info->n_maps && !found; k++)
+                        found = streq(info->maps[k].name, f->maps[i].name);
+                if (!found)
+                        return error_set(
+                                reterr, ENOENT, "map_not_found",
+                                "filter \"%s\": \"maps\" names \"%s\", which object %s does not have",
+                                f->name, f->maps[i].name, f->digest);
+        }
+        return 0;
+}
+
 /* Resolves f->object to an object (a path is read and, with store, stored content-addressed; a dry
  * run only inspects it) and f->program to one of its tc classifier programs. */
 int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr) {
@@ -272,7 +287,10 @@ int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr) {
                                          f->name, f->object);
         }
         info = o ? o->info : unstored;
-        return resolve_program(info, f->digest, f, reterr);
+        r = resolve_program(info, f->digest, f, reterr);
+        if (r < 0)
+                return r;
+        return resolve_maps(info, f, reterr);
 }
 
 int daemon_document_resolve(Daemon *d, Document *doc, bool store, Error *reterr) {

@@ -193,24 +193,28 @@ int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_
                         char name[256];
 
                         NlTcxLink link;
-                        uint32_t adopt = 0;
+                        uint32_t adopt = 0, reuse = 0;
 
                         filter_kernel_name(f, name);
-                        if (f->tag[0] && filter_uses_tcx(d, f)) {
+                        if (filter_uses_tcx(d, f)) {
                                 if (it->ifindex > 0 &&
-                                    iface_tcx_find(d, it->doc->netns, it->ifindex, dir, f, &link) >= 0 &&
-                                    link.prog_id == f->prog_id)
-                                        adopt = link.prog_id; /* registry_acquire() checks the tag */
-                        } else if (f->tag[0]) {
+                                    iface_tcx_find(d, it->doc->netns, it->ifindex, dir, f, &link) >= 0) {
+                                        reuse = link.prog_id;
+                                        if (f->tag[0] && link.prog_id == f->prog_id)
+                                                adopt = link.prog_id; /* registry_acquire() checks the tag */
+                                }
+                        } else {
                                 have = find_ours(observed, n_observed, filter_parent(f, dir),
                                                  (uint16_t) f->priority, name);
-                                if (have && streq(have->tag, f->tag) && have->prog_id == f->prog_id)
+                                if (have)
+                                        reuse = have->prog_id;
+                                if (have && f->tag[0] && streq(have->tag, f->tag) &&
+                                    have->prog_id == f->prog_id)
                                         adopt = have->prog_id;
                         }
-                        /* Adopt only the very program clsd attached last (id and tag), never a look-alike.
-                         */
-                        r = registry_acquire(d, f->digest, f->program, adopt, f->tag, &it->programs[dir][i],
-                                             reterr);
+                        /* Adopt only the very program clsd attached last (id and tag), never a look-alike;
+                         * a new program takes over the maps of the one it replaces. */
+                        r = registry_acquire(d, f, adopt, reuse, &it->programs[dir][i], reterr);
                         if (r < 0) {
                                 iface_release_programs(d, it);
                                 return r;

@@ -1,15 +1,30 @@
 /* registry.c: loaded programs shared by (object digest, program name): attaching one program to 500
- * interfaces loads and verifies it once. A program found attached after a restart is adopted by id. */
+ * interfaces loads and verifies it once. Each program is kept where a restart finds it again: in
+ * systemd's fd store (with its maps) and pinned in bpffs. A restart takes a program back from there,
+ * or by the id the kernel shows attached, and loads (reusing the replaced program's maps) only when
+ * none of them has it. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include "daemon-internal.h"
+#include "fileio.h"
 #include "log.h"
+
+/* systemd refuses an FDNAME longer than this. */
+#define FDNAME_MAX 255
 
 struct Program {
         char *digest;
         char *name;
         NlProgram *prog;
+        NlMap *maps; /* in the fd store beside the program */
+        size_t n_maps;
         unsigned n_ref;
 };
 
@@ -32,26 +47,160 @@ Program *registry_find(Daemon *d, const char *digest, const char *program) {
         return NULL;
 }
 
-static int load_program(Daemon *d, const char *digest, const char *program, NlProgram **ret, Error *reterr) {
+static const char *digest_hex(const char *digest) {
+        return digest + strlen("sha256:");
+}
+
+/* "prog.<hex>.<program>" and "map.<hex>.<program>.<map>": what each fd in the store is. */
+static bool fdname(char buf[FDNAME_MAX + 1], const char *digest, const char *program, const char *map) {
+        int n = map ? snprintf(buf, FDNAME_MAX + 1, "map.%s.%s.%s", digest_hex(digest), program, map)
+                    : snprintf(buf, FDNAME_MAX + 1, "prog.%s.%s", digest_hex(digest), program);
+        return n > 0 && n <= FDNAME_MAX;
+}
+
+static bool pin_path(Daemon *d, char buf[PATH_MAX], const char *digest, const char *program) {
+        /* "<hex>-<program>": bpffs refuses names with a dot. */
+        int n = snprintf(buf, PATH_MAX, "%s/progs/%s-%s", d->config.bpffs_dir, digest_hex(digest), program);
+        return d->pin_programs && n > 0 && n < PATH_MAX && strlen(program) + 65 <= NAME_MAX;
+}
+
+/* The fd the store gave back under name, now the caller's; -1 when there is none. */
+static int passed_take(Daemon *d, const char *name) {
+        for (size_t i = 0; i < d->n_passed; i++)
+                if (d->passed[i].name && streq(d->passed[i].name, name)) {
+                        int fd = d->passed[i].fd;
+                        free(d->passed[i].name);
+                        d->passed[i] = d->passed[--d->n_passed];
+                        return fd;
+                }
+        return -1;
+}
+
+static void fdstore_remove(const char *name) {
+        _cleanup_free_ char *msg = NULL;
+
+        if (asprintf(&msg, "FDSTOREREMOVE=1\nFDNAME=%s", name) >= 0)
+                (void) sd_notify(0, msg);
+}
+
+/* Puts fd in the fd store under name, replacing what the store held under it. */
+static void fdstore_put(const char *name, int fd, bool map) {
+        _cleanup_free_ char *msg = NULL;
+        int r;
+
+        fdstore_remove(name);
+        /* A map fd polls as EPOLLERR: without FDPOLL=0 systemd would drop it at once. */
+        if (asprintf(&msg, "FDSTORE=1\nFDNAME=%s%s", name, map ? "\nFDPOLL=0" : "") < 0)
+                return;
+        r = sd_pid_notify_with_fds(0, 0, msg, &fd, 1);
+        if (r < 0)
+                log_warning("cannot put %s in the fd store: %s", name, strerror(-r));
+}
+
+/* Makes p findable after a restart: fd store (unless it came from there) and bpffs pin. */
+static void program_keep(Daemon *d, Program *p, bool from_store) {
+        char name[FDNAME_MAX + 1], path[PATH_MAX];
+        Error e = ERROR_NULL;
+        struct stat st;
+
+        if (nl_program_maps(program_fd(p), &p->maps, &p->n_maps, &e) < 0) {
+                log_warning("program %s: %s", p->name, e.message);
+                error_done(&e);
+        }
+        if (!from_store && fdname(name, p->digest, p->name, NULL)) {
+                fdstore_put(name, program_fd(p), false);
+                for (size_t i = 0; i < p->n_maps; i++)
+                        if (fdname(name, p->digest, p->name, p->maps[i].name))
+                                fdstore_put(name, p->maps[i].fd, true);
+        }
+        if (pin_path(d, path, p->digest, p->name) && stat(path, &st) < 0 &&
+            nl_program_pin(p->prog, path, &e) < 0) {
+                log_warning("%s", e.message);
+                error_done(&e);
+        }
+}
+
+/* Forgets p's fd store entries and its pin: a stopped clsd keeps only what is attached. */
+static void program_unkeep(Daemon *d, Program *p) {
+        char name[FDNAME_MAX + 1], path[PATH_MAX];
+
+        if (fdname(name, p->digest, p->name, NULL))
+                fdstore_remove(name);
+        for (size_t i = 0; i < p->n_maps; i++)
+                if (fdname(name, p->digest, p->name, p->maps[i].name))
+                        fdstore_remove(name);
+        if (pin_path(d, path, p->digest, p->name) && unlink(path) < 0 && errno != ENOENT)
+                log_warning("cannot unpin %s: %m", path);
+}
+
+static int load_program(Daemon *d, const FilterSpec *f, const NlMap *reuse, size_t n_reuse, NlProgram **ret,
+                        Error *reterr) {
         _cleanup_free_ char *data = NULL;
         size_t size;
         int r;
 
-        r = store_object_read(d->store, digest, d->config.object_size_max, &data, &size);
+        r = store_object_read(d->store, f->digest, d->config.object_size_max, &data, &size);
         if (r < 0)
                 return error_set(reterr, r, r == -ENOENT ? "object_not_found" : "store_error",
-                                 "cannot read object %s: %s", digest,
+                                 "cannot read object %s: %s", f->digest,
                                  r == -EBADMSG ? "its bytes do not match its digest" : strerror(-r));
         /* libbpf names maps after the object: a short digest keeps them recognisable in bpftool. */
         char object_name[20];
-        snprintf(object_name, sizeof(object_name), "clsd_%.8s", digest + strlen("sha256:"));
-        return nl_program_load(data, size, object_name, program, ret, reterr);
+        snprintf(object_name, sizeof(object_name), "clsd_%.8s", digest_hex(f->digest));
+        return nl_program_load(data, size, object_name, f->program, reuse, n_reuse, ret, reterr);
 }
 
-int registry_acquire(Daemon *d, const char *digest, const char *program, uint32_t adopt_id,
-                     const char *adopt_tag, Program **ret, Error *reterr) {
+/* The maps a new program of f takes over: those of the program it replaces (reuse_id), or else those
+ * the fd store gave back for f's program; minus the ones f's "maps" opts out of. */
+static int reuse_candidates(Daemon *d, const FilterSpec *f, uint32_t reuse_id, NlMap **ret, size_t *ret_n) {
+        _cleanup_(nl_program_freep) NlProgram *old = NULL;
+        NlMap *v = NULL;
+        size_t n = 0, k = 0;
+
+        if (reuse_id && nl_program_open_id(reuse_id, &old, NULL) >= 0)
+                (void) nl_program_maps(nl_program_fd(old), &v, &n, NULL);
+        if (!v) {
+                char prefix[FDNAME_MAX + 1];
+                if (!fdname(prefix, f->digest, f->program, ""))
+                        return 0;
+                v = calloc(d->n_passed + 1, sizeof(NlMap));
+                if (!v)
+                        return -ENOMEM;
+                for (size_t i = 0; i < d->n_passed; i++) {
+                        if (strncmp(d->passed[i].name, prefix, strlen(prefix)) != 0)
+                                continue;
+                        if (nl_map_from_fd(d->passed[i].fd, &v[n], NULL) >= 0)
+                                n++;
+                }
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (filter_map_reused(f, v[i].name)) {
+                        v[k++] = v[i];
+                        continue;
+                }
+                log_info("filter %s: map %s starts empty (\"reuse\": false)", f->name, v[i].name);
+                safe_close(v[i].fd);
+        }
+        *ret = v;
+        *ret_n = k;
+        return 0;
+}
+
+/* np if it is the program wanted: the attached one when adopt_id is given. */
+static NlProgram *candidate(NlProgram *np, uint32_t adopt_id) {
+        if (np && adopt_id && nl_program_id(np) != adopt_id)
+                return nl_program_free(np); /* the attached one holds the maps that count */
+        return np;
+}
+
+int registry_acquire(Daemon *d, const FilterSpec *f, uint32_t adopt_id, uint32_t reuse_id, Program **ret,
+                     Error *reterr) {
         _cleanup_(nl_program_freep) NlProgram *np = NULL;
-        Program *p = registry_find(d, digest, program), **n;
+        Program *p = registry_find(d, f->digest, f->program), **n;
+        char name[FDNAME_MAX + 1], path[PATH_MAX];
+        const char *how = NULL;
+        bool from_store = false;
+        Error e = ERROR_NULL;
         int r = -1;
 
         if (p) {
@@ -60,26 +209,48 @@ int registry_acquire(Daemon *d, const char *digest, const char *program, uint32_
                 return 0;
         }
 
-        if (adopt_id) {
+        /* Where a restart finds the program, in order: the fd store, bpffs, the kernel's filters. */
+        if (fdname(name, f->digest, f->program, NULL)) {
+                int fd = passed_take(d, name);
+                if (fd >= 0 && nl_program_from_fd(fd, &np, &e) < 0) {
+                        log_warning("fd store: %s: %s", name, e.message);
+                        error_done(&e);
+                }
+                safe_close(fd);
+                if ((np = candidate(np, adopt_id)))
+                        how = "from the fd store", from_store = true;
+        }
+        if (!np && pin_path(d, path, f->digest, f->program) &&
+            nl_program_open_pinned(path, &np, NULL) >= 0 && (np = candidate(np, adopt_id)))
+                how = "from its bpffs pin";
+        if (!np && adopt_id) {
                 /* The kernel holds a program with the tag we attached last time: take it, do not reload. */
                 r = nl_program_open_id(adopt_id, &np, NULL);
-                if (r >= 0 && adopt_tag && !streq(nl_program_tag(np), adopt_tag))
-                        np = nl_program_free(np), r = -ESTALE;
-                if (r >= 0)
-                        log_info("adopted program %s (id %u, tag %s) of %s", program, nl_program_id(np),
-                                 nl_program_tag(np), digest);
+                if (r >= 0 && f->tag[0] && !streq(nl_program_tag(np), f->tag))
+                        np = nl_program_free(np);
+                if (np)
+                        how = "attached";
         }
-        if (r < 0) {
-                r = load_program(d, digest, program, &np, reterr);
+        if (np)
+                log_info("adopted program %s (id %u, tag %s) of %s, %s", f->program, nl_program_id(np),
+                         nl_program_tag(np), f->digest, how);
+        else {
+                NlMap *reuse = NULL;
+                size_t n_reuse = 0;
+
+                if (reuse_candidates(d, f, reuse_id, &reuse, &n_reuse) < 0)
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                r = load_program(d, f, reuse, n_reuse, &np, reterr);
+                nl_maps_free(reuse, n_reuse);
                 if (r < 0)
                         return r;
-                log_info("loaded program %s (id %u, tag %s) of %s", program, nl_program_id(np),
-                         nl_program_tag(np), digest);
+                log_info("loaded program %s (id %u, tag %s) of %s", f->program, nl_program_id(np),
+                         nl_program_tag(np), f->digest);
         }
 
         p = calloc(1, sizeof(*p));
         n = realloc(d->programs, (d->n_programs + 1) * sizeof(Program *));
-        if (!p || !n || !(p->digest = strdup(digest)) || !(p->name = strdup(program))) {
+        if (!p || !n || !(p->digest = strdup(f->digest)) || !(p->name = strdup(f->program))) {
                 if (p) {
                         free(p->digest);
                         free(p);
@@ -92,6 +263,7 @@ int registry_acquire(Daemon *d, const char *digest, const char *program, uint32_
         p->prog = TAKE_PTR(np);
         p->n_ref = 1;
         d->programs[d->n_programs++] = p;
+        program_keep(d, p, from_store);
         *ret = p;
         return 0;
 }
@@ -105,8 +277,95 @@ void registry_release(Daemon *d, Program *p) {
                         d->programs[i] = d->programs[--d->n_programs];
                         break;
                 }
+        if (!d->exiting)
+                program_unkeep(d, p);
+        nl_maps_free(p->maps, p->n_maps);
         nl_program_free(p->prog);
         free(p->digest);
         free(p->name);
         free(p);
+}
+
+bool registry_kept(Daemon *d, const FilterSpec *f) {
+        char name[FDNAME_MAX + 1], path[PATH_MAX];
+
+        if (!f->digest || !f->program)
+                return false;
+        if (fdname(name, f->digest, f->program, NULL))
+                for (size_t i = 0; i < d->n_passed; i++)
+                        if (streq(d->passed[i].name, name))
+                                return true;
+        return pin_path(d, path, f->digest, f->program) && access(path, F_OK) == 0;
+}
+
+int registry_start(Daemon *d, const DaemonPassedFd *passed, size_t n_passed) {
+        char dir[PATH_MAX];
+
+        d->passed = calloc(n_passed + 1, sizeof(DaemonPassedFd));
+        if (!d->passed)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_passed; i++) {
+                d->passed[i].fd = passed[i].fd;
+                if (!(d->passed[i].name = strdup(passed[i].name)))
+                        return -ENOMEM;
+                d->n_passed++;
+        }
+        if (n_passed)
+                log_info("the fd store gave back %zu fd(s)", n_passed);
+
+        if (!d->config.bpffs_dir)
+                return 0;
+        snprintf(dir, sizeof(dir), "%s/progs", d->config.bpffs_dir);
+        d->pin_programs = (nl_bpffs_check(d->config.bpffs_dir, NULL) >= 0 ||
+                           mkdir_p(d->config.bpffs_dir, 0700) >= 0) &&
+                          nl_bpffs_check(d->config.bpffs_dir, NULL) >= 0 && mkdir_p(dir, 0700) >= 0;
+        if (!d->pin_programs)
+                log_notice("%s is not on a bpf filesystem: programs are not pinned; a restart takes them "
+                           "from the fd store or by the id attached",
+                           d->config.bpffs_dir);
+        return 0;
+}
+
+void registry_settle(Daemon *d) {
+        char dir[PATH_MAX];
+        _cleanup_(closedirp) DIR *dh = NULL;
+        struct dirent *de;
+
+        /* What the fd store gave back and no document took is not wanted any more. */
+        for (size_t i = 0; i < d->n_passed; i++) {
+                log_info("fd store: %s is not used by any document; dropped", d->passed[i].name);
+                fdstore_remove(d->passed[i].name);
+                safe_close(d->passed[i].fd);
+                free(d->passed[i].name);
+        }
+        d->n_passed = 0;
+
+        if (!d->pin_programs)
+                return;
+        snprintf(dir, sizeof(dir), "%s/progs", d->config.bpffs_dir);
+        dh = opendir(dir);
+        while (dh && (de = readdir(dh))) {
+                const char *dash = strchr(de->d_name, '-');
+                char digest[SHA256_DIGEST_STRING_MAX];
+                bool used = false;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                if (dash && dash - de->d_name == 64) {
+                        snprintf(digest, sizeof(digest), "sha256:%.64s", de->d_name);
+                        used = registry_find(d, digest, dash + 1) != NULL;
+                }
+                if (!used && unlinkat(dirfd(dh), de->d_name, 0) >= 0)
+                        log_info("unpinned %s/%s: no document uses it", dir, de->d_name);
+        }
+}
+
+void registry_free_passed(Daemon *d) {
+        for (size_t i = 0; i < d->n_passed; i++) {
+                safe_close(d->passed[i].fd);
+                free(d->passed[i].name);
+        }
+        free(d->passed);
+        d->passed = NULL;
+        d->n_passed = 0;
 }

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "nl.h"
@@ -19,6 +20,7 @@ struct NlProgram {
         struct bpf_object *obj; /* NULL when adopted by id */
         int fd;
         uint32_t id;
+        uint32_t type;
         char tag[NL_TAG_STRING_MAX];
 };
 
@@ -152,6 +154,7 @@ static int fill_info(NlProgram *p, Error *reterr) {
         if (bpf_obj_get_info_by_fd(p->fd, &info, &len) < 0)
                 return error_set(reterr, errno, "kernel_error", "cannot read program info: %m");
         p->id = info.id;
+        p->type = info.type;
         for (int i = 0; i < 8; i++)
                 snprintf(p->tag + 2 * i, 3, "%02x", info.tag[i]);
         return 0;
@@ -191,6 +194,53 @@ static struct bpf_object *open_for_program(const void *data, size_t size, const 
         return obj;
 }
 
+static const char *map_type_name(uint32_t t) {
+        const char *s = libbpf_bpf_map_type_str((enum bpf_map_type) t);
+        return s ? s : "unknown";
+}
+
+/* The object's maps named like one of reuse become that map; see nl_program_load(). */
+static int reuse_maps(struct bpf_object *obj, const NlMap *reuse, size_t n_reuse, Error *reterr) {
+        struct bpf_map *m;
+
+        bpf_object__for_each_map (m, obj) {
+                const NlMap *old = NULL;
+                char name[256];
+                int r;
+
+                /* Copied: bpf_map__reuse_fd() gives the map the reused one's name, freeing this one. */
+                snprintf(name, sizeof(name), "%s", bpf_map__name(m));
+                if (bpf_map__is_internal(m))
+                        continue; /* .rodata is the new build's constants; .data and .bss its layout */
+                for (size_t i = 0; i < n_reuse && !old; i++)
+                        if (strncmp(reuse[i].name, name, sizeof(reuse[i].name) - 1) == 0 &&
+                            strlen(reuse[i].name) == MIN(strlen(name), sizeof(reuse[i].name) - 1))
+                                old = &reuse[i];
+                if (!old)
+                        continue;
+                if (old->type != (uint32_t) bpf_map__type(m) || old->key_size != bpf_map__key_size(m) ||
+                    old->value_size != bpf_map__value_size(m) ||
+                    old->max_entries != bpf_map__max_entries(m) || old->flags != bpf_map__map_flags(m))
+                        return error_set(
+                                reterr, EINVAL, "map_incompatible",
+                                "map \"%s\" cannot keep its contents: the attached one (id %u) is "
+                                "%s, key %u, value %u bytes, max_entries %u, flags 0x%x; the new "
+                                "object's is %s, key %u, value %u bytes, max_entries %u, flags 0x%x. "
+                                "Set \"maps\": {\"%s\": {\"reuse\": false}} on the filter to start it "
+                                "empty",
+                                name, old->id, map_type_name(old->type), old->key_size, old->value_size,
+                                old->max_entries, old->flags, map_type_name(bpf_map__type(m)),
+                                bpf_map__key_size(m), bpf_map__value_size(m), bpf_map__max_entries(m),
+                                bpf_map__map_flags(m), name);
+                r = bpf_map__reuse_fd(m, old->fd);
+                if (r < 0)
+                        return error_set(reterr, r, "kernel_error", "cannot reuse map \"%s\" (id %u): %s",
+                                         name, old->id, strerror(-r));
+                log_info("map %s keeps its contents: reusing map id %u", name, old->id);
+        }
+        return 0;
+}
+
 /* Loads again with a log buffer to capture the verifier's explanation of a rejection. */
 static char *verifier_log(const void *data, size_t size, const char *object_name, const char *program) {
         for (size_t log_size = VERIFIER_LOG_START; log_size <= VERIFIER_LOG_MAX; log_size *= 2) {
@@ -222,7 +272,7 @@ static char *verifier_log(const void *data, size_t size, const char *object_name
 }
 
 int nl_program_load(const void *data, size_t size, const char *object_name, const char *program,
-                    NlProgram **ret, Error *reterr) {
+                    const NlMap *reuse, size_t n_reuse, NlProgram **ret, Error *reterr) {
         _cleanup_(nl_program_freep) NlProgram *np = calloc(1, sizeof(*np));
         struct bpf_program *p;
         int r;
@@ -233,6 +283,9 @@ int nl_program_load(const void *data, size_t size, const char *object_name, cons
         np->obj = open_for_program(data, size, object_name, program, &p, reterr);
         if (!np->obj)
                 return -EINVAL;
+        r = reuse_maps(np->obj, reuse, n_reuse, reterr);
+        if (r < 0)
+                return r;
         r = bpf_object__load(np->obj);
         if (r < 0) {
                 char *log = verifier_log(data, size, object_name, program);
@@ -271,5 +324,119 @@ int nl_program_open_id(uint32_t id, NlProgram **ret, Error *reterr) {
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(np);
+        return 0;
+}
+
+static int program_from_fd(int fd, NlProgram **ret, Error *reterr) {
+        _cleanup_(nl_program_freep) NlProgram *np = calloc(1, sizeof(*np));
+        int r;
+
+        if (!np) {
+                safe_close(fd);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        np->fd = fd;
+        r = fill_info(np, reterr);
+        if (r < 0)
+                return r;
+        if (np->type != BPF_PROG_TYPE_SCHED_CLS)
+                return error_set(reterr, EINVAL, "wrong_program_type", "program id %u is not sched_cls",
+                                 np->id);
+        *ret = TAKE_PTR(np);
+        return 0;
+}
+
+int nl_program_from_fd(int fd, NlProgram **ret, Error *reterr) {
+        int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+
+        if (copy < 0)
+                return error_set(reterr, errno, "internal_error", "cannot duplicate fd %d: %m", fd);
+        return program_from_fd(copy, ret, reterr);
+}
+
+int nl_program_pin(const NlProgram *p, const char *path, Error *reterr) {
+        if (bpf_obj_pin(p->fd, path) == 0)
+                return 0;
+        if (errno == EEXIST && unlink(path) == 0 && bpf_obj_pin(p->fd, path) == 0)
+                return 0;
+        return error_set(reterr, errno, "kernel_error", "cannot pin program id %u at %s: %m", p->id, path);
+}
+
+int nl_program_open_pinned(const char *path, NlProgram **ret, Error *reterr) {
+        int fd = bpf_obj_get(path);
+
+        if (fd < 0)
+                return error_set(reterr, errno, "kernel_error", "cannot open pinned %s: %m", path);
+        return program_from_fd(fd, ret, reterr);
+}
+
+static int map_fill(int fd, NlMap *ret, Error *reterr) {
+        struct bpf_map_info info = { 0 };
+        uint32_t len = sizeof(info);
+
+        if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+                return error_set(reterr, errno, "kernel_error", "cannot read map info: %m");
+        *ret = (NlMap){ .fd = fd,
+                        .id = info.id,
+                        .type = info.type,
+                        .key_size = info.key_size,
+                        .value_size = info.value_size,
+                        .max_entries = info.max_entries,
+                        .flags = info.map_flags };
+        snprintf(ret->name, sizeof(ret->name), "%s", info.name);
+        return 0;
+}
+
+int nl_map_from_fd(int fd, NlMap *ret, Error *reterr) {
+        int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3), r;
+
+        if (copy < 0)
+                return error_set(reterr, errno, "internal_error", "cannot duplicate fd %d: %m", fd);
+        r = map_fill(copy, ret, reterr);
+        if (r < 0)
+                safe_close(copy);
+        return r;
+}
+
+void nl_maps_free(NlMap *maps, size_t n) {
+        for (size_t i = 0; maps && i < n; i++)
+                safe_close(maps[i].fd);
+        free(maps);
+}
+
+int nl_program_maps(int prog_fd, NlMap **ret, size_t *ret_n, Error *reterr) {
+        struct bpf_prog_info info = { 0 };
+        uint32_t len = sizeof(info), n;
+        _cleanup_free_ uint32_t *ids = NULL;
+        NlMap *maps;
+        size_t k = 0;
+
+        if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) < 0)
+                return error_set(reterr, errno, "kernel_error", "cannot read program info: %m");
+        n = info.nr_map_ids;
+        ids = calloc(n + 1, sizeof(uint32_t));
+        maps = calloc(n + 1, sizeof(NlMap));
+        if (!ids || !maps) {
+                free(maps);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        info = (struct bpf_prog_info){ .nr_map_ids = n, .map_ids = (uint64_t) (uintptr_t) ids };
+        len = sizeof(info);
+        if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) < 0) {
+                free(maps);
+                return error_set(reterr, errno, "kernel_error", "cannot read the program's maps: %m");
+        }
+        for (uint32_t i = 0; i < MIN(n, info.nr_map_ids); i++) {
+                int fd = bpf_map_get_fd_by_id(ids[i]);
+                if (fd < 0)
+                        continue; /* gone meanwhile */
+                if (map_fill(fd, &maps[k], NULL) < 0) {
+                        safe_close(fd);
+                        continue;
+                }
+                k++;
+        }
+        *ret = maps;
+        *ret_n = k;
         return 0;
 }

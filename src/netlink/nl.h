@@ -145,12 +145,38 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(NlObjectInfo *, nl_object_info_free);
 
 typedef struct NlProgram NlProgram;
 
+/* A map in the kernel, with an fd of its own. */
+typedef struct NlMap {
+        int fd;
+        uint32_t id;
+        char name[16]; /* the kernel's name: the object's, cut to 15 characters */
+        uint32_t type;
+        uint32_t key_size;
+        uint32_t value_size;
+        uint32_t max_entries;
+        uint32_t flags;
+} NlMap;
+
+/* The maps a program uses, each with a new fd. */
+int nl_program_maps(int prog_fd, NlMap **ret, size_t *ret_n, Error *reterr);
+/* Describes the map behind fd (duplicated). */
+int nl_map_from_fd(int fd, NlMap *ret, Error *reterr);
+void nl_maps_free(NlMap *maps, size_t n);
+
 /* Loads one program of an object (the others are not loaded); on a verifier rejection reterr is
- * "verifier_rejected" with the verifier's log as detail. */
+ * "verifier_rejected" with the verifier's log as detail. Each map of the object (not .data, .bss
+ * or .rodata) named like one of reuse is that map, contents and all; one whose type, key size,
+ * value size, max_entries or flags differ is refused with reterr "map_incompatible". */
 int nl_program_load(const void *data, size_t size, const char *object_name, const char *program,
-                    NlProgram **ret, Error *reterr);
+                    const NlMap *reuse, size_t n_reuse, NlProgram **ret, Error *reterr);
 /* Takes a reference to a program already in the kernel, by id, without loading anything. */
 int nl_program_open_id(uint32_t id, NlProgram **ret, Error *reterr);
+/* Takes a reference to the program behind fd (duplicated), e.g. one systemd's fd store gave back;
+ * reterr "wrong_program_type" unless it is a sched_cls program. */
+int nl_program_from_fd(int fd, NlProgram **ret, Error *reterr);
+/* bpffs pins: the program outlives every fd of it. Pinning replaces what is at path. */
+int nl_program_pin(const NlProgram *p, const char *path, Error *reterr);
+int nl_program_open_pinned(const char *path, NlProgram **ret, Error *reterr);
 NlProgram *nl_program_free(NlProgram *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(NlProgram *, nl_program_free);
 int nl_program_fd(const NlProgram *p);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 
+#include "fileio.h"
 #include "nl.h"
 
 #define TCX_ATTACH_INGRESS 46 /* enum bpf_attach_type: BPF_TCX_INGRESS */
@@ -201,11 +202,6 @@ int nl_unpin(const char *dir, const char *name) {
 
         snprintf(path, sizeof(path), "%s/%s", dir, name);
         return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
-}
-
-static void closedirp(DIR **d) {
-        if (*d)
-                closedir(*d);
 }
 
 int nl_pins_list(const char *dir, char ***ret, size_t *ret_n) {

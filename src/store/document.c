@@ -41,6 +41,7 @@ void filter_spec_done(FilterSpec *f) {
         free(f->object);
         free(f->digest);
         free(f->program);
+        map_policies_free(f->maps, f->n_maps);
         *f = (FilterSpec){ 0 };
 }
 
@@ -151,8 +152,9 @@ static int field_error(Error *e, const char *code, const char *path, const char 
 
 static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reterr) {
         int r;
-        static const char *const known[] = { "name",    "object", "program", "priority", "direct_action",
-                                             "classid", "digest", "actions", "parent",   "attach" };
+        static const char *const known[] = { "name",          "object",  "program", "priority",
+                                             "direct_action", "classid", "digest",  "actions",
+                                             "parent",        "attach",  "maps" };
         const char *key;
         json_t *v;
         char p[128];
@@ -319,6 +321,14 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
                                            "expected \"cls_bpf\", \"tcx\" or \"auto\"", NULL);
                 f->attach = (FilterAttach) a;
         }
+        v = json_object_get(j, "maps");
+        snprintf(p, sizeof(p), "%s.maps", path);
+        if (v && !json_is_null(v)) {
+                r = map_policies_parse(v, p, &f->maps, &f->n_maps, reterr);
+                if (r < 0)
+                        return r;
+        }
+
         /* tcx runs direct-action programs on the clsact hooks only. */
         if (f->attach == ATTACH_TCX &&
             (!f->direct_action || f->has_classid || f->has_parent || f->n_actions)) {
@@ -532,6 +542,8 @@ json_t *filter_spec_to_json(const FilterSpec *f) {
         }
         if (f->attach != ATTACH_CLS_BPF)
                 json_object_set_new(j, "attach", json_string(filter_attach_to_string(f->attach)));
+        if (f->n_maps)
+                json_object_set_new(j, "maps", map_policies_to_json(f->maps, f->n_maps));
         return j;
 }
 
@@ -558,7 +570,9 @@ int filter_spec_copy(const FilterSpec *f, FilterSpec *ret) {
         g.object = strdup_or_null(f->object);
         g.digest = strdup_or_null(f->digest);
         g.program = strdup_or_null(f->program);
-        if (!g.name || !g.object || (f->digest && !g.digest) || (f->program && !g.program)) {
+        g.maps = NULL;
+        if (!g.name || !g.object || (f->digest && !g.digest) || (f->program && !g.program) ||
+            map_policies_copy(f->maps, f->n_maps, &g.maps) < 0) {
                 filter_spec_done(&g);
                 return -ENOMEM;
         }

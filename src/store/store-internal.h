@@ -9,6 +9,7 @@ struct Store {
         int documents_fd;
         int hogs_fd; /* what each hog attached last (the hogs themselves are configuration) */
         int objects_fd;
+        int lock_fd; /* flock()ed while the store is open */
 };
 
 int store_quarantine(Store *s, int from_fd, const char *name, char **ret_path);

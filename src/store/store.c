@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -21,6 +22,7 @@ Store *store_free(Store *s) {
         safe_close(s->documents_fd);
         safe_close(s->hogs_fd);
         safe_close(s->objects_fd);
+        safe_close(s->lock_fd);
         free(s->dir);
         free(s);
         return NULL;
@@ -43,7 +45,7 @@ int store_open(const char *dir, Store **ret, Error *reterr) {
 
         if (!s || !(s->dir = strdup(dir)))
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        s->dir_fd = s->documents_fd = s->hogs_fd = s->objects_fd = -1;
+        s->dir_fd = s->documents_fd = s->hogs_fd = s->objects_fd = s->lock_fd = -1;
 
         r = mkdir_p(dir, 0750);
         if (r < 0)
@@ -52,6 +54,14 @@ int store_open(const char *dir, Store **ret, Error *reterr) {
         s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (s->dir_fd < 0)
                 return error_set(reterr, errno, "store_error", "cannot open state directory %s: %m", dir);
+        /* One clsd per state directory: a second would fight the first over the same filters. */
+        s->lock_fd = openat(s->dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (s->lock_fd < 0)
+                return error_set(reterr, errno, "store_error", "cannot open %s/lock: %m", dir);
+        if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0)
+                return error_set(reterr, errno, errno == EWOULDBLOCK ? "store_busy" : "store_error",
+                                 "%s is in use by a running clsd%s", dir,
+                                 errno == EWOULDBLOCK ? " (stop it first: systemctl stop clsd)" : "");
         s->documents_fd = open_subdir(s->dir_fd, "documents");
         if (s->documents_fd < 0)
                 return error_set(reterr, s->documents_fd, "store_error", "cannot open %s/documents: %s", dir,

@@ -54,6 +54,12 @@ typedef enum FilterAttach {
 const char *filter_attach_to_string(FilterAttach a);
 int filter_attach_from_string(const char *s);
 
+/* One entry of a filter's "maps": whether the map of the program it replaces is taken over. */
+typedef struct MapPolicy {
+        char *name;
+        bool reuse;
+} MapPolicy;
+
 typedef struct FilterSpec {
         char *name;
         char *object; /* as given: "sha256:…" or an absolute path */
@@ -69,6 +75,9 @@ typedef struct FilterSpec {
         bool has_parent;
         uint32_t parent;
         FilterAttach attach;
+        /* "maps": by default a new program takes over every map (by name) of the program it replaces. */
+        MapPolicy *maps;
+        size_t n_maps;
         /* The program clsd attached last for this filter, so a restart can adopt instead of reload. */
         char tag[17];
         uint32_t prog_id;
@@ -88,6 +97,15 @@ typedef struct Document {
 Document *document_free(Document *d);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Document *, document_free);
 void filter_spec_done(FilterSpec *f);
+
+/* map-policy.c */
+int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret_n, Error *reterr);
+json_t *map_policies_to_json(const MapPolicy *v, size_t n);
+int map_policies_copy(const MapPolicy *v, size_t n, MapPolicy **ret);
+void map_policies_free(MapPolicy *v, size_t n);
+/* Whether the filter's new program takes over the map of this (kernel) name: true unless "maps" says
+ * "reuse": false. */
+bool filter_map_reused(const FilterSpec *f, const char *map);
 
 int ifname_valid(const char *s);
 /* 1 to 64 characters of A-Z a-z 0-9 _ . -, not "." or "..". */

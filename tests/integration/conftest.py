@@ -784,12 +784,14 @@ class BpfObjects:
         self.xdp_only = os.path.join(tests, "xdp-only.bpf.o")
         # count.bpf.c with a bigger map: the same instructions, so the same tag, but another program
         self.count_wide = os.path.join(tests, "count-wide.bpf.o")
+        # a newer build of count.bpf.c: the same map, other instructions, one more map
+        self.count_v2 = os.path.join(tests, "count-v2.bpf.o")
 
     def all(self):
         return [self.count, self.drop_port, self.classid, self.rejected, self.xdp, self.xdp_only]
 
 
-TEST_BPF = ("rejected", "xdp", "xdp-only", "count-wide")
+TEST_BPF = ("rejected", "xdp", "xdp-only", "count-wide", "count-v2")
 
 
 def _compile_test_objects(out_dir):

@@ -167,7 +167,12 @@ def test_same_tag_other_object_is_attached_and_not_adopted_for_the_other(net, cl
     assert narrow != wide
     r = api.put_classifier(net.if_a, {"ingress": [filt("c", narrow, priority=10)]})
     old = status_of(r.json, "c")
+    # The wide object's map has more entries: it cannot take over the attached one's.
     r = api.put_classifier(net.if_a, {"ingress": [filt("c", wide, priority=10)]})
+    assert r.status == 422 and r.json["error"]["code"] == "map_incompatible", r
+    assert net.a.filter_at(net.if_a, 10).id == old["id"]
+    wide_filter = dict(filt("c", wide, priority=10), maps={"counters": {"reuse": False}})
+    r = api.put_classifier(net.if_a, {"ingress": [wide_filter]})
     new = status_of(r.json, "c")
     assert new["tag"] == old["tag"]  # same instructions
     assert new["id"] != old["id"], "the new object's program was never attached"

@@ -75,6 +75,7 @@ def test_tcx_replace_in_place_keeps_the_link_and_its_place(api, bpf, net):
     body = api.put_classifier("va", tcx_doc(bpf, count=20, drop=10)).json
     doc = tcx_doc(bpf, count=20, drop=10)
     doc["ingress"][0]["object"] = bpf.count_wide  # another program, same name and place
+    doc["ingress"][0]["maps"] = {"counters": {"reuse": False}}  # its map is larger
     body2 = api.put_classifier("va", doc).json
     (old_prog, old_link), (new_prog, new_link) = ids(body, "count")[0], ids(body2, "count")[0]
     assert new_link == old_link and new_prog != old_prog

@@ -1,0 +1,99 @@
+/* map-policy.c: a filter's "maps": {"NAME": {"reuse": false}}: which maps of the program it replaces
+ * the new program takes over (by default all of them), parsed strictly and written back normalised. */
+#include <string.h>
+
+#include "store.h"
+
+#define MAP_NAME_MAX 255
+
+void map_policies_free(MapPolicy *v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i].name);
+        free(v);
+}
+
+static bool map_name_valid(const char *s) {
+        size_t n = strlen(s);
+
+        if (n == 0 || n > MAP_NAME_MAX)
+                return false;
+        for (const char *c = s; *c; c++)
+                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                      *c == '_' || *c == '.'))
+                        return false;
+        return true;
+}
+
+int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret_n, Error *reterr) {
+        MapPolicy *v;
+        const char *name;
+        json_t *m;
+        size_t n = 0;
+
+        if (!json_is_object(j))
+                return error_set(reterr, EINVAL, "wrong_type", "%s: expected an object of map names", path);
+        v = calloc(json_object_size(j) + 1, sizeof(MapPolicy));
+        if (!v)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        json_object_foreach (j, name, m) {
+                json_t *reuse = json_object_get(m, "reuse");
+                int r = 0;
+
+                if (!map_name_valid(name))
+                        r = error_set(reterr, EINVAL, "invalid_value",
+                                      "%s: \"%.64s\" is not a map name (1 to 255 of A-Z a-z 0-9 _ .)", path,
+                                      name);
+                else if (!json_is_object(m))
+                        r = error_set(reterr, EINVAL, "wrong_type", "%s.%s: expected {\"reuse\": BOOL}",
+                                      path, name);
+                else if (json_object_size(m) != (reuse ? 1u : 0u))
+                        r = error_set(reterr, EINVAL, "unknown_field", "%s.%s: only \"reuse\" is known",
+                                      path, name);
+                else if (!json_is_boolean(reuse))
+                        r = error_set(reterr, EINVAL, reuse ? "wrong_type" : "missing_field",
+                                      "%s.%s.reuse: expected true or false", path, name);
+                else if (!(v[n].name = strdup(name)))
+                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                if (r < 0) {
+                        map_policies_free(v, n);
+                        return r;
+                }
+                v[n++].reuse = json_is_true(reuse);
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+json_t *map_policies_to_json(const MapPolicy *v, size_t n) {
+        json_t *j = json_object();
+
+        for (size_t i = 0; i < n; i++)
+                json_object_set_new(j, v[i].name, json_pack("{s:b}", "reuse", v[i].reuse));
+        return j;
+}
+
+int map_policies_copy(const MapPolicy *v, size_t n, MapPolicy **ret) {
+        MapPolicy *c = calloc(n + 1, sizeof(MapPolicy));
+
+        if (!c)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                c[i].reuse = v[i].reuse;
+                if (!(c[i].name = strdup(v[i].name))) {
+                        map_policies_free(c, i);
+                        return -ENOMEM;
+                }
+        }
+        *ret = c;
+        return 0;
+}
+
+bool filter_map_reused(const FilterSpec *f, const char *map) {
+        /* A kernel map name is the object's cut to 15 characters. */
+        for (size_t i = 0; i < f->n_maps; i++)
+                if (strncmp(f->maps[i].name, map, 15) == 0 &&
+                    strlen(map) == MIN(strlen(f->maps[i].name), 15u))
+                        return f->maps[i].reuse;
+        return true;
+}
