@@ -27,7 +27,7 @@ typedef struct DaemonConfig {
         size_t object_size_max;
         /* The periodic full resync, the backstop for lost events; 0 turns it off. */
         uint64_t resync_usec;
-        /* The fd store's fds ("prog.…", "map.…"): daemon_start() takes the fds (the names are copied). */
+        /* The fd store's fds (prog.*, map.*): daemon_start() takes the fds; the names are copied. */
         const DaemonPassedFd *passed;
         size_t n_passed;
 } DaemonConfig;
