@@ -165,11 +165,19 @@ static void document_file_name(const char *netns, const char *ifname, char buf[D
         strcpy(p, ".json");
 }
 
+static bool document_uses_maps(const Document *d) {
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < d->n_filters[dir]; i++)
+                        if (d->filters[dir][i].n_maps > 0)
+                                return true;
+        return false;
+}
+
 static json_t *document_file_to_json(const Document *d) {
         json_t *j = json_object();
         json_t *attached = json_object();
 
-        json_object_set_new(j, "format", json_integer(STORE_FORMAT));
+        json_object_set_new(j, "format", json_integer(document_uses_maps(d) ? 2 : 1));
         if (d->netns)
                 json_object_set_new(j, "netns", json_string(d->netns));
         json_object_set_new(j, "ifname", json_string(d->ifname));

@@ -12,8 +12,10 @@
 #include "macros.h"
 #include "sha256.h"
 
-/* Version of the files under the state directory; a newer one is refused, never guessed at. */
-#define STORE_FORMAT 1
+/* Version of the files under the state directory; a newer one is refused, never guessed at. Format 2
+ * adds a filter's "maps"; a document without them is still written as format 1, so that the clsd
+ * before it reads it. */
+#define STORE_FORMAT 2
 
 /* Interface names: the kernel's IFNAMSIZ (16) less the NUL. */
 #define IFNAME_MAX 15

