@@ -121,6 +121,46 @@ static void test_errors(void **state) {
                      "invalid_value", "ingress[1].priority");
 }
 
+#define F_MAPS(m) "{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"maps\":" m "}]}"
+
+static void test_maps(void **state) {
+        const char *text = F_MAPS("{\"counters\":{\"reuse\":false},\"seen_by_port\":{\"reuse\":true}}");
+        _cleanup_(document_freep) Document *d = NULL, *d2 = NULL;
+        _cleanup_free_ char *a = NULL;
+        Error e = ERROR_NULL;
+        FilterSpec copy;
+        json_t *j;
+
+        (void) state;
+        assert_int_equal(document_from_string("eth0", text, strlen(text), &d, &e), 0);
+        assert_int_equal(d->filters[DIRECTION_INGRESS][0].n_maps, 2);
+        assert_false(filter_map_reused(&d->filters[DIRECTION_INGRESS][0], "counters"));
+        /* The kernel cuts map names to 15 characters. */
+        assert_true(filter_map_reused(&d->filters[DIRECTION_INGRESS][0], "seen_by_port"));
+        assert_true(filter_map_reused(&d->filters[DIRECTION_INGRESS][0], "other"));
+        j = filter_spec_to_json(&d->filters[DIRECTION_INGRESS][0]);
+        a = json_dumps(json_object_get(j, "maps"), JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(j);
+        assert_string_equal(a, "{\"counters\":{\"reuse\":false},\"seen_by_port\":{\"reuse\":true}}");
+        assert_int_equal(filter_spec_copy(&d->filters[DIRECTION_INGRESS][0], &copy), 0);
+        assert_int_equal(copy.n_maps, 2);
+        assert_false(filter_map_reused(&copy, "counters"));
+        filter_spec_done(&copy);
+        /* Absent and null are the same: every map is taken over. */
+        text = F_MAPS("null");
+        assert_int_equal(document_from_string("eth0", text, strlen(text), &d2, &e), 0);
+        assert_int_equal(d2->filters[DIRECTION_INGRESS][0].n_maps, 0);
+        assert_true(filter_map_reused(&d2->filters[DIRECTION_INGRESS][0], "counters"));
+
+        expect_error(F_MAPS("[]"), "wrong_type", "ingress[0].maps");
+        expect_error(F_MAPS("{\"c\":true}"), "wrong_type", "ingress[0].maps.c");
+        expect_error(F_MAPS("{\"c\":{}}"), "missing_field", "ingress[0].maps.c.reuse");
+        expect_error(F_MAPS("{\"c\":{\"reuse\":0}}"), "wrong_type", "ingress[0].maps.c.reuse");
+        expect_error(F_MAPS("{\"c\":{\"reuse\":true,\"x\":1}}"), "unknown_field", "ingress[0].maps.c");
+        expect_error(F_MAPS("{\"a b\":{\"reuse\":true}}"), "invalid_value", "ingress[0].maps");
+        expect_error(F_MAPS("{\"\":{\"reuse\":true}}"), "invalid_value", "ingress[0].maps");
+}
+
 static void test_actions_shape(void **state) {
         const char *text =
                 "{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{\"object\":\"/a.o\","
@@ -256,7 +296,7 @@ int main(void) {
                 cmocka_unit_test(test_errors),       cmocka_unit_test(test_actions_shape),
                 cmocka_unit_test(test_ifname_valid), cmocka_unit_test(test_classid),
                 cmocka_unit_test(test_parent),       cmocka_unit_test(test_too_many_filters),
-                cmocka_unit_test(test_hog),
+                cmocka_unit_test(test_hog),          cmocka_unit_test(test_maps),
         };
         return cmocka_run_group_tests_name("document", tests, NULL, NULL);
 }
