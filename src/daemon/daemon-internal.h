@@ -151,6 +151,8 @@ typedef struct Snapshot {
         NlFilter *filters; /* clsd's only */
         NlProgram **programs; /* a reference to each one's program */
         size_t n_filters;
+        uint32_t *tcx_links; /* the ids of clsd's tcx links */
+        size_t n_tcx_links;
 } Snapshot;
 
 /* all: the interface's filters as just dumped. */
@@ -218,6 +220,12 @@ int iface_tcx_find(Daemon *d, const char *netns, int ifindex, Direction dir, con
 int iface_tcx_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reterr);
 int iface_tcx_verify(Daemon *d, Iface *it, Error *reterr);
 int iface_tcx_remove_all(Daemon *d, const char *netns, int ifindex, const char *ifname, Error *reterr);
+/* The ids of clsd's tcx links on ifindex, for a snapshot; and, to roll back, removing every link of
+ * clsd's that is not one of them. */
+int iface_tcx_link_ids(Daemon *d, const char *netns, int ifindex, uint32_t **ret, size_t *ret_n,
+                       Error *reterr);
+int iface_tcx_remove_added(Daemon *d, const char *netns, int ifindex, const char *ifname,
+                           const uint32_t *before, size_t n_before, Error *reterr);
 void daemon_tcx_sweep(Daemon *d);
 
 /* hogs.c */

@@ -103,12 +103,22 @@ void ifaces_put(Daemon *d, Iface *old, Iface *it) {
 }
 
 /* Puts the kernel back as it was before a PUT that failed after changing it. */
-static void rollback(const Iface *it, Iface *old, const Snapshot *snap, const char *what, const Error *why) {
+static void rollback(Daemon *d, const Iface *it, Iface *old, const Snapshot *snap, const char *what,
+                     const Error *why) {
         Error e = ERROR_NULL;
+        int r;
 
         log_error("%s: %s failed: %s; rolling back", it->doc->ifname, what,
                   strna(why ? why->message : NULL));
-        if (snapshot_restore(snap, it->doc->ifname, &e) >= 0) {
+        r = snapshot_restore(snap, it->doc->ifname, &e);
+        /* tcx: the links this change added go; the old document's come back as they were (its programs
+         * are still held), in place where only their program changed. */
+        if (r >= 0)
+                r = iface_tcx_remove_added(d, it->doc->netns, it->ifindex, it->doc->ifname, snap->tcx_links,
+                                           snap->n_tcx_links, &e);
+        if (r >= 0 && old && old->ifindex == it->ifindex && old->programs[DIRECTION_INGRESS])
+                r = iface_tcx_apply(d, old, NULL, 0, &e);
+        if (r >= 0) {
                 error_done(&e);
                 return;
         }
@@ -416,10 +426,13 @@ int iface_replace(Daemon *d, Iface *old, const char *ifname, const Document *api
         if (it->ifindex > 0) {
                 /* The dump already made is the state to come back to. */
                 r = snapshot_take(rtnl, it->ifindex, observed, n_observed, &snap, reterr);
+                if (r >= 0)
+                        r = iface_tcx_link_ids(d, it->doc->netns, it->ifindex, &snap.tcx_links,
+                                               &snap.n_tcx_links, reterr);
                 if (r >= 0) {
                         r = iface_apply(d, it, NULL, 0, reterr);
                         if (r < 0)
-                                rollback(it, old, &snap, "applying the new document", reterr);
+                                rollback(d, it, old, &snap, "applying the new document", reterr);
                 }
                 if (r < 0) {
                         snapshot_done(&snap);
@@ -437,7 +450,7 @@ int iface_replace(Daemon *d, Iface *old, const char *ifname, const Document *api
                 r = store_document_remove(d->store, SOURCE_API, netns, ifname, reterr);
         if (r < 0) {
                 if (it->ifindex > 0)
-                        rollback(it, old, &snap, "storing the new document", reterr);
+                        rollback(d, it, old, &snap, "storing the new document", reterr);
                 snapshot_done(&snap);
                 iface_free(d, it);
                 return r;
@@ -467,8 +480,10 @@ int daemon_iface_put(Daemon *d, const char *netns, const char *ifname, json_t *b
                 return r;
         r = iface_replace(d, old, ifname, doc, old ? old->hog : NULL, old ? old->hog_path : NULL, &it,
                           reterr);
-        if (r < 0)
+        if (r < 0) {
+                netns_release_if_unused(d, netns);
                 return r;
+        }
         log_info("%s: document generation %" PRIu64 " stored, %s", ifname, it->api->generation,
                  iface_state_to_string(it->state));
         *ret = it;
@@ -603,7 +618,7 @@ void link_views_free(LinkView *v, size_t n) {
         free(v);
 }
 
-int daemon_links(Daemon *d, const char *netns, LinkView **ret, size_t *ret_n, Error *reterr) {
+static int links_of(Daemon *d, const char *netns, LinkView **ret, size_t *ret_n, Error *reterr) {
         _cleanup_free_ NlLink *links = NULL;
         NlSocket *rtnl;
         LinkView *v;
@@ -630,4 +645,11 @@ int daemon_links(Daemon *d, const char *netns, LinkView **ret, size_t *ret_n, Er
         *ret = v;
         *ret_n = n;
         return 0;
+}
+
+int daemon_links(Daemon *d, const char *netns, LinkView **ret, size_t *ret_n, Error *reterr) {
+        int r = links_of(d, netns, ret, ret_n, reterr);
+        /* Looking is not following: a namespace no document names is let go again. */
+        netns_release_if_unused(d, netns);
+        return r;
 }

@@ -179,8 +179,8 @@ static int plan_steps(Daemon *d, DryRun *dr, int ifindex, const DesiredFilter *d
         return 0;
 }
 
-int daemon_iface_dry_run(Daemon *d, const char *netns, const char *ifname, json_t *body,
-                         const char *if_match, DryRun *ret, Error *reterr) {
+static int dry_run_of(Daemon *d, const char *netns, const char *ifname, json_t *body, const char *if_match,
+                      DryRun *ret, Error *reterr) {
         _cleanup_free_ NlFilter *observed = NULL;
         _cleanup_free_ DesiredFilter *desired = NULL;
         Iface *old = daemon_iface_get(d, netns, ifname);
@@ -224,5 +224,12 @@ int daemon_iface_dry_run(Daemon *d, const char *netns, const char *ifname, json_
         return 0;
 fail:
         dry_run_done(&dr);
+        return r;
+}
+
+int daemon_iface_dry_run(Daemon *d, const char *netns, const char *ifname, json_t *body,
+                         const char *if_match, DryRun *ret, Error *reterr) {
+        int r = dry_run_of(d, netns, ifname, body, if_match, ret, reterr);
+        netns_release_if_unused(d, netns); /* a dry run follows nothing */
         return r;
 }

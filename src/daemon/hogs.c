@@ -176,6 +176,15 @@ static int iface_set_hog(Daemon *d, Iface *old, const Document *hog, const char 
         return 0;
 }
 
+/* On SIGHUP: a failure keeps the old runtime (and what it attached) and says so. */
+static void iface_set_hog_or_log(Daemon *d, Iface *old, const Document *hog, const char *hog_path,
+                                 const char *ifname) {
+        int r = iface_set_hog(d, old, hog, hog_path, true);
+        if (r < 0)
+                log_error("%s: cannot apply the hog change: %s; the interface stays as it was", ifname,
+                          strerror(-r));
+}
+
 /* A hog with what its last run attached, from hogs/ in the store, so that it is adopted. */
 static void hog_keep_facts(Daemon *d, Document *hog) {
         _cleanup_(document_freep) Document *cached = NULL;
@@ -263,13 +272,13 @@ int daemon_hogs_reload(Daemon *d) {
                         log_info("%s: hog %s changed; applying the difference", it->doc->ifname, h->path);
                         document_keep_facts(h->doc, it->hog);
                         h->doc->clsact_created = it->hog->clsact_created;
-                        (void) iface_set_hog(d, it, h->doc, h->path, true);
+                        iface_set_hog_or_log(d, it, h->doc, h->path, h->doc->ifname);
                 } else if (it->api) {
                         log_info("%s: hog %s removed; the API's document applies", it->doc->ifname,
                                  it->hog_path);
                         (void) store_document_remove(d->store, SOURCE_HOG, it->doc->netns, it->doc->ifname,
                                                      NULL);
-                        (void) iface_set_hog(d, it, NULL, NULL, true);
+                        iface_set_hog_or_log(d, it, NULL, NULL, it->doc->ifname);
                 } else {
                         log_info("%s: hog %s removed; removing what it attached", it->doc->ifname,
                                  it->hog_path);
@@ -287,7 +296,7 @@ int daemon_hogs_reload(Daemon *d) {
                         continue;
                 changed++;
                 log_info("%s: new hog %s", s.hogs[i].doc->ifname, s.hogs[i].path);
-                (void) iface_set_hog(d, it, s.hogs[i].doc, s.hogs[i].path, true);
+                iface_set_hog_or_log(d, it, s.hogs[i].doc, s.hogs[i].path, s.hogs[i].doc->ifname);
         }
         log_info("hogs re-read: %zu hog(s), %zu changed, %zu file(s) with problems", s.n_hogs, changed,
                  problems);

@@ -187,9 +187,12 @@ void daemon_netns_scan(Daemon *d) {
                 if (!it->doc->netns || it->state != IFACE_PENDING || netns_find(d, it->doc->netns))
                         continue;
                 r = netns_follow(d, it->doc->netns, &ns, &e);
-                error_done(&e);
                 if (r == -EAGAIN)
                         again = true;
+                else if (r < 0 && r != -ENOENT)
+                        log_warning("%s: cannot follow netns %s: %s", it->doc->ifname, it->doc->netns,
+                                    strna(e.message));
+                error_done(&e);
                 if (r < 0)
                         continue;
                 log_info("%s: netns %s appeared; applying its document", it->doc->ifname, it->doc->netns);

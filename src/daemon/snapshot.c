@@ -11,6 +11,7 @@ void snapshot_done(Snapshot *s) {
                 nl_program_free(s->programs[i]);
         free(s->programs);
         free(s->filters);
+        free(s->tcx_links);
         *s = (Snapshot){ 0 };
 }
 

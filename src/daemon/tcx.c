@@ -207,6 +207,51 @@ int iface_tcx_remove_all(Daemon *d, const char *netns, int ifindex, const char *
         return r;
 }
 
+int iface_tcx_link_ids(Daemon *d, const char *netns, int ifindex, uint32_t **ret, size_t *ret_n,
+                       Error *reterr) {
+        TcxOurs *ours = NULL;
+        uint32_t *v;
+        size_t n = 0;
+        int r;
+
+        *ret = NULL;
+        *ret_n = 0;
+        if (!d->tcx)
+                return 0;
+        r = tcx_ours(d, netns, ifindex, &ours, &n, reterr);
+        if (r < 0)
+                return r;
+        v = calloc(n + 1, sizeof(uint32_t));
+        for (size_t i = 0; v && i < n; i++)
+                v[i] = ours[i].link.link_id;
+        tcx_ours_free(ours, n);
+        if (!v)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+int iface_tcx_remove_added(Daemon *d, const char *netns, int ifindex, const char *ifname,
+                           const uint32_t *before, size_t n_before, Error *reterr) {
+        TcxOurs *ours = NULL;
+        size_t n = 0;
+        int r;
+
+        if (!d->tcx)
+                return 0;
+        r = tcx_ours(d, netns, ifindex, &ours, &n, reterr);
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                bool had = false;
+                for (size_t k = 0; k < n_before && !had; k++)
+                        had = before[k] == ours[i].link.link_id;
+                if (!had)
+                        r = tcx_remove(d, netns, ifname, &ours[i], reterr);
+        }
+        tcx_ours_free(ours, n);
+        return r;
+}
+
 /* Where a new link of pref goes: before the first attached link of ours with a higher pref, else after
  * the last with a lower one, else at the end. */
 static void tcx_position(const TcxOurs *ours, size_t n, Direction dir, uint16_t pref, int *ret_fd,

@@ -101,8 +101,12 @@ int nl_tcx_query(int ifindex, NlHook hook, NlTcxEntry **ret, size_t *ret_n, Erro
 int nl_tcx_probe(bool *ret_available) {
         _cleanup_free_ NlTcxEntry *v = NULL;
         size_t n;
-        /* lo is ifindex 1 in every namespace; a kernel without tcx refuses the attach type. */
-        *ret_available = nl_tcx_query(1, NL_HOOK_INGRESS, &v, &n, NULL) >= 0;
+        int r;
+
+        /* lo is ifindex 1 in every namespace; a kernel without tcx refuses the attach type (EINVAL).
+         * An empty hook may answer ENOENT, a device without a tcx entry ENODEV: tcx is there then. */
+        r = nl_tcx_query(1, NL_HOOK_INGRESS, &v, &n, NULL);
+        *ret_available = r >= 0 || r == -ENOENT || r == -ENODEV;
         return 0;
 }
 

@@ -141,3 +141,19 @@ def test_clsctl_netns(clsd, bpf, net, workdir):
     clsd.ctl("-n", net.b.name, "delete", "vb", check=0)
     assert net.b.filters("vb") == []
     assert clsd.ctl("-n", check=2).returncode == 2
+
+
+def test_looking_at_a_namespace_does_not_keep_it_followed(api, bpf, net):
+    """A namespace is followed only while a document names it: listing its interfaces, a dry run or
+    a failed PUT lets it go again."""
+    assert api.get("/netns/%s/ifaces" % net.b.name).status == 200
+    assert netns_entry(api, net.b.name)["followed"] is False
+    r = api.request("PUT", classifier(net.b.name, "vb") + "?dry_run=1", body={"ingress": [filt("w", bpf.count)]})
+    assert r.status == 200, r
+    assert netns_entry(api, net.b.name)["followed"] is False
+    net.b.add_foreign_filter("vb", 10, bpf.drop_port)
+    r = put(api, net.b.name, "vb", {"ingress": [filt("w", bpf.count, priority=10)]})
+    assert_error(r, 409, "priority_taken")
+    assert netns_entry(api, net.b.name)["followed"] is False
+    assert put(api, net.b.name, "vb", {"ingress": [filt("w", bpf.count, priority=20)]}).status == 200
+    assert netns_entry(api, net.b.name)["followed"] is True

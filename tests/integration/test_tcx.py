@@ -168,3 +168,31 @@ def test_tcx_dry_run(api, bpf, net, clsd):
     assert plan == {("keep", "clsd:count"), ("add", "clsd:wide"), ("remove", "clsd:drop")}, r.json
     assert {p["filter"]: p["load"] for p in r.json["programs"]} == {"count": "shared", "wide": "load"}  # adopted at the restart
     assert net.a.tcx("va") == before
+
+
+def block_store_write(clsd, ifname):
+    """The next write of the interface's document fails (its temporary file's name is taken)."""
+    os.mkdir(os.path.join(clsd.state_dir, "documents", ".%s.json.%d.tmp" % (ifname, clsd.proc.pid)))
+
+
+def test_a_failed_put_takes_back_its_tcx_links_and_puts_the_old_ones_back(api, bpf, net, clsd):
+    body = api.put_classifier("va", tcx_doc(bpf, count=20)).json
+    before = net.a.tcx("va")
+    assert before == ids(body, "count")
+    pins = sorted(os.listdir(os.path.join(clsd.bpffs_dir, "tcx")))
+    block_store_write(clsd, "va")
+    # A new link (drop at 10) and a new program for the old one (count at 20), then the store fails.
+    doc = tcx_doc(bpf, count=20, drop=10)
+    doc["ingress"][0]["object"] = bpf.count_v2
+    assert_error(api.put_classifier("va", doc), 500, "store_error")
+    assert net.a.tcx("va") == before, "the failed PUT left tcx links behind or changed the old one"
+    assert sorted(os.listdir(os.path.join(clsd.bpffs_dir, "tcx"))) == pins
+    g = api.get_classifier("va").json
+    assert g["generation"] == body["generation"] and ids(g, "count") == before
+
+
+def test_a_failed_first_put_leaves_no_tcx_link(api, bpf, net, clsd):
+    block_store_write(clsd, "va")
+    assert_error(api.put_classifier("va", tcx_doc(bpf, count=20, drop=10)), 500, "store_error")
+    assert net.a.tcx("va") == []
+    assert os.listdir(os.path.join(clsd.bpffs_dir, "tcx")) == []
