@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon-internal.h"
 #include "fileio.h"
@@ -456,17 +457,35 @@ int iface_tcx_verify(Daemon *d, Iface *it, Error *reterr) {
         return 0;
 }
 
-/* At start: pins whose links no longer run anywhere (their device went while clsd was down) go. */
-void daemon_tcx_sweep(Daemon *d) {
+static void tcx_sweep_dir(Daemon *d, const char *netns) {
         char dir[PATH_MAX];
         TcxOurs *ours = NULL;
         size_t n = 0;
 
-        if (!d->tcx || tcx_ours(d, NULL, 0, &ours, &n, NULL) < 0)
+        if (tcx_ours(d, netns, 0, &ours, &n, NULL) < 0)
                 return;
-        tcx_dir(d, NULL, dir);
+        tcx_dir(d, netns, dir);
         for (size_t i = 0; i < n; i++)
                 if (ours[i].link.ifindex == 0 && nl_unpin(dir, ours[i].pin) >= 0)
                         log_info("%s/%s: its link no longer runs anywhere; unpinned", dir, ours[i].pin);
         tcx_ours_free(ours, n);
+        if (netns && rmdir(dir) >= 0)
+                log_info("%s: empty; removed", dir);
+}
+
+/* At start: pins whose links no longer run anywhere (their device or namespace went while clsd was
+ * down) go, in clsd's namespace (tcx/) and the named ones (tcx@NAME/). */
+void daemon_tcx_sweep(Daemon *d) {
+        char **names = NULL;
+        size_t n = 0;
+
+        if (!d->tcx)
+                return;
+        tcx_sweep_dir(d, NULL);
+        if (nl_pins_list(d->config.bpffs_dir, &names, &n) < 0)
+                return;
+        for (size_t i = 0; i < n; i++)
+                if (strncmp(names[i], "tcx@", 4) == 0 && netns_name_valid(names[i] + 4))
+                        tcx_sweep_dir(d, names[i] + 4);
+        strv_free_n(names, n);
 }

@@ -157,3 +157,22 @@ def test_looking_at_a_namespace_does_not_keep_it_followed(api, bpf, net):
     assert netns_entry(api, net.b.name)["followed"] is False
     assert put(api, net.b.name, "vb", {"ingress": [filt("w", bpf.count, priority=20)]}).status == 200
     assert netns_entry(api, net.b.name)["followed"] is True
+
+
+def test_tcx_pins_of_a_namespace_gone_while_clsd_was_down_are_swept(clsd, bpf, net):
+    api = clsd.api
+    c = netns_create()
+    try:
+        c.run("ip", "link", "add", "d0", "type", "veth", "peer", "name", "d1")
+        c.run("ip", "link", "set", "d0", "up")
+        r = put(api, c.name, "d0", {"ingress": [filt("t", bpf.count, attach="tcx")]})
+        assert r.status == 200, r
+        pin_dir = os.path.join(clsd.bpffs_dir, "tcx@" + c.name)
+        assert len(os.listdir(pin_dir)) == 1
+        assert clsd.stop() == 0
+    finally:
+        netns_destroy(c)
+    clsd.start()
+    assert not os.path.exists(pin_dir), "the dead namespace's tcx pins were not swept"
+    assert "its link no longer runs anywhere; unpinned" in clsd.log_this_run()
+    assert api.request("GET", classifier(c.name, "d0")).json["state"] == "pending"
