@@ -316,15 +316,14 @@ int iface_tcx_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *r
                 ours[k].fd = safe_close(ours[k].fd);
                 ours[k].link.ifindex = 0;
         }
-        /* What comes or changes, in pref order so that each new link finds its neighbours in place. */
+        /* The kernel runs a program at most once per hook: a link whose new program another of ours
+         * runs now (and gives up in this change: the document cannot have it twice) is removed first
+         * and attached again below, after that one has changed. Swapping two programs works so. */
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
                         const FilterSpec *f = &it->doc->filters[dir][i];
-                        const Program *p = it->programs[dir][i];
                         TcxOurs *have = NULL;
-                        char name[128];
-                        int link_fd = -1, rel_fd, saved;
-                        bool before;
+                        bool blocked = false;
 
                         if (!filter_uses_tcx(d, f))
                                 continue;
@@ -332,67 +331,104 @@ int iface_tcx_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *r
                                 if (ours[k].wanted && ours[k].dir == dir && ours[k].pref == f->priority &&
                                     streq(ours[k].name, f->name))
                                         have = &ours[k];
-                        if (have && have->link.prog_id == program_id(p))
+                        if (!have || have->link.prog_id == program_id(it->programs[dir][i]))
                                 continue;
-                        if (have) {
-                                /* In place: the link keeps its position. */
-                                r = nl_tcx_update(have->fd, program_fd(p), reterr);
+                        for (size_t k = 0; k < n; k++)
+                                blocked = blocked ||
+                                          (&ours[k] != have && ours[k].wanted && ours[k].dir == dir &&
+                                           ours[k].link.prog_id == program_id(it->programs[dir][i]));
+                        if (!blocked)
+                                continue;
+                        r = tcx_remove(d, it->doc->netns, it->doc->ifname, have, reterr);
+                        if (r < 0)
+                                goto finish;
+                        have->fd = safe_close(have->fd);
+                        have->link.ifindex = 0;
+                        have->wanted = false;
+                }
+        /* What changes in place, then what comes, in pref order so that each new link finds its
+         * neighbours in place. */
+        for (int pass = 0; pass < 2; pass++)
+                for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                        for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
+                                const FilterSpec *f = &it->doc->filters[dir][i];
+                                const Program *p = it->programs[dir][i];
+                                TcxOurs *have = NULL;
+                                char name[128];
+                                int link_fd = -1, rel_fd, saved;
+                                bool before;
+
+                                if (!filter_uses_tcx(d, f))
+                                        continue;
+                                for (size_t k = 0; k < n; k++)
+                                        if (ours[k].wanted && ours[k].dir == dir &&
+                                            ours[k].pref == f->priority && streq(ours[k].name, f->name))
+                                                have = &ours[k];
+                                if (have && have->link.prog_id == program_id(p))
+                                        continue;
+                                if (!have != (pass == 1))
+                                        continue; /* updates in the first pass, new links in the second */
+                                if (have) {
+                                        /* In place: the link keeps its position. */
+                                        r = nl_tcx_update(have->fd, program_fd(p), reterr);
+                                        if (r < 0)
+                                                goto finish;
+                                        have->link.prog_id = program_id(p);
+                                        changes++;
+                                        what_add(what, what_size, "tcx %s pref %u not as declared",
+                                                 direction_to_string(dir), f->priority);
+                                        log_info("%s: replaced the program of tcx %s link %u (%s, pref %u): "
+                                                 "tag %s",
+                                                 it->doc->ifname, direction_to_string(dir),
+                                                 have->link.link_id, f->name, f->priority, program_tag(p));
+                                        continue;
+                                }
+                                tcx_position(ours, n, dir, (uint16_t) f->priority, &rel_fd, &before);
+                                /* The kernel finds the ifindex in the caller's namespace. */
+                                r = daemon_netns_enter(d, it->doc->netns, &saved, reterr);
                                 if (r < 0)
                                         goto finish;
-                                have->link.prog_id = program_id(p);
+                                r = nl_tcx_attach(program_fd(p), it->ifindex, hook_of(dir), rel_fd, before,
+                                                  &link_fd, reterr);
+                                nl_netns_leave(saved);
+                                if (r < 0)
+                                        goto finish;
+                                pin_name(it->ifindex, dir, (uint16_t) f->priority, f->name, name);
+                                r = nl_pin(link_fd, dir_path, name, reterr);
+                                if (r < 0) {
+                                        (void) nl_tcx_detach(link_fd, NULL);
+                                        safe_close(link_fd);
+                                        goto finish;
+                                }
                                 changes++;
-                                what_add(what, what_size, "tcx %s pref %u not as declared",
-                                         direction_to_string(dir), f->priority);
-                                log_info("%s: replaced the program of tcx %s link %u (%s, pref %u): tag %s",
-                                         it->doc->ifname, direction_to_string(dir), have->link.link_id,
-                                         f->name, f->priority, program_tag(p));
-                                continue;
+                                what_add(what, what_size, "tcx %s pref %u missing", direction_to_string(dir),
+                                         f->priority);
+                                /* Keep it among ours, so that later ones are placed relative to it. */
+                                TcxOurs *nv = realloc(ours, (n + 2) * sizeof(TcxOurs));
+                                if (!nv) {
+                                        safe_close(link_fd);
+                                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                                        goto finish;
+                                }
+                                ours = nv;
+                                TcxOurs o = { .dir = dir,
+                                              .pref = (uint16_t) f->priority,
+                                              .fd = link_fd,
+                                              .wanted = true };
+                                snprintf(o.pin, sizeof(o.pin), "%s", name);
+                                snprintf(o.name, sizeof(o.name), "%s", f->name);
+                                (void) nl_tcx_link_info(link_fd, &o.link);
+                                size_t at = n;
+                                while (at > 0 && (ours[at - 1].dir > dir ||
+                                                  (ours[at - 1].dir == dir && ours[at - 1].pref > o.pref)))
+                                        at--;
+                                memmove(ours + at + 1, ours + at, (n - at) * sizeof(TcxOurs));
+                                ours[at] = o;
+                                n++;
+                                log_info("%s: added tcx %s link %u: %s pref %u (tag %s)", it->doc->ifname,
+                                         direction_to_string(dir), o.link.link_id, f->name, f->priority,
+                                         program_tag(p));
                         }
-                        tcx_position(ours, n, dir, (uint16_t) f->priority, &rel_fd, &before);
-                        /* The kernel finds the ifindex in the caller's namespace. */
-                        r = daemon_netns_enter(d, it->doc->netns, &saved, reterr);
-                        if (r < 0)
-                                goto finish;
-                        r = nl_tcx_attach(program_fd(p), it->ifindex, hook_of(dir), rel_fd, before, &link_fd,
-                                          reterr);
-                        nl_netns_leave(saved);
-                        if (r < 0)
-                                goto finish;
-                        pin_name(it->ifindex, dir, (uint16_t) f->priority, f->name, name);
-                        r = nl_pin(link_fd, dir_path, name, reterr);
-                        if (r < 0) {
-                                (void) nl_tcx_detach(link_fd, NULL);
-                                safe_close(link_fd);
-                                goto finish;
-                        }
-                        changes++;
-                        what_add(what, what_size, "tcx %s pref %u missing", direction_to_string(dir),
-                                 f->priority);
-                        /* Keep it among ours, so that later ones are placed relative to it. */
-                        TcxOurs *nv = realloc(ours, (n + 2) * sizeof(TcxOurs));
-                        if (!nv) {
-                                safe_close(link_fd);
-                                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
-                                goto finish;
-                        }
-                        ours = nv;
-                        TcxOurs o = {
-                                .dir = dir, .pref = (uint16_t) f->priority, .fd = link_fd, .wanted = true
-                        };
-                        snprintf(o.pin, sizeof(o.pin), "%s", name);
-                        snprintf(o.name, sizeof(o.name), "%s", f->name);
-                        (void) nl_tcx_link_info(link_fd, &o.link);
-                        size_t at = n;
-                        while (at > 0 && (ours[at - 1].dir > dir ||
-                                          (ours[at - 1].dir == dir && ours[at - 1].pref > o.pref)))
-                                at--;
-                        memmove(ours + at + 1, ours + at, (n - at) * sizeof(TcxOurs));
-                        ours[at] = o;
-                        n++;
-                        log_info("%s: added tcx %s link %u: %s pref %u (tag %s)", it->doc->ifname,
-                                 direction_to_string(dir), o.link.link_id, f->name, f->priority,
-                                 program_tag(p));
-                }
         r = iface_tcx_verify(d, it, reterr);
 finish:
         tcx_ours_free(ours, n);

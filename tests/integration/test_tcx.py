@@ -196,3 +196,23 @@ def test_a_failed_first_put_leaves_no_tcx_link(api, bpf, net, clsd):
     assert_error(api.put_classifier("va", tcx_doc(bpf, count=20, drop=10)), 500, "store_error")
     assert net.a.tcx("va") == []
     assert os.listdir(os.path.join(clsd.bpffs_dir, "tcx")) == []
+
+
+def test_two_tcx_filters_can_swap_their_programs(api, bpf, net):
+    """The kernel runs a program once per hook, so a swap cannot be two updates in place: clsd
+    re-attaches one of the two links."""
+    one = {"ingress": [filt("a", bpf.count, priority=10, attach="tcx"),
+                       filt("b", bpf.drop_port, priority=20, attach="tcx")]}
+    body = api.put_classifier("va", one).json
+    count_id, drop_id = status_of(body, "a")["id"], status_of(body, "b")["id"]
+    two = {"ingress": [filt("a", bpf.drop_port, priority=10, attach="tcx"),
+                       filt("b", bpf.count, priority=20, attach="tcx")]}
+    r = api.put_classifier("va", two)
+    assert r.status == 200, r
+    assert [p for p, _ in net.a.tcx("va")] == [drop_id, count_id]
+    assert net.a.tcx("va") == ids(r.json, "a", "b")
+    # And back again, with nothing left over.
+    r = api.put_classifier("va", one)
+    assert r.status == 200, r
+    assert [p for p, _ in net.a.tcx("va")] == [count_id, drop_id]
+    assert api.get_classifier("va").json["state"] == "configured"
