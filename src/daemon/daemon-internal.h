@@ -54,6 +54,8 @@ int registry_acquire(Daemon *d, const FilterSpec *f, uint32_t adopt_id, uint32_t
                      Error *reterr);
 /* Takes the fds systemd's fd store gave back, and sets up the bpffs pins. */
 int registry_start(Daemon *d, const DaemonPassedFd *passed, size_t n_passed);
+/* A dry run's check of what loading f would refuse: a map of reuse_id's it cannot take over. */
+int registry_check_reuse(Daemon *d, const FilterSpec *f, uint32_t reuse_id, Error *reterr);
 /* Whether the fd store or a pin kept f's program from the last run. */
 bool registry_kept(Daemon *d, const FilterSpec *f);
 /* After the first reconcile: drops the fd store entries and pins no document took. */

@@ -20,7 +20,7 @@ static Direction direction_of(NlHook h) {
 
 /* Which program each filter would use, and its id where one exists already. */
 static int plan_programs(Daemon *d, const Iface *old, DryRun *dr, int ifindex, const NlFilter *observed,
-                         size_t n_observed, DesiredFilter *desired) {
+                         size_t n_observed, DesiredFilter *desired, Error *reterr) {
         size_t k = 0;
 
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
@@ -44,11 +44,24 @@ static int plan_programs(Daemon *d, const Iface *old, DryRun *dr, int ifindex, c
                                 snprintf(w->tag, sizeof(w->tag), "%s", program_tag(p));
                                 continue;
                         }
-                        /* What the PUT would adopt: the very program the old document attached. */
-                        if (!of || !streq_ptr(of->digest, f->digest) || !streq_ptr(of->program, f->program))
-                                continue;
                         const NlFilter *have = find_ours(observed, n_observed, w->parent, w->pref, w->name);
                         NlTcxLink l;
+                        /* What the PUT would adopt: the very program the old document attached. */
+                        if (!of || !streq_ptr(of->digest, f->digest) ||
+                            !streq_ptr(of->program, f->program)) {
+                                /* A new load takes over the maps of the program it replaces: the PUT
+                                 * would refuse an incompatible one, and so does the dry run. */
+                                uint32_t reuse = 0;
+                                if (filter_uses_tcx(d, f) && ifindex > 0 &&
+                                    iface_tcx_find(d, dr->plan_doc->netns, ifindex, dir, f, &l) >= 0)
+                                        reuse = l.prog_id;
+                                else if (!filter_uses_tcx(d, f) && have)
+                                        reuse = have->prog_id;
+                                int r = registry_check_reuse(d, f, reuse, reterr);
+                                if (r < 0)
+                                        return r;
+                                continue;
+                        }
                         bool attached =
                                 filter_uses_tcx(d, f)
                                         ? ifindex > 0 &&
@@ -214,7 +227,9 @@ static int dry_run_of(Daemon *d, const char *netns, const char *ifname, json_t *
                 r = nl_filter_dump(rtnl, link.ifindex, &observed, &n_observed, reterr);
         if (r < 0 && r != -ENODEV)
                 goto fail;
-        plan_programs(d, old, &dr, dr.pending ? 0 : link.ifindex, observed, n_observed, desired);
+        r = plan_programs(d, old, &dr, dr.pending ? 0 : link.ifindex, observed, n_observed, desired, reterr);
+        if (r < 0)
+                goto fail;
         if (!dr.pending) {
                 r = plan_steps(d, &dr, link.ifindex, desired, n, observed, n_observed, reterr);
                 if (r < 0)

@@ -152,7 +152,8 @@ static int load_program(Daemon *d, const FilterSpec *f, const NlMap *reuse, size
 
 /* The maps a new program of f takes over: those of the program it replaces (reuse_id), or else those
  * the fd store gave back for f's program; minus the ones f's "maps" opts out of. */
-static int reuse_candidates(Daemon *d, const FilterSpec *f, uint32_t reuse_id, NlMap **ret, size_t *ret_n) {
+static int reuse_candidates(Daemon *d, const FilterSpec *f, uint32_t reuse_id, bool loading, NlMap **ret,
+                            size_t *ret_n) {
         _cleanup_(nl_program_freep) NlProgram *old = NULL;
         NlMap *v = NULL;
         size_t n = 0, k = 0;
@@ -178,12 +179,28 @@ static int reuse_candidates(Daemon *d, const FilterSpec *f, uint32_t reuse_id, N
                         v[k++] = v[i];
                         continue;
                 }
-                log_info("filter %s: map %s starts empty (\"reuse\": false)", f->name, v[i].name);
+                if (loading)
+                        log_info("filter %s: map %s starts empty (\"reuse\": false)", f->name, v[i].name);
                 safe_close(v[i].fd);
         }
         *ret = v;
         *ret_n = k;
         return 0;
+}
+
+int registry_check_reuse(Daemon *d, const FilterSpec *f, uint32_t reuse_id, Error *reterr) {
+        const DaemonObject *o = f->digest ? daemon_object_get(d, f->digest) : NULL;
+        NlMap *reuse = NULL;
+        size_t n_reuse = 0;
+        int r;
+
+        if (!o || !reuse_id)
+                return 0; /* an object not stored yet is only inspected by a dry run */
+        if (reuse_candidates(d, f, reuse_id, false, &reuse, &n_reuse) < 0)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = nl_maps_check_reuse(o->info, reuse, n_reuse, reterr);
+        nl_maps_free(reuse, n_reuse);
+        return r;
 }
 
 /* np if it is the program wanted: the attached one when adopt_id is given. */
@@ -238,7 +255,7 @@ int registry_acquire(Daemon *d, const FilterSpec *f, uint32_t adopt_id, uint32_t
                 NlMap *reuse = NULL;
                 size_t n_reuse = 0;
 
-                if (reuse_candidates(d, f, reuse_id, &reuse, &n_reuse) < 0)
+                if (reuse_candidates(d, f, reuse_id, true, &reuse, &n_reuse) < 0)
                         return error_set(reterr, ENOMEM, "internal_error", "out of memory");
                 r = load_program(d, f, reuse, n_reuse, &np, reterr);
                 nl_maps_free(reuse, n_reuse);

@@ -117,9 +117,12 @@ int nl_object_inspect(const void *data, size_t size, NlObjectInfo **ret, Error *
                 mi->type = libbpf_bpf_map_type_str(bpf_map__type(m));
                 if (!mi->type)
                         mi->type = "unknown";
+                mi->type_id = (uint32_t) bpf_map__type(m);
                 mi->key_size = bpf_map__key_size(m);
                 mi->value_size = bpf_map__value_size(m);
                 mi->max_entries = bpf_map__max_entries(m);
+                mi->flags = bpf_map__map_flags(m);
+                mi->internal = bpf_map__is_internal(m);
         }
         bpf_object__close(obj);
         *ret = TAKE_PTR(info);
@@ -199,12 +202,50 @@ static const char *map_type_name(uint32_t t) {
         return s ? s : "unknown";
 }
 
+/* The map of reuse that the object's map name takes over, or NULL. */
+static const NlMap *reuse_find(const NlMap *reuse, size_t n_reuse, const char *name) {
+        for (size_t i = 0; i < n_reuse; i++)
+                if (strncmp(reuse[i].name, name, sizeof(reuse[i].name) - 1) == 0 &&
+                    strlen(reuse[i].name) == MIN(strlen(name), sizeof(reuse[i].name) - 1))
+                        return &reuse[i];
+        return NULL;
+}
+
+/* 0 if the new definition can take over old, else "map_incompatible" naming both. */
+static int reuse_compatible(const char *name, const NlMap *old, uint32_t type, uint32_t key, uint32_t value,
+                            uint32_t max_entries, uint32_t flags, Error *reterr) {
+        if (old->type == type && old->key_size == key && old->value_size == value &&
+            old->max_entries == max_entries && old->flags == flags)
+                return 0;
+        return error_set(
+                reterr, EINVAL, "map_incompatible",
+                "map \"%s\" cannot keep its contents: the attached one (id %u) is %s, key %u, value %u "
+                "bytes, max_entries %u, flags 0x%x; the new object's is %s, key %u, value %u bytes, "
+                "max_entries %u, flags 0x%x. Set \"maps\": {\"%s\": {\"reuse\": false}} on the filter "
+                "to start it empty",
+                name, old->id, map_type_name(old->type), old->key_size, old->value_size, old->max_entries,
+                old->flags, map_type_name(type), key, value, max_entries, flags, name);
+}
+
+int nl_maps_check_reuse(const NlObjectInfo *info, const NlMap *reuse, size_t n_reuse, Error *reterr) {
+        for (size_t i = 0; i < info->n_maps; i++) {
+                const NlMapInfo *m = &info->maps[i];
+                const NlMap *old = m->internal ? NULL : reuse_find(reuse, n_reuse, m->name);
+                int r = old ? reuse_compatible(m->name, old, m->type_id, m->key_size, m->value_size,
+                                               m->max_entries, m->flags, reterr)
+                            : 0;
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* The object's maps named like one of reuse become that map; see nl_program_load(). */
 static int reuse_maps(struct bpf_object *obj, const NlMap *reuse, size_t n_reuse, Error *reterr) {
         struct bpf_map *m;
 
         bpf_object__for_each_map (m, obj) {
-                const NlMap *old = NULL;
+                const NlMap *old;
                 char name[256];
                 int r;
 
@@ -212,26 +253,14 @@ static int reuse_maps(struct bpf_object *obj, const NlMap *reuse, size_t n_reuse
                 snprintf(name, sizeof(name), "%s", bpf_map__name(m));
                 if (bpf_map__is_internal(m))
                         continue; /* .rodata is the new build's constants; .data and .bss its layout */
-                for (size_t i = 0; i < n_reuse && !old; i++)
-                        if (strncmp(reuse[i].name, name, sizeof(reuse[i].name) - 1) == 0 &&
-                            strlen(reuse[i].name) == MIN(strlen(name), sizeof(reuse[i].name) - 1))
-                                old = &reuse[i];
+                old = reuse_find(reuse, n_reuse, name);
                 if (!old)
                         continue;
-                if (old->type != (uint32_t) bpf_map__type(m) || old->key_size != bpf_map__key_size(m) ||
-                    old->value_size != bpf_map__value_size(m) ||
-                    old->max_entries != bpf_map__max_entries(m) || old->flags != bpf_map__map_flags(m))
-                        return error_set(
-                                reterr, EINVAL, "map_incompatible",
-                                "map \"%s\" cannot keep its contents: the attached one (id %u) is "
-                                "%s, key %u, value %u bytes, max_entries %u, flags 0x%x; the new "
-                                "object's is %s, key %u, value %u bytes, max_entries %u, flags 0x%x. "
-                                "Set \"maps\": {\"%s\": {\"reuse\": false}} on the filter to start it "
-                                "empty",
-                                name, old->id, map_type_name(old->type), old->key_size, old->value_size,
-                                old->max_entries, old->flags, map_type_name(bpf_map__type(m)),
-                                bpf_map__key_size(m), bpf_map__value_size(m), bpf_map__max_entries(m),
-                                bpf_map__map_flags(m), name);
+                r = reuse_compatible(name, old, (uint32_t) bpf_map__type(m), bpf_map__key_size(m),
+                                     bpf_map__value_size(m), bpf_map__max_entries(m), bpf_map__map_flags(m),
+                                     reterr);
+                if (r < 0)
+                        return r;
                 r = bpf_map__reuse_fd(m, old->fd);
                 if (r < 0)
                         return error_set(reterr, r, "kernel_error", "cannot reuse map \"%s\" (id %u): %s",

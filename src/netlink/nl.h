@@ -126,9 +126,12 @@ typedef struct NlProgramInfo {
 typedef struct NlMapInfo {
         char *name;
         const char *type;
+        uint32_t type_id; /* BPF_MAP_TYPE_* */
         uint32_t key_size;
         uint32_t value_size;
         uint32_t max_entries;
+        uint32_t flags;
+        bool internal; /* .data, .bss, .rodata, …: a build's own, never taken over */
 } NlMapInfo;
 
 typedef struct NlObjectInfo {
@@ -169,6 +172,9 @@ void nl_maps_free(NlMap *maps, size_t n);
  * value size, max_entries or flags differ is refused with reterr "map_incompatible". */
 int nl_program_load(const void *data, size_t size, const char *object_name, const char *program,
                     const NlMap *reuse, size_t n_reuse, NlProgram **ret, Error *reterr);
+/* What nl_program_load() would refuse when taking over reuse, from the object's description alone
+ * (a dry run): reterr "map_incompatible". */
+int nl_maps_check_reuse(const NlObjectInfo *info, const NlMap *reuse, size_t n_reuse, Error *reterr);
 /* Takes a reference to a program already in the kernel, by id, without loading anything. */
 int nl_program_open_id(uint32_t id, NlProgram **ret, Error *reterr);
 /* Takes a reference to the program behind fd (duplicated), e.g. one systemd's fd store gave back;

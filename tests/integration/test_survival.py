@@ -167,3 +167,17 @@ def test_one_clsd_per_state_directory(net, clsd, bpf, workdir):
                   "--bpffs-dir", clsd.bpffs_dir, "--hogs-dir", os.path.join(workdir, "none"), check=False)
     assert p.returncode == 1 and "in use by a running clsd" in p.stderr, p
     assert clsd.api.healthy()
+
+
+def test_a_dry_run_says_what_the_put_would_say_about_maps(net, clsd, bpf):
+    api = clsd.api
+    api.put_classifier(net.if_a, {"ingress": [filt("c", api.upload_ok(bpf.count))]})
+    wide = api.upload_ok(bpf.count_wide)
+    url = "/ifaces/%s/classifier?dry_run=1" % net.if_a
+    r = api.request("PUT", url, body={"ingress": [filt("c", wide)]})
+    assert_error(r, 422, "map_incompatible")
+    r = api.request("PUT", url, body={"ingress": [filt("c", wide, maps={"counters": {"reuse": False}})]})
+    assert r.status == 200, r
+    v2 = api.upload_ok(bpf.count_v2)
+    assert api.request("PUT", url, body={"ingress": [filt("c", v2)]}).status == 200
+    assert "starts empty" not in clsd.log_this_run()
