@@ -307,20 +307,23 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
         for (size_t i = 0; i < n_desired; i++)
                 on_clsact = on_clsact || desired[i].parent == nl_hook_parent(desired[i].hook);
         if (on_clsact) {
-                bool has;
-                r = nl_clsact_exists(iface_rtnl(d, it), it->ifindex, &has, reterr);
-                if (r < 0)
+                /* Added exclusively: EEXIST says it is there, without a qdisc dump (which walks every
+                 * interface) and without a change the kernel would report. */
+                Error e = ERROR_NULL;
+                r = nl_clsact_add(iface_rtnl(d, it), it->ifindex, &e);
+                if (r < 0 && r != -EEXIST) {
+                        if (reterr && !reterr->code)
+                                *reterr = e;
+                        else
+                                error_done(&e);
                         return r;
-                if (!has) {
-                        r = nl_clsact_add(iface_rtnl(d, it), it->ifindex, reterr);
-                        if (r < 0 && r != -EEXIST)
-                                return r;
-                        if (r >= 0) {
-                                it->doc->clsact_created = true;
-                                changes++;
-                                what_add(what, what_size, "clsact qdisc missing");
-                                log_info("%s: created clsact qdisc", it->doc->ifname);
-                        }
+                }
+                error_done(&e);
+                if (r >= 0) {
+                        it->doc->clsact_created = true;
+                        changes++;
+                        what_add(what, what_size, "clsact qdisc missing");
+                        log_info("%s: created clsact qdisc", it->doc->ifname);
                 }
         }
         for (size_t i = 0; i < plan->n_steps; i++) {

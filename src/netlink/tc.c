@@ -103,13 +103,12 @@ static int filter_cb(const struct nlmsghdr *nlh, void *data) {
 int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Error *reterr) {
         char buf[NL_MSG_BUFFER_SIZE];
         FilterList fl = { 0 };
-        QdiscScan q;
+        size_t n_hooks;
         int r;
 
-        r = qdisc_scan(s, ifindex, &q, reterr);
-        if (r < 0)
-                return r;
-        for (NlHook h = 0; q.found && h < _NL_HOOK_MAX; h++) {
+        /* No qdisc dump first: the kernel's walks every interface of the namespace, which made a start
+         * over N interfaces cost N². A hook without clsact dumps empty. */
+        for (NlHook h = 0; h < _NL_HOOK_MAX; h++) {
                 fl.hook = h;
                 r = nl_request(s, nl_msg_filter_dump(buf, ifindex, nl_hook_parent(h), nl_socket_next_seq(s)),
                                filter_cb, &fl, "dump filters", reterr);
@@ -118,12 +117,21 @@ int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Erro
                         return r;
                 }
         }
-        if (q.root) {
-                /* Classic-mode filters sit on a classful root qdisc; one that takes no filters
-                 * (pfifo_fast, mq) may refuse the dump, and has none to show. */
-                fl.hook = NL_HOOK_EGRESS;
-                (void) nl_request(s, nl_msg_filter_dump(buf, ifindex, q.root, nl_socket_next_seq(s)),
-                                  filter_cb, &fl, "dump root qdisc filters", NULL);
+        /* Classic-mode filters sit on a classful root qdisc: parent 0 dumps the root's (none for a
+         * classless one). The answer says parent 0 too, so only then is the root's handle looked up. */
+        n_hooks = fl.n;
+        fl.hook = NL_HOOK_EGRESS;
+        (void) nl_request(s, nl_msg_filter_dump(buf, ifindex, 0, nl_socket_next_seq(s)), filter_cb, &fl,
+                          "dump root qdisc filters", NULL);
+        if (fl.n > n_hooks) {
+                QdiscScan q;
+                r = qdisc_scan(s, ifindex, &q, reterr);
+                if (r < 0) {
+                        free(fl.filters);
+                        return r;
+                }
+                for (size_t i = n_hooks; i < fl.n; i++)
+                        fl.filters[i].parent = q.root;
         }
         *ret = fl.filters;
         *ret_n = fl.n;
