@@ -1,6 +1,7 @@
 /* tcx.c: the reconciler's side of "attach":"tcx": clsd's tcx links are the ones pinned under
  * BPFFS_DIR/tcx/ as "<ifindex>-<hook>-<pref>-<name>", so they outlive clsd and a restart finds them;
  * on each hook they run in priority order among themselves, beside anyone else's tcx programs. */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -494,15 +495,22 @@ int iface_tcx_verify(Daemon *d, Iface *it, Error *reterr) {
 }
 
 static void tcx_sweep_dir(Daemon *d, const char *netns) {
-        char dir[PATH_MAX];
+        char dir[PATH_MAX], path[PATH_MAX];
         TcxOurs *ours = NULL;
         size_t n = 0;
+        bool gone = false;
 
         if (tcx_ours(d, netns, 0, &ours, &n, NULL) < 0)
                 return;
         tcx_dir(d, netns, dir);
+        /* A namespace deleted while clsd was down may still be tearing down (the kernel frees it from
+         * a workqueue), its devices and links not yet gone: its name being gone is what counts. */
+        if (netns) {
+                snprintf(path, sizeof(path), "%s/%s", d->config.netns_dir, netns);
+                gone = access(path, F_OK) < 0 && errno == ENOENT;
+        }
         for (size_t i = 0; i < n; i++)
-                if (ours[i].link.ifindex == 0 && nl_unpin(dir, ours[i].pin) >= 0)
+                if ((gone || ours[i].link.ifindex == 0) && nl_unpin(dir, ours[i].pin) >= 0)
                         log_info("%s/%s: its link no longer runs anywhere; unpinned", dir, ours[i].pin);
         tcx_ours_free(ours, n);
         if (netns && rmdir(dir) >= 0)

@@ -202,6 +202,18 @@ class Topology:
         self.addr_a, self.addr_b = ADDR_A, ADDR_B
         self.addr6_a, self.addr6_b = ADDR6_A, ADDR6_B
 
+    def quiet(self):
+        """Only the test's own datagrams reach va from vb: no IPv6 (router solicitations, MLD, ND)
+        and no ARP (static neighbours), for tests that count every packet at a hook."""
+        mac = {}
+        for ns, dev in ((self.a, self.if_a), (self.b, self.if_b)):
+            ns.run("sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % dev)
+            mac[dev] = json.loads(ns.run("ip", "-j", "link", "show", dev).stdout)[0]["address"]
+        self.a.run("ip", "neigh", "replace", self.addr_b, "lladdr", mac[self.if_b], "nud", "permanent", "dev",
+                   self.if_a)
+        self.b.run("ip", "neigh", "replace", self.addr_a, "lladdr", mac[self.if_a], "nud", "permanent", "dev",
+                   self.if_b)
+
 
 @pytest.fixture
 def net():

@@ -2,7 +2,6 @@
 activation, the fd store across restarts and crashes with traffic flowing and counted, the watchdog,
 stop leaving the data plane, and `clsd --flush`."""
 
-import json
 import os
 import re
 import statistics
@@ -36,16 +35,6 @@ def host(net, workdir, request):
             if log:
                 print("---- clsd under systemd ----\n" + log[-6000:])
         h.shutdown()
-
-
-def quiet(net):
-    """Only the test's datagrams reach va: no IPv6 (router solicitations, ND), no ARP (static entries)."""
-    mac = {}
-    for ns, dev in ((net.a, IF_A), (net.b, IF_B)):
-        ns.run("sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % dev)
-        mac[dev] = json.loads(ns.run("ip", "-j", "link", "show", dev).stdout)[0]["address"]
-    net.a.run("ip", "neigh", "replace", ADDR_B, "lladdr", mac[IF_B], "nud", "permanent", "dev", IF_A)
-    net.b.run("ip", "neigh", "replace", ADDR_A, "lladdr", mac[IF_A], "nud", "permanent", "dev", IF_B)
 
 
 class Sender:
@@ -138,7 +127,7 @@ def test_security_exposure_of_the_unit(host):
 
 def test_restarts_and_crashes_keep_programs_maps_and_every_packet(net, host, bpf):
     h = host
-    quiet(net)
+    net.quiet()
     h.systemctl("start", "clsd.service")
     st = put_counter(h, bpf)
     counters = prog_map_id(st["id"], "counters")
