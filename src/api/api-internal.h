@@ -53,6 +53,8 @@ void route_objects(Request *req, const char *rest, Response *resp);
 /* netns: NULL for clsd's own namespace (/ifaces), or a name (/netns/{name}/ifaces). */
 void route_ifaces(Request *req, const char *netns, const char *rest, Response *resp);
 void route_netns(Request *req, const char *rest, Response *resp);
+/* routes-maps.c: what NULL lists every map; else one map, by name or id. */
+void route_maps(Request *req, const char *netns, const char *ifname, const char *what, Response *resp);
 
 /* render.c: one place per resource. */
 json_t *render_object(Daemon *d, const DaemonObject *o);
@@ -62,3 +64,8 @@ json_t *render_netns_list(const NetnsView *v, size_t n);
 json_t *render_error(const Error *e);
 json_t *render_version(Daemon *d);
 json_t *render_dry_run(Daemon *d, const DryRun *dr);
+/* render-maps.c: page NULL: the map could not be read, read_error says why. */
+json_t *render_map(const DaemonMap *m, const NlMapPage *page, const Error *read_error);
+/* Cursors are "<map id>.<hex>": a map replaced meanwhile is told apart, not misread. */
+void map_cursor_format(const DaemonMap *m, const NlMapPage *p, char *buf, size_t size);
+int map_cursor_parse(const DaemonMap *m, const char *s, uint8_t *buf, size_t *ret_size, Error *reterr);

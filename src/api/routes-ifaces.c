@@ -163,7 +163,8 @@ static void classifier(Request *req, const char *netns, const char *ifname, Resp
 
 void route_ifaces(Request *req, const char *netns, const char *rest, Response *resp) {
         char ifname[IFNAME_MAX + 2]; /* one more than a valid name, to tell too long apart */
-        const char *slash;
+        char map[32];
+        const char *slash, *sub, *maps = NULL;
 
         if (rest[0] == 0 || streq(rest, "/")) {
                 if (streq(req->method, "GET") || streq(req->method, "HEAD"))
@@ -174,13 +175,27 @@ void route_ifaces(Request *req, const char *netns, const char *rest, Response *r
         }
         rest++;
         slash = strchr(rest, '/');
-        if (!slash || !streq(slash, "/classifier") || slash == rest) {
+        sub = slash ? startswith(slash, "/classifier") : NULL;
+        if (!sub || slash == rest || (sub[0] != 0 && !(maps = startswith(sub, "/maps")))) {
                 response_errorf(resp, "route_not_found", "no route %s", req->url);
                 return;
         }
         if (path_segment(rest, slash, ifname, sizeof(ifname), "interface", IFNAME_MAX, resp) < 0)
                 return;
-        classifier(req, netns, ifname, resp);
+        if (!maps) {
+                classifier(req, netns, ifname, resp);
+                return;
+        }
+        if (!ifname_valid(ifname)) {
+                response_errorf(resp, "invalid_value", "\"%s\" is not a valid interface name", ifname);
+                return;
+        }
+        if (maps[0] == 0 || streq(maps, "/"))
+                route_maps(req, netns, ifname, NULL, resp);
+        else if (maps[0] == '/' && !strchr(maps + 1, '/') && strlen(maps + 1) < sizeof(map))
+                route_maps(req, netns, ifname, strcpy(map, maps + 1), resp);
+        else
+                response_errorf(resp, "route_not_found", "no route %s", req->url);
 }
 
 static void netns_list(Request *req, Response *resp) {

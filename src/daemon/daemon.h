@@ -190,6 +190,51 @@ typedef struct NetnsView {
 int daemon_netns_list(Daemon *d, NetnsView **ret, size_t *ret_n, Error *reterr);
 void link_views_free(LinkView *v, size_t n);
 
+/* ---- maps of the attached programs (maps.c), decoded through BTF (btf-json.c) ---- */
+struct btf;
+
+/* A filter whose attached program uses the map. */
+typedef struct DaemonMapUser {
+        const Iface *iface;
+        Direction direction;
+        const FilterSpec *filter;
+} DaemonMapUser;
+
+typedef struct DaemonMap {
+        NlMap map; /* with an fd of its own */
+        struct btf *btf; /* NULL: the map has no BTF (or it could not be read): bytes in hex */
+        DaemonMapUser *users;
+        size_t n_users;
+} DaemonMap;
+
+/* Maps gathered over one or more documents, each once (programs and maps are shared), with the BTF
+ * objects they use loaded once each. */
+typedef struct DaemonMaps {
+        DaemonMap *maps;
+        size_t n;
+        struct btf **btfs;
+        uint32_t *btf_ids;
+        size_t n_btfs;
+} DaemonMaps;
+
+/* Adds the maps of the programs the kernel has attached for the document (st: its status). */
+int daemon_maps_add(Daemon *d, const Iface *it, const IfaceStatus *st, DaemonMaps *m, Error *reterr);
+/* The document's maps: its status read from the kernel, then daemon_maps_add(). */
+int daemon_iface_maps(Daemon *d, const Iface *it, DaemonMaps *ret, Error *reterr);
+void daemon_maps_done(DaemonMaps *m);
+/* By kernel name, or by id when names are ambiguous: 404 "unknown_map", 409 "map_ambiguous". */
+int daemon_maps_lookup(const DaemonMaps *m, const char *ifname, const char *what, const DaemonMap **ret,
+                       Error *reterr);
+
+json_t *btf_json_hex(const uint8_t *data, size_t size);
+/* The value of type type_id at data (size bytes) as typed JSON; hex when btf is NULL or disagrees. */
+json_t *btf_json_decode(const struct btf *btf, uint32_t type_id, const uint8_t *data, size_t size);
+/* A per-CPU value (n_cpus slots of value_size rounded up to 8): the list of each CPU's, and in
+ * *ret_sum their sum leaf by leaf when every leaf is an integer (else NULL). */
+json_t *btf_json_percpu(const struct btf *btf, uint32_t type_id, const uint8_t *data, size_t value_size,
+                        unsigned n_cpus, json_t **ret_sum);
+void btf_json_type_name(const struct btf *btf, uint32_t type_id, char *buf, size_t size);
+
 const char *daemon_kernel_release(Daemon *d);
 bool daemon_has_act_bpf(Daemon *d);
 bool daemon_has_tcx(Daemon *d);

@@ -197,7 +197,7 @@ static struct bpf_object *open_for_program(const void *data, size_t size, const 
         return obj;
 }
 
-static const char *map_type_name(uint32_t t) {
+const char *nl_map_type_name(uint32_t t) {
         const char *s = libbpf_bpf_map_type_str((enum bpf_map_type) t);
         return s ? s : "unknown";
 }
@@ -223,8 +223,8 @@ static int reuse_compatible(const char *name, const NlMap *old, uint32_t type, u
                 "bytes, max_entries %u, flags 0x%x; the new object's is %s, key %u, value %u bytes, "
                 "max_entries %u, flags 0x%x. Set \"maps\": {\"%s\": {\"reuse\": false}} on the filter "
                 "to start it empty",
-                name, old->id, map_type_name(old->type), old->key_size, old->value_size, old->max_entries,
-                old->flags, map_type_name(type), key, value, max_entries, flags, name);
+                name, old->id, nl_map_type_name(old->type), old->key_size, old->value_size, old->max_entries,
+                old->flags, nl_map_type_name(type), key, value, max_entries, flags, name);
 }
 
 int nl_maps_check_reuse(const NlObjectInfo *info, const NlMap *reuse, size_t n_reuse, Error *reterr) {
@@ -411,7 +411,10 @@ static int map_fill(int fd, NlMap *ret, Error *reterr) {
                         .key_size = info.key_size,
                         .value_size = info.value_size,
                         .max_entries = info.max_entries,
-                        .flags = info.map_flags };
+                        .flags = info.map_flags,
+                        .btf_id = info.btf_id,
+                        .btf_key_type_id = info.btf_key_type_id,
+                        .btf_value_type_id = info.btf_value_type_id };
         snprintf(ret->name, sizeof(ret->name), "%s", info.name);
         return 0;
 }

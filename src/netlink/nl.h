@@ -158,6 +158,9 @@ typedef struct NlMap {
         uint32_t value_size;
         uint32_t max_entries;
         uint32_t flags;
+        uint32_t btf_id; /* 0: the map has no BTF */
+        uint32_t btf_key_type_id;
+        uint32_t btf_value_type_id;
 } NlMap;
 
 /* The maps a program uses, each with a new fd. */
@@ -165,6 +168,51 @@ int nl_program_maps(int prog_fd, NlMap **ret, size_t *ret_n, Error *reterr);
 /* Describes the map behind fd (duplicated). */
 int nl_map_from_fd(int fd, NlMap *ret, Error *reterr);
 void nl_maps_free(NlMap *maps, size_t n);
+/* "hash", "percpu_array", …; "unknown" for a type libbpf does not know. */
+const char *nl_map_type_name(uint32_t type);
+
+/* ---- reading maps (map.c) ---- */
+/* The most entries one read returns; larger maps are read in pages. */
+#define NL_MAP_PAGE_MAX 100000u
+/* A cursor: where a read stopped, to go on from there. */
+#define NL_MAP_CURSOR_MAX 65
+
+typedef struct NlMapPage {
+        uint8_t *keys; /* n × key_size */
+        uint8_t *values; /* n × value_stride */
+        size_t n;
+        size_t value_stride; /* value_size, or for a per-CPU map value_size rounded up to 8, × n_cpus */
+        unsigned n_cpus; /* 1, or the possible CPUs of a per-CPU map */
+        bool batched; /* read with BPF_MAP_LOOKUP_BATCH (else key by key) */
+        bool more; /* a next page may have entries: cursor says where it starts */
+        uint8_t cursor[NL_MAP_CURSOR_MAX];
+        size_t cursor_size;
+} NlMapPage;
+
+/* Whether the kernel lets user space read this type's values (ring buffers, perf arrays, … do not). */
+bool nl_map_readable(uint32_t type);
+bool nl_map_percpu(uint32_t type);
+/* Up to limit entries (at most NL_MAP_PAGE_MAX) from cursor (NULL: from the start), batched where the
+ * map type supports it. reterr "bad_cursor" for a cursor that is not one of this map's. */
+int nl_map_read(const NlMap *m, const uint8_t *cursor, size_t cursor_size, size_t limit, NlMapPage *ret,
+                Error *reterr);
+void nl_map_page_done(NlMapPage *p);
+/* nl_program_maps() of the program with this id; -ENOENT once it is gone. */
+int nl_program_maps_by_id(uint32_t prog_id, NlMap **ret, size_t *ret_n, Error *reterr);
+/* The kernel's BTF object of this id (a map's or a program's), or NULL. */
+struct btf;
+struct btf *nl_btf_load(uint32_t btf_id);
+void nl_btf_free(struct btf *b);
+/* The program's statistics, counted while BPF_ENABLE_STATS is held (0 otherwise). */
+typedef struct NlProgramStats {
+        uint64_t run_count;
+        uint64_t run_time_ns;
+        uint64_t recursion_misses;
+} NlProgramStats;
+
+int nl_program_stats(uint32_t prog_id, NlProgramStats *ret, Error *reterr);
+/* Holds BPF_ENABLE_STATS(BPF_STATS_RUN_TIME) while the fd is open. */
+int nl_bpf_stats_enable(int *ret_fd, Error *reterr);
 
 /* Loads one program of an object (the others are not loaded); on a verifier rejection reterr is
  * "verifier_rejected" with the verifier's log as detail. Each map of the object (not .data, .bss

@@ -792,6 +792,8 @@ class BpfObjects:
         self.count = os.path.join(contrib, "count.bpf.o")
         self.drop_port = os.path.join(contrib, "drop-port.bpf.o")
         self.classid = os.path.join(contrib, "classid.bpf.o")
+        # stats per IP family and protocol (struct keys), a per-CPU size histogram, packets per port
+        self.proto_stats = os.path.join(contrib, "proto-stats.bpf.o")
         self.rejected = os.path.join(tests, "rejected.bpf.o")
         self.xdp = os.path.join(tests, "xdp.bpf.o")
         self.xdp_only = os.path.join(tests, "xdp-only.bpf.o")

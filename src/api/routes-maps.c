@@ -1,0 +1,111 @@
+/* routes-maps.c: /ifaces/{ifname}/classifier/maps and .../maps/{map}: what the attached programs'
+ * maps hold, read from the kernel, a page at a time. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api-internal.h"
+
+/* Entries per map when ?limit= is not given: enough for most maps, bounded for huge ones. */
+#define MAPS_LIMIT_DEFAULT 1000
+
+static int query_limit(Request *req, size_t *ret, Response *resp) {
+        const char *s = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "limit");
+        char *end;
+        unsigned long v;
+
+        *ret = MAPS_LIMIT_DEFAULT;
+        if (!s)
+                return 0;
+        errno = 0;
+        v = strtoul(s, &end, 10);
+        if (errno || *end || s[0] < '0' || s[0] > '9' || v == 0 || v > NL_MAP_PAGE_MAX) {
+                response_errorf(resp, "invalid_value", "limit=%s: expected an integer from 1 to %u", s,
+                                NL_MAP_PAGE_MAX);
+                return -EINVAL;
+        }
+        *ret = v;
+        return 0;
+}
+
+static json_t *map_read_render(const DaemonMap *m, const uint8_t *cursor, size_t cursor_size, size_t limit,
+                               Error *reterr) {
+        NlMapPage p = { 0 };
+        json_t *j;
+
+        if (nl_map_read(&m->map, cursor, cursor_size, limit, &p, reterr) < 0)
+                return NULL;
+        j = render_map(m, &p, NULL);
+        nl_map_page_done(&p);
+        return j;
+}
+
+void route_maps(Request *req, const char *netns, const char *ifname, const char *what, Response *resp) {
+        Daemon *d = req->api->daemon;
+        DaemonMaps maps = { 0 };
+        Error e = ERROR_NULL;
+        const DaemonMap *m;
+        const char *cursor_s;
+        size_t limit;
+        Iface *it;
+
+        if (!streq(req->method, "GET") && !streq(req->method, "HEAD")) {
+                method_not_allowed(resp, req, "GET, HEAD");
+                return;
+        }
+        if (query_limit(req, &limit, resp) < 0)
+                return;
+        it = daemon_iface_get(d, netns, ifname);
+        if (!it) {
+                response_errorf(resp, "document_not_found", "no classifier document for %s", ifname);
+                return;
+        }
+        if (daemon_iface_maps(d, it, &maps, &e) < 0)
+                goto fail;
+        cursor_s = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "cursor");
+        if (!what) {
+                json_t *list = json_array();
+                if (cursor_s) {
+                        json_decref(list);
+                        daemon_maps_done(&maps);
+                        response_errorf(resp, "invalid_value",
+                                        "cursor= pages one map: GET .../classifier/maps/{map}?cursor=");
+                        return;
+                }
+                for (size_t i = 0; i < maps.n; i++) {
+                        json_t *j = map_read_render(&maps.maps[i], NULL, 0, limit, &e);
+                        if (!j) {
+                                /* one map that cannot be read does not hide the others */
+                                j = render_map(&maps.maps[i], NULL, &e);
+                                error_done(&e);
+                        }
+                        json_array_append_new(list, j);
+                }
+                resp->status = 200;
+                resp->body = json_pack("{s:s,s:o,s:o}", "ifname", ifname, "netns",
+                                       netns ? json_string(netns) : json_null(), "maps", list);
+                daemon_maps_done(&maps);
+                return;
+        }
+        if (daemon_maps_lookup(&maps, ifname, what, &m, &e) < 0)
+                goto fail;
+        {
+                uint8_t cursor[NL_MAP_CURSOR_MAX];
+                size_t cursor_size = 0;
+                json_t *j;
+
+                if (cursor_s && map_cursor_parse(m, cursor_s, cursor, &cursor_size, &e) < 0)
+                        goto fail;
+                j = map_read_render(m, cursor_s ? cursor : NULL, cursor_size, limit, &e);
+                if (!j)
+                        goto fail;
+                resp->status = 200;
+                resp->body = j;
+        }
+        daemon_maps_done(&maps);
+        return;
+fail:
+        daemon_maps_done(&maps);
+        response_error(resp, &e);
+        error_done(&e);
+}

@@ -1,0 +1,163 @@
+/* maps.c: the maps of the programs attached for a document, as the kernel has them (found from the
+ * attached prog ids, not from what clsd loaded), with their BTF, for the map views and /metrics. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon-internal.h"
+
+static struct btf *maps_btf(DaemonMaps *m, uint32_t btf_id) {
+        struct btf *b, **v;
+        uint32_t *ids;
+
+        if (btf_id == 0)
+                return NULL;
+        for (size_t i = 0; i < m->n_btfs; i++)
+                if (m->btf_ids[i] == btf_id)
+                        return m->btfs[i];
+        b = nl_btf_load(btf_id);
+        if (!b)
+                return NULL; /* decoded as hex */
+        v = realloc(m->btfs, (m->n_btfs + 1) * sizeof(*v));
+        if (!v) {
+                nl_btf_free(b);
+                return NULL;
+        }
+        m->btfs = v;
+        ids = realloc(m->btf_ids, (m->n_btfs + 1) * sizeof(*ids));
+        if (!ids) {
+                nl_btf_free(b);
+                return NULL;
+        }
+        m->btf_ids = ids;
+        m->btfs[m->n_btfs] = b;
+        m->btf_ids[m->n_btfs++] = btf_id;
+        return b;
+}
+
+static DaemonMap *maps_find_id(DaemonMaps *m, uint32_t id) {
+        for (size_t i = 0; i < m->n; i++)
+                if (m->maps[i].map.id == id)
+                        return &m->maps[i];
+        return NULL;
+}
+
+static int map_add_user(DaemonMap *dm, const Iface *it, Direction dir, const FilterSpec *f) {
+        DaemonMapUser *u = realloc(dm->users, (dm->n_users + 1) * sizeof(*u));
+
+        if (!u)
+                return -ENOMEM;
+        dm->users = u;
+        dm->users[dm->n_users++] = (DaemonMapUser){ .iface = it, .direction = dir, .filter = f };
+        return 0;
+}
+
+int daemon_maps_add(Daemon *d, const Iface *it, const IfaceStatus *st, DaemonMaps *m, Error *reterr) {
+        int r;
+
+        (void) d;
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
+                        const FilterStatus *fs = &st->filters[dir][i];
+                        NlMap *maps = NULL;
+                        size_t n = 0;
+                        DaemonMap *v;
+
+                        if (!fs->attached || fs->prog_id == 0)
+                                continue;
+                        r = nl_program_maps_by_id(fs->prog_id, &maps, &n, reterr);
+                        if (r == -ENOENT) {
+                                error_done(reterr);
+                                continue; /* detached and gone meanwhile */
+                        }
+                        if (r < 0)
+                                return r;
+                        v = realloc(m->maps, (m->n + n + 1) * sizeof(*v));
+                        if (!v) {
+                                nl_maps_free(maps, n);
+                                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        }
+                        m->maps = v;
+                        for (size_t k = 0; k < n; k++) {
+                                DaemonMap *dm = maps_find_id(m, maps[k].id);
+                                if (dm) {
+                                        safe_close(maps[k].fd);
+                                } else {
+                                        dm = &m->maps[m->n++];
+                                        *dm = (DaemonMap){ .map = maps[k] };
+                                        dm->btf = maps_btf(m, maps[k].btf_id);
+                                }
+                                if (map_add_user(dm, it, dir, &it->doc->filters[dir][i]) < 0) {
+                                        for (size_t j = k + 1; j < n; j++)
+                                                safe_close(maps[j].fd);
+                                        free(maps);
+                                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                                }
+                        }
+                        free(maps); /* the fds now belong to m */
+                }
+        return 0;
+}
+
+int daemon_iface_maps(Daemon *d, const Iface *it, DaemonMaps *ret, Error *reterr) {
+        IfaceStatus st = { 0 };
+        DaemonMaps m = { 0 };
+        int r;
+
+        r = daemon_iface_status(d, it, &st, reterr);
+        if (r < 0)
+                return r;
+        r = daemon_maps_add(d, it, &st, &m, reterr);
+        iface_status_done(&st);
+        if (r < 0) {
+                daemon_maps_done(&m);
+                return r;
+        }
+        *ret = m;
+        return 0;
+}
+
+void daemon_maps_done(DaemonMaps *m) {
+        for (size_t i = 0; i < m->n; i++) {
+                safe_close(m->maps[i].map.fd);
+                free(m->maps[i].users);
+        }
+        free(m->maps);
+        for (size_t i = 0; i < m->n_btfs; i++)
+                nl_btf_free(m->btfs[i]);
+        free(m->btfs);
+        free(m->btf_ids);
+        *m = (DaemonMaps){ 0 };
+}
+
+int daemon_maps_lookup(const DaemonMaps *m, const char *ifname, const char *what, const DaemonMap **ret,
+                       Error *reterr) {
+        const DaemonMap *found = NULL;
+        size_t n = 0;
+        char *end;
+        unsigned long id;
+
+        for (size_t i = 0; i < m->n; i++)
+                if (streq(m->maps[i].map.name, what)) {
+                        found = &m->maps[i];
+                        n++;
+                }
+        if (n == 1) {
+                *ret = found;
+                return 0;
+        }
+        if (n > 1)
+                return error_set(reterr, EINVAL, "map_ambiguous",
+                                 "%s: %zu maps are named %s (one per program): name one by its id", ifname,
+                                 n, what);
+        errno = 0;
+        id = strtoul(what, &end, 10);
+        if (errno == 0 && *end == 0 && what[0] >= '0' && what[0] <= '9')
+                for (size_t i = 0; i < m->n; i++)
+                        if (m->maps[i].map.id == id) {
+                                *ret = &m->maps[i];
+                                return 0;
+                        }
+        return error_set(reterr, ENOENT, "unknown_map",
+                         "%s: no attached program of the document uses a map %s", ifname, what);
+}

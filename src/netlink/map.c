@@ -1,0 +1,248 @@
+/* map.c: reading a map's entries from user space, a page at a time: BPF_MAP_LOOKUP_BATCH where the map
+ * type has it (one syscall per thousands of entries), else key by key with BPF_MAP_GET_NEXT_KEY. */
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nl-internal.h"
+
+/* Entries asked of one batch call: large enough to make syscalls rare, small enough to bound the
+ * buffer a sparse map with a huge max_entries would need. */
+#define BATCH_CHUNK 4096u
+
+/* A cursor's first byte says how the read it continues was done. */
+#define CURSOR_BATCH 'b' /* then the kernel's batch token (key_size bytes at most) */
+#define CURSOR_KEY 'k' /* then the last key returned */
+
+/* The kernel's "not supported" for a map operation, which user space headers do not name. */
+#define ENOTSUPP_KERNEL 524
+
+/* Hash maps' batch tokens are a u32 bucket index whatever the key size; arrays' are a key. */
+static size_t batch_token_size(const NlMap *m) {
+        return MAX(m->key_size, sizeof(uint32_t));
+}
+
+bool nl_map_readable(uint32_t type) {
+        switch (type) {
+        case BPF_MAP_TYPE_PERF_EVENT_ARRAY:
+        case BPF_MAP_TYPE_QUEUE:
+        case BPF_MAP_TYPE_STACK:
+        case BPF_MAP_TYPE_RINGBUF:
+        case BPF_MAP_TYPE_BLOOM_FILTER:
+        case BPF_MAP_TYPE_USER_RINGBUF:
+                return false;
+        default:
+                return true;
+        }
+}
+
+bool nl_map_percpu(uint32_t type) {
+        return type == BPF_MAP_TYPE_PERCPU_HASH || type == BPF_MAP_TYPE_PERCPU_ARRAY ||
+               type == BPF_MAP_TYPE_LRU_PERCPU_HASH || type == BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE;
+}
+
+static bool map_batchable(uint32_t type) {
+        return type == BPF_MAP_TYPE_HASH || type == BPF_MAP_TYPE_ARRAY || type == BPF_MAP_TYPE_PERCPU_HASH ||
+               type == BPF_MAP_TYPE_PERCPU_ARRAY || type == BPF_MAP_TYPE_LRU_HASH ||
+               type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+}
+
+static int page_grow(NlMapPage *p, size_t key_size, size_t want, size_t *capacity) {
+        uint8_t *k, *v;
+        size_t c = *capacity;
+
+        if (want <= c)
+                return 0;
+        while (c < want)
+                c = c ? c * 2 : 64;
+        k = realloc(p->keys, c * key_size);
+        if (!k)
+                return -ENOMEM;
+        p->keys = k;
+        v = realloc(p->values, c * p->value_stride);
+        if (!v)
+                return -ENOMEM;
+        p->values = v;
+        *capacity = c;
+        return 0;
+}
+
+static int read_batched(const NlMap *m, const uint8_t *token, size_t limit, NlMapPage *p, size_t *capacity) {
+        uint8_t in[NL_MAP_CURSOR_MAX - 1], out[NL_MAP_CURSOR_MAX - 1];
+        bool first = !token;
+        int r;
+
+        if (token)
+                memcpy(in, token, batch_token_size(m));
+        for (;;) {
+                DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
+                uint32_t count = (uint32_t) MIN(limit - p->n, BATCH_CHUNK);
+
+                if (count == 0) {
+                        p->more = true;
+                        break;
+                }
+                r = page_grow(p, m->key_size, p->n + count, capacity);
+                if (r < 0)
+                        return r;
+                r = bpf_map_lookup_batch(m->fd, first ? NULL : in, out, p->keys + p->n * m->key_size,
+                                         p->values + p->n * p->value_stride, &count, &opts);
+                if (r < 0 && errno == ENOSPC && count == 0 && limit - p->n < BATCH_CHUNK) {
+                        /* one hash bucket holds more than the page has room for: it comes whole */
+                        limit = p->n + BATCH_CHUNK;
+                        continue;
+                }
+                if (r < 0 && errno != ENOENT)
+                        return -errno;
+                p->n += count;
+                if (r < 0) /* ENOENT: that was the last of them */
+                        break;
+                memcpy(in, out, batch_token_size(m));
+                first = false;
+        }
+        if (p->more) {
+                p->cursor[0] = CURSOR_BATCH;
+                memcpy(p->cursor + 1, in, batch_token_size(m));
+                p->cursor_size = 1 + batch_token_size(m);
+        }
+        return 0;
+}
+
+static int read_by_key(const NlMap *m, const uint8_t *after, size_t limit, NlMapPage *p, size_t *capacity) {
+        _cleanup_free_ uint8_t *prev = malloc(m->key_size);
+        bool have_prev = after;
+        int r;
+
+        if (!prev)
+                return -ENOMEM;
+        if (after)
+                memcpy(prev, after, m->key_size);
+        for (;;) {
+                uint8_t *key, *value;
+
+                if (p->n == limit) {
+                        p->more = true;
+                        break;
+                }
+                r = page_grow(p, m->key_size, p->n + 1, capacity);
+                if (r < 0)
+                        return r;
+                key = p->keys + p->n * m->key_size;
+                value = p->values + p->n * p->value_stride;
+                if (bpf_map_get_next_key(m->fd, have_prev ? prev : NULL, key) < 0) {
+                        if (errno == ENOENT)
+                                break;
+                        return -errno;
+                }
+                memcpy(prev, key, m->key_size);
+                have_prev = true;
+                if (bpf_map_lookup_elem(m->fd, key, value) < 0) {
+                        if (errno == ENOENT)
+                                continue; /* deleted between the two calls */
+                        return -errno;
+                }
+                p->n++;
+        }
+        if (p->more) {
+                p->cursor[0] = CURSOR_KEY;
+                memcpy(p->cursor + 1, prev, m->key_size);
+                p->cursor_size = 1 + m->key_size;
+        }
+        return 0;
+}
+
+int nl_map_read(const NlMap *m, const uint8_t *cursor, size_t cursor_size, size_t limit, NlMapPage *ret,
+                Error *reterr) {
+        NlMapPage p = { .n_cpus = 1 };
+        size_t capacity = 0;
+        bool batch = map_batchable(m->type);
+        int r;
+
+        if (!nl_map_readable(m->type))
+                return error_set(reterr, EOPNOTSUPP, "map_unreadable",
+                                 "map %s is a %s map: the kernel does not let user space read its entries",
+                                 m->name, nl_map_type_name(m->type));
+        if (m->key_size == 0 || m->key_size > NL_MAP_CURSOR_MAX - 1)
+                return error_set(reterr, EOPNOTSUPP, "map_unreadable",
+                                 "map %s has %u-byte keys; clsd reads maps with keys of 1 to %u bytes",
+                                 m->name, m->key_size, NL_MAP_CURSOR_MAX - 1);
+        if (cursor && (cursor_size != 1 + (batch ? batch_token_size(m) : m->key_size) ||
+                       cursor[0] != (batch ? CURSOR_BATCH : CURSOR_KEY)))
+                return error_set(reterr, EINVAL, "bad_cursor", "the cursor is not one of map %s's", m->name);
+        if (limit == 0 || limit > NL_MAP_PAGE_MAX)
+                limit = NL_MAP_PAGE_MAX;
+        p.value_stride = m->value_size;
+        if (nl_map_percpu(m->type)) {
+                r = libbpf_num_possible_cpus();
+                if (r < 0)
+                        return error_set(reterr, -r, "internal_error", "cannot count the possible CPUs");
+                p.n_cpus = (unsigned) r;
+                p.value_stride = ((m->value_size + 7) / 8) * 8 * p.n_cpus;
+        }
+        p.batched = batch;
+        r = batch ? read_batched(m, cursor ? cursor + 1 : NULL, limit, &p, &capacity)
+                  : read_by_key(m, cursor ? cursor + 1 : NULL, limit, &p, &capacity);
+        if (r == -EOPNOTSUPP || r == -ENOTSUPP_KERNEL) {
+                nl_map_page_done(&p);
+                return error_set(reterr, EOPNOTSUPP, "map_unreadable",
+                                 "map %s (%s): the kernel does not let user space read its entries", m->name,
+                                 nl_map_type_name(m->type));
+        }
+        if (r < 0) {
+                nl_map_page_done(&p);
+                return error_set(reterr, -r, "kernel_error", "cannot read map %s (id %u): %s", m->name,
+                                 m->id, strerror(-r));
+        }
+        *ret = p;
+        return 0;
+}
+
+void nl_map_page_done(NlMapPage *p) {
+        free(p->keys);
+        free(p->values);
+        *p = (NlMapPage){ 0 };
+}
+
+int nl_program_stats(uint32_t prog_id, NlProgramStats *ret, Error *reterr) {
+        struct bpf_prog_info info = { 0 };
+        uint32_t len = sizeof(info);
+        _cleanup_close_ int fd = bpf_prog_get_fd_by_id(prog_id);
+
+        if (fd < 0)
+                return error_set(reterr, errno, "kernel_error", "cannot open program %u: %m", prog_id);
+        if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
+                return error_set(reterr, errno, "kernel_error", "cannot read program %u's info: %m",
+                                 prog_id);
+        *ret = (NlProgramStats){ .run_count = info.run_cnt,
+                                 .run_time_ns = info.run_time_ns,
+                                 .recursion_misses = info.recursion_misses };
+        return 0;
+}
+
+int nl_bpf_stats_enable(int *ret_fd, Error *reterr) {
+        int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+
+        if (fd < 0)
+                return error_set(reterr, errno, "kernel_error", "cannot enable BPF run-time statistics: %m");
+        *ret_fd = fd;
+        return 0;
+}
+
+int nl_program_maps_by_id(uint32_t prog_id, NlMap **ret, size_t *ret_n, Error *reterr) {
+        _cleanup_close_ int fd = bpf_prog_get_fd_by_id(prog_id);
+
+        if (fd < 0)
+                return error_set(reterr, errno, "kernel_error", "cannot open program %u: %m", prog_id);
+        return nl_program_maps(fd, ret, ret_n, reterr);
+}
+
+struct btf *nl_btf_load(uint32_t btf_id) {
+        return btf_id ? btf__load_from_kernel_by_id(btf_id) : NULL;
+}
+
+void nl_btf_free(struct btf *b) {
+        btf__free(b);
+}
