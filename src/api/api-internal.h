@@ -7,18 +7,30 @@
 
 typedef enum MHD_Result MHD_RESULT;
 
+/* Requests answered, by route template and status: clsd_api_requests_total. */
+typedef struct ApiRequestCount {
+        const char *route; /* static: api_route_label() */
+        unsigned status;
+        uint64_t n;
+} ApiRequestCount;
+
 struct Api {
         Daemon *daemon;
         sd_event *event;
         ApiConfig config;
         char *token;
-        struct Listener *listeners[2];
+        struct Listener *listeners[3];
         size_t n_listeners;
+        ApiRequestCount requests[128]; /* routes × the statuses each gives */
+        size_t n_requests;
+        DaemonErrorCount errors[64]; /* error answers by code */
+        size_t n_errors;
 };
 
 typedef struct Request {
         Api *api;
         bool tcp;
+        bool metrics_only; /* --metrics-listen: GET /metrics and nothing else */
         const char *method;
         const char *url;
         struct MHD_Connection *connection;
@@ -32,6 +44,10 @@ typedef struct Request {
 typedef struct Response {
         unsigned status;
         json_t *body;
+        char *text; /* instead of body: a text answer of content_type (heap) */
+        size_t text_size;
+        const char *content_type;
+        const char *error_code; /* of an error answer, for clsd_api_errors_total */
         const char *allow;
         char etag[32];
 } Response;
@@ -55,6 +71,12 @@ void route_ifaces(Request *req, const char *netns, const char *rest, Response *r
 void route_netns(Request *req, const char *rest, Response *resp);
 /* routes-maps.c: what NULL lists every map; else one map, by name or id. */
 void route_maps(Request *req, const char *netns, const char *ifname, const char *what, Response *resp);
+
+/* metrics.c */
+void route_metrics(Request *req, Response *resp);
+const char *api_route_label(const char *url);
+void api_count_request(Api *a, const char *url, unsigned status);
+void api_count_error(Api *a, const char *code);
 
 /* render.c: one place per resource. */
 json_t *render_object(Daemon *d, const DaemonObject *o);

@@ -19,6 +19,7 @@ typedef struct ApiConfig {
                         */
         const char *listen; /* "ADDR:PORT" or NULL */
         const char *token_file; /* required for a non-loopback --listen */
+        const char *metrics_listen; /* "ADDR:PORT" serving GET /metrics only, with no token; or NULL */
         size_t json_size_max;
         size_t object_size_max;
         unsigned connections_max;

@@ -21,6 +21,7 @@
 typedef struct Listener {
         Api *api;
         bool tcp;
+        bool metrics_only;
         struct MHD_Daemon *mhd;
         sd_event_source *io;
         sd_event_source *timer;
@@ -136,15 +137,19 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
                 req = calloc(1, sizeof(*req));
                 if (!req)
                         return MHD_NO;
-                *req = (Request){
-                        .api = l->api, .tcp = l->tcp, .method = method, .url = url, .connection = c
-                };
+                *req = (Request){ .api = l->api,
+                                  .tcp = l->tcp,
+                                  .metrics_only = l->metrics_only,
+                                  .method = method,
+                                  .url = url,
+                                  .connection = c };
                 req->body_max = startswith(url, "/objects") ? l->api->config.object_size_max
                                                             : l->api->config.json_size_max;
                 *con_cls = req;
 
-                /* Refuse early, before reading a body we will not use. */
-                if (!request_authorized(req)) {
+                /* Refuse early, before reading a body we will not use. The metrics listener changes
+                 * nothing, so it asks for no token. */
+                if (!l->metrics_only && !request_authorized(req)) {
                         response_errorf(
                                 &resp, "unauthorized",
                                 "a request that changes state over TCP needs \"Authorization: Bearer "
@@ -310,6 +315,11 @@ static int tcp_check(Api *a, Error *reterr) {
         socklen_t len;
         bool loopback;
 
+        if (a->config.metrics_listen && parse_listen(a->config.metrics_listen, &ss, &len, &loopback) < 0)
+                return error_set(
+                        reterr, EINVAL, "invalid_value",
+                        "--metrics-listen %s: expected ADDR:PORT or [ADDR6]:PORT with a numeric address",
+                        a->config.metrics_listen);
         if (!a->config.listen)
                 return 0;
         if (parse_listen(a->config.listen, &ss, &len, &loopback) < 0)
@@ -322,21 +332,22 @@ static int tcp_check(Api *a, Error *reterr) {
         return 0;
 }
 
-static int tcp_listen(Api *a, Error *reterr) {
+static int tcp_listen(const char *flag, const char *addr, Error *reterr) {
         struct sockaddr_storage ss;
         socklen_t len;
         bool loopback;
         int one = 1;
 
-        if (parse_listen(a->config.listen, &ss, &len, &loopback) < 0)
-                return error_set(reterr, EINVAL, "invalid_value", "--listen %s: invalid", a->config.listen);
+        if (parse_listen(addr, &ss, &len, &loopback) < 0)
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "%s %s: expected ADDR:PORT or [ADDR6]:PORT with a numeric address", flag,
+                                 addr);
         _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return error_set(reterr, errno, "internal_error", "socket: %m");
         (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         if (bind(fd, (struct sockaddr *) &ss, len) < 0 || listen(fd, LISTEN_BACKLOG) < 0)
-                return error_set(reterr, errno, "internal_error", "cannot listen on %s: %m",
-                                 a->config.listen);
+                return error_set(reterr, errno, "internal_error", "%s %s: cannot listen: %m", flag, addr);
         return TAKE_FD(fd);
 }
 
@@ -395,7 +406,7 @@ int api_new(Daemon *d, sd_event *event, const ApiConfig *config, Api **ret, Erro
                 log_info("listening on %s", config->socket_path);
         }
         if (config->listen) {
-                fd = tcp_listen(a, reterr);
+                fd = tcp_listen("--listen", config->listen, reterr);
                 if (fd < 0)
                         return fd;
                 r = listener_new(a, fd, true, &a->listeners[a->n_listeners], reterr);
@@ -404,6 +415,16 @@ int api_new(Daemon *d, sd_event *event, const ApiConfig *config, Api **ret, Erro
                 a->n_listeners++;
                 log_info("listening on %s (TCP%s)", config->listen,
                          a->token ? ", token required for changes" : "");
+        }
+        if (config->metrics_listen) {
+                fd = tcp_listen("--metrics-listen", config->metrics_listen, reterr);
+                if (fd < 0)
+                        return fd;
+                r = listener_new(a, fd, true, &a->listeners[a->n_listeners], reterr);
+                if (r < 0)
+                        return r;
+                a->listeners[a->n_listeners++]->metrics_only = true;
+                log_info("serving /metrics on %s (TCP, nothing else)", config->metrics_listen);
         }
         *ret = TAKE_PTR(a);
         return 0;

@@ -18,10 +18,10 @@ json_t *render_error(const Error *e) {
 }
 
 json_t *render_version(Daemon *d) {
-        return json_pack("{s:s,s:s,s:s,s:s,s:s}", "version", PROJECT_VERSION, "kernel",
+        return json_pack("{s:s,s:s,s:s,s:s,s:s,s:b}", "version", PROJECT_VERSION, "kernel",
                          daemon_kernel_release(d), "libbpf", nl_libbpf_version(), "act_bpf",
                          daemon_has_act_bpf(d) ? "available" : "unavailable", "tcx",
-                         daemon_has_tcx(d) ? "available" : "unavailable");
+                         daemon_has_tcx(d) ? "available" : "unavailable", "bpf_stats", daemon_bpf_stats(d));
 }
 
 json_t *render_object(Daemon *d, const DaemonObject *o) {
@@ -57,6 +57,10 @@ static json_t *render_filter_status(const FilterSpec *f, const FilterStatus *s, 
         json_object_set_new(j, "handle", s->handle ? json_integer(s->handle) : json_null());
         json_object_set_new(j, "id", s->prog_id ? json_integer(s->prog_id) : json_null());
         json_object_set_new(j, "tag", s->tag[0] ? json_string(s->tag) : json_null());
+        json_object_set_new(j, "run_count",
+                            s->has_stats ? json_integer((json_int_t) s->run_count) : json_null());
+        json_object_set_new(j, "run_time_ns",
+                            s->has_stats ? json_integer((json_int_t) s->run_time_ns) : json_null());
         json_object_set_new(j, "program", json_string(f->program));
         json_object_set_new(j, "attach", json_string(s->tcx ? "tcx" : "cls_bpf"));
         if (s->tcx)

@@ -60,6 +60,7 @@ unsigned api_status_of(const char *code) {
 
 void response_error(Response *resp, const Error *e) {
         json_decref(resp->body);
+        resp->error_code = e->code;
         resp->status = api_status_of(e->code);
         resp->body = render_error(e);
 }
@@ -109,6 +110,9 @@ MHD_RESULT api_send(Request *req, Response *resp) {
                 size_t l = strlen(text);
                 text[l] = '\n'; /* replaces the NUL: a trailing newline for terminals */
                 r = MHD_create_response_from_buffer(l + 1, text, MHD_RESPMEM_MUST_FREE);
+        } else if (resp->text) {
+                text = TAKE_PTR(resp->text);
+                r = MHD_create_response_from_buffer(resp->text_size, text, MHD_RESPMEM_MUST_FREE);
         } else
                 r = MHD_create_response_from_buffer(0, (void *) "", MHD_RESPMEM_PERSISTENT);
         if (!r) {
@@ -116,7 +120,8 @@ MHD_RESULT api_send(Request *req, Response *resp) {
                 return MHD_NO;
         }
         if (text)
-                MHD_add_response_header(r, "Content-Type", "application/json");
+                MHD_add_response_header(r, "Content-Type",
+                                        resp->content_type ? resp->content_type : "application/json");
         if (resp->allow)
                 MHD_add_response_header(r, "Allow", resp->allow);
         if (resp->etag[0])
@@ -124,6 +129,9 @@ MHD_RESULT api_send(Request *req, Response *resp) {
         if (resp->status == 401)
                 MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
         log_debug("%s %s -> %u", req->method, req->url, resp->status);
+        api_count_request(req->api, req->url, resp->status);
+        if (resp->error_code)
+                api_count_error(req->api, resp->error_code);
         ret = MHD_queue_response(req->connection, resp->status, r);
         MHD_destroy_response(r);
         return ret;
@@ -153,7 +161,16 @@ MHD_RESULT api_dispatch(Request *req) {
         Response resp = { 0 };
         const char *rest;
 
-        if (streq(req->url, "/healthz"))
+        if (req->metrics_only) {
+                /* --metrics-listen serves the scrape and nothing else */
+                if (streq(req->url, "/metrics"))
+                        route_metrics(req, &resp);
+                else
+                        response_errorf(&resp, "route_not_found",
+                                        "no route %s: this listener serves /metrics only", req->url);
+        } else if (streq(req->url, "/metrics"))
+                route_metrics(req, &resp);
+        else if (streq(req->url, "/healthz"))
                 route_simple(req, &resp, render_health);
         else if (streq(req->url, "/version"))
                 route_simple(req, &resp, render_version);

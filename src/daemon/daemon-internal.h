@@ -42,6 +42,9 @@ struct Daemon {
         char status[128]; /* the last STATUS= sent to systemd */
         bool exiting; /* daemon_free(): programs are closed, not released */
 
+        DaemonCounters counters;
+        int bpf_stats_fd; /* BPF_ENABLE_STATS held, or -1 */
+
         char kernel_release[65];
         bool act_bpf; /* the kernel has act_bpf (probed once at start) */
         bool tcx; /* the kernel has tcx (likewise) */
@@ -254,3 +257,31 @@ void daemon_netns_scan(Daemon *d);
 void daemon_netns_free(Daemon *d);
 /* Stops following a named namespace no document names any more. */
 void netns_release_if_unused(Daemon *d, const char *netns);
+
+/* btf-field.c: one field of a key or value by path, resolved once, read from many entries. */
+typedef enum BtfFieldKind {
+        BTF_FIELD_INT,
+        BTF_FIELD_ENUM,
+        BTF_FIELD_BYTES, /* arrays (a char array: its text), structs: hex */
+} BtfFieldKind;
+
+typedef struct BtfField {
+        const struct btf *btf;
+        uint32_t type_id;
+        uint32_t bit_off;
+        uint32_t size_bits;
+        uint32_t bitfield;
+        BtfFieldKind kind;
+        bool is_signed;
+        bool raw; /* no BTF: the whole key or value as a little-endian unsigned integer */
+} BtfField;
+
+/* path NULL: the whole key or value; else "a.b" through struct members. Fills why on failure. */
+int btf_field_resolve(const struct btf *btf, uint32_t type_id, size_t size, const char *path, BtfField *ret,
+                      char *why, size_t why_size);
+bool btf_field_is_number(const BtfField *f);
+uint64_t btf_field_load(const BtfField *f, const uint8_t *data);
+int64_t btf_field_signed(const BtfField *f, uint64_t v);
+double btf_field_number(const BtfField *f, const uint8_t *data);
+/* A label value: the number, the enumerator's name, a char array's text, else hex. */
+void btf_field_format(const BtfField *f, const uint8_t *data, char *buf, size_t size);

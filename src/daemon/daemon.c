@@ -25,6 +25,7 @@ int daemon_new(const DaemonConfig *config, sd_event *event, Daemon **ret, Error 
                 return r;
         d->own = (Netns){ .daemon = d, .fd = -1 };
         d->netns_watch_fd = -1;
+        d->bpf_stats_fd = -1;
         r = nl_socket_open(0, &d->own.rtnl, reterr);
         if (r < 0)
                 return r;
@@ -52,9 +53,14 @@ Daemon *daemon_free(Daemon *d) {
         nl_socket_free(d->own.events);
         nl_socket_free(d->own.rtnl);
         store_free(d->store);
+        safe_close(d->bpf_stats_fd);
         sd_event_unref(d->event);
         free(d);
         return NULL;
+}
+
+bool daemon_bpf_stats(Daemon *d) {
+        return d->bpf_stats_fd >= 0;
 }
 
 bool daemon_has_act_bpf(Daemon *d) {
@@ -228,6 +234,15 @@ int daemon_start(Daemon *d, Error *reterr) {
                  d->act_bpf ? "available" : "unavailable (this kernel has no CONFIG_NET_ACT_BPF)");
         (void) nl_tcx_probe(&d->tcx);
         log_info("tcx: %s", d->tcx ? "available" : "unavailable (Linux 6.6+ has it)");
+        if (d->config.bpf_stats) {
+                Error e = ERROR_NULL;
+                /* Counting costs every program two clock reads per run: on only when asked for. */
+                if (nl_bpf_stats_enable(&d->bpf_stats_fd, &e) < 0) {
+                        log_warning("--bpf-stats: %s; run counts and times stay 0", strna(e.message));
+                        error_done(&e);
+                } else
+                        log_info("bpf stats: on (BPF_ENABLE_STATS held)");
+        }
         daemon_tcx_sweep(d);
         r = registry_start(d, d->config.passed, d->config.n_passed);
         d->config.passed = NULL, d->config.n_passed = 0;
@@ -606,6 +621,16 @@ int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *ret
                         memcpy(fs->tag, o->tag, sizeof(fs->tag));
                         fs->attached = it->programs[dir] && it->programs[dir][i] &&
                                        o->prog_id == program_id(it->programs[dir][i]);
+                }
+                /* The kernel's counts for what is attached (0 unless BPF_ENABLE_STATS is held). */
+                for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
+                        FilterStatus *fs = &s.filters[dir][i];
+                        NlProgramStats ps;
+                        if (fs->prog_id && nl_program_stats(fs->prog_id, &ps, NULL) >= 0) {
+                                fs->has_stats = true;
+                                fs->run_count = ps.run_count;
+                                fs->run_time_ns = ps.run_time_ns;
+                        }
                 }
         }
         *ret = s;

@@ -27,6 +27,8 @@ typedef struct DaemonConfig {
         size_t object_size_max;
         /* The periodic full resync, the backstop for lost events; 0 turns it off. */
         uint64_t resync_usec;
+        /* Holds BPF_ENABLE_STATS so that programs' run_count and run_time_ns are counted. */
+        bool bpf_stats;
         /* The fd store's fds (prog.*, map.*): daemon_start() takes the fds; the names are copied. */
         const DaemonPassedFd *passed;
         size_t n_passed;
@@ -79,6 +81,9 @@ typedef struct FilterStatus {
         uint32_t handle;
         uint32_t prog_id;
         char tag[NL_TAG_STRING_MAX];
+        bool has_stats; /* the program could be asked: run_count and run_time_ns are its */
+        uint64_t run_count;
+        uint64_t run_time_ns;
 } FilterStatus;
 
 typedef struct IfaceStatus {
@@ -235,6 +240,40 @@ json_t *btf_json_percpu(const struct btf *btf, uint32_t type_id, const uint8_t *
                         unsigned n_cpus, json_t **ret_sum);
 void btf_json_type_name(const struct btf *btf, uint32_t type_id, char *buf, size_t size);
 
+/* ---- /metrics (metrics.c): families and samples for the face to write out ---- */
+typedef struct MetricWriter {
+        /* Once per metric name, before its samples. */
+        void (*family)(void *userdata, const char *name, const char *type, const char *help);
+        /* labels: n_labels (name, value) pairs. */
+        void (*sample)(void *userdata, const char *name, const char *const *labels, size_t n_labels,
+                       double value);
+        void *userdata;
+} MetricWriter;
+
+typedef struct DaemonErrorCount {
+        const char *code; /* static */
+        uint64_t n;
+} DaemonErrorCount;
+
+typedef struct DaemonCounters {
+        uint64_t reconciles;
+        uint64_t repairs;
+        DaemonErrorCount errors[48];
+        size_t n_errors;
+        uint64_t map_metric_failures;
+} DaemonCounters;
+
+/* Everything the daemon exports, read from the kernel now: its own counters, every filter's attach
+ * state and run statistics, and the documents' map-derived metrics. */
+int daemon_metrics(Daemon *d, const MetricWriter *w);
+const DaemonCounters *daemon_counters(Daemon *d);
+/* Counts one more of code in v (n entries, room for max). */
+void error_counts_add(DaemonErrorCount *v, size_t *n, size_t max, const char *code);
+/* Counts a failure by its error code (clsd_errors_total). */
+void daemon_count_error(Daemon *d, const char *code);
+
 const char *daemon_kernel_release(Daemon *d);
 bool daemon_has_act_bpf(Daemon *d);
+/* Whether clsd holds BPF_ENABLE_STATS (--bpf-stats): run counts and times are being counted. */
+bool daemon_bpf_stats(Daemon *d);
 bool daemon_has_tcx(Daemon *d);

@@ -62,6 +62,12 @@ static void help(void) {
                "                              passes (clsd.socket) is used instead\n"
                "       --listen ADDR:PORT     Also serve the API on TCP; changes need a bearer token\n"
                "       --token-file FILE      Bearer token for TCP (needed for a non-loopback --listen)\n"
+               "       --metrics-listen ADDR:PORT\n"
+               "                              Serve GET /metrics (Prometheus) on TCP, and nothing\n"
+               "                              else there: no token needed (every listener has it)\n"
+               "       --bpf-stats            Hold BPF_ENABLE_STATS so that each program's run_count\n"
+               "                              and run_time_ns are counted (costs two clock reads\n"
+               "                              per run of every BPF program on the host)\n"
                "       --max-object-size N    Largest object upload in bytes (default %u)\n"
                "       --max-json-size N      Largest JSON body in bytes (default %u)\n"
                "       --max-connections N    Concurrent API connections (default %u)\n"
@@ -136,6 +142,8 @@ enum {
         ARG_SOCKET,
         ARG_LISTEN,
         ARG_TOKEN_FILE,
+        ARG_METRICS_LISTEN,
+        ARG_BPF_STATS,
         ARG_MAX_OBJECT,
         ARG_MAX_JSON,
         ARG_MAX_CONN,
@@ -155,6 +163,8 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, b
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "listen", required_argument, NULL, ARG_LISTEN },
                 { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
+                { "metrics-listen", required_argument, NULL, ARG_METRICS_LISTEN },
+                { "bpf-stats", no_argument, NULL, ARG_BPF_STATS },
                 { "max-object-size", required_argument, NULL, ARG_MAX_OBJECT },
                 { "max-json-size", required_argument, NULL, ARG_MAX_JSON },
                 { "max-connections", required_argument, NULL, ARG_MAX_CONN },
@@ -197,6 +207,20 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, b
                                 return -EINVAL;
                         }
                         ac->listen = optarg;
+                        break;
+                case ARG_METRICS_LISTEN:
+                        if (!api_listen_address_valid(optarg)) {
+                                fprintf(stderr,
+                                        "clsd: --metrics-listen %s: expected ADDR:PORT or [ADDR6]:PORT with "
+                                        "a "
+                                        "numeric address\n",
+                                        optarg);
+                                return -EINVAL;
+                        }
+                        ac->metrics_listen = optarg;
+                        break;
+                case ARG_BPF_STATS:
+                        dc->bpf_stats = true;
                         break;
                 case ARG_TOKEN_FILE:
                         ac->token_file = optarg;

@@ -205,7 +205,7 @@ static int resolve_program(const NlObjectInfo *info, const char *digest, FilterS
                          "filter \"%s\": program \"%s\" is not in object %s", f->name, f->program, digest);
 }
 
-/* Every map "maps" names is a map of the object. */
+/* Every map "maps" and "metrics" name is a map of the object. */
 static int resolve_maps(const NlObjectInfo *info, const FilterSpec *f, Error *reterr) {
         for (size_t i = 0; i < f->n_maps; i++) {
                 bool found = false;
@@ -216,6 +216,16 @@ static int resolve_maps(const NlObjectInfo *info, const FilterSpec *f, Error *re
                                 reterr, ENOENT, "map_not_found",
                                 "filter \"%s\": \"maps\" names \"%s\", which object %s does not have",
                                 f->name, f->maps[i].name, f->digest);
+        }
+        for (size_t i = 0; i < f->n_metrics; i++) {
+                bool found = false;
+                for (size_t k = 0; k < info->n_maps && !found; k++)
+                        found = streq(info->maps[k].name, f->metrics[i].map) && !info->maps[k].internal;
+                if (!found)
+                        return error_set(
+                                reterr, ENOENT, "map_not_found",
+                                "filter \"%s\": metric %s reads map \"%s\", which object %s does not have",
+                                f->name, f->metrics[i].name, f->metrics[i].map, f->digest);
         }
         return 0;
 }

@@ -406,6 +406,7 @@ int iface_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reter
         Plan plan = { 0 };
         int r, changes;
 
+        d->counters.reconciles++; /* a PUT's, an event's, a resync's: every pass that diffs and applies */
         r = nl_filter_dump(iface_rtnl(d, it), it->ifindex, &observed, &n_observed, reterr);
         if (r < 0)
                 return r;
@@ -517,12 +518,14 @@ int iface_reconcile(Daemon *d, Iface *it, Error *reterr) {
         if (r > 0 && it->state == IFACE_CONFIGURED) {
                 /* The kernel had drifted from a document it matched: that is a repair. */
                 it->repairs++;
+                d->counters.repairs++;
                 it->last_repair_usec = now(CLOCK_REALTIME);
                 snprintf(it->last_repair_what, sizeof(it->last_repair_what), "%s", what);
                 log_notice("%s: repaired (%u so far): %s", it->doc->ifname, it->repairs, what);
         }
         if (r < 0) {
                 log_error("%s: reconcile failed: %s", it->doc->ifname, strna(e.message));
+                daemon_count_error(d, e.code);
                 iface_set_failed(it, &e);
                 if (reterr && !reterr->code)
                         *reterr = e;

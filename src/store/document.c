@@ -42,6 +42,7 @@ void filter_spec_done(FilterSpec *f) {
         free(f->digest);
         free(f->program);
         map_policies_free(f->maps, f->n_maps);
+        metric_specs_free(f->metrics, f->n_metrics);
         *f = (FilterSpec){ 0 };
 }
 
@@ -154,7 +155,7 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
         int r;
         static const char *const known[] = { "name",          "object",  "program", "priority",
                                              "direct_action", "classid", "digest",  "actions",
-                                             "parent",        "attach",  "maps" };
+                                             "parent",        "attach",  "maps",    "metrics" };
         const char *key;
         json_t *v;
         char p[128];
@@ -325,6 +326,13 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
         snprintf(p, sizeof(p), "%s.maps", path);
         if (v && !json_is_null(v)) {
                 r = map_policies_parse(v, p, &f->maps, &f->n_maps, reterr);
+                if (r < 0)
+                        return r;
+        }
+        v = json_object_get(j, "metrics");
+        snprintf(p, sizeof(p), "%s.metrics", path);
+        if (v && !json_is_null(v)) {
+                r = metric_specs_parse(v, p, &f->metrics, &f->n_metrics, reterr);
                 if (r < 0)
                         return r;
         }
@@ -544,6 +552,8 @@ json_t *filter_spec_to_json(const FilterSpec *f) {
                 json_object_set_new(j, "attach", json_string(filter_attach_to_string(f->attach)));
         if (f->n_maps)
                 json_object_set_new(j, "maps", map_policies_to_json(f->maps, f->n_maps));
+        if (f->n_metrics)
+                json_object_set_new(j, "metrics", metric_specs_to_json(f->metrics, f->n_metrics));
         return j;
 }
 
@@ -571,8 +581,11 @@ int filter_spec_copy(const FilterSpec *f, FilterSpec *ret) {
         g.digest = strdup_or_null(f->digest);
         g.program = strdup_or_null(f->program);
         g.maps = NULL;
+        g.metrics = NULL;
+        g.n_metrics = 0;
         if (!g.name || !g.object || (f->digest && !g.digest) || (f->program && !g.program) ||
-            map_policies_copy(f->maps, f->n_maps, &g.maps) < 0) {
+            map_policies_copy(f->maps, f->n_maps, &g.maps) < 0 ||
+            metric_specs_copy(f->metrics, f->n_metrics, &g.metrics, &g.n_metrics) < 0) {
                 filter_spec_done(&g);
                 return -ENOMEM;
         }

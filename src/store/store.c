@@ -165,19 +165,25 @@ static void document_file_name(const char *netns, const char *ifname, char buf[D
         strcpy(p, ".json");
 }
 
-static bool document_uses_maps(const Document *d) {
+/* The lowest format that holds the document: 3 with "metrics", 2 with "maps", else 1. */
+static int document_format(const Document *d) {
+        int format = 1;
+
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                for (size_t i = 0; i < d->n_filters[dir]; i++)
+                for (size_t i = 0; i < d->n_filters[dir]; i++) {
+                        if (d->filters[dir][i].n_metrics > 0)
+                                format = MAX(format, 3);
                         if (d->filters[dir][i].n_maps > 0)
-                                return true;
-        return false;
+                                format = MAX(format, 2);
+                }
+        return format;
 }
 
 static json_t *document_file_to_json(const Document *d) {
         json_t *j = json_object();
         json_t *attached = json_object();
 
-        json_object_set_new(j, "format", json_integer(document_uses_maps(d) ? 2 : 1));
+        json_object_set_new(j, "format", json_integer(document_format(d)));
         if (d->netns)
                 json_object_set_new(j, "netns", json_string(d->netns));
         json_object_set_new(j, "ifname", json_string(d->ifname));

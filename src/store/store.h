@@ -13,9 +13,9 @@
 #include "sha256.h"
 
 /* Version of the files under the state directory; a newer one is refused, never guessed at. Format 2
- * adds a filter's "maps"; a document without them is still written as format 1, so that the clsd
- * before it reads it. */
-#define STORE_FORMAT 2
+ * adds a filter's "maps", format 3 its "metrics"; a document is written in the lowest format that
+ * holds it, so that the clsd before reads what it can. */
+#define STORE_FORMAT 3
 
 /* Interface names: the kernel's IFNAMSIZ (16) less the NUL. */
 #define IFNAME_MAX 15
@@ -62,6 +62,37 @@ typedef struct MapPolicy {
         bool reuse;
 } MapPolicy;
 
+/* One entry of a filter's "metrics": a Prometheus metric derived from one of its program's maps. */
+typedef enum MetricType {
+        METRIC_COUNTER,
+        METRIC_GAUGE,
+        METRIC_HISTOGRAM,
+        _METRIC_TYPE_MAX,
+} MetricType;
+
+#define METRIC_NAME_MAX 128
+#define METRIC_LABELS_MAX 8
+#define METRIC_BUCKETS_MAX 64
+#define METRICS_PER_FILTER_MAX 16
+
+typedef struct MetricLabel {
+        char *name;
+        char *from; /* "key", or "key.FIELD[.FIELD]" */
+} MetricLabel;
+
+typedef struct MetricSpec {
+        char *map; /* the map's name in the object */
+        char *name;
+        MetricType type;
+        char *help; /* NULL: none */
+        MetricLabel *labels;
+        size_t n_labels;
+        char *value; /* a field path inside the value; NULL: the value itself (an integer) */
+        double *buckets; /* histograms: the upper bound of bucket i, whose index is the key */
+        size_t n_buckets;
+        char *bucket; /* histograms: where the bucket index is, "key" (NULL) or "key.FIELD" */
+} MetricSpec;
+
 typedef struct FilterSpec {
         char *name;
         char *object; /* as given: "sha256:…" or an absolute path */
@@ -80,6 +111,9 @@ typedef struct FilterSpec {
         /* "maps": by default a new program takes over every map (by name) of the program it replaces. */
         MapPolicy *maps;
         size_t n_maps;
+        /* "metrics": what /metrics derives from the program's maps. */
+        MetricSpec *metrics;
+        size_t n_metrics;
         /* The program clsd attached last for this filter, so a restart can adopt instead of reload. */
         char tag[17];
         uint32_t prog_id;
@@ -99,6 +133,14 @@ typedef struct Document {
 Document *document_free(Document *d);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Document *, document_free);
 void filter_spec_done(FilterSpec *f);
+
+/* metric-spec.c */
+int metric_specs_parse(json_t *j, const char *path, MetricSpec **ret, size_t *ret_n, Error *reterr);
+json_t *metric_specs_to_json(const MetricSpec *v, size_t n);
+int metric_specs_copy(const MetricSpec *v, size_t n, MetricSpec **ret, size_t *ret_n);
+void metric_specs_free(MetricSpec *v, size_t n);
+const char *metric_type_to_string(MetricType t);
+bool metric_name_valid(const char *s);
 
 /* map-policy.c */
 int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret_n, Error *reterr);

@@ -161,6 +161,62 @@ static void test_maps(void **state) {
         expect_error(F_MAPS("{\"\":{\"reuse\":true}}"), "invalid_value", "ingress[0].maps");
 }
 
+#define F_METRICS(m) "{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"metrics\":" m "}]}"
+
+static void test_metrics(void **state) {
+        const char *text =
+                F_METRICS("[{\"map\":\"bytes_by_proto\",\"name\":\"proto_bytes_total\",\"type\":\"counter\","
+                          "\"value\":\"bytes\",\"labels\":[{\"name\":\"proto\",\"from\":\"key.proto\"}]},"
+                          "{\"map\":\"h\",\"name\":\"size\",\"type\":\"histogram\",\"buckets\":[1,2.5]}]");
+        _cleanup_(document_freep) Document *d = NULL;
+        _cleanup_free_ char *a = NULL;
+        Error e = ERROR_NULL;
+        FilterSpec copy;
+        const MetricSpec *m;
+        json_t *j;
+
+        (void) state;
+        assert_int_equal(document_from_string("eth0", text, strlen(text), &d, &e), 0);
+        assert_int_equal(d->filters[DIRECTION_INGRESS][0].n_metrics, 2);
+        m = &d->filters[DIRECTION_INGRESS][0].metrics[0];
+        assert_string_equal(m->map, "bytes_by_proto");
+        assert_int_equal(m->type, METRIC_COUNTER);
+        assert_string_equal(m->labels[0].from, "key.proto");
+        assert_string_equal(m->value, "bytes");
+        m = &d->filters[DIRECTION_INGRESS][0].metrics[1];
+        assert_int_equal(m->type, METRIC_HISTOGRAM);
+        assert_int_equal(m->n_buckets, 2);
+        assert_true(m->buckets[1] == 2.5);
+        /* Written back as it came, and copied whole. */
+        j = filter_spec_to_json(&d->filters[DIRECTION_INGRESS][0]);
+        a = json_dumps(json_object_get(j, "metrics"), JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(j);
+        assert_string_equal(a, "[{\"labels\":[{\"from\":\"key.proto\",\"name\":\"proto\"}],\"map\":"
+                               "\"bytes_by_proto\",\"name\":\"proto_bytes_total\",\"type\":\"counter\","
+                               "\"value\":\"bytes\"},{\"buckets\":[1.0,2.5],\"map\":\"h\",\"name\":\"size\","
+                               "\"type\":\"histogram\"}]");
+        assert_int_equal(filter_spec_copy(&d->filters[DIRECTION_INGRESS][0], &copy), 0);
+        assert_int_equal(copy.n_metrics, 2);
+        assert_string_equal(copy.metrics[1].name, "size");
+        filter_spec_done(&copy);
+
+        expect_error(F_METRICS("{}"), "wrong_type", "ingress[0].metrics");
+        expect_error(F_METRICS("[{\"map\":\"m\",\"type\":\"gauge\"}]"), "missing_field",
+                     "ingress[0].metrics[0].name");
+        expect_error(F_METRICS("[{\"map\":\"m\",\"name\":\"a-b\",\"type\":\"gauge\"}]"), "invalid_value",
+                     "ingress[0].metrics[0].name");
+        expect_error(F_METRICS("[{\"map\":\"m\",\"name\":\"a\",\"type\":\"gauge\",\"value\":\"a..b\"}]"),
+                     "invalid_value", "ingress[0].metrics[0].value");
+        expect_error(F_METRICS("[{\"map\":\"m\",\"name\":\"a\",\"type\":\"gauge\",\"labels\":"
+                               "[{\"name\":\"__x\",\"from\":\"key\"}]}]"),
+                     "invalid_value", "ingress[0].metrics[0].labels[0].name");
+        expect_error(F_METRICS("[{\"map\":\"m\",\"name\":\"a\",\"type\":\"gauge\",\"labels\":"
+                               "[{\"name\":\"x\",\"from\":\"keys\"}]}]"),
+                     "invalid_value", "ingress[0].metrics[0].labels[0].from");
+        expect_error(F_METRICS("[{\"map\":\"m\",\"name\":\"a\",\"type\":\"histogram\",\"buckets\":[]}]"),
+                     "wrong_type", "ingress[0].metrics[0].buckets");
+}
+
 static void test_actions_shape(void **state) {
         const char *text =
                 "{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{\"object\":\"/a.o\","
@@ -297,6 +353,7 @@ int main(void) {
                 cmocka_unit_test(test_ifname_valid), cmocka_unit_test(test_classid),
                 cmocka_unit_test(test_parent),       cmocka_unit_test(test_too_many_filters),
                 cmocka_unit_test(test_hog),          cmocka_unit_test(test_maps),
+                cmocka_unit_test(test_metrics),
         };
         return cmocka_run_group_tests_name("document", tests, NULL, NULL);
 }

@@ -1,0 +1,401 @@
+/* metrics.c: what /metrics shows, read from the kernel at each scrape: clsd's own health, each filter's
+ * attach state and run statistics, and the metrics documents derive from their programs' maps. The
+ * exposition text is the face's (src/api/metrics.c); this file hands it families and samples. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon-internal.h"
+#include "log.h"
+
+#define LABEL_VALUE_MAX 256
+
+/* A map-derived metric to fill: the spec, the map it reads, and the filter it is labelled with. */
+typedef struct MapMetricTask {
+        const MetricSpec *spec;
+        const DaemonMap *map;
+        const DaemonMapUser *user;
+} MapMetricTask;
+
+void error_counts_add(DaemonErrorCount *v, size_t *n, size_t max, const char *code) {
+        if (!code)
+                code = "internal_error";
+        for (size_t i = 0; i < *n; i++)
+                if (streq(v[i].code, code)) {
+                        v[i].n++;
+                        return;
+                }
+        if (*n < max) /* codes are a fixed set: max is never reached */
+                v[(*n)++] = (DaemonErrorCount){ .code = code, .n = 1 };
+}
+
+void daemon_count_error(Daemon *d, const char *code) {
+        error_counts_add(d->counters.errors, &d->counters.n_errors, ELEMENTSOF(d->counters.errors), code);
+}
+
+const DaemonCounters *daemon_counters(Daemon *d) {
+        return &d->counters;
+}
+
+static void emit_own(Daemon *d, const MetricWriter *w) {
+        const DaemonCounters *c = &d->counters;
+        size_t by_state[_IFACE_STATE_MAX][_SOURCE_MAX] = { { 0 } };
+
+        w->family(w->userdata, "clsd_build_info", "gauge",
+                  "clsd's version, the libbpf it runs with, the kernel");
+        w->sample(w->userdata, "clsd_build_info",
+                  (const char *const[]){ "version", PROJECT_VERSION, "libbpf", nl_libbpf_version(), "kernel",
+                                         d->kernel_release },
+                  3, 1);
+        w->family(w->userdata, "clsd_reconciles_total", "counter", "Interface reconciles run");
+        w->sample(w->userdata, "clsd_reconciles_total", NULL, 0, (double) c->reconciles);
+        w->family(w->userdata, "clsd_repairs_total", "counter",
+                  "Drift repaired: the kernel differed from a document it had matched");
+        w->sample(w->userdata, "clsd_repairs_total", NULL, 0, (double) c->repairs);
+        w->family(w->userdata, "clsd_errors_total", "counter",
+                  "Failed reconciles and requests, by error code");
+        for (size_t i = 0; i < c->n_errors; i++)
+                w->sample(w->userdata, "clsd_errors_total",
+                          (const char *const[]){ "code", c->errors[i].code }, 1, (double) c->errors[i].n);
+        for (size_t i = 0; i < d->n_ifaces; i++)
+                by_state[d->ifaces[i]->state][d->ifaces[i]->doc->source]++;
+        w->family(w->userdata, "clsd_documents", "gauge", "Documents by state and source");
+        for (IfaceState s = 0; s < _IFACE_STATE_MAX; s++)
+                for (DocumentSource src = 0; src < _SOURCE_MAX; src++)
+                        w->sample(w->userdata, "clsd_documents",
+                                  (const char *const[]){ "state", iface_state_to_string(s), "source",
+                                                         document_source_to_string(src) },
+                                  2, (double) by_state[s][src]);
+        w->family(w->userdata, "clsd_bpf_stats_enabled", "gauge",
+                  "1 while clsd holds BPF_ENABLE_STATS (--bpf-stats): run counts and times are counted");
+        w->sample(w->userdata, "clsd_bpf_stats_enabled", NULL, 0, d->bpf_stats_fd >= 0);
+}
+
+static void filter_labels(const Iface *it, Direction dir, const FilterSpec *f, char pref[8],
+                          const char *v[8]) {
+        snprintf(pref, 8, "%u", f->priority);
+        v[0] = "netns", v[1] = it->doc->netns ? it->doc->netns : "";
+        v[2] = "ifname", v[3] = it->doc->ifname;
+        v[4] = "direction", v[5] = direction_to_string(dir);
+        v[6] = "name", v[7] = f->name;
+}
+
+static void emit_filters(Daemon *d, const MetricWriter *w, IfaceStatus *st) {
+        static const char *const names[] = { "clsd_filter_attached", "clsd_filter_run_count_total",
+                                             "clsd_filter_run_time_seconds_total" };
+        static const char *const types[] = { "gauge", "counter", "counter" };
+        static const char *const helps[] = {
+                "1 when the filter is attached as its document asks (read back from the kernel)",
+                "Times the filter's program ran (counted while --bpf-stats is on)",
+                "Time the filter's program ran (counted while --bpf-stats is on)",
+        };
+
+        for (int m = 0; m < 3; m++) {
+                w->family(w->userdata, names[m], types[m], helps[m]);
+                for (size_t i = 0; i < d->n_ifaces; i++) {
+                        const Iface *it = d->ifaces[i];
+                        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                                for (size_t k = 0; k < it->doc->n_filters[dir]; k++) {
+                                        const FilterSpec *f = &it->doc->filters[dir][k];
+                                        const FilterStatus *fs =
+                                                st[i].filters[dir] ? &st[i].filters[dir][k] : NULL;
+                                        const char *v[12];
+                                        char pref[8];
+
+                                        filter_labels(it, dir, f, pref, v);
+                                        v[8] = "pref", v[9] = pref;
+                                        v[10] = "attach", v[11] = fs && fs->tcx ? "tcx" : "cls_bpf";
+                                        if (m == 0) {
+                                                w->sample(w->userdata, names[m], v, 6, fs && fs->attached);
+                                                continue;
+                                        }
+                                        if (!fs || !fs->attached || !fs->has_stats)
+                                                continue;
+                                        w->sample(w->userdata, names[m], v, 6,
+                                                  m == 1 ? (double) fs->run_count
+                                                         : (double) fs->run_time_ns / 1e9);
+                                }
+                }
+        }
+}
+
+/* Whether the map's kernel name is the object's name for it (the kernel keeps 15 characters). */
+static bool map_named(const DaemonMap *m, const char *name) {
+        size_t n = strlen(name);
+        return strncmp(m->map.name, name, 15) == 0 && strlen(m->map.name) == MIN(n, 15u);
+}
+
+static int task_compare(const void *a, const void *b) {
+        const MapMetricTask *x = a, *y = b;
+        int c = strcmp(x->spec->name, y->spec->name);
+        return c ? c : (x->map->map.id > y->map->map.id) - (x->map->map.id < y->map->map.id);
+}
+
+/* One resolved metric: the fields it reads, for every entry. */
+typedef struct Resolved {
+        BtfField labels[METRIC_LABELS_MAX];
+        BtfField value;
+        BtfField bucket;
+} Resolved;
+
+static int resolve_task(const MapMetricTask *t, Resolved *r, char *why, size_t why_size) {
+        const DaemonMap *m = t->map;
+        int k;
+
+        for (size_t i = 0; i < t->spec->n_labels; i++) {
+                const char *from = t->spec->labels[i].from;
+                k = btf_field_resolve(m->btf, m->map.btf_key_type_id, m->map.key_size,
+                                      from[3] ? from + 4 : NULL, &r->labels[i], why, why_size);
+                if (k < 0)
+                        return k;
+        }
+        k = btf_field_resolve(m->btf, m->map.btf_value_type_id, m->map.value_size, t->spec->value, &r->value,
+                              why, why_size);
+        if (k < 0)
+                return k;
+        if (!btf_field_is_number(&r->value)) {
+                snprintf(why, why_size,
+                         "the value%s%s is not a number; name an integer field with \"value\"",
+                         t->spec->value ? " field " : "", t->spec->value ? t->spec->value : "");
+                return -EINVAL;
+        }
+        if (t->spec->type == METRIC_HISTOGRAM) {
+                const char *b = t->spec->bucket;
+                k = btf_field_resolve(m->btf, m->map.btf_key_type_id, m->map.key_size,
+                                      b && b[3] ? b + 4 : NULL, &r->bucket, why, why_size);
+                if (k < 0)
+                        return k;
+                if (!btf_field_is_number(&r->bucket)) {
+                        snprintf(why, why_size, "the bucket index is not an integer");
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
+/* The entry's value: per-CPU values summed. */
+static double entry_value(const Resolved *r, const NlMapPage *p, size_t i, size_t value_size) {
+        const uint8_t *v = p->values + i * p->value_stride;
+        double sum = 0;
+
+        if (p->n_cpus <= 1)
+                return btf_field_number(&r->value, v);
+        for (unsigned c = 0; c < p->n_cpus; c++)
+                sum += btf_field_number(&r->value, v + c * ((value_size + 7) / 8 * 8));
+        return sum;
+}
+
+typedef struct HistGroup {
+        char *labels; /* the label values, NUL-separated */
+        size_t labels_size;
+        double *counts; /* n_buckets + 1 (the last: above every bound) */
+} HistGroup;
+
+static void emit_histogram(const MapMetricTask *t, const Resolved *r, const NlMapPage *p, const char **v,
+                           char (*values)[LABEL_VALUE_MAX], const MetricWriter *w) {
+        const MetricSpec *s = t->spec;
+        size_t nl = 4 + s->n_labels, n_groups = 0;
+        HistGroup *groups = NULL;
+        char name[METRIC_NAME_MAX + 16], le[32];
+
+        for (size_t i = 0; i < p->n; i++) {
+                const uint8_t *key = p->keys + i * t->map->map.key_size;
+                char joined[METRIC_LABELS_MAX * LABEL_VALUE_MAX];
+                size_t len = 0, g;
+                double idx = btf_field_number(&r->bucket, key);
+
+                for (size_t k = 0; k < s->n_labels; k++) {
+                        btf_field_format(&r->labels[k], key, joined + len, LABEL_VALUE_MAX);
+                        len += strlen(joined + len) + 1;
+                }
+                for (g = 0; g < n_groups; g++)
+                        if (groups[g].labels_size == len && memcmp(groups[g].labels, joined, len) == 0)
+                                break;
+                if (g == n_groups) {
+                        HistGroup *ng = realloc(groups, (n_groups + 1) * sizeof(*ng));
+                        if (!ng)
+                                break;
+                        groups = ng;
+                        groups[g] = (HistGroup){ .labels = malloc(len + 1),
+                                                 .labels_size = len,
+                                                 .counts = calloc(s->n_buckets + 1, sizeof(double)) };
+                        if (!groups[g].labels || !groups[g].counts) {
+                                free(groups[g].labels);
+                                free(groups[g].counts);
+                                break;
+                        }
+                        memcpy(groups[g].labels, joined, len);
+                        n_groups++;
+                }
+                groups[g].counts[idx >= 0 && idx < (double) s->n_buckets ? (size_t) idx : s->n_buckets] +=
+                        entry_value(r, p, i, t->map->map.value_size);
+        }
+        for (size_t g = 0; g < n_groups; g++) {
+                const char *lab = groups[g].labels;
+                double cum = 0, sum = 0;
+
+                for (size_t k = 0; k < s->n_labels; k++) {
+                        v[8 + 2 * k] = s->labels[k].name;
+                        snprintf(values[k], LABEL_VALUE_MAX, "%s", lab);
+                        v[9 + 2 * k] = values[k];
+                        lab += strlen(lab) + 1;
+                }
+                v[2 * nl] = "le";
+                v[2 * nl + 1] = le;
+                snprintf(name, sizeof(name), "%s_bucket", s->name);
+                for (size_t b = 0; b <= s->n_buckets; b++) {
+                        cum += groups[g].counts[b];
+                        /* the sum is not in the map: each observation counts at its bucket's bound */
+                        sum += groups[g].counts[b] * s->buckets[b < s->n_buckets ? b : s->n_buckets - 1];
+                        if (b < s->n_buckets)
+                                snprintf(le, sizeof(le), "%.17g", s->buckets[b]);
+                        else
+                                snprintf(le, sizeof(le), "+Inf");
+                        w->sample(w->userdata, name, v, nl + 1, cum);
+                }
+                snprintf(name, sizeof(name), "%s_sum", s->name);
+                w->sample(w->userdata, name, v, nl, sum);
+                snprintf(name, sizeof(name), "%s_count", s->name);
+                w->sample(w->userdata, name, v, nl, cum);
+                free(groups[g].labels);
+                free(groups[g].counts);
+        }
+        free(groups);
+}
+
+static void emit_task(Daemon *d, const MapMetricTask *t, const MetricWriter *w) {
+        const MetricSpec *s = t->spec;
+        const char *v[2 * (5 + METRIC_LABELS_MAX)];
+        char values[METRIC_LABELS_MAX][LABEL_VALUE_MAX], pref[8], why[256];
+        uint8_t cursor[NL_MAP_CURSOR_MAX];
+        size_t cursor_size = 0;
+        bool more = true;
+        Resolved r = { 0 };
+
+        if (resolve_task(t, &r, why, sizeof(why)) < 0) {
+                d->counters.map_metric_failures++;
+                log_debug("%s: metric %s: %s", t->user->iface->doc->ifname, s->name, why);
+                return;
+        }
+        filter_labels(t->user->iface, t->user->direction, t->user->filter, pref, v);
+        while (more) {
+                NlMapPage p = { 0 };
+                Error e = ERROR_NULL;
+
+                if (nl_map_read(&t->map->map, cursor_size ? cursor : NULL, cursor_size, NL_MAP_PAGE_MAX, &p,
+                                &e) < 0) {
+                        d->counters.map_metric_failures++;
+                        log_debug("%s: metric %s: %s", t->user->iface->doc->ifname, s->name,
+                                  strna(e.message));
+                        error_done(&e);
+                        return;
+                }
+                if (s->type == METRIC_HISTOGRAM) {
+                        /* a histogram's buckets are few: one page holds them */
+                        emit_histogram(t, &r, &p, v, values, w);
+                        nl_map_page_done(&p);
+                        return;
+                }
+                for (size_t i = 0; i < p.n; i++) {
+                        const uint8_t *key = p.keys + i * t->map->map.key_size;
+                        for (size_t k = 0; k < s->n_labels; k++) {
+                                v[8 + 2 * k] = s->labels[k].name;
+                                btf_field_format(&r.labels[k], key, values[k], LABEL_VALUE_MAX);
+                                v[9 + 2 * k] = values[k];
+                        }
+                        w->sample(w->userdata, s->name, v, 4 + s->n_labels,
+                                  entry_value(&r, &p, i, t->map->map.value_size));
+                }
+                more = p.more;
+                memcpy(cursor, p.cursor, p.cursor_size);
+                cursor_size = p.cursor_size;
+                nl_map_page_done(&p);
+        }
+}
+
+static void emit_map_metrics(Daemon *d, const MetricWriter *w, DaemonMaps *maps) {
+        _cleanup_free_ MapMetricTask *tasks = NULL;
+        size_t n = 0, cap = 0;
+
+        for (size_t i = 0; i < maps->n; i++)
+                for (size_t u = 0; u < maps->maps[i].n_users; u++) {
+                        const DaemonMapUser *user = &maps->maps[i].users[u];
+                        for (size_t k = 0; k < user->filter->n_metrics; k++) {
+                                const MetricSpec *s = &user->filter->metrics[k];
+                                bool dup = false;
+                                if (!map_named(&maps->maps[i], s->map))
+                                        continue;
+                                /* a map shared by several filters is exported once, as its first user's */
+                                for (size_t j = 0; j < n && !dup; j++)
+                                        dup = tasks[j].map == &maps->maps[i] &&
+                                              streq(tasks[j].spec->name, s->name);
+                                if (dup)
+                                        continue;
+                                if (n == cap) {
+                                        MapMetricTask *nt =
+                                                realloc(tasks, (cap = cap ? cap * 2 : 16) * sizeof(*nt));
+                                        if (!nt)
+                                                return;
+                                        tasks = nt;
+                                }
+                                tasks[n++] =
+                                        (MapMetricTask){ .spec = s, .map = &maps->maps[i], .user = user };
+                        }
+                }
+        qsort(tasks, n, sizeof(*tasks), task_compare);
+        for (size_t i = 0; i < n;) {
+                size_t j = i;
+                const MetricSpec *first = tasks[i].spec;
+
+                char help[160];
+
+                snprintf(help, sizeof(help), "From BPF map %s (declared in a clsd document)", first->map);
+                w->family(w->userdata, first->name, metric_type_to_string(first->type),
+                          first->help ? first->help : help);
+                for (; j < n && streq(tasks[j].spec->name, first->name); j++) {
+                        const MetricSpec *s = tasks[j].spec;
+                        /* one name, one type and label set: a document that disagrees with the first is left
+                         * out */
+                        bool same = s->type == first->type && s->n_labels == first->n_labels;
+                        for (size_t k = 0; same && k < s->n_labels; k++)
+                                same = streq(s->labels[k].name, first->labels[k].name);
+                        if (!same) {
+                                d->counters.map_metric_failures++;
+                                continue;
+                        }
+                        emit_task(d, &tasks[j], w);
+                }
+                i = j;
+        }
+}
+
+int daemon_metrics(Daemon *d, const MetricWriter *w) {
+        _cleanup_free_ IfaceStatus *st = calloc(d->n_ifaces + 1, sizeof(IfaceStatus));
+        DaemonMaps maps = { 0 };
+
+        if (!st)
+                return -ENOMEM;
+        emit_own(d, w);
+        for (size_t i = 0; i < d->n_ifaces; i++) {
+                Error e = ERROR_NULL;
+                if (daemon_iface_status(d, d->ifaces[i], &st[i], &e) < 0) {
+                        error_done(&e);
+                        continue;
+                }
+                if (daemon_maps_add(d, d->ifaces[i], &st[i], &maps, &e) < 0)
+                        error_done(&e);
+        }
+        emit_filters(d, w, st);
+        emit_map_metrics(d, w, &maps);
+        daemon_maps_done(&maps);
+        /* after the map metrics, so that this scrape's failures are in it */
+        w->family(w->userdata, "clsd_map_metric_failures_total", "counter",
+                  "Map-derived metrics left out of a scrape (a field the map does not have, a map that "
+                  "cannot be read)");
+        w->sample(w->userdata, "clsd_map_metric_failures_total", NULL, 0,
+                  (double) d->counters.map_metric_failures);
+        for (size_t i = 0; i < d->n_ifaces; i++)
+                iface_status_done(&st[i]);
+        return 0;
+}
