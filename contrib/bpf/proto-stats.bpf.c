@@ -54,6 +54,11 @@ struct {
         __type(value, __u64);
 } pkts_by_port SEC(".maps");
 
+#ifdef BENCH_SALT
+/* bench/metrics builds many copies that differ only here: one object, and so one set of maps, each */
+__u32 bench_salt SEC(".data") = BENCH_SALT;
+#endif
+
 static __always_inline __u32 size_bucket(__u32 len) {
         __u32 b = 0;
 
