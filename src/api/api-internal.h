@@ -7,6 +7,11 @@
 
 typedef enum MHD_Result MHD_RESULT;
 
+/* Entries per map when ?limit= is not given: enough for most maps, bounded for huge ones. */
+#define MAPS_LIMIT_DEFAULT 1000
+
+typedef struct ApiDbus ApiDbus;
+
 /* Requests answered, by route template and status: clsd_api_requests_total. */
 typedef struct ApiRequestCount {
         const char *route; /* static: api_route_label() */
@@ -25,6 +30,7 @@ struct Api {
         size_t n_requests;
         DaemonErrorCount errors[64]; /* error answers by code */
         size_t n_errors;
+        ApiDbus *dbus; /* NULL: not on D-Bus */
 };
 
 typedef struct Request {
@@ -78,6 +84,9 @@ const char *api_route_label(const char *url);
 void api_count_request(Api *a, const char *url, unsigned status);
 void api_count_error(Api *a, const char *code);
 
+/* dbus.c */
+void api_dbus_free(ApiDbus *b);
+
 /* render.c: one place per resource. */
 json_t *render_object(Daemon *d, const DaemonObject *o);
 json_t *render_iface(Daemon *d, const Iface *it, const IfaceStatus *status);
@@ -88,6 +97,11 @@ json_t *render_version(Daemon *d);
 json_t *render_dry_run(Daemon *d, const DryRun *dr);
 /* render-maps.c: page NULL: the map could not be read, read_error says why. */
 json_t *render_map(const DaemonMap *m, const NlMapPage *page, const Error *read_error);
+/* A page of the map read now, rendered; NULL with reterr when it cannot be read. */
+json_t *render_map_page(Daemon *d, const DaemonMap *m, const uint8_t *cursor, size_t cursor_size,
+                        size_t limit, Error *reterr);
+/* {"ifname", "netns", "maps": [...]}: every map with its first limit entries (REST and D-Bus). */
+json_t *render_maps_list(Daemon *d, const Iface *it, const DaemonMaps *maps, size_t limit);
 /* Cursors are "<map id>.<hex>": a map replaced meanwhile is told apart, not misread. */
 void map_cursor_format(const DaemonMap *m, const NlMapPage *p, char *buf, size_t size);
 int map_cursor_parse(const DaemonMap *m, const char *s, uint8_t *buf, size_t *ret_size, Error *reterr);

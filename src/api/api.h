@@ -33,5 +33,8 @@ Api *api_free(Api *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Api *, api_free);
 /* 1 if s is "ADDR:PORT" or "[ADDR6]:PORT" with a numeric address, for checking flags early. */
 int api_listen_address_valid(const char *s);
+/* Puts clsd on the system bus as org.clsd1 (DBUS_SYSTEM_BUS_ADDRESS picks another bus); without a bus,
+ * or when the name cannot be owned, clsd goes on without D-Bus and says so. */
+int api_dbus_start(Api *a);
 /* Re-reads the token file (SIGHUP). */
 int api_reload(Api *a, Error *reterr);

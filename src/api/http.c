@@ -435,6 +435,7 @@ Api *api_free(Api *a) {
                 return NULL;
         for (size_t i = 0; i < a->n_listeners; i++)
                 listener_free(a->listeners[i]);
+        api_dbus_free(a->dbus);
         free(a->token);
         free(a);
         return NULL;

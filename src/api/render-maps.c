@@ -109,3 +109,32 @@ json_t *render_map(const DaemonMap *m, const NlMapPage *page, const Error *read_
         json_object_set_new(j, "unreadable", json_null());
         return j;
 }
+
+json_t *render_map_page(Daemon *d, const DaemonMap *m, const uint8_t *cursor, size_t cursor_size,
+                        size_t limit, Error *reterr) {
+        NlMapPage p = { 0 };
+        json_t *j;
+
+        if (daemon_map_read(d, m, cursor, cursor_size, limit, &p, reterr) < 0)
+                return NULL;
+        j = render_map(m, &p, NULL);
+        nl_map_page_done(&p);
+        return j;
+}
+
+json_t *render_maps_list(Daemon *d, const Iface *it, const DaemonMaps *maps, size_t limit) {
+        json_t *list = json_array();
+
+        for (size_t i = 0; i < maps->n; i++) {
+                Error e = ERROR_NULL;
+                json_t *j = render_map_page(d, &maps->maps[i], NULL, 0, limit, &e);
+                if (!j) {
+                        /* one map that cannot be read does not hide the others */
+                        j = render_map(&maps->maps[i], NULL, &e);
+                        error_done(&e);
+                }
+                json_array_append_new(list, j);
+        }
+        return json_pack("{s:s,s:o,s:o}", "ifname", it->doc->ifname, "netns",
+                         it->doc->netns ? json_string(it->doc->netns) : json_null(), "maps", list);
+}

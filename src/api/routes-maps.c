@@ -6,9 +6,6 @@
 
 #include "api-internal.h"
 
-/* Entries per map when ?limit= is not given: enough for most maps, bounded for huge ones. */
-#define MAPS_LIMIT_DEFAULT 1000
-
 static int query_limit(Request *req, size_t *ret, Response *resp) {
         const char *s = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "limit");
         char *end;
@@ -26,18 +23,6 @@ static int query_limit(Request *req, size_t *ret, Response *resp) {
         }
         *ret = v;
         return 0;
-}
-
-static json_t *map_read_render(const DaemonMap *m, const uint8_t *cursor, size_t cursor_size, size_t limit,
-                               Error *reterr) {
-        NlMapPage p = { 0 };
-        json_t *j;
-
-        if (nl_map_read(&m->map, cursor, cursor_size, limit, &p, reterr) < 0)
-                return NULL;
-        j = render_map(m, &p, NULL);
-        nl_map_page_done(&p);
-        return j;
 }
 
 void route_maps(Request *req, const char *netns, const char *ifname, const char *what, Response *resp) {
@@ -64,26 +49,14 @@ void route_maps(Request *req, const char *netns, const char *ifname, const char 
                 goto fail;
         cursor_s = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "cursor");
         if (!what) {
-                json_t *list = json_array();
                 if (cursor_s) {
-                        json_decref(list);
                         daemon_maps_done(&maps);
                         response_errorf(resp, "invalid_value",
                                         "cursor= pages one map: GET .../classifier/maps/{map}?cursor=");
                         return;
                 }
-                for (size_t i = 0; i < maps.n; i++) {
-                        json_t *j = map_read_render(&maps.maps[i], NULL, 0, limit, &e);
-                        if (!j) {
-                                /* one map that cannot be read does not hide the others */
-                                j = render_map(&maps.maps[i], NULL, &e);
-                                error_done(&e);
-                        }
-                        json_array_append_new(list, j);
-                }
                 resp->status = 200;
-                resp->body = json_pack("{s:s,s:o,s:o}", "ifname", ifname, "netns",
-                                       netns ? json_string(netns) : json_null(), "maps", list);
+                resp->body = render_maps_list(d, it, &maps, limit);
                 daemon_maps_done(&maps);
                 return;
         }
@@ -96,7 +69,7 @@ void route_maps(Request *req, const char *netns, const char *ifname, const char 
 
                 if (cursor_s && map_cursor_parse(m, cursor_s, cursor, &cursor_size, &e) < 0)
                         goto fail;
-                j = map_read_render(m, cursor_s ? cursor : NULL, cursor_size, limit, &e);
+                j = render_map_page(d, m, cursor_s ? cursor : NULL, cursor_size, limit, &e);
                 if (!j)
                         goto fail;
                 resp->status = 200;

@@ -227,6 +227,9 @@ int daemon_maps_add(Daemon *d, const Iface *it, const IfaceStatus *st, DaemonMap
 /* The document's maps: its status read from the kernel, then daemon_maps_add(). */
 int daemon_iface_maps(Daemon *d, const Iface *it, DaemonMaps *ret, Error *reterr);
 void daemon_maps_done(DaemonMaps *m);
+/* A page of the map's entries as the kernel has them now (nl_map_read()). */
+int daemon_map_read(Daemon *d, const DaemonMap *m, const uint8_t *cursor, size_t cursor_size, size_t limit,
+                    NlMapPage *ret, Error *reterr);
 /* By kernel name, or by id when names are ambiguous: 404 "unknown_map", 409 "map_ambiguous". */
 int daemon_maps_lookup(const DaemonMaps *m, const char *ifname, const char *what, const DaemonMap **ret,
                        Error *reterr);

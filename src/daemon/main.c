@@ -386,6 +386,8 @@ int main(int argc, char *argv[]) {
                 r = api_new(d, event, &ac, &api, &e);
         if (r >= 0)
                 r = daemon_start(d, &e);
+        if (r >= 0)
+                r = api_dbus_start(api);
         passed_fds_free(passed, n_passed);
         if (r < 0) {
                 fprintf(stderr, "clsd: %s\n", strna(e.message));

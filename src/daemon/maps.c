@@ -161,3 +161,9 @@ int daemon_maps_lookup(const DaemonMaps *m, const char *ifname, const char *what
         return error_set(reterr, ENOENT, "unknown_map",
                          "%s: no attached program of the document uses a map %s", ifname, what);
 }
+
+int daemon_map_read(Daemon *d, const DaemonMap *m, const uint8_t *cursor, size_t cursor_size, size_t limit,
+                    NlMapPage *ret, Error *reterr) {
+        (void) d;
+        return nl_map_read(&m->map, cursor, cursor_size, limit, ret, reterr);
+}

@@ -143,7 +143,8 @@ static int parse_labels(json_t *j, const char *path, MetricSpec *s, Error *reter
                                 return bad(reterr, "invalid_value", p, "two labels of this name");
                 pathf(p, sizeof(p), "%s[%zu].from", path, i);
                 if (!field_path_valid(ml->from, true))
-                        return bad(reterr, "invalid_value", p, "expected \"key\" or \"key.FIELD[.FIELD…]\"");
+                        return bad(reterr, "invalid_value", p,
+                                   "expected \"key\" or \"key.FIELD[.FIELD...]\"");
         }
         return 0;
 }

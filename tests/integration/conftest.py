@@ -649,6 +649,8 @@ class Clsd:
         self.log_path = os.path.join(self.dir, "clsd.log")
         self.args = list(args)
         self.binary = CLSD  # another build's clsd for upgrade tests
+        # No test's clsd goes on the host's system bus; test_dbus.py gives it a bus of its own.
+        self.env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS="unix:path=/nonexistent/clsd-tests-have-no-bus")
         self.proc = None
         self.runs = 0
         self._log_offset = 0
@@ -668,7 +670,7 @@ class Clsd:
             log.flush()
             self._log_offset = log.tell()
             self.proc = self.ns.popen(*self.argv(extra), stdin=subprocess.DEVNULL, stdout=log,
-                                      stderr=subprocess.STDOUT)
+                                      stderr=subprocess.STDOUT, env=self.env)
         if wait:
             self.wait_healthy()
         return self

@@ -1,0 +1,529 @@
+/* dbus.c: clsd on the system bus (sd-bus) as org.clsd1, for desktop and local tools: the manager object
+ * /org/clsd1 and one object per document's interface under /org/clsd1/link/, with PropertiesChanged
+ * when a state changes. Reads are open to everyone; what changes state asks for root or CAP_NET_ADMIN. */
+#include <linux/capability.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-bus.h>
+
+#include "api-internal.h"
+#include "log.h"
+
+#define DBUS_NAME "org.clsd1"
+#define MANAGER_PATH "/org/clsd1"
+#define MANAGER_IFACE "org.clsd1.Manager"
+#define LINK_PREFIX "/org/clsd1/link"
+#define LINK_IFACE "org.clsd1.Link"
+
+/* What was last announced of a link object, to tell what changed. */
+typedef struct LinkSeen {
+        char *path;
+        IfaceState state;
+        unsigned repairs;
+        uint64_t generation;
+        DocumentSource source;
+        int ifindex;
+        bool seen; /* still there in this pass */
+} LinkSeen;
+
+struct ApiDbus {
+        Api *api;
+        sd_bus *bus;
+        sd_event_source *post;
+        LinkSeen *links;
+        size_t n_links;
+        uint32_t count;
+        bool degraded;
+};
+
+/* "eth0" for clsd's own namespace, "NETNS/eth0" for a named one: the name a link object is encoded from. */
+static void link_key(const Iface *it, char *buf, size_t size) {
+        if (it->doc->netns)
+                snprintf(buf, size, "%s/%s", it->doc->netns, it->doc->ifname);
+        else
+                snprintf(buf, size, "%s", it->doc->ifname);
+}
+
+static char *link_path(const Iface *it) {
+        char key[NETNS_NAME_MAX + IFNAME_MAX + 4];
+        char *path = NULL;
+
+        link_key(it, key, sizeof(key));
+        return sd_bus_path_encode(LINK_PREFIX, key, &path) < 0 ? NULL : path;
+}
+
+static Iface *iface_by_key(Daemon *d, const char *key) {
+        const char *slash = strchr(key, '/');
+        char netns[NETNS_NAME_MAX + 2];
+
+        if (!slash)
+                return daemon_iface_get(d, NULL, key);
+        if ((size_t) (slash - key) >= sizeof(netns))
+                return NULL;
+        memcpy(netns, key, (size_t) (slash - key));
+        netns[slash - key] = 0;
+        return daemon_iface_get(d, netns, slash + 1);
+}
+
+static bool daemon_degraded(Daemon *d) {
+        for (size_t i = 0; i < daemon_iface_count(d); i++)
+                if (daemon_iface_at(d, i)->state == IFACE_FAILED)
+                        return true;
+        return false;
+}
+
+/* Root, or CAP_NET_ADMIN in the caller's effective set. dbus-daemon tells the caller's uid and pid; the
+ * capabilities are read from /proc/PID/status (sd-bus's "augmenting"), as dbus-daemon 1.14 passes no pidfd.
+ */
+static int require_privilege(sd_bus_message *m, sd_bus_error *error) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        uid_t euid = (uid_t) -1;
+        int r;
+
+        r = sd_bus_query_sender_creds(
+                m, SD_BUS_CREDS_PID | SD_BUS_CREDS_EUID | SD_BUS_CREDS_EFFECTIVE_CAPS | SD_BUS_CREDS_AUGMENT,
+                &creds);
+        if (r >= 0) {
+                if (sd_bus_creds_get_euid(creds, &euid) >= 0 && euid == 0)
+                        return 0;
+                if (sd_bus_creds_has_effective_cap(creds, CAP_NET_ADMIN) > 0)
+                        return 0;
+        }
+        log_warning("D-Bus: %s refused to %s (euid %d): needs root or CAP_NET_ADMIN",
+                    sd_bus_message_get_member(m), strna(sd_bus_message_get_sender(m)), (int) euid);
+        return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "%s needs root or CAP_NET_ADMIN",
+                                 sd_bus_message_get_member(m));
+}
+
+static int reply_json(sd_bus_message *m, json_t *j, sd_bus_error *error) {
+        _cleanup_free_ char *text = NULL;
+
+        if (!j)
+                return sd_bus_error_set(error, SD_BUS_ERROR_NO_MEMORY, "out of memory");
+        text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        json_decref(j);
+        if (!text)
+                return sd_bus_error_set(error, SD_BUS_ERROR_NO_MEMORY, "out of memory");
+        return sd_bus_reply_method_return(m, "s", text);
+}
+
+/* A clsd error as a D-Bus error: org.clsd1.Error.<code>, the same code and message as REST's. */
+static int reply_error(sd_bus_error *error, const Error *e) {
+        char name[96];
+
+        snprintf(name, sizeof(name), "org.clsd1.Error.%s", e->code ? e->code : "internal_error");
+        return sd_bus_error_setf(error, name, "%s", e->message ? e->message : "failed");
+}
+
+/* The (netns, ifname) arguments of a call and the document they name. */
+static int read_iface(sd_bus_message *m, Daemon *d, Iface **ret, sd_bus_error *error) {
+        const char *netns, *ifname;
+        int r = sd_bus_message_read(m, "ss", &netns, &ifname);
+
+        if (r < 0)
+                return r;
+        *ret = daemon_iface_get(d, netns[0] ? netns : NULL, ifname);
+        if (!*ret)
+                return sd_bus_error_setf(error, "org.clsd1.Error.document_not_found",
+                                         "no classifier document for %s%s%s", netns, netns[0] ? "/" : "",
+                                         ifname);
+        return 0;
+}
+
+static int method_list(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        ApiDbus *b = userdata;
+        Daemon *d = b->api->daemon;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        (void) error;
+        r = sd_bus_message_new_method_return(m, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(ssso)");
+        for (size_t i = 0; r >= 0 && i < daemon_iface_count(d); i++) {
+                Iface *it = daemon_iface_at(d, i);
+                _cleanup_free_ char *path = link_path(it);
+                if (!path)
+                        return -ENOMEM;
+                r = sd_bus_message_append(reply, "(ssso)", strempty(it->doc->netns), it->doc->ifname,
+                                          iface_state_to_string(it->state), path);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
+}
+
+static int method_get_interface(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        ApiDbus *b = userdata;
+        Daemon *d = b->api->daemon;
+        IfaceStatus st = { 0 };
+        Error e = ERROR_NULL;
+        json_t *j;
+        Iface *it;
+        int r;
+
+        r = read_iface(m, d, &it, error);
+        if (r < 0)
+                return r;
+        if (daemon_iface_status(d, it, &st, &e) < 0) {
+                r = reply_error(error, &e);
+                error_done(&e);
+                return r;
+        }
+        j = render_iface(d, it, &st);
+        iface_status_done(&st);
+        return reply_json(m, j, error);
+}
+
+static int method_get_maps(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        ApiDbus *b = userdata;
+        Daemon *d = b->api->daemon;
+        DaemonMaps maps = { 0 };
+        Error e = ERROR_NULL;
+        json_t *list;
+        Iface *it;
+        int r;
+
+        r = read_iface(m, d, &it, error);
+        if (r < 0)
+                return r;
+        if (daemon_iface_maps(d, it, &maps, &e) < 0) {
+                r = reply_error(error, &e);
+                error_done(&e);
+                return r;
+        }
+        list = render_maps_list(d, it, &maps, MAPS_LIMIT_DEFAULT);
+        daemon_maps_done(&maps);
+        return reply_json(m, list, error);
+}
+
+static int method_reconcile(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        ApiDbus *b = userdata;
+        Daemon *d = b->api->daemon;
+        int r = require_privilege(m, error);
+
+        if (r < 0)
+                return r;
+        log_info("D-Bus: Reconcile asked by %s", strna(sd_bus_message_get_sender(m)));
+        (void) daemon_reconcile_all(d);
+        return sd_bus_reply_method_return(m, "u", (uint32_t) daemon_iface_count(d));
+}
+
+static int prop_version(sd_bus *bus, const char *path, const char *interface, const char *property,
+                        sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        (void) bus, (void) path, (void) interface, (void) property, (void) userdata, (void) error;
+        return sd_bus_message_append(reply, "s", PROJECT_VERSION);
+}
+
+static int prop_count(sd_bus *bus, const char *path, const char *interface, const char *property,
+                      sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        ApiDbus *b = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "u", (uint32_t) daemon_iface_count(b->api->daemon));
+}
+
+static int prop_degraded(sd_bus *bus, const char *path, const char *interface, const char *property,
+                         sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        ApiDbus *b = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "b", daemon_degraded(b->api->daemon));
+}
+
+static const sd_bus_vtable manager_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("Version", "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("InterfaceCount", "u", prop_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Degraded", "b", prop_degraded, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_METHOD_WITH_ARGS("ListInterfaces", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssso)", interfaces),
+                                method_list, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetInterface", SD_BUS_ARGS("s", netns, "s", ifname),
+                                SD_BUS_RESULT("s", json), method_get_interface, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetMaps", SD_BUS_ARGS("s", netns, "s", ifname), SD_BUS_RESULT("s", json),
+                                method_get_maps, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Reconcile", SD_BUS_NO_ARGS, SD_BUS_RESULT("u", interfaces),
+                                method_reconcile, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_VTABLE_END,
+};
+
+/* ---- link objects ---- */
+
+static ApiDbus *current(sd_bus *bus) {
+        return sd_bus_slot_get_userdata(sd_bus_get_current_slot(bus));
+}
+
+static int link_find(sd_bus *bus, const char *path, const char *interface, void *userdata, void **found,
+                     sd_bus_error *error) {
+        ApiDbus *b = userdata;
+        _cleanup_free_ char *key = NULL;
+        Iface *it;
+
+        (void) bus, (void) interface, (void) error;
+        if (sd_bus_path_decode(path, LINK_PREFIX, &key) <= 0)
+                return 0;
+        it = iface_by_key(b->api->daemon, key);
+        if (!it)
+                return 0;
+        *found = it;
+        return 1;
+}
+
+static int link_enumerate(sd_bus *bus, const char *prefix, void *userdata, char ***nodes,
+                          sd_bus_error *error) {
+        ApiDbus *b = userdata;
+        Daemon *d = b->api->daemon;
+        size_t n = daemon_iface_count(d);
+        char **v = calloc(n + 1, sizeof(char *));
+
+        (void) bus, (void) prefix, (void) error;
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (!(v[i] = link_path(daemon_iface_at(d, i)))) {
+                        for (size_t k = 0; k < i; k++)
+                                free(v[k]);
+                        free(v);
+                        return -ENOMEM;
+                }
+        *nodes = v;
+        return 0;
+}
+
+#define LINK_PROP(fn) \
+        static int fn(sd_bus *bus, const char *path, const char *interface, const char *property, \
+                      sd_bus_message *reply, void *userdata, sd_bus_error *error)
+
+LINK_PROP(link_name) {
+        Iface *it = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "s", it->doc->ifname);
+}
+
+LINK_PROP(link_netns) {
+        Iface *it = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "s", strempty(it->doc->netns));
+}
+
+LINK_PROP(link_state) {
+        Iface *it = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "s", iface_state_to_string(it->state));
+}
+
+LINK_PROP(link_source) {
+        Iface *it = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "s", document_source_to_string(it->doc->source));
+}
+
+LINK_PROP(link_ifindex) {
+        Iface *it = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "i", (int32_t) it->ifindex);
+}
+
+LINK_PROP(link_repairs) {
+        Iface *it = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "u", (uint32_t) it->repairs);
+}
+
+LINK_PROP(link_last_repair) {
+        Iface *it = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "(ts)", it->last_repair_usec, it->last_repair_what);
+}
+
+LINK_PROP(link_error) {
+        Iface *it = userdata;
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        return sd_bus_message_append(reply, "(ss)",
+                                     it->state == IFACE_FAILED ? strempty(it->error.code) : "",
+                                     it->state == IFACE_FAILED ? strempty(it->error.message) : "");
+}
+
+/* Each filter as the kernel has it now: (direction, name, pref, attach, attached, prog id, tag). */
+LINK_PROP(link_filters) {
+        Iface *it = userdata;
+        ApiDbus *b = current(bus);
+        IfaceStatus st = { 0 };
+        Error e = ERROR_NULL;
+        int r;
+
+        (void) path, (void) interface, (void) property;
+        if (daemon_iface_status(b->api->daemon, it, &st, &e) < 0) {
+                r = reply_error(error, &e);
+                error_done(&e);
+                return r;
+        }
+        r = sd_bus_message_open_container(reply, 'a', "(ssqsbus)");
+        for (Direction dir = 0; r >= 0 && dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; r >= 0 && i < it->doc->n_filters[dir]; i++) {
+                        const FilterStatus *fs = &st.filters[dir][i];
+                        r = sd_bus_message_append(
+                                reply, "(ssqsbus)", direction_to_string(dir), it->doc->filters[dir][i].name,
+                                fs->pref, fs->tcx ? "tcx" : "cls_bpf", fs->attached, fs->prog_id, fs->tag);
+                }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        iface_status_done(&st);
+        return r;
+}
+
+static const sd_bus_vtable link_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("Name", "s", link_name, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("Netns", "s", link_netns, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("State", "s", link_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Source", "s", link_source, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Ifindex", "i", link_ifindex, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Repairs", "u", link_repairs, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("LastRepair", "(ts)", link_last_repair, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Error", "(ss)", link_error, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        /* read from the kernel at each Get: announced as invalidated, not sent along */
+        SD_BUS_PROPERTY("Filters", "a(ssqsbus)", link_filters, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
+        SD_BUS_VTABLE_END,
+};
+
+/* ---- change announcements ---- */
+
+static LinkSeen *seen_find(ApiDbus *b, const char *path) {
+        for (size_t i = 0; i < b->n_links; i++)
+                if (streq(b->links[i].path, path))
+                        return &b->links[i];
+        return NULL;
+}
+
+/* After each turn of the event loop: what changed since the last is announced. */
+static int on_post(sd_event_source *s, void *userdata) {
+        ApiDbus *b = userdata;
+        Daemon *d = b->api->daemon;
+        uint32_t count = (uint32_t) daemon_iface_count(d);
+        bool degraded = daemon_degraded(d);
+
+        (void) s;
+        for (size_t i = 0; i < b->n_links; i++)
+                b->links[i].seen = false;
+        for (size_t i = 0; i < count; i++) {
+                Iface *it = daemon_iface_at(d, i);
+                _cleanup_free_ char *path = link_path(it);
+                uint64_t generation = it->api ? it->api->generation : 0;
+                LinkSeen *ls;
+
+                if (!path)
+                        continue;
+                ls = seen_find(b, path);
+                if (!ls) {
+                        LinkSeen *v = realloc(b->links, (b->n_links + 1) * sizeof(*v));
+                        if (!v)
+                                continue;
+                        b->links = v;
+                        ls = &b->links[b->n_links++];
+                        *ls = (LinkSeen){ .path = TAKE_PTR(path),
+                                          .state = it->state,
+                                          .repairs = it->repairs,
+                                          .generation = generation,
+                                          .source = it->doc->source,
+                                          .ifindex = it->ifindex };
+                        (void) sd_bus_emit_interfaces_added(b->bus, ls->path, LINK_IFACE, NULL);
+                } else if (ls->state != it->state || ls->repairs != it->repairs ||
+                           ls->generation != generation || ls->source != it->doc->source ||
+                           ls->ifindex != it->ifindex) {
+                        ls->state = it->state;
+                        ls->repairs = it->repairs;
+                        ls->generation = generation;
+                        ls->source = it->doc->source;
+                        ls->ifindex = it->ifindex;
+                        (void) sd_bus_emit_properties_changed(b->bus, ls->path, LINK_IFACE, "State",
+                                                              "Source", "Ifindex", "Repairs", "LastRepair",
+                                                              "Error", "Filters", NULL);
+                }
+                ls->seen = true;
+        }
+        for (size_t i = 0; i < b->n_links;) {
+                if (b->links[i].seen) {
+                        i++;
+                        continue;
+                }
+                (void) sd_bus_emit_interfaces_removed(b->bus, b->links[i].path, LINK_IFACE, NULL);
+                free(b->links[i].path);
+                b->links[i] = b->links[--b->n_links];
+        }
+        if (count != b->count || degraded != b->degraded) {
+                b->count = count;
+                b->degraded = degraded;
+                (void) sd_bus_emit_properties_changed(b->bus, MANAGER_PATH, MANAGER_IFACE, "InterfaceCount",
+                                                      "Degraded", NULL);
+        }
+        return 0;
+}
+
+int api_dbus_start(Api *a) {
+        _cleanup_free_ ApiDbus *b = calloc(1, sizeof(*b));
+        int r;
+
+        if (!b)
+                return -ENOMEM;
+        b->api = a;
+        r = sd_bus_open_system_with_description(&b->bus, "clsd");
+        if (r < 0) {
+                log_info("D-Bus: no system bus (%s); clsd is not on D-Bus", strerror(-r));
+                return 0;
+        }
+        /* the privilege checks read the caller's euid and capabilities */
+        (void) sd_bus_negotiate_creds(b->bus, true, SD_BUS_CREDS_EUID | SD_BUS_CREDS_EFFECTIVE_CAPS);
+        r = sd_bus_add_object_vtable(b->bus, NULL, MANAGER_PATH, MANAGER_IFACE, manager_vtable, b);
+        if (r >= 0)
+                r = sd_bus_add_fallback_vtable(b->bus, NULL, LINK_PREFIX, LINK_IFACE, link_vtable, link_find,
+                                               b);
+        if (r >= 0)
+                r = sd_bus_add_node_enumerator(b->bus, NULL, LINK_PREFIX, link_enumerate, b);
+        if (r >= 0)
+                r = sd_bus_add_object_manager(b->bus, NULL, MANAGER_PATH);
+        if (r >= 0)
+                r = sd_bus_attach_event(b->bus, a->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0) {
+                log_warning("D-Bus: cannot set up the objects: %s", strerror(-r));
+                sd_bus_flush_close_unref(b->bus);
+                return 0;
+        }
+        r = sd_bus_request_name(b->bus, DBUS_NAME, 0);
+        if (r < 0) {
+                /* another clsd has it, or the bus policy (systemd/org.clsd1.conf) is not installed */
+                log_warning("D-Bus: cannot own %s: %s; clsd is not on D-Bus", DBUS_NAME, strerror(-r));
+                sd_bus_flush_close_unref(b->bus);
+                return 0;
+        }
+        b->count = (uint32_t) daemon_iface_count(a->daemon);
+        b->degraded = daemon_degraded(a->daemon);
+        for (size_t i = 0; i < daemon_iface_count(a->daemon); i++) {
+                LinkSeen *v = realloc(b->links, (b->n_links + 1) * sizeof(*v));
+                Iface *it = daemon_iface_at(a->daemon, i);
+                if (!v)
+                        break;
+                b->links = v;
+                b->links[b->n_links++] = (LinkSeen){ .path = link_path(it),
+                                                     .state = it->state,
+                                                     .repairs = it->repairs,
+                                                     .generation = it->api ? it->api->generation : 0,
+                                                     .source = it->doc->source,
+                                                     .ifindex = it->ifindex };
+        }
+        r = sd_event_add_post(a->event, &b->post, on_post, b);
+        if (r < 0)
+                log_warning("D-Bus: changes will not be announced: %s", strerror(-r));
+        log_info("D-Bus: %s on the system bus", DBUS_NAME);
+        a->dbus = TAKE_PTR(b);
+        return 0;
+}
+
+void api_dbus_free(ApiDbus *b) {
+        if (!b)
+                return;
+        sd_event_source_disable_unref(b->post);
+        sd_bus_flush_close_unref(b->bus);
+        for (size_t i = 0; i < b->n_links; i++)
+                free(b->links[i].path);
+        free(b->links);
+        free(b);
+}

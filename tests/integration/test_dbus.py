@@ -1,0 +1,199 @@
+"""D-Bus: clsd as org.clsd1 on a real dbus-daemon (a private system bus of the test's own, with clsd's
+policy file systemd/org.clsd1.conf), busctl as the client: introspection, every method and property,
+PropertiesChanged after a DELETE, and an unprivileged caller refused on Reconcile."""
+
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import ADDR_A, BUILD_DIR, SOURCE_DIR, filt, ping, run, wait_for
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"]
+BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>system</type>
+  <listen>unix:path=%(sock)s</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Introspectable"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Monitoring"/>
+  </policy>
+  <include>%(policy)s</include>
+</busconfig>
+"""
+
+
+class Bus:
+    def __init__(self, sock):
+        self.sock = sock
+        self.address = "unix:path=" + sock
+
+    def busctl(self, *args, prefix=(), check=True):
+        r = subprocess.run([*prefix, "busctl", "--address=" + self.address, *args], capture_output=True, text=True,
+                           timeout=15)
+        if check:
+            assert r.returncode == 0, "busctl %s: %s%s" % (" ".join(args), r.stdout, r.stderr)
+        return r
+
+    def call(self, method, *args, path="/org/clsd1", iface="org.clsd1.Manager", prefix=(), check=True):
+        return self.busctl("--json=short", "call", "org.clsd1", path, iface, method, *args, prefix=prefix,
+                           check=check)
+
+    def prop(self, name, path="/org/clsd1", iface="org.clsd1.Manager", prefix=()):
+        r = self.busctl("--json=short", "get-property", "org.clsd1", path, iface, name, prefix=prefix)
+        return json.loads(r.stdout)["data"]
+
+
+@pytest.fixture
+def bus():
+    d = tempfile.mkdtemp(prefix="clsdt-bus-", dir="/tmp")
+    os.chmod(d, 0o755)  # the unprivileged caller must reach the socket
+    sock = os.path.join(d, "bus")
+    conf = os.path.join(d, "bus.conf")
+    with open(conf, "w") as f:
+        f.write(BUS_CONF % {"sock": sock, "policy": os.path.join(SOURCE_DIR, "systemd", "org.clsd1.conf")})
+    p = subprocess.Popen(["dbus-daemon", "--config-file=" + conf, "--nofork", "--nopidfile"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: os.path.exists(sock), timeout=5, what="dbus-daemon's socket")
+        yield Bus(sock)
+    finally:
+        p.kill()
+        p.wait()
+        subprocess.run(["rm", "-rf", d])
+
+
+@pytest.fixture
+def dclsd(net, clsd_factory, bus):
+    c = clsd_factory(net.a, name="d", start=False)
+    c.env["DBUS_SYSTEM_BUS_ADDRESS"] = bus.address
+    c.start()
+    wait_for(lambda: "D-Bus: org.clsd1 on the system bus" in c.log(), timeout=5, what="clsd on the bus")
+    return c
+
+
+def test_introspection_methods_and_properties(net, bus, dclsd, bpf):
+    api = dclsd.api
+    assert api.put_classifier(net.if_a, {"ingress": [filt("c", bpf.count, priority=10)]}).status == 200
+    intro = bus.busctl("introspect", "--xml-interface", "org.clsd1", "/org/clsd1").stdout
+    for want in ('<interface name="org.clsd1.Manager">', '<method name="ListInterfaces">',
+                 '<method name="GetInterface">', '<method name="GetMaps">', '<method name="Reconcile">',
+                 '<property name="Version" type="s" access="read">', '<property name="InterfaceCount"',
+                 '<property name="Degraded" type="b"', '<arg type="s" name="ifname" direction="in"/>',
+                 'org.freedesktop.DBus.ObjectManager'):
+        assert want in intro, want
+    assert bus.prop("Version") == api.get("/version").json["version"]
+    assert bus.prop("InterfaceCount") == 1
+    assert bus.prop("Degraded") is False
+
+    listed = json.loads(bus.call("ListInterfaces").stdout)["data"][0]
+    assert listed == [["", net.if_a, "configured", "/org/clsd1/link/" + net.if_a]]
+    got = json.loads(json.loads(bus.call("GetInterface", "ss", "", net.if_a).stdout)["data"][0])
+    rest = api.get_classifier(net.if_a).json
+    assert got["document"] == rest["document"] and got["state"] == "configured"
+    assert got["status"]["ingress"][0]["id"] == rest["status"]["ingress"][0]["id"]
+    ping(net.b, ADDR_A, count=4)
+    maps = json.loads(json.loads(bus.call("GetMaps", "ss", "", net.if_a).stdout)["data"][0])
+    counters = [m for m in maps["maps"] if m["name"] == "counters"][0]
+    assert counters["entries"][0]["value"]["packets"] >= 4
+    assert json.loads(bus.call("Reconcile").stdout)["data"] == [1]
+
+    # The link object: every property, and in the object manager's list.
+    link = "/org/clsd1/link/" + net.if_a
+    props = {}
+    for name in ("Name", "Netns", "State", "Source", "Ifindex", "Repairs", "LastRepair", "Error", "Filters"):
+        props[name] = bus.prop(name, path=link, iface="org.clsd1.Link")
+    assert props["Name"] == net.if_a and props["Netns"] == "" and props["State"] == "configured"
+    assert props["Source"] == "api" and props["Ifindex"] == net.a.ifindex(net.if_a) and props["Repairs"] == 0
+    assert props["Error"] == ["", ""]
+    assert props["Filters"] == [["ingress", "c", 10, "cls_bpf", True, rest["status"]["ingress"][0]["id"],
+                                 rest["status"]["ingress"][0]["tag"]]]
+    intro = bus.busctl("introspect", "--xml-interface", "org.clsd1", link).stdout
+    assert '<property name="Filters" type="a(ssqsbus)" access="read">' in intro
+    managed = bus.busctl("--json=short", "call", "org.clsd1", "/org/clsd1", "org.freedesktop.DBus.ObjectManager",
+                         "GetManagedObjects").stdout
+    assert link in managed
+    e = bus.call("GetInterface", "ss", "", "nothere", check=False)
+    assert e.returncode != 0 and "no classifier document for nothere" in e.stderr
+
+
+def test_properties_changed_after_a_delete_and_a_repair(net, bus, dclsd, bpf):
+    api = dclsd.api
+    assert api.put_classifier(net.if_a, {"ingress": [filt("c", bpf.count, priority=10)]}).status == 200
+    mon = subprocess.Popen(["busctl", "--address=" + bus.address, "monitor", "org.clsd1", "--json=short"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines = []
+    t = threading.Thread(target=lambda: lines.extend(mon.stdout), daemon=True)
+    t.start()
+    try:
+        time.sleep(0.5)  # the monitor is in place
+        # A repair: the filter is deleted behind clsd's back and put back; Repairs goes to 1.
+        net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress", "pref", "10")
+        wait_for(lambda: api.get_classifier(net.if_a).json["repairs"] == 1, timeout=5, what="the repair")
+        assert api.delete_classifier(net.if_a).status == 204
+
+        def signals():
+            got = []
+            for line in list(lines):
+                try:
+                    m = json.loads(line)
+                except ValueError:
+                    continue
+                if m.get("member") in ("PropertiesChanged", "InterfacesRemoved"):
+                    got.append((m["member"], m["path"], json.dumps(m.get("payload", {}))))
+            return got
+        link = "/org/clsd1/link/" + net.if_a
+
+        def seen():
+            s = signals()
+            return (any(p == link and m == "PropertiesChanged" and "Repairs" in b for m, p, b in s) and
+                    any(p == "/org/clsd1" and m == "PropertiesChanged" and "InterfaceCount" in b for m, p, b in s) and
+                    any(m == "InterfacesRemoved" and link in b for m, p, b in s))
+        wait_for(seen, timeout=5, what="PropertiesChanged and InterfacesRemoved: %r" % signals())
+    finally:
+        mon.kill()
+        mon.wait()
+    assert bus.prop("InterfaceCount") == 0
+
+
+def test_an_unprivileged_caller_reads_but_cannot_reconcile(net, bus, dclsd, bpf):
+    assert dclsd.api.put_classifier(net.if_a, {"ingress": [filt("c", bpf.count)]}).status == 200
+    # Reads are open to everyone.
+    assert bus.prop("InterfaceCount", prefix=NOBODY) == 1
+    assert json.loads(bus.call("ListInterfaces", prefix=NOBODY).stdout)["data"][0][0][1] == net.if_a
+    # Reconcile needs root or CAP_NET_ADMIN.
+    r = bus.call("Reconcile", prefix=NOBODY, check=False)
+    # busctl shows org.freedesktop.DBus.Error.AccessDenied as "Access denied"; clsd's log says why
+    assert r.returncode != 0 and "Access denied" in r.stderr, r.stderr
+    assert "D-Bus: Reconcile refused to" in dclsd.log_this_run()
+    assert "(euid 65534): needs root or CAP_NET_ADMIN" in dclsd.log_this_run()
+    assert "D-Bus: Reconcile asked by" not in dclsd.log_this_run()
+    # The same uid holding CAP_NET_ADMIN may.
+    capable = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=+net_admin",
+               "--ambient-caps=+net_admin"]
+    r = bus.call("Reconcile", prefix=capable, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "D-Bus: Reconcile asked by" in dclsd.log_this_run()
+
+
+def test_without_a_bus_clsd_runs_and_says_so(net, clsd):
+    assert clsd.api.healthy()
+    assert "D-Bus: no system bus" in clsd.log_this_run()
