@@ -1,0 +1,165 @@
+"""The OpenAPI contract: against the running daemon, every operation openapi/clsd.yaml declares is served,
+and every answer (successes and errors) has a status the spec lists for that operation and a body that
+validates against the spec's schema (python3-jsonschema, Draft 2020-12, which OpenAPI 3.1 uses). The
+spec's own schemas are checked as schemas, and its error codes against src/api/routes.c."""
+
+import json
+import os
+import re
+
+import jsonschema
+import pytest
+import yaml
+
+from conftest import (ADDR_A, SOURCE_DIR, assert_error, file_digest, filt, netns_create, netns_destroy, ping,
+                      udp_exchange)
+
+SPEC_PATH = os.path.join(SOURCE_DIR, "openapi", "clsd.yaml")
+METHODS = ("get", "head", "put", "post", "delete")
+
+
+@pytest.fixture(scope="module")
+def spec():
+    with open(SPEC_PATH) as f:
+        return yaml.safe_load(f)
+
+
+class Contract:
+    def __init__(self, spec, api):
+        self.spec, self.api = spec, api
+        self.resolver = jsonschema.RefResolver.from_schema(spec)
+        self.seen = set()
+        self.templates = [(t, re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", t) + "$")) for t in spec["paths"]]
+
+    def template_of(self, path):
+        path = path.split("?")[0]
+        found = [t for t, rx in self.templates if rx.match(path)]
+        # a literal segment wins over a parameter: /ifaces/x/classifier/maps is not .../maps/{map}
+        found.sort(key=lambda t: t.count("{"))
+        assert found, "no path of the spec matches %s" % path
+        return found[0]
+
+    def resolve(self, node):
+        while isinstance(node, dict) and "$ref" in node:
+            _, node = self.resolver.resolve(node["$ref"])
+        return node
+
+    def request(self, method, path, **kw):
+        r = self.api.request(method, path, **kw)
+        self.check(method, path, r)
+        return r
+
+    def check(self, method, path, r):
+        template = self.template_of(path)
+        op = self.spec["paths"][template].get(method.lower())
+        assert op, "%s %s: the spec has no such operation (%s)" % (method, path, template)
+        self.seen.add((template, method.lower()))
+        responses = op["responses"]
+        assert str(r.status) in responses, "%s %s answered %d, which the spec does not list (%s)" % (
+            method, path, r.status, sorted(responses))
+        doc = self.resolve(responses[str(r.status)])
+        content = doc.get("content") or {}
+        if method == "HEAD" or r.status == 204:
+            assert not r.body, "%s %s: a body on %d" % (method, path, r.status)
+            return
+        if not content:
+            return
+        ctype = r.headers.get("Content-Type", "")
+        media = [m for m in content if m.split(";")[0] == ctype.split(";")[0]]
+        assert media, "%s %s: Content-Type %s is not one of %s" % (method, path, ctype, list(content))
+        schema = content[media[0]].get("schema")
+        if not schema:
+            return
+        body = r.body.decode() if ctype.startswith("text/") else json.loads(r.body)
+        validator = jsonschema.Draft202012Validator(schema, resolver=self.resolver)
+        errors = sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path))
+        assert not errors, "%s %s (%d) does not match the spec: %s at %s" % (
+            method, path, r.status, errors[0].message[:400], "/".join(map(str, errors[0].absolute_path)))
+
+
+def test_the_specs_schemas_are_schemas_and_its_codes_are_the_daemons(spec):
+    for name, schema in spec["components"]["schemas"].items():
+        jsonschema.Draft202012Validator.check_schema(schema)
+    with open(os.path.join(SOURCE_DIR, "src", "api", "routes.c")) as f:
+        table = dict((c, int(s)) for c, s in re.findall(r'\{ "([a-z_]+)", (\d{3}) \}', f.read()))
+    assert set(spec["components"]["schemas"]["ErrorCode"]["enum"]) == set(table)
+    # The table in the description says the same
+    desc = spec["info"]["description"]
+    for code, status in table.items():
+        row = [l for l in desc.splitlines() if re.search(r"\b%s\b" % code, l) and l.startswith("|")]
+        assert row and row[0].rstrip().endswith("| %d |" % status), "%s (%d) not in the table" % (code, status)
+
+
+def test_every_operation_is_served_as_the_spec_says(spec, net, clsd, bpf):
+    c = Contract(spec, clsd.api)
+    api = clsd.api
+    with open(bpf.proto_stats, "rb") as f:
+        obj = f.read()
+    digest = file_digest(bpf.proto_stats)
+
+    c.request("GET", "/healthz")
+    c.request("HEAD", "/healthz")
+    c.request("GET", "/version")
+    c.request("HEAD", "/version")
+    c.request("POST", "/objects", body=obj, content_type="application/octet-stream")
+    c.request("POST", "/objects", body=obj, content_type="application/octet-stream")  # 200: already there
+    c.request("POST", "/objects", body=b"not an ELF", content_type="application/octet-stream")
+    c.request("POST", "/objects", body=obj, content_type="text/plain")
+    c.request("GET", "/objects")
+    c.request("HEAD", "/objects")
+    c.request("GET", "/objects/" + digest)
+    c.request("HEAD", "/objects/" + digest)
+    c.request("GET", "/objects/sha256:" + "0" * 64)
+
+    doc = {"ingress": [filt("stats", digest, priority=10, metrics=[
+        {"map": "pkts_by_port", "name": "port_packets_total", "type": "counter",
+         "labels": [{"name": "port", "from": "key"}]}])]}
+    base = "/ifaces/%s/classifier" % net.if_a
+    c.request("PUT", base + "?dry_run=1", body=doc)
+    c.request("PUT", base, body=doc)
+    c.request("PUT", base, body={"ingress": [{"name": "x"}]})
+    c.request("PUT", base, body=doc, headers={"If-Match": '"999"'})
+    c.request("PUT", "/ifaces/nothere0/classifier", body=doc)  # 202: pending
+    c.request("GET", base)
+    c.request("HEAD", base)
+    c.request("GET", "/ifaces")
+    c.request("HEAD", "/ifaces")
+    c.request("DELETE", "/objects/" + digest)  # 409: in use
+    udp_exchange(net.b, net.a, ADDR_A, {5353: 3})
+    c.request("GET", base + "/maps")
+    c.request("GET", base + "/maps?limit=1")
+    c.request("GET", base + "/maps/pkts_by_port?limit=1")
+    c.request("GET", base + "/maps/size_hist")
+    c.request("GET", base + "/maps/nosuchmap")
+    c.request("GET", base + "/maps/size_hist?cursor=nonsense")
+    c.request("GET", "/metrics")
+
+    other = netns_create()
+    try:
+        other.run("ip", "link", "add", "o0", "type", "veth", "peer", "name", "o1")
+        nbase = "/netns/%s/ifaces/o0/classifier" % other.name
+        c.request("GET", "/netns")
+        c.request("HEAD", "/netns")
+        c.request("PUT", nbase, body={"ingress": [filt("n", digest)]})
+        c.request("PUT", nbase + "?dry_run=1", body={"ingress": [filt("n", digest)]})
+        c.request("GET", nbase)
+        c.request("GET", "/netns/%s/ifaces" % other.name)
+        c.request("GET", nbase + "/maps")
+        c.request("GET", nbase + "/maps/size_hist")
+        c.request("GET", "/netns/bad!name/ifaces")
+        c.request("DELETE", nbase)
+    finally:
+        netns_destroy(other)
+
+    # Methods a path does not have: 405 with Allow, as each operation lists.
+    for path in ("/healthz", "/version", "/metrics", "/ifaces", base + "/maps", base + "/maps/size_hist", "/netns"):
+        r = api.request("POST", path, body=b"{}")
+        assert r.status == 405 and r.headers.get("Allow"), (path, r)
+    c.request("DELETE", base)
+    c.request("DELETE", base)  # 404 now
+    c.request("DELETE", "/ifaces/nothere0/classifier")
+    c.request("DELETE", "/objects/" + digest)
+
+    declared = {(t, m) for t, ops in spec["paths"].items() for m in ops if m in METHODS}
+    missing = declared - c.seen
+    assert not missing, "operations of the spec never exercised: %s" % sorted(missing)
