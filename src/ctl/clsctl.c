@@ -31,6 +31,7 @@ static const Verb verbs[] = {
         { "diff", "clsctl diff IFNAME FILE", 2, 2, verb_iface_diff },
         { "delete", "clsctl delete IFNAME", 1, 1, verb_iface_delete },
         { "netns", "clsctl netns", 0, 0, verb_netns_list },
+        { "maps", "clsctl maps IFNAME [MAP]", 1, 2, verb_maps },
 };
 
 static const Verb object_verbs[] = {
@@ -185,6 +186,8 @@ static void help(void) {
                "nothing\n"
                "       delete IFNAME          Remove the document of IFNAME and detach its filters\n"
                "       netns                  List named network namespaces and clsd's documents there\n"
+               "       maps IFNAME [MAP]      List the attached programs' maps, or every entry of one MAP\n"
+               "                              (its name, or its id), decoded through BTF\n"
                "       object ls              List stored BPF objects\n"
                "       object add FILE        Store a BPF object file (ELF) and show its programs\n"
                "       object show DIGEST     Show a stored object\n"

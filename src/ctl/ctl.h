@@ -42,7 +42,11 @@ int ctl_read_input(const char *path, char **ret_data, size_t *ret_size);
 /* Reports a state "failed" carried in an answer's "error" member, as ctl_call() reports errors. */
 int ctl_report_error_object(const Ctl *c, const json_t *error, const char *context);
 
+/* "/ifaces/IFNAME/classifier", or under "/netns/NAME" with --netns. */
+int ctl_iface_path(const Ctl *c, const char *ifname, char **ret);
+
 int verb_ifaces_list(const Ctl *c, char **args);
+int verb_maps(const Ctl *c, char **args);
 int verb_iface_get(const Ctl *c, char **args);
 int verb_iface_apply(const Ctl *c, char **args);
 int verb_iface_diff(const Ctl *c, char **args);

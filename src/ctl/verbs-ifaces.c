@@ -24,7 +24,7 @@ static int ifaces_path(const Ctl *c, char **ret) {
         return 0;
 }
 
-static int iface_path(const Ctl *c, const char *ifname, char **ret) {
+int ctl_iface_path(const Ctl *c, const char *ifname, char **ret) {
         _cleanup_free_ char *e = NULL, *base = NULL;
         int r;
 
@@ -151,7 +151,7 @@ int verb_iface_get(const Ctl *c, char **args) {
         _cleanup_free_ char *path = NULL;
         int r;
 
-        r = iface_path(c, args[0], &path);
+        r = ctl_iface_path(c, args[0], &path);
         if (r < 0)
                 return r;
         r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = path }, args[0], &answer);
@@ -171,7 +171,7 @@ static int put_document(const Ctl *c, char **args, bool dry_run, json_t **ret_an
         size_t size = 0;
         int r;
 
-        r = iface_path(c, args[0], &path);
+        r = ctl_iface_path(c, args[0], &path);
         if (r < 0)
                 return r;
         if (dry_run) {
@@ -228,7 +228,7 @@ int verb_iface_delete(const Ctl *c, char **args) {
         _cleanup_free_ char *path = NULL;
         int r;
 
-        r = iface_path(c, args[0], &path);
+        r = ctl_iface_path(c, args[0], &path);
         if (r < 0)
                 return r;
         return ctl_call(c, &(HttpRequest){ .method = "DELETE", .path = path }, args[0], NULL);

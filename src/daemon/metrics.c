@@ -343,6 +343,8 @@ static void emit_map_metrics(Daemon *d, const MetricWriter *w, DaemonMaps *maps)
                                         (MapMetricTask){ .spec = s, .map = &maps->maps[i], .user = user };
                         }
                 }
+        if (n == 0)
+                return;
         qsort(tasks, n, sizeof(*tasks), task_compare);
         for (size_t i = 0; i < n;) {
                 size_t j = i;

@@ -80,20 +80,30 @@ static int read_batched(const NlMap *m, const uint8_t *token, size_t limit, NlMa
         for (;;) {
                 DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
                 uint32_t count = (uint32_t) MIN(limit - p->n, BATCH_CHUNK);
+                bool whole_bucket = false;
 
                 if (count == 0) {
                         p->more = true;
                         break;
                 }
+        again:
                 r = page_grow(p, m->key_size, p->n + count, capacity);
                 if (r < 0)
                         return r;
                 r = bpf_map_lookup_batch(m->fd, first ? NULL : in, out, p->keys + p->n * m->key_size,
                                          p->values + p->n * p->value_stride, &count, &opts);
-                if (r < 0 && errno == ENOSPC && count == 0 && limit - p->n < BATCH_CHUNK) {
-                        /* one hash bucket holds more than the page has room for: it comes whole */
-                        limit = p->n + BATCH_CHUNK;
-                        continue;
+                if (r < 0 && errno == ENOSPC && count == 0) {
+                        /* The next hash bucket holds more entries than the page has room left for. The
+                         * page ends before it; a page that would be empty takes that bucket whole. */
+                        if (p->n > 0 || whole_bucket) {
+                                if (p->n == 0)
+                                        return -ENOSPC; /* a bucket of more than BATCH_CHUNK entries */
+                                p->more = true;
+                                break;
+                        }
+                        whole_bucket = true;
+                        count = BATCH_CHUNK;
+                        goto again;
                 }
                 if (r < 0 && errno != ENOENT)
                         return -errno;
@@ -102,6 +112,10 @@ static int read_batched(const NlMap *m, const uint8_t *token, size_t limit, NlMa
                         break;
                 memcpy(in, out, batch_token_size(m));
                 first = false;
+                if (whole_bucket) {
+                        p->more = true;
+                        break;
+                }
         }
         if (p->more) {
                 p->cursor[0] = CURSOR_BATCH;

@@ -60,7 +60,7 @@ def _kernel_config(option):
 def test_version(api):
     r = api.get("/version")
     assert r.status == 200
-    assert set(r.json) == {"version", "kernel", "libbpf", "act_bpf", "tcx"}
+    assert set(r.json) == {"version", "kernel", "libbpf", "act_bpf", "tcx", "bpf_stats"}
     assert r.json["kernel"] == os.uname().release
     # The probe's answer matches the kernel's own configuration, where the kernel tells it.
     want = _kernel_config("CONFIG_NET_ACT_BPF")

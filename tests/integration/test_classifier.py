@@ -426,8 +426,8 @@ def test_answers_are_rendered_in_a_stable_form(api, bpf, net):
                             "status", "repairs", "last_repair"]
     assert list(r.json["document"]["ingress"][0]) == ["name", "object", "digest", "program", "priority",
                                                       "direct_action", "classid"]
-    assert list(r.json["status"]["ingress"][0]) == ["name", "source", "attached", "pref", "handle", "id", "tag", "program",
-                                                    "attach"]
+    assert list(r.json["status"]["ingress"][0]) == ["name", "source", "attached", "pref", "handle", "id", "tag",
+                                                    "run_count", "run_time_ns", "program", "attach"]
     assert list(api.get("/objects/" + digest).json) == ["digest", "size", "programs", "maps", "used_by"]
 
     head = api.request("HEAD", "/ifaces/%s/classifier" % net.if_a)

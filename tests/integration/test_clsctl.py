@@ -156,3 +156,23 @@ def test_no_daemon_exits_1(workdir):
 def test_help_exits_0(clsd):
     p = clsd.ctl("--help", check=0)
     assert "apply IFNAME FILE" in p.stdout
+
+
+def test_maps_lists_and_reads_a_map_to_its_end(net, clsd, bpf):
+    from conftest import ADDR_A, filt, udp_exchange
+    assert clsd.api.put_classifier(net.if_a, {"ingress": [filt("stats", bpf.proto_stats)]}).status == 200
+    udp_exchange(net.b, net.a, ADDR_A, {p: 1 for p in range(7000, 7030)})
+    p = clsd.ctl("maps", net.if_a, check=0)
+    rows = {r[0]: r for r in find_table(p.stdout, ["MAP", "ID", "TYPE"])[1:]}
+    assert rows["size_hist"][2] == "percpu_array" and rows["size_hist"][-2:] == ["16", "ingress/stats"]
+    assert rows["bytes_by_proto"][3:7] == ["struct", "flow_key", "struct", "flow_stats"]
+    p = clsd.ctl("maps", net.if_a, "pkts_by_port", check=0)
+    ports = {int(r[0]): int(r[1]) for r in find_table(p.stdout, ["KEY", "VALUE"])[1:]}
+    want = {p: 1 for p in range(7000, 7030)}
+    want[40000] = 1  # udp_exchange's marker
+    assert ports == want
+    j = json.loads(clsd.ctl("--json", "maps", net.if_a, "size_hist", check=0).stdout)
+    assert j["count"] == 16 and j["next_cursor"] is None and "sum" in j["entries"][0]
+    p = clsd.ctl("maps", net.if_a, "nosuch", check=1)
+    assert p.stdout == "" and p.stderr.count("\n") == 1 and "unknown_map" in p.stderr and "nosuch" in p.stderr
+    assert clsd.ctl("maps", check=2).returncode == 2

@@ -1,0 +1,132 @@
+/* verbs-maps.c: clsctl maps IFNAME [MAP]: what the attached programs' maps hold, as the daemon decodes
+ * them through BTF; one map is read to its end, page after page. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* asprintf() */
+#endif
+#include <stdio.h>
+
+#include "ctl.h"
+#include "output.h"
+
+/* Pages asked of the daemon per request: large, so that most maps come in one. */
+#define MAPS_PAGE 10000
+
+static int add_compact(Table *t, const json_t *v) {
+        _cleanup_free_ char *s = NULL;
+
+        if (json_is_string(v) || json_is_integer(v) || json_is_boolean(v) || !v)
+                return table_add_json(t, v);
+        s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+        return s ? table_add(t, s) : ctl_oom();
+}
+
+static int print_maps(const json_t *answer) {
+        _cleanup_(table_freep) Table *t =
+                table_new("MAP", "ID", "TYPE", "KEY", "VALUE", "ENTRIES", "FILTERS", NULL);
+        const json_t *m;
+        size_t i;
+        int r = 0;
+
+        if (!t)
+                return ctl_oom();
+        json_array_foreach (json_object_get(answer, "maps"), i, m) {
+                const json_t *btf = json_object_get(m, "btf"), *f;
+                _cleanup_free_ char *users = NULL;
+                size_t k, len = 0;
+                FILE *u = open_memstream(&users, &len);
+
+                if (!u)
+                        return ctl_oom();
+                json_array_foreach (json_object_get(m, "filters"), k, f)
+                        fprintf(u, "%s%s/%s", k ? "," : "",
+                                json_string_value(json_object_get(f, "direction")),
+                                json_string_value(json_object_get(f, "name")));
+                fclose(u);
+                r = r ?: table_add_json(t, json_object_get(m, "name"));
+                r = r ?: table_add_json(t, json_object_get(m, "id"));
+                r = r ?: table_add_json(t, json_object_get(m, "type"));
+                r = r ?: table_add_json(t, json_object_get(btf, "key"));
+                r = r ?: table_add_json(t, json_object_get(btf, "value"));
+                if (json_is_null(json_object_get(m, "entries")))
+                        r = r ?: table_add(t, "unreadable");
+                else
+                        r = r
+                                    ?: table_addf(t, "%" JSON_INTEGER_FORMAT "%s",
+                                                  json_integer_value(json_object_get(m, "count")),
+                                                  json_is_string(json_object_get(m, "next_cursor")) ? "+"
+                                                                                                    : "");
+                r = r ?: table_add(t, users);
+        }
+        return r < 0 ? ctl_oom() : table_print(t, stdout);
+}
+
+static int print_entries(const json_t *entries) {
+        _cleanup_(table_freep) Table *t = table_new("KEY", "VALUE", NULL);
+        const json_t *e;
+        size_t i;
+        int r = 0;
+
+        if (!t)
+                return ctl_oom();
+        json_array_foreach (entries, i, e) {
+                const json_t *v = json_object_get(e, "value");
+                r = r ?: add_compact(t, json_object_get(e, "key"));
+                /* a per-CPU map: the sum, or each CPU's when they have none */
+                r = r
+                            ?: add_compact(t, v
+                                                      ?: (json_is_null(json_object_get(e, "sum"))
+                                                                  ? json_object_get(e, "values")
+                                                                  : json_object_get(e, "sum")));
+        }
+        return r < 0 ? ctl_oom() : table_print(t, stdout);
+}
+
+int verb_maps(const Ctl *c, char **args) {
+        _cleanup_(json_decrefp) json_t *answer = NULL, *entries = NULL;
+        _cleanup_free_ char *base = NULL, *map = NULL, *cursor = NULL;
+        int r;
+
+        r = ctl_iface_path(c, args[0], &base);
+        if (r < 0)
+                return r;
+        if (!args[1]) {
+                _cleanup_free_ char *path = NULL;
+                if (asprintf(&path, "%s/maps", base) < 0)
+                        return ctl_oom();
+                r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = path }, args[0], &answer);
+                if (r < 0)
+                        return r;
+                return c->json ? ctl_print_json(answer) : print_maps(answer);
+        }
+        r = http_escape_segment(args[1], NULL, &map);
+        if (r < 0)
+                return ctl_error(r, "%s", strerror(-r));
+        entries = json_array();
+        if (!entries)
+                return ctl_oom();
+        do {
+                _cleanup_(json_decrefp) json_t *page = NULL;
+                _cleanup_free_ char *path = NULL;
+                const char *next;
+
+                if (asprintf(&path, "%s/maps/%s?limit=%d%s%s", base, map, MAPS_PAGE,
+                             cursor ? "&cursor=" : "", cursor ?: "") < 0)
+                        return ctl_oom();
+                r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = path }, args[0], &page);
+                if (r < 0)
+                        return r;
+                json_array_extend(entries, json_object_get(page, "entries"));
+                if (!answer)
+                        answer = json_incref(page);
+                next = json_string_value(json_object_get(page, "next_cursor"));
+                free(cursor);
+                /* cursors are "<id>.<hex>": nothing in them needs escaping in a query */
+                cursor = next ? strdup(next) : NULL;
+                if (next && !cursor)
+                        return ctl_oom();
+        } while (cursor);
+        json_object_set(answer, "entries", entries);
+        json_object_set_new(answer, "count", json_integer((json_int_t) json_array_size(entries)));
+        json_object_set_new(answer, "next_cursor", json_null());
+        return c->json ? ctl_print_json(answer) : print_entries(entries);
+}
