@@ -224,10 +224,20 @@ def net():
         b = netns_create()
         created.append(b)
         a.add_veth(IF_A, IF_B, peer_ns=b)
+        mac = {}
         for ns, dev, v4, v6 in ((a, IF_A, ADDR_A, ADDR6_A), (b, IF_B, ADDR_B, ADDR6_B)):
-            ns.run("ip", "addr", "add", v4 + "/24", "dev", dev)
-            ns.run("ip", "addr", "add", v6 + "/64", "dev", dev, "nodad")
-            ns.run("ip", "link", "set", dev, "up")
+            # No router solicitations seconds into a test, when they would land in its counts.
+            def no_rs(dev=dev):
+                with open("/proc/sys/net/ipv6/conf/%s/router_solicitations" % dev, "w") as f:
+                    f.write("0")
+            ns.call(no_rs)
+            run(["ip", "-n", ns.name, "-batch", "-"],
+                input="addr add %s/24 dev %s\naddr add %s/64 dev %s nodad\nlink set %s up\n" % (v4, dev, v6, dev, dev))
+            mac[dev] = json.loads(run(["ip", "-j", "-n", ns.name, "link", "show", dev]).stdout)[0]["address"]
+        # Static neighbours: no ARP or neighbour discovery in the middle of a test either.
+        for ns, dev, peer, v4, v6 in ((a, IF_A, IF_B, ADDR_B, ADDR6_B), (b, IF_B, IF_A, ADDR_A, ADDR6_A)):
+            run(["ip", "-n", ns.name, "-batch", "-"], input="".join(
+                "neigh replace %s lladdr %s nud permanent dev %s\n" % (addr, mac[peer], dev) for addr in (v4, v6)))
         yield Topology(a, b)
     finally:
         for ns in reversed(created):
