@@ -2,6 +2,7 @@
 #pragma once
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -54,6 +55,12 @@ static inline void closep(int *fd) {
         safe_close(*fd);
 }
 #define _cleanup_close_ _cleanup_(closep)
+
+static inline void fclosep(FILE **f) {
+        if (*f)
+                fclose(*f);
+}
+#define _cleanup_fclose_ _cleanup_(fclosep)
 
 /* Frees an array of n strings (NULL: nothing). */
 static inline void strv_free_n(char **v, size_t n) {

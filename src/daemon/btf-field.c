@@ -131,7 +131,7 @@ bool btf_field_is_number(const BtfField *f) {
         return f->raw || f->kind == BTF_FIELD_INT || f->kind == BTF_FIELD_ENUM;
 }
 
-static uint64_t load_bits(const uint8_t *data, uint32_t off, uint32_t bits) {
+uint64_t btf_load_bits(const uint8_t *data, uint32_t off, uint32_t bits) {
         uint64_t v = 0;
         uint32_t bytes = (off % 8 + bits + 7) / 8;
 
@@ -152,7 +152,7 @@ int64_t btf_field_signed(const BtfField *f, uint64_t v) {
 }
 
 uint64_t btf_field_load(const BtfField *f, const uint8_t *data) {
-        return load_bits(data, f->bit_off, f->size_bits);
+        return btf_load_bits(data, f->bit_off, f->size_bits);
 }
 
 double btf_field_number(const BtfField *f, const uint8_t *data) {
@@ -170,8 +170,8 @@ void btf_field_format(const BtfField *f, const uint8_t *data, char *buf, size_t 
                 uint32_t id = f->type_id;
                 const struct btf_type *t = btf__type_by_id(f->btf, id);
 
-                /* a char array holding a C string is its text; anything else, hex */
-                if (t && btf_is_array(t) && btf__resolve_size(f->btf, btf_array(t)->type) == 1) {
+                /* a char array holding a C string is its text; anything else (a u8 array too), hex */
+                if (t && btf_is_array(t) && btf_is_char(f->btf, btf_array(t)->type)) {
                         while (len < n && b[len])
                                 len++;
                         for (size_t i = 0; i < n && text; i++)
@@ -189,12 +189,14 @@ void btf_field_format(const BtfField *f, const uint8_t *data, char *buf, size_t 
                 return;
         }
         v = btf_field_load(f, data);
+        if (f->kind == BTF_FIELD_ENUM && f->is_signed)
+                v = (uint64_t) btf_field_signed(f, v);
         if (f->kind == BTF_FIELD_ENUM) {
                 const struct btf_type *t = btf__type_by_id(f->btf, f->type_id);
                 if (btf_is_enum(t)) {
                         const struct btf_enum *e = btf_enum(t);
                         for (uint16_t i = 0; i < btf_vlen(t); i++, e++)
-                                if ((uint32_t) e->val == (uint32_t) v) {
+                                if ((uint32_t) e->val == (uint32_t) v && (f->is_signed || (v >> 32) == 0)) {
                                         snprintf(buf, size, "%s", btf__name_by_offset(f->btf, e->name_off));
                                         return;
                                 }

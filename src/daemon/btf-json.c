@@ -26,19 +26,6 @@ json_t *btf_json_hex(const uint8_t *data, size_t size) {
         return json_string(s);
 }
 
-/* Reads an integer of bits bits at bit offset off (little-endian, as the kernel's own layout here). */
-static uint64_t read_bits(const uint8_t *data, uint32_t off, uint32_t bits) {
-        uint64_t v = 0;
-        uint32_t bytes = (off % 8 + bits + 7) / 8;
-
-        for (uint32_t i = 0; i < bytes && i < 8; i++)
-                v |= (uint64_t) data[off / 8 + i] << (8 * i);
-        v >>= off % 8;
-        if (bits < 64)
-                v &= (UINT64_C(1) << bits) - 1;
-        return v;
-}
-
 static json_t *json_u64(uint64_t v) {
         char buf[24];
 
@@ -67,7 +54,7 @@ static const struct btf_type *resolve(const struct btf *btf, uint32_t *id) {
         return t;
 }
 
-static bool is_char(const struct btf *btf, uint32_t id) {
+bool btf_is_char(const struct btf *btf, uint32_t id) {
         const struct btf_type *t = resolve(btf, &id);
         return t && btf_is_int(t) && t->size == 1 &&
                ((btf_int_encoding(t) & BTF_INT_CHAR) ||
@@ -116,13 +103,17 @@ static json_t *decode_members(const struct btf *btf, const struct btf_type *t, c
         return obj;
 }
 
-static json_t *decode_enum(const struct btf *btf, const struct btf_type *t, uint64_t v) {
+static json_t *decode_enum(const struct btf *btf, const struct btf_type *t, uint64_t v, uint32_t bits) {
         bool is_signed = btf_kflag(t);
+
+        /* a signed enum narrower than 64 bits (a bitfield, a packed enum) holding -1 is -1 */
+        if (is_signed && bits > 0 && bits < 64 && (v & (UINT64_C(1) << (bits - 1))))
+                v |= ~((UINT64_C(1) << bits) - 1);
 
         if (btf_is_enum(t)) {
                 const struct btf_enum *e = btf_enum(t);
                 for (uint16_t i = 0; i < btf_vlen(t); i++, e++)
-                        if ((uint32_t) e->val == (uint32_t) v)
+                        if ((uint32_t) e->val == (uint32_t) v && (is_signed || (v >> 32) == 0))
                                 return json_string(btf__name_by_offset(btf, e->name_off));
         } else {
                 const struct btf_enum64 *e = btf_enum64(t);
@@ -131,7 +122,7 @@ static json_t *decode_enum(const struct btf *btf, const struct btf_type *t, uint
                                 return json_string(btf__name_by_offset(btf, e->name_off));
         }
         /* a value the enum does not name: the number */
-        return json_int_bits(v, t->size * 8, is_signed);
+        return json_int_bits(v, bits, is_signed);
 }
 
 static json_t *decode(const struct btf *btf, uint32_t id, const uint8_t *data, uint32_t bit_off,
@@ -150,17 +141,17 @@ static json_t *decode(const struct btf *btf, uint32_t id, const uint8_t *data, u
 
                 bit_off += btf_int_offset(t);
                 if (enc & BTF_INT_BOOL)
-                        return json_boolean(read_bits(data, bit_off, 1));
+                        return json_boolean(btf_load_bits(data, bit_off, 1));
                 if (bits > 64) /* __int128 and the like */
                         return btf_json_hex(data + bit_off / 8, bits / 8);
-                return json_int_bits(read_bits(data, bit_off, bits), bits, enc & BTF_INT_SIGNED);
+                return json_int_bits(btf_load_bits(data, bit_off, bits), bits, enc & BTF_INT_SIGNED);
         }
         case BTF_KIND_PTR:
-                return json_u64(read_bits(data, bit_off, 64));
+                return json_u64(btf_load_bits(data, bit_off, 64));
         case BTF_KIND_ENUM:
         case BTF_KIND_ENUM64: {
                 uint32_t bits = bitfield_size ? bitfield_size : t->size * 8;
-                return decode_enum(btf, t, read_bits(data, bit_off, bits));
+                return decode_enum(btf, t, btf_load_bits(data, bit_off, bits), bits);
         }
         case BTF_KIND_FLOAT:
                 if (t->size == 4) {
@@ -181,7 +172,7 @@ static json_t *decode(const struct btf *btf, uint32_t id, const uint8_t *data, u
 
                 if (esize <= 0)
                         return NULL;
-                if (is_char(btf, a->type) && (s = char_array(data + bit_off / 8, a->nelems)))
+                if (btf_is_char(btf, a->type) && (s = char_array(data + bit_off / 8, a->nelems)))
                         return s;
                 list = json_array();
                 for (uint32_t i = 0; i < a->nelems; i++) {
@@ -234,7 +225,7 @@ static bool summable(const struct btf *btf, uint32_t id, int depth) {
         if (btf_is_int(t))
                 return !(btf_int_encoding(t) & (BTF_INT_BOOL | BTF_INT_CHAR)) && btf_int_bits(t) <= 64;
         if (btf_is_array(t))
-                return !is_char(btf, btf_array(t)->type) && summable(btf, btf_array(t)->type, depth + 1);
+                return !btf_is_char(btf, btf_array(t)->type) && summable(btf, btf_array(t)->type, depth + 1);
         if (btf_is_struct(t)) {
                 const struct btf_member *m = btf_members(t);
                 for (uint16_t i = 0; i < btf_vlen(t); i++, m++)
@@ -253,7 +244,8 @@ static void sum_into(json_t *acc, const json_t *v) {
                 json_object_foreach (acc, k, a) {
                         json_t *b = json_object_get(v, k);
                         if (json_is_integer(a) && json_is_integer(b))
-                                json_integer_set(a, json_integer_value(a) + json_integer_value(b));
+                                json_integer_set(a, (json_int_t) ((uint64_t) json_integer_value(a) +
+                                                                  (uint64_t) json_integer_value(b)));
                         else
                                 sum_into(a, b);
                 }
@@ -261,7 +253,8 @@ static void sum_into(json_t *acc, const json_t *v) {
                 for (size_t i = 0; i < json_array_size(acc); i++) {
                         json_t *a = json_array_get(acc, i), *b = json_array_get(v, i);
                         if (json_is_integer(a) && json_is_integer(b))
-                                json_integer_set(a, json_integer_value(a) + json_integer_value(b));
+                                json_integer_set(a, (json_int_t) ((uint64_t) json_integer_value(a) +
+                                                                  (uint64_t) json_integer_value(b)));
                         else
                                 sum_into(a, b);
                 }
@@ -280,7 +273,8 @@ json_t *btf_json_percpu(const struct btf *btf, uint32_t type_id, const uint8_t *
                         if (!sum)
                                 sum = json_deep_copy(v);
                         else if (json_is_integer(sum) && json_is_integer(v))
-                                json_integer_set(sum, json_integer_value(sum) + json_integer_value(v));
+                                json_integer_set(sum, (json_int_t) ((uint64_t) json_integer_value(sum) +
+                                                                    (uint64_t) json_integer_value(v)));
                         else
                                 sum_into(sum, v);
                 }

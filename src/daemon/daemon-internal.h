@@ -276,6 +276,10 @@ typedef struct BtfField {
         bool raw; /* no BTF: the whole key or value as a little-endian unsigned integer */
 } BtfField;
 
+/* bits bits at bit offset off of data, little-endian (a field may span 9 bytes). */
+uint64_t btf_load_bits(const uint8_t *data, uint32_t off, uint32_t bits);
+/* Whether the type is a char (what makes an array a string). */
+bool btf_is_char(const struct btf *btf, uint32_t id);
 /* path NULL: the whole key or value; else "a.b" through struct members. Fills why on failure. */
 int btf_field_resolve(const struct btf *btf, uint32_t type_id, size_t size, const char *path, BtfField *ret,
                       char *why, size_t why_size);

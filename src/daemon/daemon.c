@@ -626,7 +626,7 @@ int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *ret
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
                         FilterStatus *fs = &s.filters[dir][i];
                         NlProgramStats ps;
-                        if (fs->prog_id && nl_program_stats(fs->prog_id, &ps, NULL) >= 0) {
+                        if (fs->attached && nl_program_stats(fs->prog_id, &ps, NULL) >= 0) {
                                 fs->has_stats = true;
                                 fs->run_count = ps.run_count;
                                 fs->run_time_ns = ps.run_time_ns;

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
 
@@ -372,6 +373,13 @@ int main(int argc, char *argv[]) {
         sigprocmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
 
+        /* Each loaded program, each map read for /metrics and each connection holds an fd: the soft
+         * limit (1024 under systemd) is raised to the hard one, as select() is not used here. */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) >= 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void) setrlimit(RLIMIT_NOFILE, &rl);
+        }
         r = sd_event_default(&event);
         if (r < 0) {
                 fprintf(stderr, "clsd: cannot create the event loop: %s\n", strerror(-r));

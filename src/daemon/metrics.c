@@ -186,70 +186,108 @@ static double entry_value(const Resolved *r, const NlMapPage *p, size_t i, size_
         return sum;
 }
 
-typedef struct HistGroup {
-        char *labels; /* the label values, NUL-separated */
-        size_t labels_size;
-        double *counts; /* n_buckets + 1 (the last: above every bound) */
-} HistGroup;
+/* Every entry's label values (NUL-separated, in one arena) and value, so that entries whose labels come
+ * out equal (two keys differing only in a field no label reads) make one series, their values summed:
+ * the exposition may not have a series twice. */
+typedef struct Collected {
+        size_t off, len;
+        double value;
+        size_t bucket; /* histograms: the bucket the entry counts in (n_buckets: above every bound) */
+} Collected;
 
-static void emit_histogram(const MapMetricTask *t, const Resolved *r, const NlMapPage *p, const char **v,
+typedef struct Collector {
+        char *arena;
+        size_t arena_len, arena_cap;
+        Collected *v;
+        size_t n, cap;
+} Collector;
+
+static int collector_add(Collector *c, const char *labels, size_t len, double value, size_t bucket) {
+        if (c->arena_len + len > c->arena_cap) {
+                size_t cap = MAX(c->arena_cap * 2, c->arena_len + len + 4096);
+                char *a = realloc(c->arena, cap);
+                if (!a)
+                        return -ENOMEM;
+                c->arena = a;
+                c->arena_cap = cap;
+        }
+        if (c->n == c->cap) {
+                size_t cap = c->cap ? c->cap * 2 : 256;
+                Collected *v = realloc(c->v, cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                c->v = v;
+                c->cap = cap;
+        }
+        memcpy(c->arena + c->arena_len, labels, len);
+        c->v[c->n++] = (Collected){ .off = c->arena_len, .len = len, .value = value, .bucket = bucket };
+        c->arena_len += len;
+        return 0;
+}
+
+static int collected_compare(const void *a, const void *b, void *userdata) {
+        const Collected *x = a, *y = b;
+        const char *arena = userdata;
+        int c = memcmp(arena + x->off, arena + y->off, MIN(x->len, y->len));
+
+        return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+static bool collected_same(const Collector *c, const Collected *x, const Collected *y) {
+        return x->len == y->len && memcmp(c->arena + x->off, c->arena + y->off, x->len) == 0;
+}
+
+/* The declared labels' names and values after clsd's four, from a joined label string. */
+static size_t labels_fill(const MetricSpec *s, const char *lab, const char **v,
+                          char (*values)[LABEL_VALUE_MAX]) {
+        for (size_t k = 0; k < s->n_labels; k++) {
+                v[8 + 2 * k] = s->labels[k].name;
+                snprintf(values[k], LABEL_VALUE_MAX, "%s", lab);
+                v[9 + 2 * k] = values[k];
+                lab += strlen(lab) + 1;
+        }
+        return 4 + s->n_labels;
+}
+
+/* The shortest decimal that reads back as the bound: le="0.1", not "0.10000000000000001". */
+static void format_bound(double b, char *buf, size_t size) {
+        for (int prec = 1; prec <= 17; prec++) {
+                snprintf(buf, size, "%.*g", prec, b);
+                if (strtod(buf, NULL) == b)
+                        return;
+        }
+}
+
+static void emit_collected(const MapMetricTask *t, Collector *c, const char **v,
                            char (*values)[LABEL_VALUE_MAX], const MetricWriter *w) {
         const MetricSpec *s = t->spec;
-        size_t nl = 4 + s->n_labels, n_groups = 0;
-        HistGroup *groups = NULL;
         char name[METRIC_NAME_MAX + 16], le[32];
 
-        for (size_t i = 0; i < p->n; i++) {
-                const uint8_t *key = p->keys + i * t->map->map.key_size;
-                char joined[METRIC_LABELS_MAX * LABEL_VALUE_MAX];
-                size_t len = 0, g;
-                double idx = btf_field_number(&r->bucket, key);
+        if (c->n == 0)
+                return;
+        qsort_r(c->v, c->n, sizeof(Collected), collected_compare, c->arena);
+        for (size_t i = 0, j; i < c->n; i = j) {
+                size_t nl = labels_fill(s, c->arena + c->v[i].off, v, values);
+                double total = 0;
 
-                for (size_t k = 0; k < s->n_labels; k++) {
-                        btf_field_format(&r->labels[k], key, joined + len, LABEL_VALUE_MAX);
-                        len += strlen(joined + len) + 1;
+                if (s->type != METRIC_HISTOGRAM) {
+                        for (j = i; j < c->n && collected_same(c, &c->v[i], &c->v[j]); j++)
+                                total += c->v[j].value;
+                        w->sample(w->userdata, s->name, v, nl, total);
+                        continue;
                 }
-                for (g = 0; g < n_groups; g++)
-                        if (groups[g].labels_size == len && memcmp(groups[g].labels, joined, len) == 0)
-                                break;
-                if (g == n_groups) {
-                        HistGroup *ng = realloc(groups, (n_groups + 1) * sizeof(*ng));
-                        if (!ng)
-                                break;
-                        groups = ng;
-                        groups[g] = (HistGroup){ .labels = malloc(len + 1),
-                                                 .labels_size = len,
-                                                 .counts = calloc(s->n_buckets + 1, sizeof(double)) };
-                        if (!groups[g].labels || !groups[g].counts) {
-                                free(groups[g].labels);
-                                free(groups[g].counts);
-                                break;
-                        }
-                        memcpy(groups[g].labels, joined, len);
-                        n_groups++;
-                }
-                groups[g].counts[idx >= 0 && idx < (double) s->n_buckets ? (size_t) idx : s->n_buckets] +=
-                        entry_value(r, p, i, t->map->map.value_size);
-        }
-        for (size_t g = 0; g < n_groups; g++) {
-                const char *lab = groups[g].labels;
-                double cum = 0, sum = 0;
-
-                for (size_t k = 0; k < s->n_labels; k++) {
-                        v[8 + 2 * k] = s->labels[k].name;
-                        snprintf(values[k], LABEL_VALUE_MAX, "%s", lab);
-                        v[9 + 2 * k] = values[k];
-                        lab += strlen(lab) + 1;
-                }
+                double counts[METRIC_BUCKETS_MAX + 1] = { 0 }, cum = 0, sum = 0;
+                for (j = i; j < c->n && collected_same(c, &c->v[i], &c->v[j]); j++)
+                        counts[c->v[j].bucket] += c->v[j].value;
                 v[2 * nl] = "le";
                 v[2 * nl + 1] = le;
                 snprintf(name, sizeof(name), "%s_bucket", s->name);
                 for (size_t b = 0; b <= s->n_buckets; b++) {
-                        cum += groups[g].counts[b];
+                        cum += counts[b];
                         /* the sum is not in the map: each observation counts at its bucket's bound */
-                        sum += groups[g].counts[b] * s->buckets[b < s->n_buckets ? b : s->n_buckets - 1];
+                        sum += counts[b] * s->buckets[b < s->n_buckets ? b : s->n_buckets - 1];
                         if (b < s->n_buckets)
-                                snprintf(le, sizeof(le), "%.17g", s->buckets[b]);
+                                format_bound(s->buckets[b], le, sizeof(le));
                         else
                                 snprintf(le, sizeof(le), "+Inf");
                         w->sample(w->userdata, name, v, nl + 1, cum);
@@ -258,18 +296,17 @@ static void emit_histogram(const MapMetricTask *t, const Resolved *r, const NlMa
                 w->sample(w->userdata, name, v, nl, sum);
                 snprintf(name, sizeof(name), "%s_count", s->name);
                 w->sample(w->userdata, name, v, nl, cum);
-                free(groups[g].labels);
-                free(groups[g].counts);
         }
-        free(groups);
 }
 
 static void emit_task(Daemon *d, const MapMetricTask *t, const MetricWriter *w) {
         const MetricSpec *s = t->spec;
         const char *v[2 * (5 + METRIC_LABELS_MAX)];
         char values[METRIC_LABELS_MAX][LABEL_VALUE_MAX], pref[8], why[256];
+        char joined[METRIC_LABELS_MAX * LABEL_VALUE_MAX];
         uint8_t cursor[NL_MAP_CURSOR_MAX];
         size_t cursor_size = 0;
+        Collector c = { 0 };
         bool more = true;
         Resolved r = { 0 };
 
@@ -289,29 +326,37 @@ static void emit_task(Daemon *d, const MapMetricTask *t, const MetricWriter *w) 
                         log_debug("%s: metric %s: %s", t->user->iface->doc->ifname, s->name,
                                   strna(e.message));
                         error_done(&e);
-                        return;
-                }
-                if (s->type == METRIC_HISTOGRAM) {
-                        /* a histogram's buckets are few: one page holds them */
-                        emit_histogram(t, &r, &p, v, values, w);
-                        nl_map_page_done(&p);
-                        return;
+                        goto done;
                 }
                 for (size_t i = 0; i < p.n; i++) {
                         const uint8_t *key = p.keys + i * t->map->map.key_size;
+                        size_t len = 0, bucket = 0;
+
                         for (size_t k = 0; k < s->n_labels; k++) {
-                                v[8 + 2 * k] = s->labels[k].name;
-                                btf_field_format(&r.labels[k], key, values[k], LABEL_VALUE_MAX);
-                                v[9 + 2 * k] = values[k];
+                                btf_field_format(&r.labels[k], key, joined + len, LABEL_VALUE_MAX);
+                                len += strlen(joined + len) + 1;
                         }
-                        w->sample(w->userdata, s->name, v, 4 + s->n_labels,
-                                  entry_value(&r, &p, i, t->map->map.value_size));
+                        if (s->type == METRIC_HISTOGRAM) {
+                                double idx = btf_field_number(&r.bucket, key);
+                                bucket = idx >= 0 && idx < (double) s->n_buckets ? (size_t) idx
+                                                                                 : s->n_buckets;
+                        }
+                        if (collector_add(&c, joined, len, entry_value(&r, &p, i, t->map->map.value_size),
+                                          bucket) < 0) {
+                                d->counters.map_metric_failures++;
+                                nl_map_page_done(&p);
+                                goto done;
+                        }
                 }
                 more = p.more;
                 memcpy(cursor, p.cursor, p.cursor_size);
                 cursor_size = p.cursor_size;
                 nl_map_page_done(&p);
         }
+        emit_collected(t, &c, v, values, w);
+done:
+        free(c.arena);
+        free(c.v);
 }
 
 static void emit_map_metrics(Daemon *d, const MetricWriter *w, DaemonMaps *maps) {
@@ -385,8 +430,11 @@ int daemon_metrics(Daemon *d, const MetricWriter *w) {
                         error_done(&e);
                         continue;
                 }
-                if (daemon_maps_add(d, d->ifaces[i], &st[i], &maps, &e) < 0)
+                if (daemon_maps_add(d, d->ifaces[i], &st[i], &maps, &e) < 0) {
+                        d->counters.map_metric_failures++;
+                        log_debug("%s: maps: %s", d->ifaces[i]->doc->ifname, strna(e.message));
                         error_done(&e);
+                }
         }
         emit_filters(d, w, st);
         emit_map_metrics(d, w, &maps);

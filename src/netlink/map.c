@@ -54,15 +54,20 @@ static int page_grow(NlMapPage *p, size_t key_size, size_t want, size_t *capacit
         uint8_t *k, *v;
         size_t c = *capacity;
 
+        size_t ksize, vsize;
+
         if (want <= c)
                 return 0;
         while (c < want)
                 c = c ? c * 2 : 64;
-        k = realloc(p->keys, c * key_size);
+        if (__builtin_mul_overflow(c, key_size, &ksize) ||
+            __builtin_mul_overflow(c, p->value_stride, &vsize))
+                return -ENOMEM;
+        k = realloc(p->keys, ksize);
         if (!k)
                 return -ENOMEM;
         p->keys = k;
-        v = realloc(p->values, c * p->value_stride);
+        v = realloc(p->values, vsize);
         if (!v)
                 return -ENOMEM;
         p->values = v;
@@ -71,15 +76,17 @@ static int page_grow(NlMapPage *p, size_t key_size, size_t want, size_t *capacit
 }
 
 static int read_batched(const NlMap *m, const uint8_t *token, size_t limit, NlMapPage *p, size_t *capacity) {
-        uint8_t in[NL_MAP_CURSOR_MAX - 1], out[NL_MAP_CURSOR_MAX - 1];
+        /* zeroed: a hash map's kernel writes 4 bytes of the token, the cursor carries all of it */
+        uint8_t in[NL_MAP_CURSOR_MAX - 1] = { 0 }, out[NL_MAP_CURSOR_MAX - 1] = { 0 };
         bool first = !token;
+        uint32_t whole_bucket_count = 0;
         int r;
 
         if (token)
                 memcpy(in, token, batch_token_size(m));
         for (;;) {
                 DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
-                uint32_t count = (uint32_t) MIN(limit - p->n, BATCH_CHUNK);
+                uint32_t count = (uint32_t) MIN(MIN(limit - p->n, BATCH_CHUNK), MAX(m->max_entries, 1u));
                 bool whole_bucket = false;
 
                 if (count == 0) {
@@ -94,15 +101,18 @@ static int read_batched(const NlMap *m, const uint8_t *token, size_t limit, NlMa
                                          p->values + p->n * p->value_stride, &count, &opts);
                 if (r < 0 && errno == ENOSPC && count == 0) {
                         /* The next hash bucket holds more entries than the page has room left for. The
-                         * page ends before it; a page that would be empty takes that bucket whole. */
-                        if (p->n > 0 || whole_bucket) {
-                                if (p->n == 0)
-                                        return -ENOSPC; /* a bucket of more than BATCH_CHUNK entries */
+                         * page ends before it; a page that would be empty takes that bucket whole, asking
+                         * for twice as much until it fits (so it is over limit by less than the bucket). */
+                        if (p->n > 0) {
                                 p->more = true;
                                 break;
                         }
+                        if (whole_bucket_count >= BATCH_CHUNK)
+                                return -ENOSPC; /* a bucket of more than BATCH_CHUNK entries */
+                        whole_bucket_count = MAX(whole_bucket_count, (uint32_t) (limit - p->n)) * 2;
+                        whole_bucket_count = MIN(whole_bucket_count, BATCH_CHUNK);
                         whole_bucket = true;
-                        count = BATCH_CHUNK;
+                        count = whole_bucket_count;
                         goto again;
                 }
                 if (r < 0 && errno != ENOENT)
@@ -126,11 +136,11 @@ static int read_batched(const NlMap *m, const uint8_t *token, size_t limit, NlMa
 }
 
 static int read_by_key(const NlMap *m, const uint8_t *after, size_t limit, NlMapPage *p, size_t *capacity) {
-        _cleanup_free_ uint8_t *prev = malloc(m->key_size);
-        bool have_prev = after;
+        _cleanup_free_ uint8_t *prev = malloc(m->key_size), *first = malloc(m->key_size);
+        bool have_prev = after, have_first = false;
         int r;
 
-        if (!prev)
+        if (!prev || !first)
                 return -ENOMEM;
         if (after)
                 memcpy(prev, after, m->key_size);
@@ -150,6 +160,14 @@ static int read_by_key(const NlMap *m, const uint8_t *after, size_t limit, NlMap
                         if (errno == ENOENT)
                                 break;
                         return -errno;
+                }
+                /* Some map types (tries, hash of maps) start over from their first key when the key
+                 * asked after was deleted meanwhile: seeing this read's first key again ends it. */
+                if (have_first && memcmp(first, key, m->key_size) == 0)
+                        break;
+                if (!have_first) {
+                        memcpy(first, key, m->key_size);
+                        have_first = true;
                 }
                 memcpy(prev, key, m->key_size);
                 have_prev = true;

@@ -184,7 +184,7 @@ def test_an_unprivileged_caller_reads_but_cannot_reconcile(net, bus, dclsd, bpf)
     # busctl shows org.freedesktop.DBus.Error.AccessDenied as "Access denied"; clsd's log says why
     assert r.returncode != 0 and "Access denied" in r.stderr, r.stderr
     assert "D-Bus: Reconcile refused to" in dclsd.log_this_run()
-    assert "(euid 65534): needs root or CAP_NET_ADMIN" in dclsd.log_this_run()
+    assert "(uid 65534): needs root or CAP_NET_ADMIN" in dclsd.log_this_run()
     assert "D-Bus: Reconcile asked by" not in dclsd.log_this_run()
     # The same uid holding CAP_NET_ADMIN may.
     capable = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=+net_admin",

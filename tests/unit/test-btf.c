@@ -150,6 +150,25 @@ static void test_fields(void **state) {
         assert_int_equal(btf_field_resolve(t.btf, t.flow, 24, "nope", &f, why, sizeof(why)), -ENOENT);
         assert_non_null(strstr(why, "flow has no field \"nope\""));
         assert_int_equal(btf_field_resolve(t.btf, t.flow, 24, "proto.x", &f, why, sizeof(why)), -EINVAL);
+        /* A u8 array is bytes, not text, whatever they hold. */
+        {
+                int u8arr = btf__add_array(t.btf, t.u32, t.u8, 2);
+                assert_int_equal(btf_field_resolve(t.btf, u8arr, 2, NULL, &f, why, sizeof(why)), 0);
+                btf_field_format(&f, (const uint8_t *) "ab", buf, sizeof(buf));
+                assert_string_equal(buf, "6162");
+        }
+        /* A signed enum in 4 bits holding -1. */
+        {
+                int senum = btf__add_enum(t.btf, "s", 4), holder;
+                uint8_t b = 0x0f;
+                assert_int_equal(btf__add_enum_value(t.btf, "MINUS_ONE", -1), 0);
+                holder = btf__add_struct(t.btf, "h", 4);
+                assert_int_equal(btf__add_field(t.btf, "x", senum, 0, 4), 0);
+                /* libbpf marks an enum with a negative value signed */
+                assert_int_equal(btf_field_resolve(t.btf, holder, 4, "x", &f, why, sizeof(why)), 0);
+                btf_field_format(&f, &b, buf, sizeof(buf));
+                assert_string_equal(buf, "MINUS_ONE");
+        }
         /* Without BTF: the whole key or value, 8 bytes at most, and no fields. */
         assert_int_equal(btf_field_resolve(NULL, 0, 2, NULL, &f, why, sizeof(why)), 0);
         assert_true(btf_field_number(&f, (const uint8_t *) "\x35\x14") == 5173);
