@@ -203,7 +203,8 @@ typedef struct Collector {
 } Collector;
 
 static int collector_add(Collector *c, const char *labels, size_t len, double value, size_t bucket) {
-        if (c->arena_len + len > c->arena_cap) {
+        /* allocated even for metrics without labels (len 0): memcmp() and memcpy() want a pointer */
+        if (!c->arena || c->arena_len + len > c->arena_cap) {
                 size_t cap = MAX(c->arena_cap * 2, c->arena_len + len + 4096);
                 char *a = realloc(c->arena, cap);
                 if (!a)
