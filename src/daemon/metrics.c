@@ -308,7 +308,7 @@ static void emit_task(Daemon *d, const MapMetricTask *t, const MetricWriter *w) 
         uint8_t cursor[NL_MAP_CURSOR_MAX];
         size_t cursor_size = 0;
         Collector c = { 0 };
-        bool more = true;
+        bool more = true, unique = false;
         Resolved r = { 0 };
 
         if (resolve_task(t, &r, why, sizeof(why)) < 0) {
@@ -317,6 +317,10 @@ static void emit_task(Daemon *d, const MapMetricTask *t, const MetricWriter *w) 
                 return;
         }
         filter_labels(t->user->iface, t->user->direction, t->user->filter, pref, v);
+        /* A label of the whole key makes every entry's labels different (keys are unique, and their
+         * text tells them apart): no merging needed, each entry goes straight out. */
+        for (size_t k = 0; k < s->n_labels && s->type != METRIC_HISTOGRAM; k++)
+                unique = unique || streq(s->labels[k].from, "key");
         while (more) {
                 NlMapPage p = { 0 };
                 Error e = ERROR_NULL;
@@ -336,6 +340,12 @@ static void emit_task(Daemon *d, const MapMetricTask *t, const MetricWriter *w) 
                         for (size_t k = 0; k < s->n_labels; k++) {
                                 btf_field_format(&r.labels[k], key, joined + len, LABEL_VALUE_MAX);
                                 len += strlen(joined + len) + 1;
+                        }
+                        if (unique) {
+                                labels_fill(s, joined, v, values);
+                                w->sample(w->userdata, s->name, v, 4 + s->n_labels,
+                                          entry_value(&r, &p, i, t->map->map.value_size));
+                                continue;
                         }
                         if (s->type == METRIC_HISTOGRAM) {
                                 double idx = btf_field_number(&r.bucket, key);
