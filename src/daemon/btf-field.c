@@ -8,15 +8,35 @@
 
 #include "daemon-internal.h"
 
-static const struct btf_type *skip_mods(const struct btf *btf, uint32_t *id) {
+/* Types nest no deeper than this in anything a C compiler emits for a map; a deeper (or looping) chain
+ * is cut off rather than followed. */
+#define BTF_MODS_MAX 32
+
+const struct btf_type *btf_skip_mods(const struct btf *btf, uint32_t *id) {
         const struct btf_type *t = btf__type_by_id(btf, *id);
 
-        for (int i = 0;
-             t && i < 32 && (btf_is_typedef(t) || btf_is_mod(t) || btf_kind(t) == BTF_KIND_TYPE_TAG); i++) {
+        for (int i = 0; t && i < BTF_MODS_MAX &&
+                        (btf_is_typedef(t) || btf_is_mod(t) || btf_kind(t) == BTF_KIND_TYPE_TAG);
+             i++) {
                 *id = t->type;
                 t = btf__type_by_id(btf, *id);
         }
         return t;
+}
+
+const char *btf_enum_name(const struct btf *btf, const struct btf_type *t, uint64_t v, bool is_signed) {
+        if (btf_is_enum(t)) {
+                const struct btf_enum *e = btf_enum(t);
+                for (uint16_t i = 0; i < btf_vlen(t); i++, e++)
+                        if ((uint32_t) e->val == (uint32_t) v && (is_signed || (v >> 32) == 0))
+                                return btf__name_by_offset(btf, e->name_off);
+        } else {
+                const struct btf_enum64 *e = btf_enum64(t);
+                for (uint16_t i = 0; i < btf_vlen(t); i++, e++)
+                        if (btf_enum64_value(e) == v)
+                                return btf__name_by_offset(btf, e->name_off);
+        }
+        return NULL;
 }
 
 /* The member named name of the struct or union t, looking into anonymous members too. */
@@ -34,7 +54,7 @@ static bool find_member(const struct btf *btf, const struct btf_type *t, const c
                 }
                 if (!n || !n[0]) {
                         uint32_t id = m->type, off;
-                        const struct btf_type *mt = skip_mods(btf, &id);
+                        const struct btf_type *mt = btf_skip_mods(btf, &id);
                         if (mt && btf_is_composite(mt) &&
                             find_member(btf, mt, name, len, &off, ret_bitfield, ret_type)) {
                                 *ret_bit_off = btf_member_bit_offset(t, i) + off;
@@ -69,7 +89,7 @@ int btf_field_resolve(const struct btf *btf, uint32_t type_id, size_t size, cons
                 const char *dot = strchr(p, '.');
                 size_t len = dot ? (size_t) (dot - p) : strlen(p);
                 uint32_t id = f.type_id, off, bitfield;
-                const struct btf_type *t = skip_mods(btf, &id);
+                const struct btf_type *t = btf_skip_mods(btf, &id);
 
                 if (!t || !btf_is_composite(t)) {
                         snprintf(why, why_size, "\"%.*s\" is asked of a type that is not a struct",
@@ -90,7 +110,7 @@ int btf_field_resolve(const struct btf *btf, uint32_t type_id, size_t size, cons
         }
         {
                 uint32_t id = f.type_id;
-                const struct btf_type *t = skip_mods(btf, &id);
+                const struct btf_type *t = btf_skip_mods(btf, &id);
                 int64_t sz;
 
                 if (!t) {
@@ -192,21 +212,11 @@ void btf_field_format(const BtfField *f, const uint8_t *data, char *buf, size_t 
         if (f->kind == BTF_FIELD_ENUM && f->is_signed)
                 v = (uint64_t) btf_field_signed(f, v);
         if (f->kind == BTF_FIELD_ENUM) {
-                const struct btf_type *t = btf__type_by_id(f->btf, f->type_id);
-                if (btf_is_enum(t)) {
-                        const struct btf_enum *e = btf_enum(t);
-                        for (uint16_t i = 0; i < btf_vlen(t); i++, e++)
-                                if ((uint32_t) e->val == (uint32_t) v && (f->is_signed || (v >> 32) == 0)) {
-                                        snprintf(buf, size, "%s", btf__name_by_offset(f->btf, e->name_off));
-                                        return;
-                                }
-                } else {
-                        const struct btf_enum64 *e = btf_enum64(t);
-                        for (uint16_t i = 0; i < btf_vlen(t); i++, e++)
-                                if (btf_enum64_value(e) == v) {
-                                        snprintf(buf, size, "%s", btf__name_by_offset(f->btf, e->name_off));
-                                        return;
-                                }
+                const char *name =
+                        btf_enum_name(f->btf, btf__type_by_id(f->btf, f->type_id), v, f->is_signed);
+                if (name) {
+                        snprintf(buf, size, "%s", name);
+                        return;
                 }
         }
         if (f->is_signed)

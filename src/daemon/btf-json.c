@@ -42,20 +42,8 @@ static json_t *json_int_bits(uint64_t v, uint32_t bits, bool is_signed) {
         return is_signed ? json_integer((json_int_t) (int64_t) v) : json_u64(v);
 }
 
-static const struct btf_type *resolve(const struct btf *btf, uint32_t *id) {
-        const struct btf_type *t = btf__type_by_id(btf, *id);
-
-        for (int i = 0; t && i < BTF_DEPTH_MAX &&
-                        (btf_is_typedef(t) || btf_is_mod(t) || btf_kind(t) == BTF_KIND_TYPE_TAG);
-             i++) {
-                *id = t->type;
-                t = btf__type_by_id(btf, *id);
-        }
-        return t;
-}
-
 bool btf_is_char(const struct btf *btf, uint32_t id) {
-        const struct btf_type *t = resolve(btf, &id);
+        const struct btf_type *t = btf_skip_mods(btf, &id);
         return t && btf_is_int(t) && t->size == 1 &&
                ((btf_int_encoding(t) & BTF_INT_CHAR) ||
                 streq(btf__name_by_offset(btf, t->name_off), "char"));
@@ -90,7 +78,7 @@ static json_t *decode_members(const struct btf *btf, const struct btf_type *t, c
                 if (!name || !name[0]) {
                         /* an anonymous struct or union: its fields are the parent's */
                         uint32_t mid = m->type;
-                        const struct btf_type *mt = resolve(btf, &mid);
+                        const struct btf_type *mt = btf_skip_mods(btf, &mid);
                         if (mt && btf_is_composite(mt)) {
                                 decode_members(btf, mt, data, off, depth + 1, obj);
                                 continue;
@@ -105,22 +93,15 @@ static json_t *decode_members(const struct btf *btf, const struct btf_type *t, c
 
 static json_t *decode_enum(const struct btf *btf, const struct btf_type *t, uint64_t v, uint32_t bits) {
         bool is_signed = btf_kflag(t);
+        const char *name;
 
         /* a signed enum narrower than 64 bits (a bitfield, a packed enum) holding -1 is -1 */
         if (is_signed && bits > 0 && bits < 64 && (v & (UINT64_C(1) << (bits - 1))))
                 v |= ~((UINT64_C(1) << bits) - 1);
 
-        if (btf_is_enum(t)) {
-                const struct btf_enum *e = btf_enum(t);
-                for (uint16_t i = 0; i < btf_vlen(t); i++, e++)
-                        if ((uint32_t) e->val == (uint32_t) v && (is_signed || (v >> 32) == 0))
-                                return json_string(btf__name_by_offset(btf, e->name_off));
-        } else {
-                const struct btf_enum64 *e = btf_enum64(t);
-                for (uint16_t i = 0; i < btf_vlen(t); i++, e++)
-                        if (btf_enum64_value(e) == v)
-                                return json_string(btf__name_by_offset(btf, e->name_off));
-        }
+        name = btf_enum_name(btf, t, v, is_signed);
+        if (name)
+                return json_string(name);
         /* a value the enum does not name: the number */
         return json_int_bits(v, bits, is_signed);
 }
@@ -131,7 +112,7 @@ static json_t *decode(const struct btf *btf, uint32_t id, const uint8_t *data, u
 
         if (depth > BTF_DEPTH_MAX)
                 return NULL;
-        t = resolve(btf, &id);
+        t = btf_skip_mods(btf, &id);
         if (!t)
                 return NULL;
         switch (btf_kind(t)) {
@@ -218,7 +199,7 @@ json_t *btf_json_decode(const struct btf *btf, uint32_t type_id, const uint8_t *
 /* Whether every leaf of the type is an integer (not a bool, char string, enum or pointer): such a
  * value summed across CPUs field by field means something. */
 static bool summable(const struct btf *btf, uint32_t id, int depth) {
-        const struct btf_type *t = resolve(btf, &id);
+        const struct btf_type *t = btf_skip_mods(btf, &id);
 
         if (!t || depth > BTF_DEPTH_MAX)
                 return false;

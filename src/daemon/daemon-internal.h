@@ -278,6 +278,10 @@ typedef struct BtfField {
 
 /* bits bits at bit offset off of data, little-endian (a field may span 9 bytes). */
 uint64_t btf_load_bits(const uint8_t *data, uint32_t off, uint32_t bits);
+/* The type behind typedefs, const, volatile, restrict and type tags (*id becomes its id). */
+const struct btf_type *btf_skip_mods(const struct btf *btf, uint32_t *id);
+/* The enumerator of t (an enum or enum64) with value v, or NULL. */
+const char *btf_enum_name(const struct btf *btf, const struct btf_type *t, uint64_t v, bool is_signed);
 /* Whether the type is a char (what makes an array a string). */
 bool btf_is_char(const struct btf *btf, uint32_t id);
 /* path NULL: the whole key or value; else "a.b" through struct members. Fills why on failure. */
