@@ -30,8 +30,12 @@ json_t *render_object(Daemon *d, const DaemonObject *o) {
 
         for (size_t i = 0; i < o->info->n_programs; i++) {
                 const NlProgramInfo *p = &o->info->programs[i];
-                json_array_append_new(progs, json_pack("{s:s,s:s,s:s}", "name", p->name, "section",
-                                                       p->section, "type", p->type));
+                /* What clsd can attach it as, and how it would load it (or why it cannot). */
+                json_array_append_new(progs, json_pack("{s:s,s:s,s:s,s:b,s:b,s:s}", "name", p->name,
+                                                       "section", p->section, "type", p->type, "classifier",
+                                                       nl_program_tc_rank(p, NL_PROG_CLASSIFIER) >= 0,
+                                                       "action", nl_program_tc_rank(p, NL_PROG_ACTION) >= 0,
+                                                       "note", nl_program_tc_note(p)));
         }
         for (size_t i = 0; i < o->info->n_maps; i++) {
                 const NlMapInfo *m = &o->info->maps[i];
@@ -65,6 +69,23 @@ static json_t *render_filter_status(const FilterSpec *f, const FilterStatus *s, 
         json_object_set_new(j, "attach", json_string(s->tcx ? "tcx" : "cls_bpf"));
         if (s->tcx)
                 json_object_set_new(j, "link_id", s->link_id ? json_integer(s->link_id) : json_null());
+        if (f->n_actions > 0) {
+                json_t *acts = json_array();
+                for (size_t k = 0; k < f->n_actions; k++) {
+                        const ActionStatus *a = &s->actions[k];
+                        json_t *aj = json_object();
+                        json_object_set_new(aj, "program", json_string(f->actions[k].program));
+                        json_object_set_new(aj, "attached", json_boolean(a->attached));
+                        json_object_set_new(aj, "index", a->index ? json_integer(a->index) : json_null());
+                        json_object_set_new(aj, "id", a->prog_id ? json_integer(a->prog_id) : json_null());
+                        json_object_set_new(aj, "tag", a->tag[0] ? json_string(a->tag) : json_null());
+                        json_object_set_new(aj, "packets", json_integer((json_int_t) a->packets));
+                        json_object_set_new(aj, "bytes", json_integer((json_int_t) a->bytes));
+                        json_object_set_new(aj, "drops", json_integer((json_int_t) a->drops));
+                        json_array_append_new(acts, aj);
+                }
+                json_object_set_new(j, "actions", acts);
+        }
         return j;
 }
 
@@ -129,6 +150,21 @@ static json_t *render_kernel_filter(const NlFilter *f) {
                         classid_format(f->classid, buf);
                         json_object_set_new(j, "classid", json_string(buf));
                 }
+                if (f->n_actions > 0) {
+                        json_t *acts = json_array();
+                        for (size_t k = 0; k < f->n_actions; k++) {
+                                const NlAction *a = &f->actions[k];
+                                json_t *aj = json_pack("{s:s,s:I}", "kind", a->kind, "index",
+                                                       (json_int_t) a->index);
+                                if (streq(a->kind, "bpf")) {
+                                        json_object_set_new(aj, "name", json_string(a->name));
+                                        json_object_set_new(aj, "id", json_integer(a->prog_id));
+                                        json_object_set_new(aj, "tag", json_string(a->tag));
+                                }
+                                json_array_append_new(acts, aj);
+                        }
+                        json_object_set_new(j, "actions", acts);
+                }
         }
         json_object_set_new(j, "owner", json_string(f->clsd_owned ? "clsd" : "foreign"));
         return j;
@@ -162,10 +198,14 @@ json_t *render_dry_run(Daemon *d, const DryRun *dr) {
         (void) d;
         for (size_t i = 0; i < dr->n_programs; i++) {
                 const DryRunProgram *p = &dr->programs[i];
-                json_array_append_new(programs, json_pack("{s:s,s:s,s:s,s:s,s:s}", "filter", p->filter->name,
-                                                          "direction", direction_to_string(p->direction),
-                                                          "digest", p->filter->digest, "program",
-                                                          p->filter->program, "load", loads[p->load]));
+                const ActionSpec *a = p->action >= 0 ? &p->filter->actions[p->action] : NULL;
+                json_t *pj = json_pack("{s:s,s:s,s:s,s:s,s:s}", "filter", p->filter->name, "direction",
+                                       direction_to_string(p->direction), "digest",
+                                       a ? a->digest : p->filter->digest, "program",
+                                       a ? a->program : p->filter->program, "load", loads[p->load]);
+                if (a)
+                        json_object_set_new(pj, "action", json_integer(p->action + 1));
+                json_array_append_new(programs, pj);
         }
         for (size_t i = 0; i < dr->n_steps; i++) {
                 const DryRunStep *s = &dr->steps[i];

@@ -40,7 +40,6 @@ static const struct {
         { "duplicate_name", 422 },
         { "duplicate_priority", 422 },
         { "act_bpf_unavailable", 422 },
-        { "actions_unsupported", 422 },
         { "tcx_unavailable", 422 },
         { "duplicate_program", 422 },
         { "map_not_found", 422 },

@@ -53,25 +53,42 @@ struct Daemon {
 /* registry.c: one loaded program per (digest, program), shared by every interface. adopt_id: the
  * program attached for f that may be taken back as it is (0: none); reuse_id: the program a new load
  * replaces, whose maps it takes over (0: none). */
-int registry_acquire(Daemon *d, const FilterSpec *f, uint32_t adopt_id, uint32_t reuse_id, Program **ret,
+typedef struct ProgramRef {
+        const char *digest;
+        const char *program;
+        NlProgKind kind;
+        const char *tag; /* what was attached last ("": nothing known) */
+        const FilterSpec *filter; /* whose "maps" say which maps a new load takes over */
+} ProgramRef;
+
+/* The filter's classifier (action -1) or its action number action. */
+ProgramRef program_ref(const FilterSpec *f, int action);
+int registry_acquire(Daemon *d, const ProgramRef *ref, uint32_t adopt_id, uint32_t reuse_id, Program **ret,
                      Error *reterr);
 /* Takes the fds systemd's fd store gave back, and sets up the bpffs pins. */
 int registry_start(Daemon *d, const DaemonPassedFd *passed, size_t n_passed);
 /* A dry run's check of what loading f would refuse: a map of reuse_id's it cannot take over. */
-int registry_check_reuse(Daemon *d, const FilterSpec *f, uint32_t reuse_id, Error *reterr);
+int registry_check_reuse(Daemon *d, const ProgramRef *ref, uint32_t reuse_id, Error *reterr);
 /* Whether the fd store or a pin kept f's program from the last run. */
-bool registry_kept(Daemon *d, const FilterSpec *f);
+bool registry_kept(Daemon *d, const ProgramRef *ref);
 /* After the first reconcile: drops the fd store entries and pins no document took. */
 void registry_settle(Daemon *d);
 void registry_free_passed(Daemon *d);
 void registry_release(Daemon *d, Program *p);
 /* The loaded program, if any, without taking a reference. */
-Program *registry_find(Daemon *d, const char *digest, const char *program);
+Program *registry_find(Daemon *d, const char *digest, const char *program, NlProgKind kind);
 int program_fd(const Program *p);
 const char *program_tag(const Program *p);
 uint32_t program_id(const Program *p);
 
 /* reconcile-diff.c: the pure core of the reconciler. */
+typedef struct DesiredAction {
+        char name[NL_ACTION_NAME_MAX]; /* "clsd:<filter>/<n>" */
+        char tag[NL_TAG_STRING_MAX];
+        uint32_t prog_id;
+        int prog_fd;
+} DesiredAction;
+
 typedef struct DesiredFilter {
         NlHook hook;
         uint32_t parent; /* the clsact hook's, or a classful qdisc's (classic mode) */
@@ -82,6 +99,8 @@ typedef struct DesiredFilter {
         bool direct_action;
         uint32_t classid;
         int prog_fd;
+        DesiredAction actions[NL_ACTIONS_MAX]; /* act_bpf, in order */
+        size_t n_actions;
 } DesiredFilter;
 
 typedef enum PlanAction {
@@ -121,6 +140,8 @@ const NlFilter *find_ours(const NlFilter *observed, size_t n, uint32_t parent, u
                           const char *name);
 /* The kernel filter's name: the mark that makes it clsd's, "clsd:<name>". */
 void filter_kernel_name(const FilterSpec *f, char buf[256]);
+/* The kernel name of the filter's action k: "clsd:<name>/<k + 1>", so that `tc actions ls` says whose. */
+void action_kernel_name(const FilterSpec *f, size_t k, char buf[NL_ACTION_NAME_MAX]);
 NlHook hook_of(Direction dir);
 /* Where a filter of the document goes: its "parent", or the clsact hook of its direction. */
 uint32_t filter_parent(const FilterSpec *f, Direction dir);
@@ -155,6 +176,7 @@ typedef struct Snapshot {
         bool had_clsact;
         NlFilter *filters; /* clsd's only */
         NlProgram **programs; /* a reference to each one's program */
+        NlProgram **action_programs; /* and to its actions': NL_ACTIONS_MAX for each filter */
         size_t n_filters;
         uint32_t *tcx_links; /* the ids of clsd's tcx links */
         size_t n_tcx_links;

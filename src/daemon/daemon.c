@@ -291,8 +291,13 @@ int daemon_start(Daemon *d, Error *reterr) {
                 if (it->state != IFACE_PENDING || it->programs[DIRECTION_INGRESS])
                         continue;
                 for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                        for (size_t k = 0; k < it->doc->n_filters[dir]; k++)
-                                kept = kept || registry_kept(d, &it->doc->filters[dir][k]);
+                        for (size_t k = 0; k < it->doc->n_filters[dir]; k++) {
+                                const FilterSpec *f = &it->doc->filters[dir][k];
+                                for (int a = -1; a < (int) f->n_actions; a++) {
+                                        ProgramRef ref = program_ref(f, a);
+                                        kept = kept || registry_kept(d, &ref);
+                                }
+                        }
                 if (kept)
                         (void) iface_acquire_programs(d, it, NULL, 0, NULL);
         }
@@ -607,6 +612,7 @@ int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *ret
                                 fs->prog_id = l.prog_id;
                                 fs->attached = it->programs[dir] && it->programs[dir][i] &&
                                                l.prog_id == program_id(it->programs[dir][i]);
+                                fs->classifier_attached = fs->attached;
                                 if (fs->attached)
                                         snprintf(fs->tag, sizeof(fs->tag), "%s",
                                                  program_tag(it->programs[dir][i]));
@@ -621,6 +627,27 @@ int daemon_iface_status(Daemon *d, const Iface *it, IfaceStatus *ret, Error *ret
                         memcpy(fs->tag, o->tag, sizeof(fs->tag));
                         fs->attached = it->programs[dir] && it->programs[dir][i] &&
                                        o->prog_id == program_id(it->programs[dir][i]);
+                        fs->classifier_attached = fs->attached;
+                        for (size_t k = 0; k < f->n_actions && k < o->n_actions; k++) {
+                                const NlAction *a = &o->actions[k];
+                                ActionStatus *as = &fs->actions[k];
+                                char want[NL_ACTION_NAME_MAX];
+
+                                action_kernel_name(f, k, want);
+                                as->index = a->index;
+                                as->prog_id = a->prog_id;
+                                memcpy(as->tag, a->tag, sizeof(as->tag));
+                                as->packets = a->packets;
+                                as->bytes = a->bytes;
+                                as->drops = a->drops;
+                                as->attached = streq(a->kind, "bpf") && streq(a->name, want) &&
+                                               it->action_programs[dir] && it->action_programs[dir][i] &&
+                                               a->prog_id == program_id(it->action_programs[dir][i][k]);
+                                /* The filter is as declared only with every action in its place. */
+                                fs->attached = fs->attached && as->attached;
+                        }
+                        if (o->n_actions != f->n_actions)
+                                fs->attached = false;
                 }
                 /* The kernel's counts for what is attached (0 unless BPF_ENABLE_STATS is held). */
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {

@@ -61,6 +61,8 @@ typedef struct Iface {
         int ifindex; /* 0 while pending */
         Error error; /* why the last reconcile failed, when state is IFACE_FAILED */
         Program **programs[_DIRECTION_MAX]; /* parallel to doc->filters */
+        /* Each filter's act_bpf action programs, parallel to its spec's actions. */
+        Program ***action_programs[_DIRECTION_MAX];
         /* Drift repaired while the document was configured: how often, when, and what was wrong. */
         unsigned repairs;
         uint64_t last_repair_usec; /* CLOCK_REALTIME */
@@ -72,9 +74,21 @@ typedef struct Iface {
         sd_event_source *retry_source;
 } Iface;
 
+/* One act_bpf action of a filter as the kernel shows it now. */
+typedef struct ActionStatus {
+        bool attached; /* at its place, with the expected program */
+        uint32_t index; /* the kernel's action index (`tc actions ls`) */
+        uint32_t prog_id;
+        char tag[NL_TAG_STRING_MAX];
+        uint64_t packets; /* through the action, as the kernel counts them */
+        uint64_t bytes;
+        uint32_t drops;
+} ActionStatus;
+
 /* One filter of a document as the kernel shows it now. */
 typedef struct FilterStatus {
-        bool attached; /* a clsd filter at the pref, with the expected program */
+        bool attached; /* a clsd filter at the pref, with the expected program (and actions) */
+        bool classifier_attached; /* the expected program, whatever its actions */
         bool tcx; /* attached through a tcx link (link_id) rather than as a cls_bpf filter */
         uint32_t link_id;
         uint16_t pref;
@@ -84,6 +98,7 @@ typedef struct FilterStatus {
         bool has_stats; /* the program could be asked: run_count and run_time_ns are its */
         uint64_t run_count;
         uint64_t run_time_ns;
+        ActionStatus actions[NL_ACTIONS_MAX]; /* parallel to the spec's actions */
 } FilterStatus;
 
 typedef struct IfaceStatus {
@@ -153,8 +168,9 @@ typedef enum DryRunLoad {
 } DryRunLoad;
 
 typedef struct DryRunProgram {
-        const FilterSpec *filter; /* in DryRun.doc */
+        const FilterSpec *filter; /* in DryRun.plan_doc */
         Direction direction;
+        int action; /* -1: the filter's classifier; else its action number action */
         DryRunLoad load;
 } DryRunProgram;
 

@@ -1,6 +1,7 @@
 /* dry-run.c: what a PUT would do (programs to load, filters to add, replace, remove, and why) from the
  * same diff the reconciler applies; nothing is loaded, stored or changed. The verifier does not run. */
 #include <inttypes.h>
+#include <linux/pkt_cls.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,64 +19,115 @@ static Direction direction_of(NlHook h) {
         return h == NL_HOOK_INGRESS ? DIRECTION_INGRESS : DIRECTION_EGRESS;
 }
 
-/* Which program each filter would use, and its id where one exists already. */
+/* What a PUT would do for one program (the filter's classifier, action -1, or its action number action):
+ * share one already loaded, adopt the one attached, or load anew (after checking that it could take
+ * over the maps of the one it replaces, as the PUT would). attached_id/attached_tag: what is at its
+ * place now (0: nothing); ret_id/ret_tag: the program it would use where that is known. */
+static int plan_program(Daemon *d, const FilterSpec *f, const FilterSpec *of, int action,
+                        uint32_t attached_id, const char *attached_tag, DryRunLoad *ret_load,
+                        uint32_t *ret_id, char ret_tag[NL_TAG_STRING_MAX], Error *reterr) {
+        ProgramRef ref = program_ref(f, action), old = of ? program_ref(of, action) : (ProgramRef){ 0 };
+        Program *p = registry_find(d, ref.digest, ref.program, ref.kind);
+
+        *ret_load = DRY_RUN_LOAD;
+        if (p) {
+                *ret_load = DRY_RUN_SHARED;
+                *ret_id = program_id(p);
+                snprintf(ret_tag, NL_TAG_STRING_MAX, "%s", program_tag(p));
+                return 0;
+        }
+        /* What the PUT would adopt: the very program the old document attached there. */
+        if (!of || (action >= 0 && (size_t) action >= of->n_actions) || !streq_ptr(old.digest, ref.digest) ||
+            !streq_ptr(old.program, ref.program))
+                /* A new load takes over the maps of the program it replaces: the PUT would refuse an
+                 * incompatible one, and so does the dry run. */
+                return registry_check_reuse(d, &ref, attached_id, reterr);
+        uint32_t old_id = action < 0 ? of->prog_id : of->actions[action].prog_id;
+        if (attached_id && attached_id == old_id && (!attached_tag || streq(attached_tag, old.tag))) {
+                *ret_load = DRY_RUN_ADOPT;
+                *ret_id = old_id;
+                snprintf(ret_tag, NL_TAG_STRING_MAX, "%s", old.tag);
+        }
+        return 0;
+}
+
+/* Which program each filter and action would use, and its id where one exists already. */
 static int plan_programs(Daemon *d, const Iface *old, DryRun *dr, int ifindex, const NlFilter *observed,
                          size_t n_observed, DesiredFilter *desired, Error *reterr) {
         size_t k = 0;
+        int r;
 
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < dr->plan_doc->n_filters[dir]; i++, k++) {
                         const FilterSpec *f = &dr->plan_doc->filters[dir][i];
                         const FilterSpec *of = old ? document_find_filter(old->doc, f->name, NULL) : NULL;
-                        Program *p = registry_find(d, f->digest, f->program);
                         DesiredFilter *w = &desired[k];
                         DryRunProgram *dp = &dr->programs[dr->n_programs++];
+                        uint32_t attached = 0;
+                        const char *attached_tag = NULL;
+                        NlTcxLink l;
 
-                        *dp = (DryRunProgram){ .filter = f, .direction = dir, .load = DRY_RUN_LOAD };
+                        *dp = (DryRunProgram){ .filter = f, .direction = dir, .action = -1 };
                         w->hook = hook_of(dir);
                         w->parent = filter_parent(f, dir);
                         w->pref = (uint16_t) f->priority;
                         filter_kernel_name(f, w->name);
                         w->direct_action = f->direct_action;
                         w->classid = f->has_classid ? f->classid : 0;
-                        if (p) {
-                                dp->load = DRY_RUN_SHARED;
-                                w->prog_id = program_id(p);
-                                snprintf(w->tag, sizeof(w->tag), "%s", program_tag(p));
-                                continue;
-                        }
                         const NlFilter *have = find_ours(observed, n_observed, w->parent, w->pref, w->name);
-                        NlTcxLink l;
-                        /* What the PUT would adopt: the very program the old document attached. */
-                        if (!of || !streq_ptr(of->digest, f->digest) ||
-                            !streq_ptr(of->program, f->program)) {
-                                /* A new load takes over the maps of the program it replaces: the PUT
-                                 * would refuse an incompatible one, and so does the dry run. */
-                                uint32_t reuse = 0;
-                                if (filter_uses_tcx(d, f) && ifindex > 0 &&
+                        if (filter_uses_tcx(d, f)) {
+                                if (ifindex > 0 &&
                                     iface_tcx_find(d, dr->plan_doc->netns, ifindex, dir, f, &l) >= 0)
-                                        reuse = l.prog_id;
-                                else if (!filter_uses_tcx(d, f) && have)
-                                        reuse = have->prog_id;
-                                int r = registry_check_reuse(d, f, reuse, reterr);
+                                        attached = l.prog_id;
+                        } else if (have) {
+                                attached = have->prog_id;
+                                attached_tag = have->tag;
+                        }
+                        r = plan_program(d, f, of, -1, attached, attached_tag, &dp->load, &w->prog_id,
+                                         w->tag, reterr);
+                        if (r < 0)
+                                return r;
+                        w->n_actions = f->n_actions;
+                        for (size_t a = 0; a < f->n_actions; a++) {
+                                const NlAction *ha = have && a < have->n_actions ? &have->actions[a] : NULL;
+                                DryRunProgram *ap = &dr->programs[dr->n_programs++];
+
+                                *ap = (DryRunProgram){ .filter = f, .direction = dir, .action = (int) a };
+                                action_kernel_name(f, a, w->actions[a].name);
+                                r = plan_program(d, f, of, (int) a, ha ? ha->prog_id : 0,
+                                                 ha ? ha->tag : NULL, &ap->load, &w->actions[a].prog_id,
+                                                 w->actions[a].tag, reterr);
                                 if (r < 0)
                                         return r;
-                                continue;
-                        }
-                        bool attached =
-                                filter_uses_tcx(d, f)
-                                        ? ifindex > 0 &&
-                                                  iface_tcx_find(d, dr->plan_doc->netns, ifindex, dir, f,
-                                                                 &l) >= 0 &&
-                                                  l.prog_id == of->prog_id
-                                        : have && have->prog_id == of->prog_id && streq(have->tag, of->tag);
-                        if (attached) {
-                                dp->load = DRY_RUN_ADOPT;
-                                w->prog_id = of->prog_id;
-                                snprintf(w->tag, sizeof(w->tag), "%s", of->tag);
                         }
                 }
         return 0;
+}
+
+/* Which action differs, and how (the classifier itself is as declared). */
+static void describe_actions(DryRunStep *s, const NlFilter *have, const DesiredFilter *want) {
+        for (size_t k = 0; k < want->n_actions; k++) {
+                const NlAction *a = &have->actions[k];
+                const DesiredAction *w = &want->actions[k];
+                if (!streq(a->kind, "bpf") || !streq(a->name, w->name))
+                        snprintf(s->reason, sizeof(s->reason), "action %zu is %s %s, not clsd's %s", k + 1,
+                                 a->kind, a->name, w->name);
+                else if (w->prog_id == 0)
+                        snprintf(s->reason, sizeof(s->reason),
+                                 "action %zu: its program would be loaded anew", k + 1);
+                else if (a->prog_id != w->prog_id)
+                        snprintf(s->reason, sizeof(s->reason),
+                                 "action %zu: attached program id %" PRIu32 ", declared %" PRIu32, k + 1,
+                                 a->prog_id, w->prog_id);
+                else if (a->control != TC_ACT_PIPE)
+                        snprintf(s->reason, sizeof(s->reason),
+                                 "action %zu: its verdict for TC_ACT_UNSPEC is %d, not pipe", k + 1,
+                                 a->control);
+                else
+                        continue;
+                return;
+        }
+        snprintf(s->reason, sizeof(s->reason), "the actions differ");
 }
 
 static void describe(DryRunStep *s, const PlanStep *p, const DesiredFilter *desired,
@@ -105,8 +157,13 @@ static void describe(DryRunStep *s, const PlanStep *p, const DesiredFilter *desi
                         snprintf(s->reason, sizeof(s->reason),
                                  "attached program id %" PRIu32 ", declared %" PRIu32, have->prog_id,
                                  want->prog_id);
-                else
+                else if (have->n_actions != want->n_actions)
+                        snprintf(s->reason, sizeof(s->reason), "%zu action(s) attached, %zu declared",
+                                 have->n_actions, want->n_actions);
+                else if (have->direct_action != want->direct_action || have->classid != want->classid)
                         snprintf(s->reason, sizeof(s->reason), "flags or classid differ");
+                else
+                        describe_actions(s, have, want);
                 break;
         case PLAN_REMOVE:
                 snprintf(s->reason, sizeof(s->reason), "clsd's, and not in the document");
@@ -214,7 +271,7 @@ static int dry_run_of(Daemon *d, const char *netns, const char *ifname, json_t *
         }
 
         n = dr.plan_doc->n_filters[DIRECTION_INGRESS] + dr.plan_doc->n_filters[DIRECTION_EGRESS];
-        dr.programs = calloc(n + 1, sizeof(DryRunProgram));
+        dr.programs = calloc(n * (1 + ACTIONS_PER_FILTER_MAX) + 1, sizeof(DryRunProgram));
         desired = calloc(n + 1, sizeof(DesiredFilter));
         if (!dr.programs || !desired) {
                 r = error_set(reterr, ENOMEM, "internal_error", "out of memory");

@@ -39,11 +39,42 @@ static bool new_filter_matters(const Iface *it, const NlFilter *f) {
                         if (!f->clsd_owned)
                                 return true; /* someone took a pref of ours */
                         filter_kernel_name(s, name);
-                        return !streq(f->name, name) || !it->programs[dir] || !it->programs[dir][i] ||
-                               f->prog_id != program_id(it->programs[dir][i]) ||
-                               f->direct_action != s->direct_action;
+                        if (!streq(f->name, name) || !it->programs[dir] || !it->programs[dir][i] ||
+                            f->prog_id != program_id(it->programs[dir][i]) ||
+                            f->direct_action != s->direct_action || f->n_actions != s->n_actions)
+                                return true;
+                        for (size_t k = 0; k < s->n_actions; k++)
+                                if (!it->action_programs[dir] || !it->action_programs[dir][i] ||
+                                    f->actions[k].prog_id != program_id(it->action_programs[dir][i][k]))
+                                        return true;
+                        return false;
                 }
         return f->clsd_owned; /* a filter of ours the document does not want */
+}
+
+static bool iface_has_actions(const Iface *it) {
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
+                        if (it->doc->filters[dir][i].n_actions > 0)
+                                return true;
+        return false;
+}
+
+/* Someone replaced or removed an action (`tc actions replace … index N`): actions belong to the
+ * namespace, not to an interface, so every interface there whose filters have actions is checked. */
+static void action_event(Daemon *d, const char *netns) {
+        bool any = false;
+
+        for (size_t i = 0; i < d->n_ifaces; i++) {
+                Iface *it = d->ifaces[i];
+                if (it->state != IFACE_CONFIGURED || !streq_ptr(it->doc->netns, netns) ||
+                    !iface_has_actions(it))
+                        continue;
+                it->dirty = true;
+                any = true;
+        }
+        if (any)
+                (void) sd_event_source_set_enabled(d->dirty_source, SD_EVENT_ONESHOT);
 }
 
 static void tc_event(Daemon *d, const char *netns, const struct nlmsghdr *nlh) {
@@ -53,6 +84,10 @@ static void tc_event(Daemon *d, const char *netns, const struct nlmsghdr *nlh) {
 
         if (nl_tc_event_parse(nlh, &ifindex) < 0)
                 return;
+        if (nlh->nlmsg_type == RTM_NEWACTION || nlh->nlmsg_type == RTM_DELACTION) {
+                action_event(d, netns);
+                return;
+        }
         if (nlh->nlmsg_type == RTM_NEWQDISC)
                 return; /* a qdisc appearing takes nothing of ours away */
         is_new_filter = nlh->nlmsg_type == RTM_NEWTFILTER && nl_filter_parse(nlh, &f) >= 0;

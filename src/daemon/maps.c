@@ -52,49 +52,69 @@ static int map_add_user(DaemonMap *dm, const Iface *it, Direction dir, const Fil
         return 0;
 }
 
+/* The maps of the program with this id, each once in m, with the filter as one more user. */
+static int maps_add_program(DaemonMaps *m, uint32_t prog_id, const Iface *it, Direction dir,
+                            const FilterSpec *f, Error *reterr) {
+        NlMap *maps = NULL;
+        size_t n = 0;
+        DaemonMap *v;
+        int r;
+
+        r = nl_program_maps_by_id(prog_id, &maps, &n, reterr);
+        if (r == -ENOENT) {
+                error_done(reterr);
+                return 0; /* detached and gone meanwhile */
+        }
+        if (r < 0)
+                return r;
+        v = realloc(m->maps, (m->n + n + 1) * sizeof(*v));
+        if (!v) {
+                nl_maps_free(maps, n);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        m->maps = v;
+        for (size_t k = 0; k < n; k++) {
+                DaemonMap *dm = maps_find_id(m, maps[k].id);
+                if (dm) {
+                        safe_close(maps[k].fd);
+                } else {
+                        dm = &m->maps[m->n++];
+                        *dm = (DaemonMap){ .map = maps[k] };
+                        dm->btf = maps_btf(m, maps[k].btf_id);
+                }
+                if (map_add_user(dm, it, dir, f) < 0) {
+                        for (size_t j = k + 1; j < n; j++)
+                                safe_close(maps[j].fd);
+                        free(maps);
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                }
+        }
+        free(maps); /* the fds now belong to m */
+        return 0;
+}
+
 int daemon_maps_add(Daemon *d, const Iface *it, const IfaceStatus *st, DaemonMaps *m, Error *reterr) {
         int r;
 
         (void) d;
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
+                        const FilterSpec *f = &it->doc->filters[dir][i];
                         const FilterStatus *fs = &st->filters[dir][i];
-                        NlMap *maps = NULL;
-                        size_t n = 0;
-                        DaemonMap *v;
 
-                        if (!fs->attached || fs->prog_id == 0)
-                                continue;
-                        r = nl_program_maps_by_id(fs->prog_id, &maps, &n, reterr);
-                        if (r == -ENOENT) {
-                                error_done(reterr);
-                                continue; /* detached and gone meanwhile */
+                        if (fs->classifier_attached) {
+                                r = maps_add_program(m, fs->prog_id, it, dir, f, reterr);
+                                if (r < 0)
+                                        return r;
                         }
-                        if (r < 0)
-                                return r;
-                        v = realloc(m->maps, (m->n + n + 1) * sizeof(*v));
-                        if (!v) {
-                                nl_maps_free(maps, n);
-                                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        /* An action's maps are the filter's too (what it counts, what it drops). */
+                        for (size_t k = 0; k < f->n_actions; k++) {
+                                if (!fs->actions[k].attached)
+                                        continue;
+                                r = maps_add_program(m, fs->actions[k].prog_id, it, dir, f, reterr);
+                                if (r < 0)
+                                        return r;
                         }
-                        m->maps = v;
-                        for (size_t k = 0; k < n; k++) {
-                                DaemonMap *dm = maps_find_id(m, maps[k].id);
-                                if (dm) {
-                                        safe_close(maps[k].fd);
-                                } else {
-                                        dm = &m->maps[m->n++];
-                                        *dm = (DaemonMap){ .map = maps[k] };
-                                        dm->btf = maps_btf(m, maps[k].btf_id);
-                                }
-                                if (map_add_user(dm, it, dir, &it->doc->filters[dir][i]) < 0) {
-                                        for (size_t j = k + 1; j < n; j++)
-                                                safe_close(maps[j].fd);
-                                        free(maps);
-                                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-                                }
-                        }
-                        free(maps); /* the fds now belong to m */
                 }
         return 0;
 }

@@ -120,6 +120,58 @@ static void emit_filters(Daemon *d, const MetricWriter *w, IfaceStatus *st) {
         }
 }
 
+/* Each act_bpf action of a filter: whether it is in place, and what the kernel counted through it. */
+static void emit_actions(Daemon *d, const MetricWriter *w, IfaceStatus *st) {
+        static const char *const names[] = { "clsd_action_attached", "clsd_action_packets_total",
+                                             "clsd_action_bytes_total", "clsd_action_drops_total" };
+        static const char *const types[] = { "gauge", "counter", "counter", "counter" };
+        static const char *const helps[] = {
+                "1 when the filter's act_bpf action runs its program (read back from the kernel)",
+                "Packets through the act_bpf action (the kernel's count)",
+                "Bytes through the act_bpf action (the kernel's count)",
+                "Packets the act_bpf action dropped (the kernel's count)",
+        };
+        bool any = false;
+
+        for (size_t i = 0; i < d->n_ifaces && !any; i++)
+                for (Direction dir = 0; dir < _DIRECTION_MAX && !any; dir++)
+                        for (size_t k = 0; k < d->ifaces[i]->doc->n_filters[dir] && !any; k++)
+                                any = d->ifaces[i]->doc->filters[dir][k].n_actions > 0;
+        if (!any)
+                return;
+        for (int m = 0; m < 4; m++) {
+                w->family(w->userdata, names[m], types[m], helps[m]);
+                for (size_t i = 0; i < d->n_ifaces; i++) {
+                        const Iface *it = d->ifaces[i];
+                        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                                for (size_t k = 0; k < it->doc->n_filters[dir]; k++) {
+                                        const FilterSpec *f = &it->doc->filters[dir][k];
+                                        for (size_t a = 0; a < f->n_actions; a++) {
+                                                const ActionStatus *as =
+                                                        st[i].filters[dir]
+                                                                ? &st[i].filters[dir][k].actions[a]
+                                                                : NULL;
+                                                const char *v[12];
+                                                char pref[8], index[24];
+                                                double x;
+
+                                                filter_labels(it, dir, f, pref, v);
+                                                snprintf(index, sizeof(index), "%zu", a + 1);
+                                                v[8] = "action", v[9] = index;
+                                                v[10] = "program", v[11] = f->actions[a].program;
+                                                if (m > 0 && (!as || !as->attached))
+                                                        continue;
+                                                x = m == 0   ? (as && as->attached)
+                                                    : m == 1 ? (double) as->packets
+                                                    : m == 2 ? (double) as->bytes
+                                                             : (double) as->drops;
+                                                w->sample(w->userdata, names[m], v, 6, x);
+                                        }
+                                }
+                }
+        }
+}
+
 /* Whether the map's kernel name is the object's name for it (the kernel keeps 15 characters). */
 static bool map_named(const DaemonMap *m, const char *name) {
         size_t n = strlen(name);
@@ -448,6 +500,7 @@ int daemon_metrics(Daemon *d, const MetricWriter *w) {
                 }
         }
         emit_filters(d, w, st);
+        emit_actions(d, w, st);
         emit_map_metrics(d, w, &maps);
         daemon_maps_done(&maps);
         /* after the map metrics, so that this scrape's failures are in it */

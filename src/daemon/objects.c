@@ -78,6 +78,22 @@ const DaemonObject *daemon_object_at(Daemon *d, size_t i) {
         return i < d->n_objects ? &d->objects[i] : NULL;
 }
 
+/* "name (type), …": what the object has, for an error that says what to choose from. */
+static void program_list(const NlObjectInfo *info, char *buf, size_t size) {
+        size_t l = 0;
+
+        buf[0] = 0;
+        for (size_t i = 0; i < info->n_programs && l + 1 < size; i++) {
+                int n = snprintf(buf + l, size - l, "%s%s (%s, section %s)", i ? ", " : "",
+                                 info->programs[i].name, info->programs[i].type, info->programs[i].section);
+                if (n < 0)
+                        break;
+                l += (size_t) n;
+        }
+        if (info->n_programs == 0)
+                snprintf(buf, size, "no programs at all");
+}
+
 int daemon_object_add(Daemon *d, const void *data, size_t size, const DaemonObject **ret, bool *ret_created,
                       Error *reterr) {
         _cleanup_(nl_object_info_freep) NlObjectInfo *info = NULL;
@@ -93,11 +109,16 @@ int daemon_object_add(Daemon *d, const void *data, size_t size, const DaemonObje
         if (r < 0)
                 return r;
         for (size_t i = 0; i < info->n_programs; i++)
-                any_tc = any_tc || info->programs[i].is_tc;
-        if (!any_tc)
-                return error_set(reterr, EINVAL, "invalid_object",
-                                 "the object has no tc program (sched_cls or sched_act), only %zu other(s)",
-                                 info->n_programs);
+                any_tc = any_tc || nl_program_tc_rank(&info->programs[i], NL_PROG_CLASSIFIER) >= 0;
+        if (!any_tc) {
+                char others[256];
+                program_list(info, others, sizeof(others));
+                return error_set(
+                        reterr, EINVAL, "invalid_object",
+                        "the object has no program tc can run (sched_cls, sched_act, or in a section "
+                        "of its own): %s",
+                        others);
+        }
         r = store_object_put(d->store, data, size, digest, &created, reterr);
         if (r < 0)
                 return r;
@@ -166,51 +187,72 @@ int daemon_object_remove(Daemon *d, const char *digest, Error *reterr) {
         return 0;
 }
 
-/* Picks f->program when it is left out, or checks that it names a tc classifier of the object. */
-static int resolve_program(const NlObjectInfo *info, const char *digest, FilterSpec *f, Error *reterr) {
-        if (!f->program) {
-                const char *only = NULL;
-                size_t n = 0;
-                for (size_t i = 0; i < info->n_programs; i++)
-                        if (info->programs[i].is_classifier) {
-                                only = info->programs[i].name;
-                                n++;
+/* Picks *program when it is left out, or checks that it names a program tc can run as kind. Left out,
+ * the object's only program of the kind its section says is taken; without one, its only program in a
+ * section libbpf does not know; without one, its only program of the other tc kind. who: for errors. */
+static int resolve_program(const NlObjectInfo *info, const char *digest, const char *who, NlProgKind kind,
+                           char **program, Error *reterr) {
+        char list[512];
+
+        if (!*program) {
+                for (int rank = 0; rank <= 2; rank++) {
+                        const char *only = NULL;
+                        size_t n = 0;
+                        for (size_t i = 0; i < info->n_programs; i++)
+                                if (nl_program_tc_rank(&info->programs[i], kind) == rank) {
+                                        only = info->programs[i].name;
+                                        n++;
+                                }
+                        if (n == 0)
+                                continue;
+                        if (n > 1) {
+                                program_list(info, list, sizeof(list));
+                                return error_set(
+                                        reterr, EINVAL, "program_ambiguous",
+                                        "%s: object %s has %zu programs that could run as the %s; name "
+                                        "one in \"program\": %s",
+                                        who, digest, n, nl_prog_kind_to_string(kind), list);
                         }
-                if (n == 0)
-                        return error_set(reterr, EINVAL, "wrong_program_type",
-                                         "filter \"%s\": object %s has no sched_cls program", f->name,
-                                         digest);
-                if (n > 1)
-                        return error_set(
-                                reterr, EINVAL, "program_ambiguous",
-                                "filter \"%s\": object %s has %zu tc programs; name one in \"program\"",
-                                f->name, digest, n);
-                if (!(f->program = strdup(only)))
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-                return 0;
+                        if (!(*program = strdup(only)))
+                                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return 0;
+                }
+                program_list(info, list, sizeof(list));
+                return error_set(reterr, EINVAL, "wrong_program_type",
+                                 "%s: object %s has no program tc can run as the %s: %s", who, digest,
+                                 nl_prog_kind_to_string(kind), list);
         }
         for (size_t i = 0; i < info->n_programs; i++) {
                 const NlProgramInfo *pi = &info->programs[i];
-                if (!streq(pi->name, f->program))
+                if (!streq(pi->name, *program))
                         continue;
-                if (!pi->is_classifier)
-                        return error_set(
-                                reterr, EINVAL, "wrong_program_type",
-                                "filter \"%s\": program \"%s\" is of type %s; a tc classifier needs "
-                                "sched_cls (SEC(\"tc\") or SEC(\"classifier\"))",
-                                f->name, f->program, pi->type);
+                if (nl_program_tc_rank(pi, kind) < 0)
+                        return error_set(reterr, EINVAL, "wrong_program_type",
+                                         "%s: program \"%s\" is of type %s (section %s): %s", who, *program,
+                                         pi->type, pi->section, nl_program_tc_note(pi));
                 return 0;
         }
+        program_list(info, list, sizeof(list));
         return error_set(reterr, ENOENT, "program_not_found",
-                         "filter \"%s\": program \"%s\" is not in object %s", f->name, f->program, digest);
+                         "%s: program \"%s\" is not in object %s, which has %s", who, *program, digest,
+                         list);
 }
 
-/* Every map "maps" and "metrics" name is a map of the object. */
-static int resolve_maps(const NlObjectInfo *info, const FilterSpec *f, Error *reterr) {
+static bool object_has_map(const NlObjectInfo *info, const char *name, bool internal_too) {
+        for (size_t k = 0; info && k < info->n_maps; k++)
+                if (streq(info->maps[k].name, name) && (internal_too || !info->maps[k].internal))
+                        return true;
+        return false;
+}
+
+/* Every map "maps" and "metrics" name is a map of the object, or of an action's (actions: their
+ * objects' descriptions, parallel to f->actions). */
+static int resolve_maps(const NlObjectInfo *info, const NlObjectInfo *const *actions, const FilterSpec *f,
+                        Error *reterr) {
         for (size_t i = 0; i < f->n_maps; i++) {
-                bool found = false;
-                for (size_t k = 0; k < info->n_maps && !found; k++)
-                        found = streq(info->maps[k].name, f->maps[i].name);
+                bool found = object_has_map(info, f->maps[i].name, true);
+                for (size_t a = 0; a < f->n_actions && !found; a++)
+                        found = object_has_map(actions[a], f->maps[i].name, true);
                 if (!found)
                         return error_set(
                                 reterr, ENOENT, "map_not_found",
@@ -218,9 +260,9 @@ static int resolve_maps(const NlObjectInfo *info, const FilterSpec *f, Error *re
                                 f->name, f->maps[i].name, f->digest);
         }
         for (size_t i = 0; i < f->n_metrics; i++) {
-                bool found = false;
-                for (size_t k = 0; k < info->n_maps && !found; k++)
-                        found = streq(info->maps[k].name, f->metrics[i].map) && !info->maps[k].internal;
+                bool found = object_has_map(info, f->metrics[i].map, false);
+                for (size_t a = 0; a < f->n_actions && !found; a++)
+                        found = object_has_map(actions[a], f->metrics[i].map, false);
                 if (!found)
                         return error_set(
                                 reterr, ENOENT, "map_not_found",
@@ -230,77 +272,92 @@ static int resolve_maps(const NlObjectInfo *info, const FilterSpec *f, Error *re
         return 0;
 }
 
-/* Resolves f->object to an object (a path is read and, with store, stored content-addressed; a dry
- * run only inspects it) and f->program to one of its tc classifier programs. */
-int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr) {
-        _cleanup_(nl_object_info_freep) NlObjectInfo *unstored = NULL;
-        const NlObjectInfo *info;
+/* Resolves an "object" (a digest, or a path that is read and, with store, stored content-addressed; a
+ * dry run only inspects it) to its description: *digest is filled (or checked, when the document pins
+ * it). An object not stored is described in *unstored, which the caller frees. */
+static int resolve_object(Daemon *d, const char *object, char **digest, bool store, const char *who,
+                          const NlObjectInfo **ret_info, NlObjectInfo **unstored, Error *reterr) {
         const DaemonObject *o = NULL;
-        char digest[SHA256_DIGEST_STRING_MAX];
+        char got[SHA256_DIGEST_STRING_MAX];
         int r;
 
-        if (f->n_actions > 0) {
-                if (!d->act_bpf)
-                        return error_set(
-                                reterr, EOPNOTSUPP, "act_bpf_unavailable",
-                                "filter \"%s\": this kernel has no act_bpf (CONFIG_NET_ACT_BPF), so "
-                                "\"actions\" cannot run; use direct_action (the default): the "
-                                "classifier's return code is the verdict",
-                                f->name);
-                return error_set(
-                        reterr, EOPNOTSUPP, "actions_unsupported",
-                        "filter \"%s\": clsd does not attach act_bpf actions yet; use direct_action",
-                        f->name);
+        if (object[0] != '/') {
+                o = daemon_object_get(d, *digest);
+                if (!o || !streq(object, *digest))
+                        return error_set(reterr, ENOENT, "object_not_found",
+                                         "%s: no object %s; upload it with POST /objects", who, object);
+                *ret_info = o->info;
+                return 0;
         }
 
+        _cleanup_free_ char *data = NULL;
+        size_t size;
+
+        r = read_regular_file(object, d->config.object_size_max, &data, &size);
+        if (r == -EFBIG)
+                return error_set(reterr, r, "payload_too_large", "%s: object file larger than %zu bytes",
+                                 object, d->config.object_size_max);
+        if (r < 0)
+                return error_set(reterr, r, r == -ENOENT ? "object_file_not_found" : "invalid_value",
+                                 "%s: cannot read object file %s: %s", who, object,
+                                 r == -EBADFD ? "not a regular file" : strerror(-r));
+        sha256_digest_string(data, size, got);
+        if (*digest && !streq(*digest, got))
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "%s: %s has digest %s, the document pins %s", who, object, got, *digest);
+        o = daemon_object_get(d, got);
+        if (!o && store) {
+                r = daemon_object_add(d, data, size, &o, NULL, reterr);
+                if (r < 0)
+                        return r;
+        } else if (!o) {
+                r = nl_object_inspect(data, size, unstored, reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (!*digest && !(*digest = strdup(got)))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        *ret_info = o ? o->info : *unstored;
+        return 0;
+}
+
+/* Resolves f's object and program (a tc classifier), and each action's (an act_bpf action). */
+int daemon_object_resolve(Daemon *d, FilterSpec *f, bool store, Error *reterr) {
+        NlObjectInfo *unstored[1 + ACTIONS_PER_FILTER_MAX] = { 0 };
+        const NlObjectInfo *info = NULL, *actions[ACTIONS_PER_FILTER_MAX] = { 0 };
+        char who[64];
+        int r;
+
+        if (f->n_actions > 0 && !d->act_bpf)
+                return error_set(
+                        reterr, EOPNOTSUPP, "act_bpf_unavailable",
+                        "filter \"%s\": this kernel has no act_bpf (CONFIG_NET_ACT_BPF), so \"actions\" "
+                        "cannot run; use direct_action (the default): the classifier's return code "
+                        "is the verdict",
+                        f->name);
         if (f->attach == ATTACH_TCX) {
                 r = daemon_tcx_ready(d, NULL, reterr);
                 if (r < 0)
                         return r;
         }
 
-        if (f->object[0] == '/') {
-                _cleanup_free_ char *data = NULL;
-                size_t size;
-
-                r = read_regular_file(f->object, d->config.object_size_max, &data, &size);
-                if (r == -EFBIG)
-                        return error_set(reterr, r, "payload_too_large",
-                                         "%s: object file larger than %zu bytes", f->object,
-                                         d->config.object_size_max);
-                if (r < 0)
-                        return error_set(reterr, r, r == -ENOENT ? "object_file_not_found" : "invalid_value",
-                                         "filter \"%s\": cannot read object file %s: %s", f->name, f->object,
-                                         r == -EBADFD ? "not a regular file" : strerror(-r));
-                sha256_digest_string(data, size, digest);
-                if (f->digest && !streq(f->digest, digest))
-                        return error_set(reterr, EINVAL, "invalid_value",
-                                         "filter \"%s\": %s has digest %s, the document pins %s", f->name,
-                                         f->object, digest, f->digest);
-                o = daemon_object_get(d, digest);
-                if (!o && store) {
-                        r = daemon_object_add(d, data, size, &o, NULL, reterr);
-                        if (r < 0)
-                                return r;
-                } else if (!o) {
-                        r = nl_object_inspect(data, size, &unstored, reterr);
-                        if (r < 0)
-                                return r;
-                }
-                if (!f->digest && !(f->digest = strdup(digest)))
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        } else {
-                o = daemon_object_get(d, f->digest);
-                if (!o || !streq(f->object, f->digest))
-                        return error_set(reterr, ENOENT, "object_not_found",
-                                         "filter \"%s\": no object %s; upload it with POST /objects",
-                                         f->name, f->object);
+        snprintf(who, sizeof(who), "filter \"%s\"", f->name);
+        r = resolve_object(d, f->object, &f->digest, store, who, &info, &unstored[0], reterr);
+        if (r >= 0)
+                r = resolve_program(info, f->digest, who, NL_PROG_CLASSIFIER, &f->program, reterr);
+        for (size_t k = 0; r >= 0 && k < f->n_actions; k++) {
+                ActionSpec *a = &f->actions[k];
+                snprintf(who, sizeof(who), "filter \"%s\" action %zu", f->name, k + 1);
+                r = resolve_object(d, a->object, &a->digest, store, who, &actions[k], &unstored[k + 1],
+                                   reterr);
+                if (r >= 0)
+                        r = resolve_program(actions[k], a->digest, who, NL_PROG_ACTION, &a->program, reterr);
         }
-        info = o ? o->info : unstored;
-        r = resolve_program(info, f->digest, f, reterr);
-        if (r < 0)
-                return r;
-        return resolve_maps(info, f, reterr);
+        if (r >= 0)
+                r = resolve_maps(info, actions, f, reterr);
+        for (size_t k = 0; k < ELEMENTSOF(unstored); k++)
+                nl_object_info_free(unstored[k]);
+        return r;
 }
 
 int daemon_document_resolve(Daemon *d, Document *doc, bool store, Error *reterr) {

@@ -1,5 +1,6 @@
 /* reconcile-diff.c: plan = reconcile_diff(desired, observed): the reconciler's pure core. Marks every
  * filter of ours, unmarks what the desired state still wants, and removes what stays marked. */
+#include <linux/pkt_cls.h>
 #include <string.h>
 
 #include "daemon-internal.h"
@@ -17,10 +18,24 @@ void plan_done(Plan *p) {
         *p = (Plan){ 0 };
 }
 
+/* Each action at its place: act_bpf, clsd's name, the program, and "pipe" for TC_ACT_UNSPEC. */
+static bool actions_match(const DesiredFilter *want, const NlFilter *have) {
+        if (have->n_actions != want->n_actions || have->actions_truncated)
+                return false;
+        for (size_t k = 0; k < want->n_actions; k++) {
+                const NlAction *a = &have->actions[k];
+                const DesiredAction *w = &want->actions[k];
+                if (!streq(a->kind, "bpf") || !streq(a->name, w->name) || a->prog_id != w->prog_id ||
+                    !streq(a->tag, w->tag) || a->control != TC_ACT_PIPE)
+                        return false;
+        }
+        return true;
+}
+
 static bool filter_matches(const DesiredFilter *want, const NlFilter *have) {
         return streq(have->kind, "bpf") && streq(have->name, want->name) && streq(have->tag, want->tag) &&
                have->prog_id == want->prog_id && have->direct_action == want->direct_action &&
-               have->classid == want->classid;
+               have->classid == want->classid && actions_match(want, have);
 }
 
 int reconcile_diff(const DesiredFilter *desired, size_t n_desired, const NlFilter *observed,

@@ -34,6 +34,10 @@ void filter_kernel_name(const FilterSpec *f, char buf[256]) {
         snprintf(buf, 256, NL_FILTER_NAME_PREFIX "%s", f->name);
 }
 
+void action_kernel_name(const FilterSpec *f, size_t k, char buf[NL_ACTION_NAME_MAX]) {
+        snprintf(buf, NL_ACTION_NAME_MAX, NL_FILTER_NAME_PREFIX "%s/%zu", f->name, k + 1);
+}
+
 int document_compose(const Document *api, const Document *hog, Document **ret,
                      DocumentSource ret_hook_source[_DIRECTION_MAX]) {
         _cleanup_(document_freep) Document *c = NULL;
@@ -95,6 +99,14 @@ bool iface_facts_sync(Iface *it) {
                 Document *src = it->hook_source[dir] == SOURCE_HOG ? it->hog : it->api;
                 for (size_t i = 0; src && i < it->doc->n_filters[dir] && i < src->n_filters[dir]; i++) {
                         FilterSpec *f = &src->filters[dir][i], *g = &it->doc->filters[dir][i];
+                        for (size_t k = 0; k < f->n_actions && k < g->n_actions; k++) {
+                                ActionSpec *a = &f->actions[k], *b = &g->actions[k];
+                                if (streq(a->tag, b->tag) && a->prog_id == b->prog_id)
+                                        continue;
+                                memcpy(a->tag, b->tag, sizeof(a->tag));
+                                a->prog_id = b->prog_id;
+                                changed = true;
+                        }
                         if (streq(f->tag, g->tag) && f->prog_id == g->prog_id)
                                 continue;
                         memcpy(f->tag, g->tag, sizeof(f->tag));
@@ -121,17 +133,33 @@ void document_keep_facts(Document *doc, const Document *old) {
                         FilterSpec *f = &doc->filters[dir][i];
                         for (size_t k = 0; k < old->n_filters[dir]; k++) {
                                 const FilterSpec *of = &old->filters[dir][k];
-                                if (streq(of->name, f->name) && streq_ptr(of->digest, f->digest) &&
-                                    streq_ptr(of->program, f->program)) {
+                                if (!streq(of->name, f->name))
+                                        continue;
+                                if (streq_ptr(of->digest, f->digest) && streq_ptr(of->program, f->program)) {
                                         memcpy(f->tag, of->tag, sizeof(f->tag));
                                         f->prog_id = of->prog_id;
                                 }
+                                /* An action at the same place, of the same program, is the same. */
+                                for (size_t a = 0; a < f->n_actions && a < of->n_actions; a++)
+                                        if (streq_ptr(of->actions[a].digest, f->actions[a].digest) &&
+                                            streq_ptr(of->actions[a].program, f->actions[a].program)) {
+                                                memcpy(f->actions[a].tag, of->actions[a].tag, 17);
+                                                f->actions[a].prog_id = of->actions[a].prog_id;
+                                        }
                         }
                 }
 }
 
 void iface_release_programs(Daemon *d, Iface *it) {
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                for (size_t i = 0; it->action_programs[dir] && i < it->doc->n_filters[dir]; i++) {
+                        for (size_t k = 0;
+                             it->action_programs[dir][i] && k < it->doc->filters[dir][i].n_actions; k++)
+                                registry_release(d, it->action_programs[dir][i][k]);
+                        free(it->action_programs[dir][i]);
+                }
+                free(it->action_programs[dir]);
+                it->action_programs[dir] = NULL;
                 if (!it->programs[dir])
                         continue;
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
@@ -177,18 +205,47 @@ const NlFilter *find_ours(const NlFilter *observed, size_t n, uint32_t parent, u
         return NULL;
 }
 
+/* The actions of filter f (at index i of dir): each adopts the very program clsd attached last at its
+ * place, or a new load takes over the maps of the program there. */
+static int acquire_actions(Daemon *d, Iface *it, Direction dir, size_t i, const NlFilter *have,
+                           Error *reterr) {
+        const FilterSpec *f = &it->doc->filters[dir][i];
+        int r;
+
+        it->action_programs[dir][i] = calloc(f->n_actions + 1, sizeof(Program *));
+        if (!it->action_programs[dir][i])
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (size_t k = 0; k < f->n_actions; k++) {
+                const NlAction *a = have && k < have->n_actions && streq(have->actions[k].kind, "bpf")
+                                            ? &have->actions[k]
+                                            : NULL;
+                const ActionSpec *as = &f->actions[k];
+                uint32_t adopt = 0, reuse = a ? a->prog_id : 0;
+                ProgramRef ref = program_ref(f, (int) k);
+
+                if (a && as->tag[0] && streq(a->tag, as->tag) && a->prog_id == as->prog_id)
+                        adopt = a->prog_id;
+                r = registry_acquire(d, &ref, adopt, reuse, &it->action_programs[dir][i][k], reterr);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_t n_observed,
                            Error *reterr) {
         int r;
 
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
                 it->programs[dir] = calloc(it->doc->n_filters[dir] + 1, sizeof(Program *));
-                if (!it->programs[dir]) {
+                it->action_programs[dir] = calloc(it->doc->n_filters[dir] + 1, sizeof(Program **));
+                if (!it->programs[dir] || !it->action_programs[dir]) {
                         iface_release_programs(d, it);
                         return error_set(reterr, ENOMEM, "internal_error", "out of memory");
                 }
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
                         const FilterSpec *f = &it->doc->filters[dir][i];
+                        ProgramRef ref = program_ref(f, -1);
                         const NlFilter *have = NULL;
                         char name[256];
 
@@ -214,7 +271,9 @@ int iface_acquire_programs(Daemon *d, Iface *it, const NlFilter *observed, size_
                         }
                         /* Adopt only the very program clsd attached last (id and tag), never a look-alike;
                          * a new program takes over the maps of the one it replaces. */
-                        r = registry_acquire(d, f, adopt, reuse, &it->programs[dir][i], reterr);
+                        r = registry_acquire(d, &ref, adopt, reuse, &it->programs[dir][i], reterr);
+                        if (r >= 0)
+                                r = acquire_actions(d, it, dir, i, have, reterr);
                         if (r < 0) {
                                 iface_release_programs(d, it);
                                 return r;
@@ -247,6 +306,15 @@ static int build_desired(const Daemon *d, const Iface *it, DesiredFilter **ret, 
                         w->direct_action = f->direct_action;
                         w->classid = f->has_classid ? f->classid : 0;
                         w->prog_fd = program_fd(p);
+                        w->n_actions = f->n_actions;
+                        for (size_t a = 0; a < f->n_actions; a++) {
+                                const Program *ap = it->action_programs[dir][i][a];
+                                action_kernel_name(f, a, w->actions[a].name);
+                                snprintf(w->actions[a].tag, sizeof(w->actions[a].tag), "%s",
+                                         program_tag(ap));
+                                w->actions[a].prog_id = program_id(ap);
+                                w->actions[a].prog_fd = program_fd(ap);
+                        }
                 }
         *ret = v;
         *ret_n = k;
@@ -332,6 +400,10 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
 
                 if (s->action == PLAN_ADD || s->action == PLAN_REPLACE) {
                         const DesiredFilter *w = &desired[s->desired];
+                        NlActionSpec acts[NL_ACTIONS_MAX];
+                        for (size_t k = 0; k < w->n_actions; k++)
+                                acts[k] = (NlActionSpec){ .prog_fd = w->actions[k].prog_fd,
+                                                          .name = w->actions[k].name };
                         NlBpfFilterSpec spec = {
                                 .ifindex = it->ifindex,
                                 .hook = w->hook,
@@ -342,6 +414,8 @@ static int apply_plan(Daemon *d, Iface *it, const DesiredFilter *desired, size_t
                                 .name = w->name,
                                 .direct_action = w->direct_action,
                                 .classid = w->classid,
+                                .actions = acts,
+                                .n_actions = w->n_actions,
                         };
                         bool replace = s->action == PLAN_REPLACE;
                         /* The kernel replaces only within a protocol: ours always are ETH_P_ALL, but one
@@ -389,7 +463,10 @@ static int verify(Daemon *d, Iface *it, const DesiredFilter *desired, size_t n_d
         for (size_t k = 0; k < n_desired; k++) {
                 const NlFilter *have =
                         find_ours(observed, n_observed, desired[k].parent, desired[k].pref, desired[k].name);
-                if (!have || have->prog_id != desired[k].prog_id)
+                bool actions_ok = have && have->n_actions == desired[k].n_actions;
+                for (size_t j = 0; actions_ok && j < desired[k].n_actions; j++)
+                        actions_ok = have->actions[j].prog_id == desired[k].actions[j].prog_id;
+                if (!have || have->prog_id != desired[k].prog_id || !actions_ok)
                         return error_set(reterr, EIO, "kernel_error",
                                          "%s: %s pref %u is not attached as requested after applying",
                                          it->doc->ifname,
@@ -431,9 +508,14 @@ int iface_apply(Daemon *d, Iface *it, char *what, size_t what_size, Error *reter
         changes += r;
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
-                        snprintf(it->doc->filters[dir][i].tag, NL_TAG_STRING_MAX, "%s",
-                                 program_tag(it->programs[dir][i]));
-                        it->doc->filters[dir][i].prog_id = program_id(it->programs[dir][i]);
+                        FilterSpec *f = &it->doc->filters[dir][i];
+                        snprintf(f->tag, NL_TAG_STRING_MAX, "%s", program_tag(it->programs[dir][i]));
+                        f->prog_id = program_id(it->programs[dir][i]);
+                        for (size_t k = 0; k < f->n_actions; k++) {
+                                const Program *ap = it->action_programs[dir][i][k];
+                                snprintf(f->actions[k].tag, NL_TAG_STRING_MAX, "%s", program_tag(ap));
+                                f->actions[k].prog_id = program_id(ap);
+                        }
                 }
         return changes;
 }

@@ -1,7 +1,8 @@
-/* registry.c: loaded programs shared by (object digest, program name): attaching one program to 500
- * interfaces loads and verifies it once. Each program is kept where a restart finds it again: in
- * systemd's fd store (with its maps) and pinned in bpffs. A restart takes a program back from there,
- * or by the id the kernel shows attached, and loads (reusing the replaced program's maps) only when
+/* registry.c: loaded programs shared by (object digest, program name, kind): attaching one program to
+ * 500 interfaces loads and verifies it once; a classifier and an action of the same program are two
+ * loads (sched_cls and sched_act), each with its own maps. Each program is kept where a restart finds it
+ * again: in systemd's fd store (with its maps) and pinned in bpffs. A restart takes a program back from
+ * there, or by the id the kernel shows attached, and loads (reusing the replaced program's maps) only when
  * none of them has it. */
 #include <dirent.h>
 #include <fcntl.h>
@@ -22,6 +23,7 @@
 struct Program {
         char *digest;
         char *name;
+        NlProgKind kind;
         NlProgram *prog;
         NlMap *maps; /* in the fd store beside the program */
         size_t n_maps;
@@ -40,28 +42,53 @@ uint32_t program_id(const Program *p) {
         return nl_program_id(p->prog);
 }
 
-Program *registry_find(Daemon *d, const char *digest, const char *program) {
+Program *registry_find(Daemon *d, const char *digest, const char *program, NlProgKind kind) {
         for (size_t i = 0; i < d->n_programs; i++)
-                if (streq(d->programs[i]->digest, digest) && streq(d->programs[i]->name, program))
+                if (streq(d->programs[i]->digest, digest) && streq(d->programs[i]->name, program) &&
+                    d->programs[i]->kind == kind)
                         return d->programs[i];
         return NULL;
+}
+
+ProgramRef program_ref(const FilterSpec *f, int action) {
+        if (action < 0)
+                return (ProgramRef){ .digest = f->digest,
+                                     .program = f->program,
+                                     .kind = NL_PROG_CLASSIFIER,
+                                     .tag = f->tag,
+                                     .filter = f };
+        return (ProgramRef){ .digest = f->actions[action].digest,
+                             .program = f->actions[action].program,
+                             .kind = NL_PROG_ACTION,
+                             .tag = f->actions[action].tag,
+                             .filter = f };
 }
 
 static const char *digest_hex(const char *digest) {
         return digest + strlen("sha256:");
 }
 
-/* "prog.<hex>.<program>" and "map.<hex>.<program>.<map>": what each fd in the store is. */
-static bool fdname(char buf[FDNAME_MAX + 1], const char *digest, const char *program, const char *map) {
-        int n = map ? snprintf(buf, FDNAME_MAX + 1, "map.%s.%s.%s", digest_hex(digest), program, map)
-                    : snprintf(buf, FDNAME_MAX + 1, "prog.%s.%s", digest_hex(digest), program);
+/* "prog.<hex>.<program>" and "map.<hex>.<program>.<map>" (an action's: "act." and "actmap."): what each
+ * fd in the store is. */
+static bool fdname(char buf[FDNAME_MAX + 1], const char *digest, const char *program, NlProgKind kind,
+                   const char *map) {
+        const char *act = kind == NL_PROG_ACTION ? "act" : "";
+        int n = map ? snprintf(buf, FDNAME_MAX + 1, "%smap.%s.%s.%s", act, digest_hex(digest), program, map)
+                    : snprintf(buf, FDNAME_MAX + 1, "%s.%s.%s", kind == NL_PROG_ACTION ? "act" : "prog",
+                               digest_hex(digest), program);
         return n > 0 && n <= FDNAME_MAX;
 }
 
-static bool pin_path(Daemon *d, char buf[PATH_MAX], const char *digest, const char *program) {
-        /* "<hex>-<program>": bpffs refuses names with a dot. */
-        int n = snprintf(buf, PATH_MAX, "%s/progs/%s-%s", d->config.bpffs_dir, digest_hex(digest), program);
-        return d->pin_programs && n > 0 && n < PATH_MAX && strlen(program) + 65 <= NAME_MAX;
+/* "<hex>-<program>", an action's "<hex>-act-<program>" (a C name has no '-'): bpffs refuses names with
+ * a dot. */
+#define PIN_ACTION_PREFIX "act-"
+
+static bool pin_path(Daemon *d, char buf[PATH_MAX], const char *digest, const char *program,
+                     NlProgKind kind) {
+        const char *act = kind == NL_PROG_ACTION ? PIN_ACTION_PREFIX : "";
+        int n = snprintf(buf, PATH_MAX, "%s/progs/%s-%s%s", d->config.bpffs_dir, digest_hex(digest), act,
+                         program);
+        return d->pin_programs && n > 0 && n < PATH_MAX && strlen(program) + strlen(act) + 65 <= NAME_MAX;
 }
 
 /* The fd the store gave back under name, now the caller's; -1 when there is none. */
@@ -107,13 +134,13 @@ static void program_keep(Daemon *d, Program *p, bool from_store) {
                 log_warning("program %s: %s", p->name, e.message);
                 error_done(&e);
         }
-        if (!from_store && fdname(name, p->digest, p->name, NULL)) {
+        if (!from_store && fdname(name, p->digest, p->name, p->kind, NULL)) {
                 fdstore_put(name, program_fd(p), false);
                 for (size_t i = 0; i < p->n_maps; i++)
-                        if (fdname(name, p->digest, p->name, p->maps[i].name))
+                        if (fdname(name, p->digest, p->name, p->kind, p->maps[i].name))
                                 fdstore_put(name, p->maps[i].fd, true);
         }
-        if (pin_path(d, path, p->digest, p->name) && stat(path, &st) < 0 &&
+        if (pin_path(d, path, p->digest, p->name, p->kind) && stat(path, &st) < 0 &&
             nl_program_pin(p->prog, path, &e) < 0) {
                 log_warning("%s", e.message);
                 error_done(&e);
@@ -124,36 +151,38 @@ static void program_keep(Daemon *d, Program *p, bool from_store) {
 static void program_unkeep(Daemon *d, Program *p) {
         char name[FDNAME_MAX + 1], path[PATH_MAX];
 
-        if (fdname(name, p->digest, p->name, NULL))
+        if (fdname(name, p->digest, p->name, p->kind, NULL))
                 fdstore_remove(name);
         for (size_t i = 0; i < p->n_maps; i++)
-                if (fdname(name, p->digest, p->name, p->maps[i].name))
+                if (fdname(name, p->digest, p->name, p->kind, p->maps[i].name))
                         fdstore_remove(name);
-        if (pin_path(d, path, p->digest, p->name) && unlink(path) < 0 && errno != ENOENT)
+        if (pin_path(d, path, p->digest, p->name, p->kind) && unlink(path) < 0 && errno != ENOENT)
                 log_warning("cannot unpin %s: %m", path);
 }
 
-static int load_program(Daemon *d, const FilterSpec *f, const NlMap *reuse, size_t n_reuse, NlProgram **ret,
-                        Error *reterr) {
+static int load_program(Daemon *d, const ProgramRef *ref, const NlMap *reuse, size_t n_reuse,
+                        NlProgram **ret, Error *reterr) {
         _cleanup_free_ char *data = NULL;
         size_t size;
         int r;
 
-        r = store_object_read(d->store, f->digest, d->config.object_size_max, &data, &size);
+        r = store_object_read(d->store, ref->digest, d->config.object_size_max, &data, &size);
         if (r < 0)
                 return error_set(reterr, r, r == -ENOENT ? "object_not_found" : "store_error",
-                                 "cannot read object %s: %s", f->digest,
+                                 "cannot read object %s: %s", ref->digest,
                                  r == -EBADMSG ? "its bytes do not match its digest" : strerror(-r));
         /* libbpf names maps after the object: a short digest keeps them recognisable in bpftool. */
         char object_name[20];
-        snprintf(object_name, sizeof(object_name), "clsd_%.8s", digest_hex(f->digest));
-        return nl_program_load(data, size, object_name, f->program, reuse, n_reuse, ret, reterr);
+        snprintf(object_name, sizeof(object_name), "clsd_%.8s", digest_hex(ref->digest));
+        return nl_program_load(data, size, object_name, ref->program, ref->kind, reuse, n_reuse, ret,
+                               reterr);
 }
 
 /* The maps a new program of f takes over: those of the program it replaces (reuse_id), or else those
  * the fd store gave back for f's program; minus the ones f's "maps" opts out of. */
-static int reuse_candidates(Daemon *d, const FilterSpec *f, uint32_t reuse_id, bool loading, NlMap **ret,
+static int reuse_candidates(Daemon *d, const ProgramRef *ref, uint32_t reuse_id, bool loading, NlMap **ret,
                             size_t *ret_n) {
+        const FilterSpec *f = ref->filter;
         _cleanup_(nl_program_freep) NlProgram *old = NULL;
         NlMap *v = NULL;
         size_t n = 0, k = 0;
@@ -162,7 +191,7 @@ static int reuse_candidates(Daemon *d, const FilterSpec *f, uint32_t reuse_id, b
                 (void) nl_program_maps(nl_program_fd(old), &v, &n, NULL);
         if (!v) {
                 char prefix[FDNAME_MAX + 1];
-                if (!fdname(prefix, f->digest, f->program, ""))
+                if (!fdname(prefix, ref->digest, ref->program, ref->kind, ""))
                         return 0;
                 v = calloc(d->n_passed + 1, sizeof(NlMap));
                 if (!v)
@@ -188,15 +217,15 @@ static int reuse_candidates(Daemon *d, const FilterSpec *f, uint32_t reuse_id, b
         return 0;
 }
 
-int registry_check_reuse(Daemon *d, const FilterSpec *f, uint32_t reuse_id, Error *reterr) {
-        const DaemonObject *o = f->digest ? daemon_object_get(d, f->digest) : NULL;
+int registry_check_reuse(Daemon *d, const ProgramRef *ref, uint32_t reuse_id, Error *reterr) {
+        const DaemonObject *o = ref->digest ? daemon_object_get(d, ref->digest) : NULL;
         NlMap *reuse = NULL;
         size_t n_reuse = 0;
         int r;
 
         if (!o || !reuse_id)
                 return 0; /* an object not stored yet is only inspected by a dry run */
-        if (reuse_candidates(d, f, reuse_id, false, &reuse, &n_reuse) < 0)
+        if (reuse_candidates(d, ref, reuse_id, false, &reuse, &n_reuse) < 0)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         r = nl_maps_check_reuse(o->info, reuse, n_reuse, reterr);
         nl_maps_free(reuse, n_reuse);
@@ -210,10 +239,11 @@ static NlProgram *candidate(NlProgram *np, uint32_t adopt_id) {
         return np;
 }
 
-int registry_acquire(Daemon *d, const FilterSpec *f, uint32_t adopt_id, uint32_t reuse_id, Program **ret,
+int registry_acquire(Daemon *d, const ProgramRef *ref, uint32_t adopt_id, uint32_t reuse_id, Program **ret,
                      Error *reterr) {
         _cleanup_(nl_program_freep) NlProgram *np = NULL;
-        Program *p = registry_find(d, f->digest, f->program), **n;
+        Program *p = registry_find(d, ref->digest, ref->program, ref->kind), **n;
+        const char *what = ref->kind == NL_PROG_ACTION ? " as an action" : "";
         char name[FDNAME_MAX + 1], path[PATH_MAX];
         const char *how = NULL;
         bool from_store = false;
@@ -227,9 +257,9 @@ int registry_acquire(Daemon *d, const FilterSpec *f, uint32_t adopt_id, uint32_t
         }
 
         /* Where a restart finds the program, in order: the fd store, bpffs, the kernel's filters. */
-        if (fdname(name, f->digest, f->program, NULL)) {
+        if (fdname(name, ref->digest, ref->program, ref->kind, NULL)) {
                 int fd = passed_take(d, name);
-                if (fd >= 0 && nl_program_from_fd(fd, &np, &e) < 0) {
+                if (fd >= 0 && nl_program_from_fd(fd, ref->kind, &np, &e) < 0) {
                         log_warning("fd store: %s: %s", name, e.message);
                         error_done(&e);
                 }
@@ -237,37 +267,37 @@ int registry_acquire(Daemon *d, const FilterSpec *f, uint32_t adopt_id, uint32_t
                 if ((np = candidate(np, adopt_id)))
                         how = "from the fd store", from_store = true;
         }
-        if (!np && pin_path(d, path, f->digest, f->program) &&
-            nl_program_open_pinned(path, &np, NULL) >= 0 && (np = candidate(np, adopt_id)))
+        if (!np && pin_path(d, path, ref->digest, ref->program, ref->kind) &&
+            nl_program_open_pinned(path, ref->kind, &np, NULL) >= 0 && (np = candidate(np, adopt_id)))
                 how = "from its bpffs pin";
         if (!np && adopt_id) {
                 /* The kernel holds a program with the tag we attached last time: take it, do not reload. */
                 r = nl_program_open_id(adopt_id, &np, NULL);
-                if (r >= 0 && f->tag[0] && !streq(nl_program_tag(np), f->tag))
+                if (r >= 0 && ref->tag[0] && !streq(nl_program_tag(np), ref->tag))
                         np = nl_program_free(np);
                 if (np)
                         how = "attached";
         }
         if (np)
-                log_info("adopted program %s (id %u, tag %s) of %s, %s", f->program, nl_program_id(np),
-                         nl_program_tag(np), f->digest, how);
+                log_info("adopted program %s%s (id %u, tag %s) of %s, %s", ref->program, what,
+                         nl_program_id(np), nl_program_tag(np), ref->digest, how);
         else {
                 NlMap *reuse = NULL;
                 size_t n_reuse = 0;
 
-                if (reuse_candidates(d, f, reuse_id, true, &reuse, &n_reuse) < 0)
+                if (reuse_candidates(d, ref, reuse_id, true, &reuse, &n_reuse) < 0)
                         return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-                r = load_program(d, f, reuse, n_reuse, &np, reterr);
+                r = load_program(d, ref, reuse, n_reuse, &np, reterr);
                 nl_maps_free(reuse, n_reuse);
                 if (r < 0)
                         return r;
-                log_info("loaded program %s (id %u, tag %s) of %s", f->program, nl_program_id(np),
-                         nl_program_tag(np), f->digest);
+                log_info("loaded program %s%s (id %u, tag %s) of %s", ref->program, what, nl_program_id(np),
+                         nl_program_tag(np), ref->digest);
         }
 
         p = calloc(1, sizeof(*p));
         n = realloc(d->programs, (d->n_programs + 1) * sizeof(Program *));
-        if (!p || !n || !(p->digest = strdup(f->digest)) || !(p->name = strdup(f->program))) {
+        if (!p || !n || !(p->digest = strdup(ref->digest)) || !(p->name = strdup(ref->program))) {
                 if (p) {
                         free(p->digest);
                         free(p);
@@ -277,6 +307,7 @@ int registry_acquire(Daemon *d, const FilterSpec *f, uint32_t adopt_id, uint32_t
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
         d->programs = n;
+        p->kind = ref->kind;
         p->prog = TAKE_PTR(np);
         p->n_ref = 1;
         d->programs[d->n_programs++] = p;
@@ -303,16 +334,16 @@ void registry_release(Daemon *d, Program *p) {
         free(p);
 }
 
-bool registry_kept(Daemon *d, const FilterSpec *f) {
+bool registry_kept(Daemon *d, const ProgramRef *ref) {
         char name[FDNAME_MAX + 1], path[PATH_MAX];
 
-        if (!f->digest || !f->program)
+        if (!ref->digest || !ref->program)
                 return false;
-        if (fdname(name, f->digest, f->program, NULL))
+        if (fdname(name, ref->digest, ref->program, ref->kind, NULL))
                 for (size_t i = 0; i < d->n_passed; i++)
                         if (streq(d->passed[i].name, name))
                                 return true;
-        return pin_path(d, path, f->digest, f->program) && access(path, F_OK) == 0;
+        return pin_path(d, path, ref->digest, ref->program, ref->kind) && access(path, F_OK) == 0;
 }
 
 int registry_start(Daemon *d, const DaemonPassedFd *passed, size_t n_passed) {
@@ -369,8 +400,10 @@ void registry_settle(Daemon *d) {
                 if (de->d_name[0] == '.')
                         continue;
                 if (dash && dash - de->d_name == 64) {
+                        const char *action = startswith(dash + 1, PIN_ACTION_PREFIX);
                         snprintf(digest, sizeof(digest), "sha256:%.64s", de->d_name);
-                        used = registry_find(d, digest, dash + 1) != NULL;
+                        used = registry_find(d, digest, action ?: dash + 1,
+                                             action ? NL_PROG_ACTION : NL_PROG_CLASSIFIER) != NULL;
                 }
                 if (!used && unlinkat(dirfd(dh), de->d_name, 0) >= 0)
                         log_info("unpinned %s/%s: no document uses it", dir, de->d_name);

@@ -7,8 +7,12 @@
 #include "log.h"
 
 void snapshot_done(Snapshot *s) {
-        for (size_t i = 0; i < s->n_filters; i++)
+        for (size_t i = 0; i < s->n_filters; i++) {
                 nl_program_free(s->programs[i]);
+                for (size_t k = 0; s->action_programs && k < NL_ACTIONS_MAX; k++)
+                        nl_program_free(s->action_programs[i * NL_ACTIONS_MAX + k]);
+        }
+        free(s->action_programs);
         free(s->programs);
         free(s->filters);
         free(s->tcx_links);
@@ -26,7 +30,8 @@ int snapshot_take(NlSocket *rtnl, int ifindex, const NlFilter *all, size_t n_all
                 return r;
         s.filters = calloc(n_all + 1, sizeof(NlFilter));
         s.programs = calloc(n_all + 1, sizeof(NlProgram *));
-        if (!s.filters || !s.programs) {
+        s.action_programs = calloc((n_all + 1) * NL_ACTIONS_MAX, sizeof(NlProgram *));
+        if (!s.filters || !s.programs || !s.action_programs) {
                 snapshot_done(&s);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
@@ -35,11 +40,16 @@ int snapshot_take(NlSocket *rtnl, int ifindex, const NlFilter *all, size_t n_all
                         continue;
                 /* Hold the program: once replaced, nothing else may keep it alive. */
                 r = nl_program_open_id(all[i].prog_id, &s.programs[s.n_filters], reterr);
+                for (size_t k = 0; r >= 0 && k < all[i].n_actions; k++)
+                        if (streq(all[i].actions[k].kind, "bpf"))
+                                r = nl_program_open_id(all[i].actions[k].prog_id,
+                                                       &s.action_programs[s.n_filters * NL_ACTIONS_MAX + k],
+                                                       reterr);
+                s.filters[s.n_filters++] = all[i];
                 if (r < 0) {
                         snapshot_done(&s);
                         return r;
                 }
-                s.filters[s.n_filters++] = all[i];
         }
         *ret = s;
         return 0;
@@ -72,6 +82,22 @@ int snapshot_restore(const Snapshot *s, const char *ifname, Error *reterr) {
         /* What it replaced or removed comes back, with the very program that was there. */
         for (size_t i = 0; i < s->n_filters; i++) {
                 const NlFilter *was = &s->filters[i], *is = find_at(now, n_now, was);
+                NlProgram *const *acts = &s->action_programs[i * NL_ACTIONS_MAX];
+                NlActionSpec actions[NL_ACTIONS_MAX];
+                size_t n_actions = 0;
+                bool same = is && is->prog_id == was->prog_id && streq(is->name, was->name) &&
+                            is->flags == was->flags && is->classid == was->classid &&
+                            is->n_actions == was->n_actions;
+
+                /* Its act_bpf actions come back with it (an action of another kind is not ours to rebuild).
+                 */
+                for (size_t k = 0; k < was->n_actions; k++) {
+                        if (!acts[k])
+                                continue;
+                        actions[n_actions++] = (NlActionSpec){ .prog_fd = nl_program_fd(acts[k]),
+                                                               .name = was->actions[k].name };
+                        same = same && is->actions[k].prog_id == was->actions[k].prog_id;
+                }
                 NlBpfFilterSpec spec = {
                         .ifindex = s->ifindex,
                         .hook = was->hook,
@@ -82,9 +108,10 @@ int snapshot_restore(const Snapshot *s, const char *ifname, Error *reterr) {
                         .name = was->name,
                         .direct_action = was->direct_action,
                         .classid = was->classid,
+                        .actions = actions,
+                        .n_actions = n_actions,
                 };
-                if (is && is->prog_id == was->prog_id && streq(is->name, was->name) &&
-                    is->flags == was->flags && is->classid == was->classid)
+                if (same)
                         continue;
                 if (was->protocol != ETH_P_ALL)
                         continue; /* clsd only makes ETH_P_ALL filters; not ours to rebuild */

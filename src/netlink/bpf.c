@@ -105,11 +105,10 @@ int nl_object_inspect(const void *data, size_t size, NlObjectInfo **ret, Error *
                 enum bpf_prog_type t = bpf_program__type(p);
                 pi->name = strdup(bpf_program__name(p));
                 pi->section = strdup(bpf_program__section_name(p));
-                pi->type = libbpf_bpf_prog_type_str(t);
+                pi->type = t == BPF_PROG_TYPE_UNSPEC ? NULL : libbpf_bpf_prog_type_str(t);
                 if (!pi->type)
                         pi->type = "unknown";
-                pi->is_classifier = t == BPF_PROG_TYPE_SCHED_CLS;
-                pi->is_tc = pi->is_classifier || t == BPF_PROG_TYPE_SCHED_ACT;
+                pi->type_id = (uint32_t) t;
         }
         bpf_object__for_each_map (m, obj) {
                 NlMapInfo *mi = &info->maps[info->n_maps++];
@@ -127,6 +126,40 @@ int nl_object_inspect(const void *data, size_t size, NlObjectInfo **ret, Error *
         bpf_object__close(obj);
         *ret = TAKE_PTR(info);
         return 0;
+}
+
+const char *nl_prog_kind_to_string(NlProgKind k) {
+        return k == NL_PROG_ACTION ? "action" : "classifier";
+}
+
+static enum bpf_prog_type kind_type(NlProgKind kind) {
+        return kind == NL_PROG_ACTION ? BPF_PROG_TYPE_SCHED_ACT : BPF_PROG_TYPE_SCHED_CLS;
+}
+
+int nl_program_tc_rank(const NlProgramInfo *pi, NlProgKind kind) {
+        if (pi->type_id == (uint32_t) kind_type(kind))
+                return 0;
+        if (pi->type_id == BPF_PROG_TYPE_UNSPEC)
+                return 1;
+        if (pi->type_id == BPF_PROG_TYPE_SCHED_CLS || pi->type_id == BPF_PROG_TYPE_SCHED_ACT)
+                return 2;
+        return -1;
+}
+
+const char *nl_program_tc_note(const NlProgramInfo *pi) {
+        switch (pi->type_id) {
+        case BPF_PROG_TYPE_SCHED_CLS:
+                return "a classifier (sched_cls); as an action it is loaded as sched_act";
+        case BPF_PROG_TYPE_SCHED_ACT:
+                return "an action (sched_act); as a classifier it is loaded as sched_cls";
+        case BPF_PROG_TYPE_UNSPEC:
+                return "its section is not one libbpf knows: loaded as sched_cls for a classifier and as "
+                       "sched_act for an action, as tc does";
+        default:
+                return "tc runs only sched_cls and sched_act programs (and those in sections libbpf does "
+                       "not "
+                       "know); this one's section makes it another type";
+        }
 }
 
 NlProgram *nl_program_free(NlProgram *p) {
@@ -165,8 +198,8 @@ static int fill_info(NlProgram *p, Error *reterr) {
 
 /* Loads only `program` of the object: the object's other programs are not the caller's concern. */
 static struct bpf_object *open_for_program(const void *data, size_t size, const char *object_name,
-                                           const char *program, struct bpf_program **ret_prog,
-                                           Error *reterr) {
+                                           const char *program, NlProgKind kind,
+                                           struct bpf_program **ret_prog, Error *reterr) {
         struct bpf_object *obj = open_mem(data, size, object_name, reterr);
         struct bpf_program *p, *target = NULL;
 
@@ -184,12 +217,16 @@ static struct bpf_object *open_for_program(const void *data, size_t size, const 
                 bpf_object__close(obj);
                 return NULL;
         }
-        if (bpf_program__type(target) != BPF_PROG_TYPE_SCHED_CLS) {
-                const char *t = libbpf_bpf_prog_type_str(bpf_program__type(target));
+        enum bpf_prog_type t = bpf_program__type(target);
+        /* The use decides, as tc does: the same instructions run as either. */
+        if ((t != BPF_PROG_TYPE_UNSPEC && t != BPF_PROG_TYPE_SCHED_CLS && t != BPF_PROG_TYPE_SCHED_ACT) ||
+            bpf_program__set_type(target, kind_type(kind)) < 0) {
+                const char *name = libbpf_bpf_prog_type_str(t);
                 error_set(reterr, EINVAL, "wrong_program_type",
-                          "program \"%s\" is of type %s; a tc classifier needs sched_cls (SEC(\"tc\") or "
-                          "SEC(\"classifier\"))",
-                          program, t ? t : "unknown");
+                          "program \"%s\" is of type %s; tc runs sched_cls and sched_act programs "
+                          "(SEC(\"tc\"), "
+                          "SEC(\"action\"), or a section of its own)",
+                          program, name ? name : "unknown");
                 bpf_object__close(obj);
                 return NULL;
         }
@@ -271,10 +308,11 @@ static int reuse_maps(struct bpf_object *obj, const NlMap *reuse, size_t n_reuse
 }
 
 /* Loads again with a log buffer to capture the verifier's explanation of a rejection. */
-static char *verifier_log(const void *data, size_t size, const char *object_name, const char *program) {
+static char *verifier_log(const void *data, size_t size, const char *object_name, const char *program,
+                          NlProgKind kind) {
         for (size_t log_size = VERIFIER_LOG_START; log_size <= VERIFIER_LOG_MAX; log_size *= 2) {
                 struct bpf_program *p;
-                struct bpf_object *obj = open_for_program(data, size, object_name, program, &p, NULL);
+                struct bpf_object *obj = open_for_program(data, size, object_name, program, kind, &p, NULL);
                 char *buf = calloc(1, log_size);
                 int r;
 
@@ -301,7 +339,7 @@ static char *verifier_log(const void *data, size_t size, const char *object_name
 }
 
 int nl_program_load(const void *data, size_t size, const char *object_name, const char *program,
-                    const NlMap *reuse, size_t n_reuse, NlProgram **ret, Error *reterr) {
+                    NlProgKind kind, const NlMap *reuse, size_t n_reuse, NlProgram **ret, Error *reterr) {
         _cleanup_(nl_program_freep) NlProgram *np = calloc(1, sizeof(*np));
         struct bpf_program *p;
         int r;
@@ -309,7 +347,7 @@ int nl_program_load(const void *data, size_t size, const char *object_name, cons
         if (!np)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         np->fd = -1;
-        np->obj = open_for_program(data, size, object_name, program, &p, reterr);
+        np->obj = open_for_program(data, size, object_name, program, kind, &p, reterr);
         if (!np->obj)
                 return -EINVAL;
         r = reuse_maps(np->obj, reuse, n_reuse, reterr);
@@ -317,7 +355,7 @@ int nl_program_load(const void *data, size_t size, const char *object_name, cons
                 return r;
         r = bpf_object__load(np->obj);
         if (r < 0) {
-                char *log = verifier_log(data, size, object_name, program);
+                char *log = verifier_log(data, size, object_name, program, kind);
                 if (log) {
                         error_set(reterr, r, "verifier_rejected",
                                   "program \"%s\" was rejected by the verifier: %s", program, strerror(-r));
@@ -356,7 +394,7 @@ int nl_program_open_id(uint32_t id, NlProgram **ret, Error *reterr) {
         return 0;
 }
 
-static int program_from_fd(int fd, NlProgram **ret, Error *reterr) {
+static int program_from_fd(int fd, NlProgKind kind, NlProgram **ret, Error *reterr) {
         _cleanup_(nl_program_freep) NlProgram *np = calloc(1, sizeof(*np));
         int r;
 
@@ -368,19 +406,19 @@ static int program_from_fd(int fd, NlProgram **ret, Error *reterr) {
         r = fill_info(np, reterr);
         if (r < 0)
                 return r;
-        if (np->type != BPF_PROG_TYPE_SCHED_CLS)
-                return error_set(reterr, EINVAL, "wrong_program_type", "program id %u is not sched_cls",
-                                 np->id);
+        if (np->type != (uint32_t) kind_type(kind))
+                return error_set(reterr, EINVAL, "wrong_program_type", "program id %u is not %s", np->id,
+                                 kind == NL_PROG_ACTION ? "sched_act" : "sched_cls");
         *ret = TAKE_PTR(np);
         return 0;
 }
 
-int nl_program_from_fd(int fd, NlProgram **ret, Error *reterr) {
+int nl_program_from_fd(int fd, NlProgKind kind, NlProgram **ret, Error *reterr) {
         int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 
         if (copy < 0)
                 return error_set(reterr, errno, "internal_error", "cannot duplicate fd %d: %m", fd);
-        return program_from_fd(copy, ret, reterr);
+        return program_from_fd(copy, kind, ret, reterr);
 }
 
 int nl_program_pin(const NlProgram *p, const char *path, Error *reterr) {
@@ -391,12 +429,12 @@ int nl_program_pin(const NlProgram *p, const char *path, Error *reterr) {
         return error_set(reterr, errno, "kernel_error", "cannot pin program id %u at %s: %m", p->id, path);
 }
 
-int nl_program_open_pinned(const char *path, NlProgram **ret, Error *reterr) {
+int nl_program_open_pinned(const char *path, NlProgKind kind, NlProgram **ret, Error *reterr) {
         int fd = bpf_obj_get(path);
 
         if (fd < 0)
                 return error_set(reterr, errno, "kernel_error", "cannot open pinned %s: %m", path);
-        return program_from_fd(fd, ret, reterr);
+        return program_from_fd(fd, kind, ret, reterr);
 }
 
 static int map_fill(int fd, NlMap *ret, Error *reterr) {

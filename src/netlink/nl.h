@@ -57,6 +57,25 @@ typedef enum NlHook {
 
 uint32_t nl_hook_parent(NlHook h);
 
+/* act_bpf actions after a classifier: at most this many per filter (tc allows 32); a bound on the
+ * work of one filter and on the size of NlFilter. */
+#define NL_ACTIONS_MAX 8
+#define NL_ACTION_NAME_MAX 64
+
+/* One action of a filter as the kernel shows it. */
+typedef struct NlAction {
+        char kind[16]; /* "bpf" for act_bpf */
+        char name[NL_ACTION_NAME_MAX]; /* act_bpf: TCA_ACT_BPF_NAME */
+        uint32_t index; /* the kernel's action index */
+        int32_t control; /* act_bpf: the verdict for a program's TC_ACT_UNSPEC (TC_ACT_PIPE, …) */
+        uint32_t prog_id;
+        char tag[NL_TAG_STRING_MAX];
+        uint64_t packets; /* what went through it (TCA_ACT_STATS) */
+        uint64_t bytes;
+        uint32_t drops;
+        bool clsd_owned; /* name starts with NL_FILTER_NAME_PREFIX */
+} NlAction;
+
 typedef struct NlFilter {
         NlHook hook;
         uint32_t parent;
@@ -73,7 +92,19 @@ typedef struct NlFilter {
         uint32_t classid;
         bool direct_action;
         bool clsd_owned; /* name starts with NL_FILTER_NAME_PREFIX */
+        /* cls_bpf's actions (TCA_BPF_ACT), in the order they run; more than NL_ACTIONS_MAX set
+         * actions_truncated and keep the first ones. */
+        NlAction actions[NL_ACTIONS_MAX];
+        size_t n_actions;
+        bool actions_truncated;
 } NlFilter;
+
+/* An act_bpf action to create with a filter: runs prog_fd, named name (with the prefix); a program's
+ * TC_ACT_UNSPEC goes on to the next action (TC_ACT_PIPE, as tc's default). */
+typedef struct NlActionSpec {
+        int prog_fd;
+        const char *name;
+} NlActionSpec;
 
 typedef struct NlBpfFilterSpec {
         int ifindex;
@@ -85,6 +116,8 @@ typedef struct NlBpfFilterSpec {
         const char *name; /* full TCA_BPF_NAME, with the prefix */
         bool direct_action;
         uint32_t classid; /* 0: none */
+        const NlActionSpec *actions; /* act_bpf actions run when the classifier matches */
+        size_t n_actions;
 } NlBpfFilterSpec;
 
 /* Builds the request into buf (at least NL_MSG_BUFFER_SIZE); exposed for tests. */
@@ -96,7 +129,9 @@ struct nlmsghdr *nl_msg_filter_dump(void *buf, int ifindex, uint32_t parent, uin
 struct nlmsghdr *nl_msg_clsact(void *buf, int ifindex, bool add, uint32_t seq);
 /* Parses one RTM_NEWTFILTER message. 0 on success, -ENOMSG when it is not a filter message. */
 int nl_filter_parse(const struct nlmsghdr *nlh, NlFilter *ret);
-/* A filter or qdisc event (new or deleted): 0 and its interface, or -ENOMSG for anything else. */
+/* A filter or qdisc event (new or deleted): 0 and its interface, or -ENOMSG for anything else. An
+ * action event (someone replaced or removed an action; actions belong to a namespace, not to an
+ * interface) is 0 with ifindex 0. */
 int nl_tc_event_parse(const struct nlmsghdr *nlh, int *ret_ifindex);
 
 int nl_clsact_exists(NlSocket *s, int ifindex, bool *ret, Error *reterr);
@@ -104,7 +139,8 @@ int nl_clsact_add(NlSocket *s, int ifindex, Error *reterr);
 int nl_clsact_del(NlSocket *s, int ifindex, Error *reterr);
 /* Dumps all filters of both clsact hooks and of the root qdisc (where classic-mode filters go). */
 int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Error *reterr);
-/* Adds (replace=false, NLM_F_EXCL) or replaces in place (NLM_F_REPLACE) a cls_bpf filter. */
+/* Adds (replace=false, NLM_F_EXCL) or replaces in place (NLM_F_REPLACE) a cls_bpf filter, with its
+ * actions: a replace swaps the classifier and its actions at once. */
 int nl_bpf_filter_set(NlSocket *s, const NlBpfFilterSpec *f, bool replace, Error *reterr);
 int nl_filter_del(NlSocket *s, int ifindex, uint32_t parent, uint16_t pref, uint16_t protocol,
                   uint32_t handle, Error *reterr);
@@ -115,13 +151,30 @@ struct nlmsghdr *nl_msg_act_bpf_probe(void *buf, uint32_t seq);
 int nl_act_bpf_probe(NlSocket *s, bool *ret_available);
 
 /* ---- bpf objects and programs (bpf.c) ---- */
+/* What a tc program is loaded as: a cls_bpf classifier (sched_cls) or an act_bpf action (sched_act).
+ * As tc does, the use decides, not the ELF section: libbpf infers a type only from section names it
+ * knows ("tc", "classifier", "action"), and older tc programs sit in sections of their own names. */
+typedef enum NlProgKind {
+        NL_PROG_CLASSIFIER,
+        NL_PROG_ACTION,
+        _NL_PROG_KIND_MAX,
+} NlProgKind;
+
+const char *nl_prog_kind_to_string(NlProgKind k);
+
 typedef struct NlProgramInfo {
         char *name;
         char *section;
-        const char *type; /* libbpf's name: "sched_cls", "xdp", … */
-        bool is_tc; /* SCHED_CLS or SCHED_ACT */
-        bool is_classifier; /* SCHED_CLS */
+        const char *type; /* libbpf's name from the section: "sched_cls", "xdp", …; "unknown" */
+        uint32_t type_id; /* BPF_PROG_TYPE_*; 0 (unspec) for a section libbpf does not know */
 } NlProgramInfo;
+
+/* How well the program fits a use, for picking the object's program when a document names none:
+ * 0 when its section says this kind, 1 when libbpf does not know its section, 2 when it is the other
+ * tc kind (still loadable as this one, as tc does); -1 when tc cannot run it at all (xdp, kprobe, …). */
+int nl_program_tc_rank(const NlProgramInfo *pi, NlProgKind kind);
+/* Why tc cannot run the program (rank -1), or how clsd will load it; for people. */
+const char *nl_program_tc_note(const NlProgramInfo *pi);
 
 typedef struct NlMapInfo {
         char *name;
@@ -219,18 +272,18 @@ int nl_bpf_stats_enable(int *ret_fd, Error *reterr);
  * or .rodata) named like one of reuse is that map, contents and all; one whose type, key size,
  * value size, max_entries or flags differ is refused with reterr "map_incompatible". */
 int nl_program_load(const void *data, size_t size, const char *object_name, const char *program,
-                    const NlMap *reuse, size_t n_reuse, NlProgram **ret, Error *reterr);
+                    NlProgKind kind, const NlMap *reuse, size_t n_reuse, NlProgram **ret, Error *reterr);
 /* What nl_program_load() would refuse when taking over reuse, from the object's description alone
  * (a dry run): reterr "map_incompatible". */
 int nl_maps_check_reuse(const NlObjectInfo *info, const NlMap *reuse, size_t n_reuse, Error *reterr);
 /* Takes a reference to a program already in the kernel, by id, without loading anything. */
 int nl_program_open_id(uint32_t id, NlProgram **ret, Error *reterr);
 /* Takes a reference to the program behind fd (duplicated), e.g. one systemd's fd store gave back;
- * reterr "wrong_program_type" unless it is a sched_cls program. */
-int nl_program_from_fd(int fd, NlProgram **ret, Error *reterr);
+ * reterr "wrong_program_type" unless it is of the kind's type (sched_cls, sched_act). */
+int nl_program_from_fd(int fd, NlProgKind kind, NlProgram **ret, Error *reterr);
 /* bpffs pins: the program outlives every fd of it. Pinning replaces what is at path. */
 int nl_program_pin(const NlProgram *p, const char *path, Error *reterr);
-int nl_program_open_pinned(const char *path, NlProgram **ret, Error *reterr);
+int nl_program_open_pinned(const char *path, NlProgKind kind, NlProgram **ret, Error *reterr);
 NlProgram *nl_program_free(NlProgram *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(NlProgram *, nl_program_free);
 int nl_program_fd(const NlProgram *p);

@@ -3,8 +3,10 @@
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
 #include <linux/pkt_cls.h>
+#include <linux/gen_stats.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
+#include <linux/tc_act/tc_bpf.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -54,6 +56,23 @@ struct nlmsghdr *nl_msg_bpf_filter(void *buf, const NlBpfFilterSpec *f, bool rep
         mnl_attr_put_u32(nlh, TCA_BPF_FLAGS, f->direct_action ? TCA_BPF_FLAG_ACT_DIRECT : 0);
         if (f->classid)
                 mnl_attr_put_u32(nlh, TCA_BPF_CLASSID, f->classid);
+        if (f->n_actions > 0) {
+                /* Each action nested under its place in the list (1, 2, …), as tc sends them; index 0
+                 * lets the kernel number it, and the filter binds it, so it goes with the filter. */
+                struct nlattr *acts = mnl_attr_nest_start(nlh, TCA_BPF_ACT);
+                for (size_t i = 0; i < f->n_actions; i++) {
+                        struct tc_act_bpf parms = { .action = TC_ACT_PIPE };
+                        struct nlattr *act = mnl_attr_nest_start(nlh, (uint16_t) (i + 1)), *aopts;
+                        mnl_attr_put_strz(nlh, TCA_ACT_KIND, "bpf");
+                        aopts = mnl_attr_nest_start(nlh, TCA_ACT_OPTIONS);
+                        mnl_attr_put(nlh, TCA_ACT_BPF_PARMS, sizeof(parms), &parms);
+                        mnl_attr_put_u32(nlh, TCA_ACT_BPF_FD, (uint32_t) f->actions[i].prog_fd);
+                        mnl_attr_put_strz(nlh, TCA_ACT_BPF_NAME, f->actions[i].name);
+                        mnl_attr_nest_end(nlh, aopts);
+                        mnl_attr_nest_end(nlh, act);
+                }
+                mnl_attr_nest_end(nlh, acts);
+        }
         mnl_attr_nest_end(nlh, opts);
         return nlh;
 }
@@ -71,6 +90,108 @@ struct nlmsghdr *nl_msg_filter_dump(void *buf, int ifindex, uint32_t parent, uin
         return put_tcmsg(buf, RTM_GETTFILTER, NLM_F_DUMP, seq, ifindex, parent, 0, 0);
 }
 
+static void tag_format(const struct nlattr *a, char tag[NL_TAG_STRING_MAX]) {
+        const uint8_t *t = mnl_attr_get_payload(a);
+        for (int i = 0; i < 8; i++)
+                snprintf(tag + 2 * i, 3, "%02x", t[i]);
+}
+
+static void parse_act_bpf_options(const struct nlattr *opts, NlAction *act) {
+        const struct nlattr *a;
+
+        mnl_attr_for_each_nested (a, opts) {
+                switch (mnl_attr_get_type(a)) {
+                case TCA_ACT_BPF_PARMS:
+                        if (mnl_attr_get_payload_len(a) >= sizeof(struct tc_act_bpf)) {
+                                struct tc_act_bpf parms;
+                                memcpy(&parms, mnl_attr_get_payload(a), sizeof(parms));
+                                act->index = parms.index;
+                                act->control = parms.action;
+                        }
+                        break;
+                case TCA_ACT_BPF_NAME:
+                        if (mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0)
+                                snprintf(act->name, sizeof(act->name), "%s", mnl_attr_get_str(a));
+                        break;
+                case TCA_ACT_BPF_ID:
+                        if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+                                act->prog_id = mnl_attr_get_u32(a);
+                        break;
+                case TCA_ACT_BPF_TAG:
+                        if (mnl_attr_get_payload_len(a) == 8)
+                                tag_format(a, act->tag);
+                        break;
+                }
+        }
+}
+
+static void parse_act_stats(const struct nlattr *stats, NlAction *act) {
+        const struct nlattr *a;
+
+        mnl_attr_for_each_nested (a, stats) {
+                switch (mnl_attr_get_type(a)) {
+                case TCA_STATS_BASIC:
+                        if (mnl_attr_get_payload_len(a) >= sizeof(struct gnet_stats_basic)) {
+                                struct gnet_stats_basic b;
+                                memcpy(&b, mnl_attr_get_payload(a), sizeof(b));
+                                act->bytes = b.bytes;
+                                if (act->packets < b.packets)
+                                        act->packets = b.packets;
+                        }
+                        break;
+                case TCA_STATS_PKT64: /* the 64-bit packet count, where the kernel sends it */
+                        if (mnl_attr_validate(a, MNL_TYPE_U64) >= 0)
+                                act->packets = mnl_attr_get_u64(a);
+                        break;
+                case TCA_STATS_QUEUE:
+                        if (mnl_attr_get_payload_len(a) >= sizeof(struct gnet_stats_queue)) {
+                                struct gnet_stats_queue q;
+                                memcpy(&q, mnl_attr_get_payload(a), sizeof(q));
+                                act->drops = q.drops;
+                        }
+                        break;
+                }
+        }
+}
+
+/* TCA_BPF_ACT: the actions nested under their place in the list (1, 2, …). */
+static void parse_actions(const struct nlattr *list, NlFilter *f) {
+        const struct nlattr *a, *x;
+
+        mnl_attr_for_each_nested (a, list) {
+                NlAction act = { 0 };
+                if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0)
+                        continue;
+                if (f->n_actions == NL_ACTIONS_MAX) {
+                        f->actions_truncated = true;
+                        return;
+                }
+                mnl_attr_for_each_nested (x, a) {
+                        switch (mnl_attr_get_type(x)) {
+                        case TCA_ACT_KIND:
+                                if (mnl_attr_validate(x, MNL_TYPE_NUL_STRING) >= 0)
+                                        snprintf(act.kind, sizeof(act.kind), "%s", mnl_attr_get_str(x));
+                                break;
+                        case TCA_ACT_INDEX:
+                                if (mnl_attr_validate(x, MNL_TYPE_U32) >= 0)
+                                        act.index = mnl_attr_get_u32(x);
+                                break;
+                        case TCA_ACT_STATS:
+                                if (mnl_attr_validate(x, MNL_TYPE_NESTED) >= 0)
+                                        parse_act_stats(x, &act);
+                                break;
+                        }
+                }
+                /* The options are the kind's own: read them once the kind is known. */
+                mnl_attr_for_each_nested (x, a)
+                        if (mnl_attr_get_type(x) == TCA_ACT_OPTIONS && streq(act.kind, "bpf") &&
+                            mnl_attr_validate(x, MNL_TYPE_NESTED) >= 0)
+                                parse_act_bpf_options(x, &act);
+                act.clsd_owned = startswith(act.name, NL_FILTER_NAME_PREFIX) != NULL;
+                f->actions[f->n_actions++] = act;
+        }
+}
+
 static void parse_bpf_options(const struct nlattr *opts, NlFilter *f) {
         const struct nlattr *a;
 
@@ -85,11 +206,8 @@ static void parse_bpf_options(const struct nlattr *opts, NlFilter *f) {
                                 f->prog_id = mnl_attr_get_u32(a);
                         break;
                 case TCA_BPF_TAG:
-                        if (mnl_attr_get_payload_len(a) == 8) {
-                                const uint8_t *t = mnl_attr_get_payload(a);
-                                for (int i = 0; i < 8; i++)
-                                        snprintf(f->tag + 2 * i, 3, "%02x", t[i]);
-                        }
+                        if (mnl_attr_get_payload_len(a) == 8)
+                                tag_format(a, f->tag);
                         break;
                 case TCA_BPF_FLAGS:
                         if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
@@ -98,6 +216,10 @@ static void parse_bpf_options(const struct nlattr *opts, NlFilter *f) {
                 case TCA_BPF_CLASSID:
                         if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
                                 f->classid = mnl_attr_get_u32(a);
+                        break;
+                case TCA_BPF_ACT:
+                        if (mnl_attr_validate(a, MNL_TYPE_NESTED) >= 0)
+                                parse_actions(a, f);
                         break;
                 }
         }
@@ -146,6 +268,11 @@ int nl_filter_parse(const struct nlmsghdr *nlh, NlFilter *ret) {
 int nl_tc_event_parse(const struct nlmsghdr *nlh, int *ret_ifindex) {
         const struct tcmsg *tcm;
 
+        if (nlh->nlmsg_type == RTM_NEWACTION || nlh->nlmsg_type == RTM_DELACTION) {
+                if (ret_ifindex)
+                        *ret_ifindex = 0;
+                return 0;
+        }
         if (nlh->nlmsg_type != RTM_NEWTFILTER && nlh->nlmsg_type != RTM_DELTFILTER &&
             nlh->nlmsg_type != RTM_NEWQDISC && nlh->nlmsg_type != RTM_DELQDISC)
                 return -ENOMSG;

@@ -43,6 +43,7 @@ void filter_spec_done(FilterSpec *f) {
         free(f->program);
         map_policies_free(f->maps, f->n_maps);
         metric_specs_free(f->metrics, f->n_metrics);
+        action_specs_free(f->actions, f->n_actions);
         *f = (FilterSpec){ 0 };
 }
 
@@ -254,32 +255,22 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
         v = json_object_get(j, "actions");
         snprintf(p, sizeof(p), "%s.actions", path);
         if (v && !json_is_null(v)) {
-                json_t *a;
-                size_t k;
-                if (!json_is_array(v))
-                        return field_error(reterr, "wrong_type", p, "expected an array", NULL);
-                json_array_foreach (v, k, a) {
-                        const char *akey;
-                        json_t *x;
-                        snprintf(p, sizeof(p), "%s.actions[%zu]", path, k);
-                        if (!json_is_object(a))
-                                return field_error(reterr, "wrong_type", p, "expected an object", NULL);
-                        json_object_foreach (a, akey, x)
-                                if (!streq(akey, "object") && !streq(akey, "program")) {
-                                        snprintf(p, sizeof(p), "%s.actions[%zu].%s", path, k, akey);
-                                        return field_error(reterr, "unknown_field", p, "unknown field",
-                                                           NULL);
-                                }
-                        if (!json_is_string(json_object_get(a, "object")))
-                                return field_error(reterr,
-                                                   json_object_get(a, "object") ? "wrong_type"
-                                                                                : "missing_field",
-                                                   p, "\"object\" must be a string", NULL);
-                        if (json_object_get(a, "program") && !json_is_string(json_object_get(a, "program")))
-                                return field_error(reterr, "wrong_type", p, "\"program\" must be a string",
-                                                   NULL);
+                r = action_specs_parse(v, p, &f->actions, &f->n_actions, reterr);
+                if (r < 0)
+                        return r;
+        }
+
+        /* Actions run only after a classifier in classic mode: in direct-action mode the kernel would
+         * take them and never run them. */
+        if (f->n_actions > 0) {
+                if (json_is_true(json_object_get(j, "direct_action"))) {
+                        snprintf(p, sizeof(p), "%s.direct_action", path);
+                        return field_error(reterr, "invalid_value", p,
+                                           "actions run only after a classifier in classic mode: leave "
+                                           "\"direct_action\" out, or false, with \"actions\"",
+                                           NULL);
                 }
-                f->n_actions = json_array_size(v);
+                f->direct_action = false;
         }
 
         v = json_object_get(j, "parent");
@@ -518,11 +509,20 @@ int document_hog_from_string(const char *text, size_t size, Document **ret, Erro
                 return r;
         /* A hog is configuration: it names its object file, not an upload in clsd's store. */
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                for (size_t i = 0; i < d->n_filters[dir]; i++)
-                        if (d->filters[dir][i].object[0] != '/')
+                for (size_t i = 0; i < d->n_filters[dir]; i++) {
+                        const FilterSpec *f = &d->filters[dir][i];
+                        if (f->object[0] != '/')
                                 return error_set(reterr, EINVAL, "invalid_value",
                                                  "%s[%zu].object: a hog names its object by absolute path",
                                                  direction_to_string(dir), i);
+                        for (size_t k = 0; k < f->n_actions; k++)
+                                if (f->actions[k].object[0] != '/')
+                                        return error_set(
+                                                reterr, EINVAL, "invalid_value",
+                                                "%s[%zu].actions[%zu].object: a hog names its object by "
+                                                "absolute path",
+                                                direction_to_string(dir), i, k);
+                }
         d->source = SOURCE_HOG;
         *ret = TAKE_PTR(d);
         return 0;
@@ -550,6 +550,8 @@ json_t *filter_spec_to_json(const FilterSpec *f) {
         }
         if (f->attach != ATTACH_CLS_BPF)
                 json_object_set_new(j, "attach", json_string(filter_attach_to_string(f->attach)));
+        if (f->n_actions)
+                json_object_set_new(j, "actions", action_specs_to_json(f->actions, f->n_actions));
         if (f->n_maps)
                 json_object_set_new(j, "maps", map_policies_to_json(f->maps, f->n_maps));
         if (f->n_metrics)
@@ -583,7 +585,11 @@ int filter_spec_copy(const FilterSpec *f, FilterSpec *ret) {
         g.maps = NULL;
         g.metrics = NULL;
         g.n_metrics = 0;
-        if (!g.name || !g.object || (f->digest && !g.digest) || (f->program && !g.program) ||
+        g.actions = NULL;
+        g.n_actions = 0;
+        if (action_specs_copy(f->actions, f->n_actions, &g.actions) >= 0)
+                g.n_actions = f->n_actions;
+        if (!g.name || !g.object || (f->digest && !g.digest) || (f->program && !g.program) || !g.actions ||
             map_policies_copy(f->maps, f->n_maps, &g.maps) < 0 ||
             metric_specs_copy(f->metrics, f->n_metrics, &g.metrics, &g.n_metrics) < 0) {
                 filter_spec_done(&g);

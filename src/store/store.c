@@ -165,12 +165,14 @@ static void document_file_name(const char *netns, const char *ifname, char buf[D
         strcpy(p, ".json");
 }
 
-/* The lowest format that holds the document: 3 with "metrics", 2 with "maps", else 1. */
+/* The lowest format that holds the document: 4 with "actions", 3 with "metrics", 2 with "maps", else 1. */
 static int document_format(const Document *d) {
         int format = 1;
 
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < d->n_filters[dir]; i++) {
+                        if (d->filters[dir][i].n_actions > 0)
+                                format = MAX(format, 4);
                         if (d->filters[dir][i].n_metrics > 0)
                                 format = MAX(format, 3);
                         if (d->filters[dir][i].n_maps > 0)
@@ -191,12 +193,22 @@ static json_t *document_file_to_json(const Document *d) {
         json_object_set_new(j, "clsact_created", json_boolean(d->clsact_created));
         json_object_set_new(j, "spec", document_spec_to_json(d));
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                for (size_t i = 0; i < d->n_filters[dir]; i++)
-                        if (d->filters[dir][i].tag[0])
-                                json_object_set_new(attached, d->filters[dir][i].name,
-                                                    json_pack("{s:s,s:I}", "tag", d->filters[dir][i].tag,
-                                                              "id",
-                                                              (json_int_t) d->filters[dir][i].prog_id));
+                for (size_t i = 0; i < d->n_filters[dir]; i++) {
+                        const FilterSpec *f = &d->filters[dir][i];
+                        json_t *a;
+                        if (!f->tag[0])
+                                continue;
+                        a = json_pack("{s:s,s:I}", "tag", f->tag, "id", (json_int_t) f->prog_id);
+                        if (f->n_actions > 0) {
+                                json_t *acts = json_array();
+                                for (size_t k = 0; k < f->n_actions; k++)
+                                        json_array_append_new(
+                                                acts, json_pack("{s:s,s:I}", "tag", f->actions[k].tag, "id",
+                                                                (json_int_t) f->actions[k].prog_id));
+                                json_object_set_new(a, "actions", acts);
+                        }
+                        json_object_set_new(attached, f->name, a);
+                }
         /* What clsd attached last, so that a restart adopts exactly that program, not one that only
          * shares its tag (the tag hashes instructions with map references zeroed). */
         json_object_set_new(j, "attached", attached);
@@ -274,6 +286,15 @@ int store_document_load(Store *s, DocumentSource source, const char *netns, cons
         return 0;
 }
 
+/* What clsd attached last for a filter or action: a tag and a program id, kept only when both are sound. */
+static void attached_parse(json_t *tag, json_t *id, char ret_tag[17], uint32_t *ret_id) {
+        if (json_is_string(tag) && strlen(json_string_value(tag)) == 16 && json_is_integer(id) &&
+            json_integer_value(id) > 0 && json_integer_value(id) <= UINT32_MAX) {
+                memcpy(ret_tag, json_string_value(tag), 17);
+                *ret_id = (uint32_t) json_integer_value(id);
+        }
+}
+
 /* Parses one document file; the reason for refusing it goes into reterr. */
 int document_file_parse(const char *text, size_t size, Document **ret, Error *reterr) {
         _cleanup_(document_freep) Document *d = NULL;
@@ -316,14 +337,19 @@ int document_file_parse(const char *text, size_t size, Document **ret, Error *re
         /* Stored documents are resolved: a file without digest and program (written by hand, or
          * damaged) is refused, not guessed at. */
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                for (size_t i = 0; i < d->n_filters[dir]; i++)
-                        if (!d->filters[dir][i].digest || !d->filters[dir][i].program) {
+                for (size_t i = 0; i < d->n_filters[dir]; i++) {
+                        const FilterSpec *f = &d->filters[dir][i];
+                        bool resolved = f->digest && f->program;
+                        for (size_t k = 0; k < f->n_actions; k++)
+                                resolved = resolved && f->actions[k].digest && f->actions[k].program;
+                        if (!resolved) {
                                 json_decref(j);
-                                return error_set(
-                                        reterr, EINVAL, "corrupt",
-                                        "spec: %s[%zu]: a stored filter needs \"digest\" and \"program\"",
-                                        direction_to_string(dir), i);
+                                return error_set(reterr, EINVAL, "corrupt",
+                                                 "spec: %s[%zu]: a stored filter and its actions need "
+                                                 "\"digest\" and \"program\"",
+                                                 direction_to_string(dir), i);
                         }
+                }
         if (json_is_string(json_object_get(j, "netns")) &&
             !(d->netns = strdup(json_string_value(json_object_get(j, "netns"))))) {
                 json_decref(j);
@@ -336,11 +362,13 @@ int document_file_parse(const char *text, size_t size, Document **ret, Error *re
                 for (size_t i = 0; i < d->n_filters[dir]; i++) {
                         json_t *a = json_object_get(tags, d->filters[dir][i].name);
                         json_t *t = json_object_get(a, "tag"), *id = json_object_get(a, "id");
-                        if (json_is_string(t) && strlen(json_string_value(t)) == 16 && json_is_integer(id) &&
-                            json_integer_value(id) > 0 && json_integer_value(id) <= UINT32_MAX) {
-                                memcpy(d->filters[dir][i].tag, json_string_value(t), 17);
-                                d->filters[dir][i].prog_id = (uint32_t) json_integer_value(id);
-                        }
+                        json_t *acts = json_object_get(a, "actions");
+                        FilterSpec *f = &d->filters[dir][i];
+                        attached_parse(t, id, f->tag, &f->prog_id);
+                        for (size_t k = 0; k < f->n_actions && k < json_array_size(acts); k++)
+                                attached_parse(json_object_get(json_array_get(acts, k), "tag"),
+                                               json_object_get(json_array_get(acts, k), "id"),
+                                               f->actions[k].tag, &f->actions[k].prog_id);
                 }
         json_decref(j);
         *ret = TAKE_PTR(d);

@@ -13,9 +13,9 @@
 #include "sha256.h"
 
 /* Version of the files under the state directory; a newer one is refused, never guessed at. Format 2
- * adds a filter's "maps", format 3 its "metrics"; a document is written in the lowest format that
- * holds it, so that the clsd before reads what it can. */
-#define STORE_FORMAT 3
+ * adds a filter's "maps", format 3 its "metrics", format 4 its "actions"; a document is written in the
+ * lowest format that holds it, so that the clsd before reads what it can. */
+#define STORE_FORMAT 4
 
 /* Interface names: the kernel's IFNAMSIZ (16) less the NUL. */
 #define IFNAME_MAX 15
@@ -25,6 +25,8 @@
 #define PROGRAM_NAME_MAX 64
 /* Filters per hook in one document: a bound on the work one PUT can cause. */
 #define FILTERS_PER_HOOK_MAX 64
+/* act_bpf actions after one classifier (tc allows 32): the netlink layer's NL_ACTIONS_MAX. */
+#define ACTIONS_PER_FILTER_MAX 8
 #define PRIORITY_MIN 1
 #define PRIORITY_MAX 0xFFFF
 
@@ -93,6 +95,16 @@ typedef struct MetricSpec {
         char *bucket; /* histograms: where the bucket index is, "key" (NULL) or "key.FIELD" */
 } MetricSpec;
 
+/* One entry of a filter's "actions": an act_bpf program run after the classifier matches. */
+typedef struct ActionSpec {
+        char *object; /* as given: "sha256:…" or an absolute path */
+        char *digest; /* resolved digest; NULL until a path is resolved */
+        char *program; /* NULL until resolved: the object's only action */
+        /* The program clsd attached last for this action, so a restart can adopt instead of reload. */
+        char tag[17];
+        uint32_t prog_id;
+} ActionSpec;
+
 typedef struct FilterSpec {
         char *name;
         char *object; /* as given: "sha256:…" or an absolute path */
@@ -102,7 +114,9 @@ typedef struct FilterSpec {
         bool direct_action;
         bool has_classid;
         uint32_t classid;
-        size_t n_actions; /* act_bpf actions asked for (none can be attached yet) */
+        /* act_bpf actions run in order when the classifier matches (direct_action false). */
+        ActionSpec *actions;
+        size_t n_actions;
         /* Classic mode under a classful qdisc the operator made ("1:"): the filter goes there
          * instead of the clsact hook. Egress only. */
         bool has_parent;
@@ -141,6 +155,12 @@ int metric_specs_copy(const MetricSpec *v, size_t n, MetricSpec **ret, size_t *r
 void metric_specs_free(MetricSpec *v, size_t n);
 const char *metric_type_to_string(MetricType t);
 bool metric_name_valid(const char *s);
+
+/* action-spec.c */
+int action_specs_parse(json_t *j, const char *path, ActionSpec **ret, size_t *ret_n, Error *reterr);
+json_t *action_specs_to_json(const ActionSpec *v, size_t n);
+int action_specs_copy(const ActionSpec *v, size_t n, ActionSpec **ret);
+void action_specs_free(ActionSpec *v, size_t n);
 
 /* map-policy.c */
 int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret_n, Error *reterr);

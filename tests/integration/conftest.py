@@ -297,7 +297,17 @@ def tcx_detach_pinned(path):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def bpffs():
+def tools():
+    """Every tool the tests run is there, or the run stops at once with one line that says which are
+    missing and which packages bring them (scripts/bootstrap installs them)."""
+    p = subprocess.run([os.path.join(SOURCE_DIR, "scripts", "bootstrap"), "--check", "--tests"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.exit(p.stderr.strip() or "scripts/bootstrap --check failed", returncode=4)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def bpffs(tools):
     os.makedirs(BPFFS_ROOT, exist_ok=True)
     mounted = run(["mountpoint", "-q", BPFFS_ROOT], check=False).returncode == 0
     if not mounted:
@@ -813,12 +823,18 @@ class BpfObjects:
         self.count_wide = os.path.join(tests, "count-wide.bpf.o")
         # a newer build of count.bpf.c: the same map, other instructions, one more map
         self.count_v2 = os.path.join(tests, "count-v2.bpf.o")
+        # an act_bpf action that marks IPv4 packets DSCP EF, checksum mended
+        self.set_dscp = os.path.join(contrib, "set-dscp.bpf.o")
+        # programs in sections libbpf does not know: match_udp (classic), count_by_cb (an action),
+        # count_all (direct action)
+        self.custom_sec = os.path.join(tests, "custom-sec.bpf.o")
 
     def all(self):
-        return [self.count, self.drop_port, self.classid, self.rejected, self.xdp, self.xdp_only]
+        return [self.count, self.drop_port, self.classid, self.rejected, self.xdp, self.xdp_only, self.set_dscp,
+                self.custom_sec]
 
 
-TEST_BPF = ("rejected", "xdp", "xdp-only", "count-wide", "count-v2")
+TEST_BPF = ("rejected", "xdp", "xdp-only", "count-wide", "count-v2", "custom-sec")
 
 
 def _compile_test_objects(out_dir):

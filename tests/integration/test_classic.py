@@ -3,6 +3,8 @@ returns the classid (classid.bpf.c: 1:10 for UDP, 1:20 otherwise) and real traff
 import re
 import socket
 
+import pytest
+
 from conftest import ADDR_B, assert_error, filt, ping
 
 
@@ -26,6 +28,7 @@ def _send_udp(ns, addr, n):
     ns.run("/usr/bin/python3", "-c", code)
 
 
+@pytest.mark.vm
 def test_classid_program_puts_traffic_in_htb_classes(api, bpf, net):
     _htb(net.a, net.if_a)
     doc = {"egress": [filt("cls", bpf.classid, direct_action=False, parent="1:", classid="1:30")]}

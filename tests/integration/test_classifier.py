@@ -3,10 +3,13 @@ show."""
 
 import os
 
+import pytest
+
 from conftest import (ADDR_A, assert_error, filt, file_digest, ping, prog_map_id, read_counter, read_u64,
                       status_of, tc_monitor, udp_exchange, wait_for)
 
 
+@pytest.mark.vm
 def test_put_attaches_and_counts_real_packets(api, bpf, net):
     digest = api.upload_ok(bpf.count)
     r = api.put_classifier(net.if_a, {"ingress": [filt("web", digest, program="count_pkts", priority=10)]})
@@ -96,6 +99,7 @@ def test_priorities_continue_from_the_previous_one(api, bpf, net):
     assert [f.pref for f in net.a.filters(net.if_a, "egress")] == [1]
 
 
+@pytest.mark.vm
 def test_direct_action_false_and_classid(api, bpf, net):
     digest = api.upload_ok(bpf.classid)
     r = api.put_classifier(net.if_a, {"egress": [filt("cls", digest, direct_action=False, classid="1:10")]})
@@ -108,6 +112,7 @@ def test_direct_action_false_and_classid(api, bpf, net):
     assert status_of(r.json, "cls", "egress")["attached"] is True
 
 
+@pytest.mark.vm
 def test_object_by_host_path(api, bpf, net):
     r = api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=3)]})
     assert r.status == 200, r
@@ -128,6 +133,7 @@ def test_object_file_not_found(api, net, workdir):
     assert "nothing.o" in err["message"]
 
 
+@pytest.mark.vm
 def test_replace_program_keeps_pref_handle_and_hook_never_empty(api, bpf, net):
     count, drop = api.upload_ok(bpf.count), api.upload_ok(bpf.drop_port)
     r1 = api.put_classifier(net.if_a, {"ingress": [filt("web", count, priority=10)]})
@@ -153,6 +159,7 @@ def test_replace_program_keeps_pref_handle_and_hook_never_empty(api, bpf, net):
     assert len(net.a.filters(net.if_a)) == 1
 
 
+@pytest.mark.vm
 def test_rejected_program_changes_nothing(api, bpf, net):
     count, rejected = api.upload_ok(bpf.count), api.upload_ok(bpf.rejected)
     good = {"ingress": [filt("web", count, priority=10)]}
@@ -184,6 +191,7 @@ def test_rejected_program_on_a_new_document_leaves_no_trace(api, bpf, net):
     assert not net.a.has_clsact(net.if_a)
 
 
+@pytest.mark.vm
 def test_drop_port_drops_only_port_9(api, bpf, net):
     drop = api.upload_ok(bpf.drop_port)
     r = api.put_classifier(net.if_a, {"ingress": [filt("drop", drop)]})
@@ -247,6 +255,7 @@ def test_shared_program_across_interfaces(api, bpf, net):
     assert status_of(api.get_classifier(net.if_a).json, "web")["attached"] is True
 
 
+@pytest.mark.vm
 def test_delete_removes_ours_and_the_clsact_it_created(api, bpf, net):
     digest = api.upload_ok(bpf.count)
     assert not net.a.has_clsact(net.if_a)
@@ -325,6 +334,7 @@ def test_ifaces_lists_every_interface_with_owners(api, bpf, net):
     assert ifaces["vx0"]["ifindex"] > 0
 
 
+@pytest.mark.vm
 def test_egress_counts_outgoing_packets(api, bpf, net):
     r = api.put_classifier(net.if_a, {"egress": [filt("out", bpf.count)]})
     assert r.status == 200, r
@@ -365,6 +375,7 @@ def test_status_is_read_from_the_kernel(api, bpf, net):
     assert [(f["pref"], f["owner"]) for f in va["filters"]] == [(10, "foreign")]
 
 
+@pytest.mark.vm
 def test_store_failure_rolls_the_kernel_back(clsd, bpf, net):
     api = clsd.api
     r1 = api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=10)]})

@@ -2,6 +2,8 @@
 import json
 import os
 
+import pytest
+
 from conftest import assert_error, filt, tc_monitor
 
 
@@ -11,6 +13,7 @@ def _plan(r):
     return {(s["action"], s["direction"], s["pref"], s["name"]): s["reason"] for s in r.json["filters"]}
 
 
+@pytest.mark.vm
 def test_dry_run_changes_nothing(api, bpf, net):
     digest = api.upload_ok(bpf.count)
     drop = api.upload_ok(bpf.drop_port)

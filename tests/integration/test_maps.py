@@ -4,6 +4,8 @@ independent observer."""
 
 import json
 
+import pytest
+
 from conftest import ADDR_A, assert_error, bpftool_json, filt, ping, status_of, udp_exchange
 
 
@@ -18,6 +20,7 @@ def bpftool_dump(map_id):
     return bpftool_json("map", "dump", "id", str(map_id))
 
 
+@pytest.mark.vm
 def test_maps_are_decoded_through_btf_as_bpftool_reads_them(net, clsd, bpf):
     net.quiet()
     api = clsd.api
@@ -62,6 +65,7 @@ def test_maps_are_decoded_through_btf_as_bpftool_reads_them(net, clsd, bpf):
     assert sum(e["sum"] for e in h["entries"]) == 15
 
 
+@pytest.mark.vm
 def test_one_map_pages_with_a_cursor(net, clsd, bpf):
     api = clsd.api
     assert api.put_classifier(net.if_a, {"ingress": [filt("stats", bpf.proto_stats)]}).status == 200

@@ -70,6 +70,7 @@ def put_stats(api, ifname, metrics=METRICS, obj=None):
     return r
 
 
+@pytest.mark.vm
 def test_metrics_pass_promtool_and_count_what_was_sent(net, clsd_factory, bpf):
     net.quiet()
     c = clsd_factory(net.a, name="clsd", args=["--bpf-stats"])

@@ -2,11 +2,14 @@
 
 import hashlib
 
+import pytest
+
 from conftest import assert_error, filt, file_digest
 
 UNKNOWN_DIGEST = "sha256:" + "0" * 64
 
 
+@pytest.mark.vm
 def test_upload_describes_the_object(api, bpf):
     data = open(bpf.count, "rb").read()
     r = api.upload(data)
@@ -14,7 +17,10 @@ def test_upload_describes_the_object(api, bpf):
     o = r.json
     assert o["digest"] == "sha256:" + hashlib.sha256(data).hexdigest()
     assert o["size"] == len(data)
-    assert o["programs"] == [{"name": "count_pkts", "section": "tc", "type": "sched_cls"}]
+    # What each program can be attached as, and how clsd would load it.
+    assert o["programs"] == [{"name": "count_pkts", "section": "tc", "type": "sched_cls", "classifier": True,
+                              "action": True,
+                              "note": "a classifier (sched_cls); as an action it is loaded as sched_act"}]
     assert o["maps"] == [{"name": "counters", "type": "array", "key_size": 4, "value_size": 16,
                           "max_entries": 1}]
     assert o["used_by"] == []
@@ -36,7 +42,7 @@ def test_upload_describes_the_object(api, bpf):
 def test_upload_lists_every_program_and_map(api, bpf):
     o = api.upload(bpf.drop_port).json
     assert o["digest"] == file_digest(bpf.drop_port)
-    assert o["programs"] == [{"name": "drop_port", "section": "tc", "type": "sched_cls"}]
+    assert [(p["name"], p["section"], p["type"]) for p in o["programs"]] == [("drop_port", "tc", "sched_cls")]
     assert sorted(o["maps"], key=lambda m: m["name"]) == [
         {"name": "blocked_ports", "type": "hash", "key_size": 2, "value_size": 1, "max_entries": 64},
         {"name": "dropped", "type": "array", "key_size": 4, "value_size": 8, "max_entries": 1},

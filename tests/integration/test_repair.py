@@ -2,6 +2,8 @@
 import statistics
 import time
 
+import pytest
+
 from conftest import filt, status_of, wait_for
 
 
@@ -11,6 +13,7 @@ def _repair_ms(net, check):
     return (time.monotonic() - t0) * 1000
 
 
+@pytest.mark.vm
 def test_filter_deleted_by_hand_is_put_back(api, bpf, net):
     r = api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=10)]})
     want = status_of(r.json, "web")["id"]
@@ -28,6 +31,7 @@ def test_filter_deleted_by_hand_is_put_back(api, bpf, net):
     assert max(latencies) < 1000
 
 
+@pytest.mark.vm
 def test_clsact_deleted_is_put_back_with_every_filter(api, bpf, net):
     doc = {"ingress": [filt("a", bpf.count, priority=10)], "egress": [filt("b", bpf.count, priority=3)]}
     assert api.put_classifier(net.if_a, doc).status == 200
@@ -38,6 +42,7 @@ def test_clsact_deleted_is_put_back_with_every_filter(api, bpf, net):
     assert g["repairs"] >= 1 and "clsact qdisc missing" in g["last_repair"]["what"], g
 
 
+@pytest.mark.vm
 def test_filter_replaced_by_another_tool_is_reported_not_overwritten(api, bpf, net):
     """tc replaces clsd's filter in place with one of its own name: the pref now holds a filter clsd
     does not own, so clsd reports the conflict instead of overwriting it."""

@@ -3,9 +3,12 @@ so that maps keep their state; foreign filters are never touched."""
 
 import signal
 
+import pytest
+
 from conftest import ADDR_A, filt, ping, prog_map_id, prog_show, read_counter, status_of, wait_for
 
 
+@pytest.mark.vm
 def test_restart_adopts_attached_programs_and_keeps_counting(net, clsd_factory, bpf):
     c = clsd_factory(net.a)
     digest = c.api.upload_ok(bpf.count)
@@ -81,6 +84,7 @@ def test_foreign_filter_survives_put_restart_delete(net, clsd_factory, bpf):
     assert net.a.has_clsact(net.if_a)
 
 
+@pytest.mark.vm
 def test_start_restores_a_filter_removed_while_stopped(net, clsd_factory, bpf):
     c = clsd_factory(net.a)
     r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=10)]})

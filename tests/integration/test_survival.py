@@ -5,6 +5,8 @@ watchdog, socket activation) is in test_systemd.py."""
 
 import os
 
+import pytest
+
 from conftest import (ADDR_A, CLSD, assert_error, file_digest, filt, ping, prog_map_id, read_counter, status_of,
                       tc_monitor)
 
@@ -13,6 +15,7 @@ def pin_of(clsd, obj, program="count_pkts"):
     return os.path.join(clsd.bpffs_dir, "progs", "%s-%s" % (file_digest(obj)[len("sha256:"):], program))
 
 
+@pytest.mark.vm
 def test_a_new_build_keeps_the_counts_of_the_one_it_replaces(net, clsd, bpf):
     api = clsd.api
     r = api.put_classifier(net.if_a, {"ingress": [filt("c", bpf.count, priority=10)]})
@@ -91,6 +94,7 @@ def test_maps_is_checked_strictly(net, clsd, bpf):
         assert "ingress[0].maps" in r.json["error"]["message"], r.json
 
 
+@pytest.mark.vm
 def test_programs_are_pinned_and_taken_back_from_the_pin(net, clsd, bpf):
     """A filter removed by hand while clsd was down: the pinned program, maps and all, goes back."""
     net.quiet()  # the count must not move between the two reads

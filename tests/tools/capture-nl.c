@@ -1,5 +1,6 @@
 /* capture-nl.c: writes the kernel's raw rtnetlink answers to files, to refresh tests/data/.
- * Usage: capture-nl IFNAME OUTDIR   (run where IFNAME has clsd's and foreign cls_bpf filters) */
+ * Usage: capture-nl IFNAME OUTDIR   (run where IFNAME has clsd's and foreign cls_bpf filters)
+ *        capture-nl IFNAME OUTDIR FILE   (only IFNAME's ingress filter dump, into OUTDIR/FILE) */
 #include <libmnl/libmnl.h>
 #include <linux/pkt_cls.h>
 #include <linux/pkt_sched.h>
@@ -38,7 +39,7 @@ int main(int argc, char **argv) {
         struct tcmsg *tcm;
         int one = 1;
 
-        if (argc != 3)
+        if (argc != 3 && argc != 4)
                 return 2;
         nl = mnl_socket_open(NETLINK_ROUTE);
         mnl_socket_setsockopt(nl, NETLINK_EXT_ACK, &one, sizeof(one));
@@ -54,8 +55,12 @@ int main(int argc, char **argv) {
         tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
         tcm->tcm_ifindex = (int) if_nametoindex(argv[1]);
         tcm->tcm_parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS);
-        snprintf(path, sizeof(path), "%s/filter-dump-ingress.bin", argv[2]);
+        snprintf(path, sizeof(path), "%s/%s", argv[2], argc == 4 ? argv[3] : "filter-dump-ingress.bin");
         capture(nl, nlh, path);
+        if (argc == 4) {
+                mnl_socket_close(nl);
+                return 0;
+        }
 
         /* one link */
         nlh = mnl_nlmsg_put_header(req);

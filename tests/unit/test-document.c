@@ -226,7 +226,56 @@ static void test_actions_shape(void **state) {
 
         (void) state;
         assert_int_equal(document_from_string("eth0", text, strlen(text), &d, &e), 0);
-        assert_int_equal(d->filters[DIRECTION_INGRESS][0].n_actions, 2);
+        const FilterSpec *f = &d->filters[DIRECTION_INGRESS][0];
+        assert_int_equal(f->n_actions, 2);
+        /* Actions run only in classic mode: that is the default with them. */
+        assert_false(f->direct_action);
+        assert_string_equal(f->actions[0].object, "/a.o");
+        assert_null(f->actions[0].digest);
+        assert_string_equal(f->actions[0].program, "p");
+        assert_string_equal(f->actions[1].digest, D1);
+        assert_null(f->actions[1].program);
+        /* Written back normalised, and read again the same. */
+        {
+                json_t *j = document_spec_to_json(d);
+                _cleanup_free_ char *out = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                _cleanup_(document_freep) Document *again = NULL;
+                json_decref(j);
+                assert_non_null(strstr(out, "\"direct_action\":false"));
+                assert_non_null(
+                        strstr(out, "\"actions\":[{\"object\":\"/a.o\",\"program\":\"p\"},{\"object\":\"" D1
+                                    "\",\"digest\":\"" D1 "\"}]"));
+                assert_int_equal(document_from_string("eth0", out, strlen(out), &again, &e), 0);
+                assert_int_equal(again->filters[DIRECTION_INGRESS][0].n_actions, 2);
+        }
+        {
+                /* A copy is a deep copy. */
+                FilterSpec c;
+                assert_int_equal(filter_spec_copy(f, &c), 0);
+                assert_int_equal(c.n_actions, 2);
+                assert_ptr_not_equal(c.actions, f->actions);
+                assert_string_equal(c.actions[0].program, "p");
+                filter_spec_done(&c);
+        }
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1
+                     "\",\"direct_action\":true,\"actions\":[{\"object\":\"" D1 "\"}]}]}",
+                     "invalid_value",
+                     "ingress[0].direct_action: actions run only after a classifier in classic mode");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1
+                     "\",\"actions\":[{\"object\":\"a.o\"}]}]}",
+                     "invalid_value", "ingress[0].actions[0].object");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{\"object\":\"" D1
+                     "\",\"digest\":\"sha256:"
+                     "1123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}]}]}",
+                     "invalid_value", "ingress[0].actions[0].digest: differs");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{\"object\":\"" D1
+                     "\",\"program\":7}]}]}",
+                     "wrong_type", "ingress[0].actions[0].program");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{\"object\":\"" D1
+                     "\"},{\"object\":\"" D1 "\"},{\"object\":\"" D1 "\"},{\"object\":\"" D1
+                     "\"},{\"object\":\"" D1 "\"},{\"object\":\"" D1 "\"},{\"object\":\"" D1
+                     "\"},{\"object\":\"" D1 "\"},{\"object\":\"" D1 "\"}]}]}",
+                     "invalid_value", "at most 8 actions");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":{}}]}", "wrong_type",
                      "ingress[0].actions");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{\"x\":1}]}]}",
@@ -329,6 +378,10 @@ static void test_hog(void **state) {
         expect_hog_error("{\"ifname\":\"a/b\"}", "a/b");
         expect_hog_error("{\"ifname\":\"eth0\",\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\"}]}",
                          "ingress[0].object: a hog names its object by absolute path");
+        expect_hog_error(
+                "{\"ifname\":\"eth0\",\"egress\":[{\"name\":\"a\",\"object\":\"/x/a.o\",\"actions\":[{"
+                "\"object\":\"" D1 "\"}]}]}",
+                "egress[0].actions[0].object: a hog names its object by absolute path");
         expect_hog_error("{\"ifname\":\"eth0\",\"colour\":1}", "colour");
         expect_hog_error("{\"ifname\":", "malformed JSON");
         expect_hog_error("{\"ifname\":\"eth0\",\"netns\":\"a/b\"}", "netns");

@@ -1,5 +1,5 @@
-/* test-nlmsg.c: tc message building and parsing, against bytes captured from a 6.18 kernel
- * (tests/data/, refreshed with tests/tools/capture-nl.c). */
+/* test-nlmsg.c: tc message building and parsing, against bytes captured from a 6.18 kernel and, for
+ * act_bpf, from Debian 12's 6.1 (tests/data/, refreshed with tests/tools/capture-nl.c). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -10,6 +10,7 @@
 #include <linux/pkt_cls.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
+#include <linux/tc_act/tc_bpf.h>
 #include <stdio.h>
 
 #include "fileio.h"
@@ -209,6 +210,163 @@ static void test_build_then_parse_roundtrip(void **state) {
         assert_true(f.direct_action);
 }
 
+/* Captured on Debian 12's 6.1 (tests/vm/run, tests/data/filter-dump-actions.txt is tc's view): clsd's
+ * classic-mode filter with two act_bpf actions after four UDP datagrams, three of them to port 9, and a
+ * foreign filter with a gact action. */
+static void test_filter_dump_with_actions_parse(void **state) {
+        size_t size;
+        _cleanup_free_ char *data = read_data("filter-dump-actions.bin", &size);
+        NlFilter got[4];
+        int n = (int) size, k = 0;
+
+        (void) state;
+        for (const struct nlmsghdr *h = (void *) data; mnl_nlmsg_ok(h, n); h = mnl_nlmsg_next(h, &n)) {
+                NlFilter f;
+                if (nl_filter_parse(h, &f) < 0 || f.handle == 0)
+                        continue;
+                assert_true(k < 4);
+                got[k++] = f;
+        }
+        assert_int_equal(k, 2);
+        assert_string_equal(got[0].name, "clsd:web");
+        assert_false(got[0].direct_action);
+        assert_int_equal(got[0].prog_id, 4);
+        assert_int_equal(got[0].n_actions, 2);
+        assert_false(got[0].actions_truncated);
+        assert_string_equal(got[0].actions[0].kind, "bpf");
+        assert_string_equal(got[0].actions[0].name, "clsd:web/1");
+        assert_true(got[0].actions[0].clsd_owned);
+        assert_int_equal(got[0].actions[0].index, 1);
+        assert_int_equal(got[0].actions[0].control, TC_ACT_PIPE);
+        assert_int_equal(got[0].actions[0].prog_id, 6);
+        assert_string_equal(got[0].actions[0].tag, "efe6f81d192b4965");
+        assert_int_equal(got[0].actions[0].packets, 4);
+        assert_int_equal(got[0].actions[0].bytes, 120);
+        assert_int_equal(got[0].actions[0].drops, 0);
+        assert_string_equal(got[0].actions[1].name, "clsd:web/2");
+        assert_int_equal(got[0].actions[1].prog_id, 8);
+        assert_int_equal(got[0].actions[1].index, 2);
+        assert_int_equal(got[0].actions[1].packets, 4);
+        assert_int_equal(got[0].actions[1].drops, 3);
+
+        assert_string_equal(got[1].name, "custom-sec.bpf.o:[my_classifier]");
+        assert_false(got[1].clsd_owned);
+        assert_int_equal(got[1].n_actions, 1);
+        assert_string_equal(got[1].actions[0].kind, "gact");
+        assert_false(got[1].actions[0].clsd_owned);
+        assert_int_equal(got[1].actions[0].prog_id, 0);
+}
+
+static int count_nested(const struct nlattr *nest) {
+        const struct nlattr *a;
+        int n = 0;
+        mnl_attr_for_each_nested (a, nest)
+                n++;
+        return n;
+}
+
+/* Actions go nested under their place in the list, each act_bpf with its fd, its name and "pipe". */
+static void test_build_bpf_filter_with_actions(void **state) {
+        char buf[NL_MSG_BUFFER_SIZE];
+        NlActionSpec acts[] = { { .prog_fd = 11, .name = "clsd:web/1" },
+                                { .prog_fd = 12, .name = "clsd:web/2" } };
+        NlBpfFilterSpec spec = { .ifindex = 7,
+                                 .hook = NL_HOOK_INGRESS,
+                                 .pref = 10,
+                                 .handle = 1,
+                                 .prog_fd = 9,
+                                 .name = "clsd:web",
+                                 .actions = acts,
+                                 .n_actions = 2 };
+        const struct nlattr *a, *x;
+        struct nlmsghdr *nlh;
+        Attrs attrs;
+        int order = 0;
+
+        (void) state;
+        nlh = nl_msg_bpf_filter(buf, &spec, true, 5);
+        parse_built(nlh, &attrs);
+        assert_int_equal(mnl_attr_get_u32(attrs.bpf[TCA_BPF_FLAGS]), 0);
+        assert_non_null(attrs.bpf[TCA_BPF_ACT]);
+        assert_int_equal(count_nested(attrs.bpf[TCA_BPF_ACT]), 2);
+        mnl_attr_for_each_nested (a, attrs.bpf[TCA_BPF_ACT]) {
+                const struct nlattr *opts = NULL, *kind = NULL;
+                assert_int_equal(mnl_attr_get_type(a), ++order);
+                mnl_attr_for_each_nested (x, a) {
+                        if (mnl_attr_get_type(x) == TCA_ACT_KIND)
+                                kind = x;
+                        if (mnl_attr_get_type(x) == TCA_ACT_OPTIONS)
+                                opts = x;
+                }
+                assert_non_null(kind);
+                assert_string_equal(mnl_attr_get_str(kind), "bpf");
+                assert_non_null(opts);
+                mnl_attr_for_each_nested (x, opts) {
+                        switch (mnl_attr_get_type(x)) {
+                        case TCA_ACT_BPF_PARMS: {
+                                struct tc_act_bpf parms;
+                                assert_int_equal(mnl_attr_get_payload_len(x), sizeof(parms));
+                                memcpy(&parms, mnl_attr_get_payload(x), sizeof(parms));
+                                assert_int_equal(parms.action, TC_ACT_PIPE);
+                                assert_int_equal(parms.index, 0);
+                                break;
+                        }
+                        case TCA_ACT_BPF_FD:
+                                assert_int_equal(mnl_attr_get_u32(x), 10 + order);
+                                break;
+                        case TCA_ACT_BPF_NAME:
+                                assert_string_equal(mnl_attr_get_str(x), acts[order - 1].name);
+                                break;
+                        default:
+                                fail_msg("unexpected act_bpf attribute %d", mnl_attr_get_type(x));
+                        }
+                }
+        }
+        /* Read back as the kernel's dump would be: the actions by name, in order. */
+        NlFilter f;
+        assert_int_equal(nl_filter_parse(nlh, &f), 0);
+        assert_int_equal(f.n_actions, 2);
+        assert_string_equal(f.actions[1].name, "clsd:web/2");
+        assert_int_equal(f.actions[1].control, TC_ACT_PIPE);
+}
+
+/* More actions than NL_ACTIONS_MAX: the first are kept, and the filter says it was cut. */
+static void test_too_many_actions_are_marked(void **state) {
+        char buf[NL_MSG_BUFFER_SIZE];
+        NlActionSpec acts[NL_ACTIONS_MAX + 2];
+        NlBpfFilterSpec spec = { .ifindex = 7,
+                                 .hook = NL_HOOK_INGRESS,
+                                 .pref = 1,
+                                 .handle = 1,
+                                 .prog_fd = 3,
+                                 .name = "x",
+                                 .actions = acts,
+                                 .n_actions = NL_ACTIONS_MAX + 2 };
+        NlFilter f;
+
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(acts); i++)
+                acts[i] = (NlActionSpec){ .prog_fd = 4, .name = "clsd:x/n" };
+        assert_int_equal(nl_filter_parse(nl_msg_bpf_filter(buf, &spec, false, 1), &f), 0);
+        assert_int_equal(f.n_actions, NL_ACTIONS_MAX);
+        assert_true(f.actions_truncated);
+}
+
+/* An action event belongs to the namespace: interface 0. */
+static void test_action_event_parse(void **state) {
+        char buf[NL_MSG_BUFFER_SIZE];
+        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+        int ifindex = -1;
+
+        (void) state;
+        nlh->nlmsg_type = RTM_NEWACTION;
+        mnl_nlmsg_put_extra_header(nlh, sizeof(struct tcamsg));
+        assert_int_equal(nl_tc_event_parse(nlh, &ifindex), 0);
+        assert_int_equal(ifindex, 0);
+        nlh->nlmsg_type = RTM_DELACTION;
+        assert_int_equal(nl_tc_event_parse(nlh, NULL), 0);
+}
+
 static void test_act_bpf_probe(void **state) {
         char buf[NL_MSG_BUFFER_SIZE], msg[256];
         size_t size;
@@ -245,6 +403,10 @@ int main(void) {
                 cmocka_unit_test(test_build_bpf_filter),
                 cmocka_unit_test(test_build_delete_and_clsact),
                 cmocka_unit_test(test_build_then_parse_roundtrip),
+                cmocka_unit_test(test_filter_dump_with_actions_parse),
+                cmocka_unit_test(test_build_bpf_filter_with_actions),
+                cmocka_unit_test(test_too_many_actions_are_marked),
+                cmocka_unit_test(test_action_event_parse),
         };
         return cmocka_run_group_tests_name("nlmsg", tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <linux/pkt_cls.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,6 +41,96 @@ static const PlanStep *step_at(const Plan *p, NlHook hook, uint16_t pref) {
                 if (p->steps[i].hook == hook && p->steps[i].pref == pref)
                         return &p->steps[i];
         return NULL;
+}
+
+static void with_action(DesiredFilter *w, NlFilter *f, const char *name, uint32_t prog_id) {
+        DesiredAction *a = &w->actions[w->n_actions++];
+        NlAction *b = &f->actions[f->n_actions++];
+
+        snprintf(a->name, sizeof(a->name), "%s", name);
+        snprintf(a->tag, sizeof(a->tag), "dddddddddddddddd");
+        a->prog_id = prog_id;
+        a->prog_fd = 4;
+        snprintf(b->kind, sizeof(b->kind), "bpf");
+        snprintf(b->name, sizeof(b->name), "%s", name);
+        snprintf(b->tag, sizeof(b->tag), "dddddddddddddddd");
+        b->prog_id = prog_id;
+        b->control = TC_ACT_PIPE;
+        b->clsd_owned = true;
+}
+
+static void change_none(DesiredFilter *w, NlFilter *f) {
+        (void) w, (void) f;
+}
+static void change_action_program(DesiredFilter *w, NlFilter *f) {
+        (void) f;
+        w->actions[1].prog_id = 99;
+}
+static void change_action_missing(DesiredFilter *w, NlFilter *f) {
+        (void) w;
+        f->n_actions = 1;
+}
+static void change_action_extra(DesiredFilter *w, NlFilter *f) {
+        (void) f;
+        w->n_actions = 1;
+}
+static void change_action_kind(DesiredFilter *w, NlFilter *f) {
+        (void) w;
+        snprintf(f->actions[0].kind, sizeof(f->actions[0].kind), "gact");
+}
+static void change_action_name(DesiredFilter *w, NlFilter *f) {
+        (void) w;
+        snprintf(f->actions[0].name, sizeof(f->actions[0].name), "count.bpf.o:[tc]");
+}
+static void change_action_control(DesiredFilter *w, NlFilter *f) {
+        (void) w;
+        f->actions[1].control = TC_ACT_SHOT;
+}
+static void change_action_truncated(DesiredFilter *w, NlFilter *f) {
+        (void) w;
+        f->actions_truncated = true;
+}
+static void change_no_actions_wanted(DesiredFilter *w, NlFilter *f) {
+        (void) f;
+        w->n_actions = 0;
+}
+
+/* A filter is as declared only with each of its actions in place: act_bpf, clsd's name, the program,
+ * and "pipe"; any difference replaces the whole filter in place (classifier and actions at once). */
+static void test_actions_diff(void **state) {
+        static const struct {
+                const char *what;
+                void (*change)(DesiredFilter *w, NlFilter *f);
+                PlanAction want;
+        } cases[] = {
+                { "all as declared", change_none, PLAN_KEEP },
+                { "an action runs another program", change_action_program, PLAN_REPLACE },
+                { "an action is missing", change_action_missing, PLAN_REPLACE },
+                { "an action too many", change_action_extra, PLAN_REPLACE },
+                { "an action of another kind", change_action_kind, PLAN_REPLACE },
+                { "an action of someone else's", change_action_name, PLAN_REPLACE },
+                { "an action's verdict is not pipe", change_action_control, PLAN_REPLACE },
+                { "more actions than were read", change_action_truncated, PLAN_REPLACE },
+                { "the document wants none any more", change_no_actions_wanted, PLAN_REPLACE },
+        };
+
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                DesiredFilter d = want(NL_HOOK_INGRESS, 10, "clsd:a", "aaaaaaaaaaaaaaaa");
+                NlFilter o = have(NL_HOOK_INGRESS, 10, "clsd:a", "aaaaaaaaaaaaaaaa");
+                Plan p;
+
+                d.direct_action = o.direct_action = false;
+                with_action(&d, &o, "clsd:a/1", 20);
+                with_action(&d, &o, "clsd:a/2", 21);
+                cases[i].change(&d, &o);
+                assert_int_equal(reconcile_diff(&d, 1, &o, 1, &p), 0);
+                assert_int_equal(p.n_steps, 1);
+                if (p.steps[0].action != cases[i].want)
+                        fail_msg("%s: %s, want %s", cases[i].what, plan_action_to_string(p.steps[0].action),
+                                 plan_action_to_string(cases[i].want));
+                plan_done(&p);
+        }
 }
 
 static void test_empty_kernel_adds(void **state) {
@@ -293,6 +384,7 @@ int main(void) {
                 cmocka_unit_test(test_renamed_filter_at_same_pref_is_replaced),
                 cmocka_unit_test(test_compose_hog_wins_per_hook),
                 cmocka_unit_test(test_keep_facts),
+                cmocka_unit_test(test_actions_diff),
         };
         return cmocka_run_group_tests_name("reconcile", tests, NULL, NULL);
 }

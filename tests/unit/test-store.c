@@ -111,6 +111,54 @@ static void test_save_load(void **state) {
         free_docs(docs, n);
 }
 
+/* A document with actions is format 4, with what each action attached; one without any stays in the
+ * format before, so that an older clsd reads it. An action not resolved is a corrupt file. */
+static void test_actions_format(void **state) {
+        _cleanup_(store_freep) Store *s = NULL;
+        const char *text = "{\"ingress\":[{\"name\":\"web\",\"object\":\"" D1
+                           "\",\"program\":\"p\",\"actions\":[{\"object\":\"" D1 "\",\"program\":\"a\"}]}]}";
+        _cleanup_(document_freep) Document *d = NULL;
+        _cleanup_free_ char *file = NULL;
+        Document **docs;
+        size_t n, size;
+        char path[512];
+        Error e = ERROR_NULL;
+
+        (void) state;
+        assert_int_equal(store_open(dir, &s, &e), 0);
+        assert_int_equal(document_from_string("eth0", text, strlen(text), &d, &e), 0);
+        FilterSpec *f = &d->filters[DIRECTION_INGRESS][0];
+        memcpy(f->tag, "0123456789abcdef", 17);
+        f->prog_id = 42;
+        memcpy(f->actions[0].tag, "fedcba9876543210", 17);
+        f->actions[0].prog_id = 43;
+        assert_int_equal(store_document_save(s, d, &e), 0);
+        snprintf(path, sizeof(path), "%s/documents/eth0.json", dir);
+        assert_int_equal(read_full_file(path, 1 << 20, &file, &size), 0);
+        assert_non_null(strstr(file, "\"format\": 4"));
+        load(s, &docs, &n);
+        assert_int_equal(n, 1);
+        assert_int_equal(n_problems, 0);
+        const FilterSpec *g = &docs[0]->filters[DIRECTION_INGRESS][0];
+        assert_int_equal(g->n_actions, 1);
+        assert_false(g->direct_action);
+        assert_string_equal(g->actions[0].program, "a");
+        assert_string_equal(g->actions[0].tag, "fedcba9876543210");
+        assert_int_equal(g->actions[0].prog_id, 43);
+        assert_int_equal(g->prog_id, 42);
+        free_docs(docs, n);
+
+        write_file("documents/eth1.json",
+                   "{\"format\":4,\"ifname\":\"eth1\",\"generation\":1,\"spec\":{\"ingress\":"
+                   "[{\"name\":\"a\",\"object\":\"" D1 "\",\"program\":\"p\",\"actions\":[{"
+                   "\"object\":\"/x.o\"}]}]}}");
+        load(s, &docs, &n);
+        assert_int_equal(n, 1);
+        assert_int_equal(n_problems, 1);
+        assert_false(exists("documents/eth1.json")); /* set aside under quarantine/, with a timestamp */
+        free_docs(docs, n);
+}
+
 /* The same interface name in clsd's own namespace and in a named one: two files, two documents. */
 static void test_netns_documents(void **state) {
         _cleanup_(store_freep) Store *s = NULL;
@@ -263,6 +311,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_crash_leftover, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_corrupt_is_quarantined, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_newer_format_refused_left_in_place, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_actions_format, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_objects, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_netns_documents, setup, teardown),
                 cmocka_unit_test(test_sha256),

@@ -1,0 +1,129 @@
+/* action-spec.c: a filter's "actions": the act_bpf programs run after its classifier matches, each
+ * {"object", "digest", "program"} like the filter's own, parsed strictly and written back normalised. */
+#include <string.h>
+
+#include "store.h"
+
+void action_specs_free(ActionSpec *v, size_t n) {
+        for (size_t i = 0; v && i < n; i++) {
+                free(v[i].object);
+                free(v[i].digest);
+                free(v[i].program);
+        }
+        free(v);
+}
+
+static int parse_one(json_t *j, const char *path, ActionSpec *a, Error *reterr) {
+        const char *key, *o;
+        json_t *v;
+
+        if (!json_is_object(j))
+                return error_set(reterr, EINVAL, "wrong_type", "%s: expected an object", path);
+        json_object_foreach (j, key, v)
+                if (!streq(key, "object") && !streq(key, "program") && !streq(key, "digest"))
+                        return error_set(reterr, EINVAL, "unknown_field", "%s.%.64s: unknown field", path,
+                                         key);
+        v = json_object_get(j, "object");
+        if (!v)
+                return error_set(reterr, EINVAL, "missing_field", "%s.object: required", path);
+        if (!json_is_string(v))
+                return error_set(reterr, EINVAL, "wrong_type", "%s.object: expected a string", path);
+        o = json_string_value(v);
+        if (!sha256_digest_string_valid(o) && o[0] != '/')
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "%s.object: expected \"sha256:<64 lowercase hex>\" or an absolute path",
+                                 path);
+        if (strlen(o) > 4096)
+                return error_set(reterr, EINVAL, "invalid_value", "%s.object: path too long", path);
+        if (!(a->object = strdup(o)) || (o[0] != '/' && !(a->digest = strdup(o))))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+
+        v = json_object_get(j, "digest");
+        if (v && !json_is_null(v)) {
+                if (!json_is_string(v) || !sha256_digest_string_valid(json_string_value(v)))
+                        return error_set(reterr, EINVAL, json_is_string(v) ? "invalid_value" : "wrong_type",
+                                         "%s.digest: expected \"sha256:<64 lowercase hex>\"", path);
+                if (a->digest && !streq(a->digest, json_string_value(v)))
+                        return error_set(reterr, EINVAL, "invalid_value",
+                                         "%s.digest: differs from \"object\"", path);
+                if (!a->digest && !(a->digest = strdup(json_string_value(v))))
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+
+        v = json_object_get(j, "program");
+        if (v && !json_is_null(v)) {
+                if (!json_is_string(v))
+                        return error_set(reterr, EINVAL, "wrong_type", "%s.program: expected a string",
+                                         path);
+                if (strlen(json_string_value(v)) == 0 || strlen(json_string_value(v)) > PROGRAM_NAME_MAX)
+                        return error_set(reterr, EINVAL, "invalid_value",
+                                         "%s.program: must be 1 to %d characters", path, PROGRAM_NAME_MAX);
+                if (!(a->program = strdup(json_string_value(v))))
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        return 0;
+}
+
+int action_specs_parse(json_t *j, const char *path, ActionSpec **ret, size_t *ret_n, Error *reterr) {
+        ActionSpec *v;
+        json_t *item;
+        size_t k;
+
+        if (!json_is_array(j))
+                return error_set(reterr, EINVAL, "wrong_type", "%s: expected an array", path);
+        if (json_array_size(j) > ACTIONS_PER_FILTER_MAX)
+                return error_set(reterr, EINVAL, "invalid_value", "%s: at most %d actions per filter", path,
+                                 ACTIONS_PER_FILTER_MAX);
+        v = calloc(json_array_size(j) + 1, sizeof(ActionSpec));
+        if (!v)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        json_array_foreach (j, k, item) {
+                char p[160];
+                int r;
+
+                snprintf(p, sizeof(p), "%s[%zu]", path, k);
+                r = parse_one(item, p, &v[k], reterr);
+                if (r < 0) {
+                        action_specs_free(v, k + 1);
+                        return r;
+                }
+        }
+        *ret = v;
+        *ret_n = json_array_size(j);
+        return 0;
+}
+
+json_t *action_specs_to_json(const ActionSpec *v, size_t n) {
+        json_t *j = json_array();
+
+        for (size_t i = 0; i < n; i++) {
+                json_t *a = json_object();
+                json_object_set_new(a, "object", json_string(v[i].object));
+                if (v[i].digest)
+                        json_object_set_new(a, "digest", json_string(v[i].digest));
+                if (v[i].program)
+                        json_object_set_new(a, "program", json_string(v[i].program));
+                json_array_append_new(j, a);
+        }
+        return j;
+}
+
+int action_specs_copy(const ActionSpec *v, size_t n, ActionSpec **ret) {
+        ActionSpec *c = calloc(n + 1, sizeof(ActionSpec));
+
+        if (!c)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                c[i] = v[i];
+                c[i].object = v[i].object ? strdup(v[i].object) : NULL;
+                c[i].digest = v[i].digest ? strdup(v[i].digest) : NULL;
+                c[i].program = v[i].program ? strdup(v[i].program) : NULL;
+                if ((v[i].object && !c[i].object) || (v[i].digest && !c[i].digest) ||
+                    (v[i].program && !c[i].program)) {
+                        action_specs_free(c, i + 1);
+                        return -ENOMEM;
+                }
+        }
+        *ret = c;
+        return 0;
+}
