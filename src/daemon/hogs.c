@@ -145,7 +145,12 @@ int daemon_hogs_check(const char *dir, size_t object_size_max) {
         HogSet s = { 0 };
         size_t problems = 0;
 
+        _cleanup_(nl_socket_freep) NlSocket *rtnl = NULL;
+
+        /* A hog is checked against this kernel: "attach":"tcx" needs tcx, "actions" act_bpf. */
         (void) nl_tcx_probe(&d.tcx);
+        if (nl_socket_open(0, &rtnl, NULL) >= 0)
+                (void) nl_act_bpf_probe(rtnl, &d.act_bpf);
         (void) hogs_read(&d, dir, false, true, &s, &problems);
         if (problems == 0)
                 printf("%s: %zu hog(s), all valid\n", dir, s.n_hogs);

@@ -8,14 +8,14 @@ they skip there, and tests/vm/run runs them on Debian 12's own kernel (6.1), whi
 tc, `tc actions ls`, bpftool and sockets are the independent observers."""
 
 import json
+import os
 import re
 import socket
-import time
 
 import pytest
 import yaml
 
-from conftest import (ADDR_A, assert_error, bpftool_json, filt, file_digest, ping, prog_map_id, read_counter,
+from conftest import (ADDR_A, CLSD, assert_error, bpftool_json, file_digest, filt, ping, prog_map_id, read_counter,
                       read_u64, run, status_of, tc_monitor, udp_exchange, wait_for)
 from test_metrics import parse_exposition, scrape, value
 from test_openapi import SPEC_PATH, Contract
@@ -310,3 +310,29 @@ def test_answers_with_actions_are_as_the_spec_says(act):
     acts = [f["actions"] for i in r.json["ifaces"] for f in i.get("filters", []) if "actions" in f]
     assert acts and [a["name"] for a in acts[0]] == ["clsd:udp/1", "clsd:udp/2"], r.json
     assert contract.request("GET", "/ifaces/%s/classifier/maps" % act.net.if_a).status == 200
+
+
+def test_a_hog_with_actions_is_applied_and_checked(act, clsd_factory, workdir):
+    """A hog names its objects by path, the actions' too; clsd --check validates them on this kernel."""
+    hogs_dir = os.path.join(workdir, "hogs.d")
+    os.makedirs(hogs_dir, exist_ok=True)
+    hog = {"ifname": act.net.if_a, "ingress": [
+        filt("udp", act.bpf.custom_sec, program="match_udp", priority=10,
+             actions=[{"object": act.bpf.custom_sec, "program": "count_by_cb"}, {"object": act.bpf.drop_port}])]}
+    with open(os.path.join(hogs_dir, "va.json"), "w") as f:
+        json.dump(hog, f)
+    p = run([CLSD, "--check", hogs_dir], check=False)
+    assert p.returncode == 0 and "1 hog(s), all valid" in p.stdout, (p.stdout, p.stderr)
+    act.clsd.stop()
+    c = clsd_factory(act.net.a, name="hogged", args=("--hogs-dir", hogs_dir))
+    body = c.api.get_classifier(act.net.if_a).json
+    st = status_of(body, "udp")
+    assert body["source"] == "hog" and st["attached"], body
+    assert [a["program"] for a in st["actions"]] == ["count_by_cb", "drop_port"]
+    assert udp_exchange(act.net.b, act.net.a, ADDR_A, {9: 2, 7001: 1}) == {9: 0, 7001: 1}
+    # A hog whose action object is not a path is refused, naming the field.
+    hog["ingress"][0]["actions"][1]["object"] = file_digest(act.bpf.drop_port)
+    with open(os.path.join(hogs_dir, "va.json"), "w") as f:
+        json.dump(hog, f)
+    p = run([CLSD, "--check", hogs_dir], check=False)
+    assert p.returncode == 1 and "ingress[0].actions[1].object: a hog names its object by absolute path" in p.stderr, p
