@@ -321,7 +321,7 @@ def test_a_hog_with_actions_is_applied_and_checked(act, clsd_factory, workdir):
              actions=[{"object": act.bpf.custom_sec, "program": "count_by_cb"}, {"object": act.bpf.drop_port}])]}
     with open(os.path.join(hogs_dir, "va.json"), "w") as f:
         json.dump(hog, f)
-    p = run([CLSD, "--check", hogs_dir], check=False)
+    p = run([CLSD, "--hogs-dir", hogs_dir, "--check"], check=False)
     assert p.returncode == 0 and "1 hog(s), all valid" in p.stdout, (p.stdout, p.stderr)
     act.clsd.stop()
     c = clsd_factory(act.net.a, name="hogged", args=("--hogs-dir", hogs_dir))
@@ -334,5 +334,5 @@ def test_a_hog_with_actions_is_applied_and_checked(act, clsd_factory, workdir):
     hog["ingress"][0]["actions"][1]["object"] = file_digest(act.bpf.drop_port)
     with open(os.path.join(hogs_dir, "va.json"), "w") as f:
         json.dump(hog, f)
-    p = run([CLSD, "--check", hogs_dir], check=False)
+    p = run([CLSD, "--hogs-dir", hogs_dir, "--check"], check=False)
     assert p.returncode == 1 and "ingress[0].actions[1].object: a hog names its object by absolute path" in p.stderr, p
