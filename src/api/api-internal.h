@@ -20,7 +20,7 @@ typedef struct ApiRequestCount {
 } ApiRequestCount;
 
 struct Api {
-        Daemon *daemon;
+        Manager *daemon;
         sd_event *event;
         ApiConfig config;
         char *token;
@@ -32,19 +32,6 @@ struct Api {
         size_t n_errors;
         ApiDbus *dbus; /* NULL: not on D-Bus */
 };
-
-typedef struct Request {
-        Api *api;
-        bool tcp;
-        bool metrics_only; /* --metrics-listen: GET /metrics and nothing else */
-        const char *method;
-        const char *url;
-        struct MHD_Connection *connection;
-        char *body;
-        size_t body_size;
-        size_t body_max;
-        bool too_large;
-} Request;
 
 /* A response: status, JSON body (may be NULL for 204), extra headers. */
 typedef struct Response {
@@ -58,8 +45,32 @@ typedef struct Response {
         char etag[32];
 } Response;
 
+typedef struct Request {
+        Api *api;
+        struct Listener *listener;
+        bool tcp;
+        bool metrics_only; /* --metrics-listen: GET /metrics and nothing else */
+        const char *method;
+        const char *url;
+        struct MHD_Connection *connection;
+        char *body;
+        size_t body_size;
+        size_t body_max;
+        bool too_large;
+        /* A change the daemon answers later (it waits for its interface's turn, or a worker): the
+         * connection is suspended until request_answer(). */
+        bool deferring;
+        bool answered;
+        bool suspended;
+        Response deferred;
+        struct Request *next_suspended;
+} Request;
+
 /* routes.c */
 MHD_RESULT api_dispatch(Request *req);
+/* http.c: the answer of a deferred request is in req->deferred: it goes out now, or once libmicrohttpd
+ * runs the connection again. */
+void request_answer(Request *req);
 unsigned api_status_of(const char *code);
 void response_error(Response *resp, const Error *e);
 void response_errorf(Response *resp, const char *code, const char *fmt, ...) _printf_(3, 4);
@@ -88,20 +99,22 @@ void api_count_error(Api *a, const char *code);
 void api_dbus_free(ApiDbus *b);
 
 /* render.c: one place per resource. */
-json_t *render_object(Daemon *d, const DaemonObject *o);
-json_t *render_iface(Daemon *d, const Iface *it, const IfaceStatus *status);
-json_t *render_link(Daemon *d, const char *netns, const LinkView *v);
+json_t *render_object(Manager *d, const DaemonObject *o);
+json_t *render_iface(Manager *d, const Iface *it, const IfaceStatus *status);
+/* The document the interface applies (each hook's filters, the hog's or the API's), as JSON. */
+json_t *render_iface_document(const Iface *it);
+json_t *render_link(Manager *d, const char *netns, const LinkView *v);
 json_t *render_netns_list(const NetnsView *v, size_t n);
 json_t *render_error(const Error *e);
-json_t *render_version(Daemon *d);
-json_t *render_dry_run(Daemon *d, const DryRun *dr);
+json_t *render_version(Manager *d);
+json_t *render_dry_run(Manager *d, const DryRun *dr);
 /* render-maps.c: page NULL: the map could not be read, read_error says why. */
 json_t *render_map(const DaemonMap *m, const NlMapPage *page, const Error *read_error);
 /* A page of the map read now, rendered; NULL with reterr when it cannot be read. */
-json_t *render_map_page(Daemon *d, const DaemonMap *m, const uint8_t *cursor, size_t cursor_size,
+json_t *render_map_page(Manager *d, const DaemonMap *m, const uint8_t *cursor, size_t cursor_size,
                         size_t limit, Error *reterr);
 /* {"ifname", "netns", "maps": [...]}: every map with its first limit entries (REST and D-Bus). */
-json_t *render_maps_list(Daemon *d, const Iface *it, const DaemonMaps *maps, size_t limit);
+json_t *render_maps_list(Manager *d, const Iface *it, const DaemonMaps *maps, size_t limit);
 /* Cursors are "<map id>.<hex>": a map replaced meanwhile is told apart, not misread. */
 void map_cursor_format(const DaemonMap *m, const NlMapPage *p, char *buf, size_t size);
 int map_cursor_parse(const DaemonMap *m, const char *s, uint8_t *buf, size_t *ret_size, Error *reterr);

@@ -16,45 +16,46 @@
 #define LINK_PREFIX "/org/clsd1/link"
 #define LINK_IFACE "org.clsd1.Link"
 
-/* What was last announced of a link object, to tell what changed. */
-typedef struct LinkSeen {
-        char *path;
-        IfaceState state;
-        unsigned repairs;
-        uint64_t generation;
-        DocumentSource source;
-        int ifindex;
-        bool seen; /* still there in this pass */
-} LinkSeen;
+/* A link object's changes since the last announcement, gathered as they happen (IfaceChange flags). */
+typedef struct LinkPending {
+        char *key; /* "eth0", "NETNS/eth0" */
+        unsigned changes;
+} LinkPending;
 
 struct ApiDbus {
         Api *api;
         sd_bus *bus;
-        sd_event_source *post;
-        LinkSeen *links;
-        size_t n_links;
+        sd_event_source *flush;
+        /* The link objects announced (InterfacesAdded), by key: what InterfacesRemoved may name. */
+        char **announced;
+        size_t n_announced;
+        LinkPending *pending;
+        size_t n_pending;
         uint32_t count;
         bool degraded;
-        uint64_t fingerprint; /* of what was last announced */
 };
 
 /* "eth0" for clsd's own namespace, "NETNS/eth0" for a named one: the name a link object is encoded from. */
 static void link_key(const Iface *it, char *buf, size_t size) {
-        if (it->doc->netns)
-                snprintf(buf, size, "%s/%s", it->doc->netns, it->doc->ifname);
+        if (iface_netns(it))
+                snprintf(buf, size, "%s/%s", iface_netns(it), iface_ifname(it));
         else
-                snprintf(buf, size, "%s", it->doc->ifname);
+                snprintf(buf, size, "%s", iface_ifname(it));
+}
+
+static char *key_path(const char *key) {
+        char *path = NULL;
+        return sd_bus_path_encode(LINK_PREFIX, key, &path) < 0 ? NULL : path;
 }
 
 static char *link_path(const Iface *it) {
         char key[NETNS_NAME_MAX + IFNAME_MAX + 4];
-        char *path = NULL;
 
         link_key(it, key, sizeof(key));
-        return sd_bus_path_encode(LINK_PREFIX, key, &path) < 0 ? NULL : path;
+        return key_path(key);
 }
 
-static Iface *iface_by_key(Daemon *d, const char *key) {
+static Iface *iface_by_key(Manager *d, const char *key) {
         const char *slash = strchr(key, '/');
         char netns[NETNS_NAME_MAX + 2];
 
@@ -67,9 +68,9 @@ static Iface *iface_by_key(Daemon *d, const char *key) {
         return daemon_iface_get(d, netns, slash + 1);
 }
 
-static bool daemon_degraded(Daemon *d) {
+static bool daemon_degraded(Manager *d) {
         for (size_t i = 0; i < daemon_iface_count(d); i++)
-                if (daemon_iface_at(d, i)->state == IFACE_FAILED)
+                if (iface_state(daemon_iface_at(d, i)) == IFACE_FAILED)
                         return true;
         return false;
 }
@@ -144,7 +145,7 @@ static int reply_error(sd_bus_error *error, const Error *e) {
 }
 
 /* The (netns, ifname) arguments of a call and the document they name. */
-static int read_iface(sd_bus_message *m, Daemon *d, Iface **ret, sd_bus_error *error) {
+static int read_iface(sd_bus_message *m, Manager *d, Iface **ret, sd_bus_error *error) {
         const char *netns, *ifname;
         int r = sd_bus_message_read(m, "ss", &netns, &ifname);
 
@@ -160,7 +161,7 @@ static int read_iface(sd_bus_message *m, Daemon *d, Iface **ret, sd_bus_error *e
 
 static int method_list(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         ApiDbus *b = userdata;
-        Daemon *d = b->api->daemon;
+        Manager *d = b->api->daemon;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         int r;
 
@@ -173,8 +174,8 @@ static int method_list(sd_bus_message *m, void *userdata, sd_bus_error *error) {
                 _cleanup_free_ char *path = link_path(it);
                 if (!path)
                         return -ENOMEM;
-                r = sd_bus_message_append(reply, "(ssso)", strempty(it->doc->netns), it->doc->ifname,
-                                          iface_state_to_string(it->state), path);
+                r = sd_bus_message_append(reply, "(ssso)", strempty(iface_netns(it)), iface_ifname(it),
+                                          iface_state_to_string(iface_state(it)), path);
         }
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
@@ -183,7 +184,7 @@ static int method_list(sd_bus_message *m, void *userdata, sd_bus_error *error) {
 
 static int method_get_interface(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         ApiDbus *b = userdata;
-        Daemon *d = b->api->daemon;
+        Manager *d = b->api->daemon;
         IfaceStatus st = { 0 };
         Error e = ERROR_NULL;
         json_t *j;
@@ -205,7 +206,7 @@ static int method_get_interface(sd_bus_message *m, void *userdata, sd_bus_error 
 
 static int method_get_maps(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         ApiDbus *b = userdata;
-        Daemon *d = b->api->daemon;
+        Manager *d = b->api->daemon;
         DaemonMaps maps = { 0 };
         Error e = ERROR_NULL;
         json_t *list;
@@ -227,7 +228,7 @@ static int method_get_maps(sd_bus_message *m, void *userdata, sd_bus_error *erro
 
 static int method_reconcile(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         ApiDbus *b = userdata;
-        Daemon *d = b->api->daemon;
+        Manager *d = b->api->daemon;
         int r = require_privilege(m, error);
 
         if (r < 0)
@@ -298,7 +299,7 @@ static int link_find(sd_bus *bus, const char *path, const char *interface, void 
 static int link_enumerate(sd_bus *bus, const char *prefix, void *userdata, char ***nodes,
                           sd_bus_error *error) {
         ApiDbus *b = userdata;
-        Daemon *d = b->api->daemon;
+        Manager *d = b->api->daemon;
         size_t n = daemon_iface_count(d);
         char **v = calloc(n + 1, sizeof(char *));
 
@@ -323,51 +324,51 @@ static int link_enumerate(sd_bus *bus, const char *prefix, void *userdata, char 
 LINK_PROP(link_name) {
         Iface *it = userdata;
         (void) bus, (void) path, (void) interface, (void) property, (void) error;
-        return sd_bus_message_append(reply, "s", it->doc->ifname);
+        return sd_bus_message_append(reply, "s", iface_ifname(it));
 }
 
 LINK_PROP(link_netns) {
         Iface *it = userdata;
         (void) bus, (void) path, (void) interface, (void) property, (void) error;
-        return sd_bus_message_append(reply, "s", strempty(it->doc->netns));
+        return sd_bus_message_append(reply, "s", strempty(iface_netns(it)));
 }
 
 LINK_PROP(link_state) {
         Iface *it = userdata;
         (void) bus, (void) path, (void) interface, (void) property, (void) error;
-        return sd_bus_message_append(reply, "s", iface_state_to_string(it->state));
+        return sd_bus_message_append(reply, "s", iface_state_to_string(iface_state(it)));
 }
 
 LINK_PROP(link_source) {
         Iface *it = userdata;
         (void) bus, (void) path, (void) interface, (void) property, (void) error;
-        return sd_bus_message_append(reply, "s", document_source_to_string(it->doc->source));
+        return sd_bus_message_append(reply, "s", document_source_to_string(iface_source(it)));
 }
 
 LINK_PROP(link_ifindex) {
         Iface *it = userdata;
         (void) bus, (void) path, (void) interface, (void) property, (void) error;
-        return sd_bus_message_append(reply, "i", (int32_t) it->ifindex);
+        return sd_bus_message_append(reply, "i", (int32_t) iface_ifindex(it));
 }
 
 LINK_PROP(link_repairs) {
         Iface *it = userdata;
         (void) bus, (void) path, (void) interface, (void) property, (void) error;
-        return sd_bus_message_append(reply, "u", (uint32_t) it->repairs);
+        return sd_bus_message_append(reply, "u", (uint32_t) iface_repairs(it));
 }
 
 LINK_PROP(link_last_repair) {
         Iface *it = userdata;
         (void) bus, (void) path, (void) interface, (void) property, (void) error;
-        return sd_bus_message_append(reply, "(ts)", it->last_repair_usec, it->last_repair_what);
+        return sd_bus_message_append(reply, "(ts)", iface_last_repair_usec(it), iface_last_repair_what(it));
 }
 
 LINK_PROP(link_error) {
         Iface *it = userdata;
+        const Error *e = iface_error(it);
         (void) bus, (void) path, (void) interface, (void) property, (void) error;
-        return sd_bus_message_append(reply, "(ss)",
-                                     it->state == IFACE_FAILED ? strempty(it->error.code) : "",
-                                     it->state == IFACE_FAILED ? strempty(it->error.message) : "");
+        return sd_bus_message_append(reply, "(ss)", e ? strempty(e->code) : "",
+                                     e ? strempty(e->message) : "");
 }
 
 /* Each filter as the kernel has it now: (direction, name, pref, attach, attached, prog id, tag). */
@@ -381,18 +382,19 @@ LINK_PROP(link_filters) {
         (void) path, (void) interface, (void) property, (void) error;
         if (daemon_iface_status(b->api->daemon, it, &st, &e) < 0) {
                 /* empty rather than an error: a failed getter would also drop InterfacesAdded */
-                log_debug("%s: D-Bus Filters: %s", it->doc->ifname, strna(e.message));
+                log_debug("%s: D-Bus Filters: %s", iface_ifname(it), strna(e.message));
                 error_done(&e);
                 return sd_bus_message_append(reply, "a(ssqsbus)", 0);
         }
         r = sd_bus_message_open_container(reply, 'a', "(ssqsbus)");
-        for (Direction dir = 0; r >= 0 && dir < _DIRECTION_MAX; dir++)
-                for (size_t i = 0; r >= 0 && i < it->doc->n_filters[dir]; i++) {
-                        const FilterStatus *fs = &st.filters[dir][i];
-                        r = sd_bus_message_append(
-                                reply, "(ssqsbus)", direction_to_string(dir), it->doc->filters[dir][i].name,
-                                fs->pref, fs->tcx ? "tcx" : "cls_bpf", fs->attached, fs->prog_id, fs->tag);
-                }
+        for (size_t i = 0; r >= 0 && i < iface_filter_count(it); i++) {
+                const Filter *f = iface_filter_at(it, i);
+                const FilterObserved *o = &st.filters[i].observed;
+                r = sd_bus_message_append(reply, "(ssqsbus)", direction_to_string(filter_direction(f)),
+                                          filter_spec(f)->name, (uint16_t) filter_spec(f)->priority,
+                                          filter_is_tcx(f) ? "tcx" : "cls_bpf", o->attached, o->prog_id,
+                                          o->tag);
+        }
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         iface_status_done(&st);
@@ -414,103 +416,112 @@ static const sd_bus_vtable link_vtable[] = {
         SD_BUS_VTABLE_END,
 };
 
-/* ---- change announcements ---- */
+/* ---- change announcements: the daemon tells of each change where it happens (on_change); what
+ * gathered during a turn of the loop goes out once, at its end (on_flush). ---- */
 
-static LinkSeen *seen_find(ApiDbus *b, const char *path) {
-        for (size_t i = 0; i < b->n_links; i++)
-                if (streq(b->links[i].path, path))
-                        return &b->links[i];
-        return NULL;
+static ssize_t announced_find(ApiDbus *b, const char *key) {
+        for (size_t i = 0; i < b->n_announced; i++)
+                if (streq(b->announced[i], key))
+                        return (ssize_t) i;
+        return -1;
 }
 
-static uint64_t fnv(uint64_t h, const void *data, size_t size) {
-        const uint8_t *p = data;
+static int announced_add(ApiDbus *b, const char *key) {
+        char **v = realloc(b->announced, (b->n_announced + 1) * sizeof(*v));
 
-        for (size_t i = 0; i < size; i++)
-                h = (h ^ p[i]) * UINT64_C(0x100000001b3);
-        return h;
+        if (!v)
+                return -ENOMEM;
+        b->announced = v;
+        if (!(v[b->n_announced] = strdup(key)))
+                return -ENOMEM;
+        b->n_announced++;
+        return 0;
 }
 
-static uint64_t fingerprint(Daemon *d) {
-        uint64_t h = UINT64_C(0xcbf29ce484222325);
-        size_t n = daemon_iface_count(d);
-
-        h = fnv(h, &n, sizeof(n));
-        for (size_t i = 0; i < n; i++) {
-                const Iface *it = daemon_iface_at(d, i);
-                uint64_t generation = it->api ? it->api->generation : 0;
-                h = fnv(h, it->doc->ifname, strlen(it->doc->ifname) + 1);
-                h = fnv(h, strempty(it->doc->netns), strlen(strempty(it->doc->netns)) + 1);
-                h = fnv(h, &it->state, sizeof(it->state));
-                h = fnv(h, &it->repairs, sizeof(it->repairs));
-                h = fnv(h, &generation, sizeof(generation));
-                h = fnv(h, &it->doc->source, sizeof(it->doc->source));
-                h = fnv(h, &it->ifindex, sizeof(it->ifindex));
-        }
-        return h;
-}
-
-/* After each turn of the event loop: what changed since the last is announced. */
-static int on_post(sd_event_source *s, void *userdata) {
+static void on_change(Manager *m, Iface *it, unsigned changes, void *userdata) {
         ApiDbus *b = userdata;
-        Daemon *d = b->api->daemon;
+        char key[NETNS_NAME_MAX + IFNAME_MAX + 4];
+        LinkPending *v;
+
+        (void) m;
+        link_key(it, key, sizeof(key));
+        for (size_t i = 0; i < b->n_pending; i++)
+                if (streq(b->pending[i].key, key)) {
+                        b->pending[i].changes |= changes;
+                        goto armed;
+                }
+        v = realloc(b->pending, (b->n_pending + 1) * sizeof(*v));
+        if (!v)
+                return;
+        b->pending = v;
+        v[b->n_pending] = (LinkPending){ .key = strdup(key), .changes = changes };
+        if (!v[b->n_pending].key)
+                return;
+        b->n_pending++;
+armed:
+        (void) sd_event_source_set_enabled(b->flush, SD_EVENT_ONESHOT);
+}
+
+/* The properties a change touches; Filters is read from the kernel at each Get, so it is only
+ * invalidated (the vtable says so), never sent along. */
+static void changed_properties(unsigned changes, const char **v) {
+        size_t n = 0;
+
+        if (changes & IFACE_CHANGED_STATE) {
+                v[n++] = "State";
+                v[n++] = "Ifindex";
+                v[n++] = "Error";
+        }
+        if (changes & IFACE_CHANGED_DOCUMENT)
+                v[n++] = "Source";
+        if (changes & IFACE_CHANGED_REPAIRS) {
+                v[n++] = "Repairs";
+                v[n++] = "LastRepair";
+        }
+        if (changes & (IFACE_CHANGED_DOCUMENT | IFACE_CHANGED_FILTERS | IFACE_CHANGED_STATE))
+                v[n++] = "Filters";
+        v[n] = NULL;
+}
+
+static void announce(ApiDbus *b, const LinkPending *p) {
+        Iface *it = iface_by_key(b->api->daemon, p->key);
+        ssize_t k = announced_find(b, p->key);
+        _cleanup_free_ char *path = key_path(p->key);
+
+        if (!path)
+                return;
+        if (k >= 0 && (!it || (p->changes & IFACE_REMOVED))) {
+                /* gone (or gone and back: announced as such) */
+                (void) sd_bus_emit_interfaces_removed(b->bus, path, LINK_IFACE, NULL);
+                free(b->announced[k]);
+                b->announced[k] = b->announced[--b->n_announced];
+                k = -1;
+        }
+        if (!it)
+                return;
+        if (k < 0) {
+                if (announced_add(b, p->key) >= 0)
+                        (void) sd_bus_emit_interfaces_added(b->bus, path, LINK_IFACE, NULL);
+                return;
+        }
+        const char *props[8];
+        changed_properties(p->changes, props);
+        if (props[0])
+                (void) sd_bus_emit_properties_changed_strv(b->bus, path, LINK_IFACE, (char **) props);
+}
+
+static int on_flush(sd_event_source *s, void *userdata) {
+        ApiDbus *b = userdata;
+        Manager *d = b->api->daemon;
         uint32_t count = (uint32_t) daemon_iface_count(d);
         bool degraded = daemon_degraded(d);
 
         (void) s;
-        /* Most turns of the loop change no document: a fingerprint, linear and allocation-free, says
-         * whether this one did before the comparison proper. */
-        uint64_t fp = fingerprint(d);
-        if (fp == b->fingerprint)
-                return 0;
-        b->fingerprint = fp;
-        for (size_t i = 0; i < b->n_links; i++)
-                b->links[i].seen = false;
-        for (size_t i = 0; i < count; i++) {
-                Iface *it = daemon_iface_at(d, i);
-                _cleanup_free_ char *path = link_path(it);
-                uint64_t generation = it->api ? it->api->generation : 0;
-                LinkSeen *ls;
-
-                if (!path)
-                        continue;
-                ls = seen_find(b, path);
-                if (!ls) {
-                        LinkSeen *v = realloc(b->links, (b->n_links + 1) * sizeof(*v));
-                        if (!v)
-                                continue;
-                        b->links = v;
-                        ls = &b->links[b->n_links++];
-                        *ls = (LinkSeen){ .path = TAKE_PTR(path),
-                                          .state = it->state,
-                                          .repairs = it->repairs,
-                                          .generation = generation,
-                                          .source = it->doc->source,
-                                          .ifindex = it->ifindex };
-                        (void) sd_bus_emit_interfaces_added(b->bus, ls->path, LINK_IFACE, NULL);
-                } else if (ls->state != it->state || ls->repairs != it->repairs ||
-                           ls->generation != generation || ls->source != it->doc->source ||
-                           ls->ifindex != it->ifindex) {
-                        ls->state = it->state;
-                        ls->repairs = it->repairs;
-                        ls->generation = generation;
-                        ls->source = it->doc->source;
-                        ls->ifindex = it->ifindex;
-                        (void) sd_bus_emit_properties_changed(b->bus, ls->path, LINK_IFACE, "State",
-                                                              "Source", "Ifindex", "Repairs", "LastRepair",
-                                                              "Error", "Filters", NULL);
-                }
-                ls->seen = true;
+        for (size_t i = 0; i < b->n_pending; i++) {
+                announce(b, &b->pending[i]);
+                free(b->pending[i].key);
         }
-        for (size_t i = 0; i < b->n_links;) {
-                if (b->links[i].seen) {
-                        i++;
-                        continue;
-                }
-                (void) sd_bus_emit_interfaces_removed(b->bus, b->links[i].path, LINK_IFACE, NULL);
-                free(b->links[i].path);
-                b->links[i] = b->links[--b->n_links];
-        }
+        b->n_pending = 0;
         if (count != b->count || degraded != b->degraded) {
                 b->count = count;
                 b->degraded = degraded;
@@ -557,20 +568,19 @@ int api_dbus_start(Api *a) {
         b->count = (uint32_t) daemon_iface_count(a->daemon);
         b->degraded = daemon_degraded(a->daemon);
         for (size_t i = 0; i < daemon_iface_count(a->daemon); i++) {
-                LinkSeen *v = realloc(b->links, (b->n_links + 1) * sizeof(*v));
-                Iface *it = daemon_iface_at(a->daemon, i);
-                if (!v)
+                char key[NETNS_NAME_MAX + IFNAME_MAX + 4];
+                link_key(daemon_iface_at(a->daemon, i), key, sizeof(key));
+                if (announced_add(b, key) < 0)
                         break;
-                b->links = v;
-                b->links[b->n_links++] = (LinkSeen){ .path = link_path(it),
-                                                     .state = it->state,
-                                                     .repairs = it->repairs,
-                                                     .generation = it->api ? it->api->generation : 0,
-                                                     .source = it->doc->source,
-                                                     .ifindex = it->ifindex };
         }
-        b->fingerprint = fingerprint(a->daemon);
-        r = sd_event_add_post(a->event, &b->post, on_post, b);
+        /* a defer source, armed by each change, fires once after the loop's other sources of the turn */
+        r = sd_event_add_defer(a->event, &b->flush, on_flush, b);
+        if (r >= 0)
+                r = sd_event_source_set_priority(b->flush, SD_EVENT_PRIORITY_IDLE);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(b->flush, SD_EVENT_OFF);
+        if (r >= 0)
+                r = daemon_add_change_listener(a->daemon, on_change, b);
         if (r < 0)
                 log_warning("D-Bus: changes will not be announced: %s", strerror(-r));
         log_info("D-Bus: %s on the system bus", DBUS_NAME);
@@ -581,10 +591,13 @@ int api_dbus_start(Api *a) {
 void api_dbus_free(ApiDbus *b) {
         if (!b)
                 return;
-        sd_event_source_disable_unref(b->post);
+        sd_event_source_disable_unref(b->flush);
         sd_bus_flush_close_unref(b->bus);
-        for (size_t i = 0; i < b->n_links; i++)
-                free(b->links[i].path);
-        free(b->links);
+        for (size_t i = 0; i < b->n_announced; i++)
+                free(b->announced[i]);
+        free(b->announced);
+        for (size_t i = 0; i < b->n_pending; i++)
+                free(b->pending[i].key);
+        free(b->pending);
         free(b);
 }

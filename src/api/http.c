@@ -14,8 +14,10 @@
 #include "log.h"
 
 #define LISTEN_BACKLOG 128
-/* Per-connection memory for headers and buffering; bodies are copied out as they arrive. */
-#define CONNECTION_MEMORY 65536
+/* Per-connection memory for headers and buffering; bodies are copied out as they arrive. At most 32 KiB
+ * (libmicrohttpd's default): a bigger pool is mmap()ed per connection, and its munmap() flushes the TLB
+ * of every CPU clsd ran on, which waits for a CPU busy verifying a program (a /healthz took 17 ms). */
+#define CONNECTION_MEMORY 32768
 #define TOKEN_SIZE_MAX 4096
 
 typedef struct Listener {
@@ -25,13 +27,20 @@ typedef struct Listener {
         struct MHD_Daemon *mhd;
         sd_event_source *io;
         sd_event_source *timer;
+        sd_event_source *kick; /* runs libmicrohttpd after a suspended connection was resumed */
+        Request *suspended; /* connections waiting for the daemon's answer */
 } Listener;
 
 static void listener_free(Listener *l) {
         if (!l)
                 return;
+        /* libmicrohttpd stops only with every connection resumed. */
+        for (Request *r = l->suspended; r; r = r->next_suspended)
+                MHD_resume_connection(r->connection);
+        l->suspended = NULL;
         sd_event_source_disable_unref(l->io);
         sd_event_source_disable_unref(l->timer);
+        sd_event_source_disable_unref(l->kick);
         if (l->mhd)
                 MHD_stop_daemon(l->mhd);
         free(l);
@@ -68,6 +77,45 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+static int on_kick(sd_event_source *s, void *userdata) {
+        (void) s;
+        listener_run(userdata);
+        return 0;
+}
+
+static void suspended_remove(Listener *l, Request *req) {
+        for (Request **p = &l->suspended; *p; p = &(*p)->next_suspended)
+                if (*p == req) {
+                        *p = req->next_suspended;
+                        return;
+                }
+}
+
+void request_answer(Request *req) {
+        Listener *l = req->listener;
+
+        req->answered = true;
+        if (!req->suspended)
+                return; /* answered within the call: api_dispatch() sends it */
+        req->suspended = false;
+        suspended_remove(l, req);
+        MHD_resume_connection(req->connection);
+        /* libmicrohttpd serves a resumed connection on its next run: soon, from the loop (not from
+         * within whatever called us). */
+        (void) sd_event_source_set_enabled(l->kick, SD_EVENT_ONESHOT);
+}
+
+/* The daemon answers later: the connection waits, and the loop serves others. */
+static MHD_RESULT request_suspend(Request *req) {
+        Listener *l = req->listener;
+
+        MHD_suspend_connection(req->connection);
+        req->suspended = true;
+        req->next_suspended = l->suspended;
+        l->suspended = req;
+        return MHD_YES;
+}
+
 /* libmicrohttpd tells how long it may sleep: connection timeouts and pending work need a timer. */
 static void listener_arm(Listener *l) {
         MHD_UNSIGNED_LONG_LONG ms;
@@ -89,6 +137,10 @@ static void request_completed(void *cls, struct MHD_Connection *c, void **con_cl
         (void) cls, (void) c, (void) toe;
         if (!req)
                 return;
+        if (req->suspended)
+                suspended_remove(req->listener, req);
+        json_decref(req->deferred.body);
+        free(req->deferred.text);
         free(req->body);
         free(req);
         *con_cls = NULL;
@@ -138,6 +190,7 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
                 if (!req)
                         return MHD_NO;
                 *req = (Request){ .api = l->api,
+                                  .listener = l,
                                   .tcp = l->tcp,
                                   .metrics_only = l->metrics_only,
                                   .method = method,
@@ -189,7 +242,18 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
                                 req->body_max);
                 return api_send(req, &resp);
         }
-        return api_dispatch(req);
+        if (req->deferring) {
+                /* Resumed: the daemon's answer is in. */
+                if (!req->answered)
+                        return request_suspend(req);
+                return api_send(req, &req->deferred);
+        }
+        {
+                MHD_RESULT ret = api_dispatch(req);
+                if (req->deferring && !req->answered)
+                        return request_suspend(req);
+                return ret;
+        }
 }
 
 static int listener_new(Api *a, int fd, bool tcp, Listener **ret, Error *reterr) {
@@ -203,12 +267,12 @@ static int listener_new(Api *a, int fd, bool tcp, Listener **ret, Error *reterr)
         }
         l->api = a;
         l->tcp = tcp;
-        l->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, access_handler, l,
-                                  MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-                                  a->config.connections_max, MHD_OPTION_CONNECTION_TIMEOUT,
-                                  a->config.timeout_sec, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                                  (size_t) CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, request_completed,
-                                  NULL, MHD_OPTION_END);
+        l->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0, NULL,
+                                  NULL, access_handler, l, MHD_OPTION_LISTEN_SOCKET, fd,
+                                  MHD_OPTION_CONNECTION_LIMIT, a->config.connections_max,
+                                  MHD_OPTION_CONNECTION_TIMEOUT, a->config.timeout_sec,
+                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) CONNECTION_MEMORY,
+                                  MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL, MHD_OPTION_END);
         if (!l->mhd) {
                 safe_close(fd);
                 free(l);
@@ -218,12 +282,18 @@ static int listener_new(Api *a, int fd, bool tcp, Listener **ret, Error *reterr)
         r = sd_event_add_io(a->event, &l->io, info->epoll_fd, EPOLLIN, on_io, l);
         if (r >= 0)
                 r = sd_event_add_time(a->event, &l->timer, CLOCK_MONOTONIC, 0, 0, on_timer, l);
+        if (r >= 0)
+                r = sd_event_add_defer(a->event, &l->kick, on_kick, l);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(l->kick, SD_EVENT_OFF);
         if (r < 0) {
                 listener_free(l);
                 return error_set(reterr, r, "internal_error",
                                  "cannot add the HTTP server to the event loop");
         }
         (void) sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+        /* Nothing is accepted before api_start(): a client waits in the backlog until clsd is ready. */
+        (void) sd_event_source_set_enabled(l->io, SD_EVENT_OFF);
         *ret = l;
         return 0;
 }
@@ -373,7 +443,7 @@ int api_reload(Api *a, Error *reterr) {
         return 0;
 }
 
-int api_new(Daemon *d, sd_event *event, const ApiConfig *config, Api **ret, Error *reterr) {
+int api_new(Manager *d, sd_event *event, const ApiConfig *config, Api **ret, Error *reterr) {
         _cleanup_(api_freep) Api *a = calloc(1, sizeof(*a));
         int r, fd;
 
@@ -428,6 +498,11 @@ int api_new(Daemon *d, sd_event *event, const ApiConfig *config, Api **ret, Erro
         }
         *ret = TAKE_PTR(a);
         return 0;
+}
+
+void api_start(Api *a) {
+        for (size_t i = 0; i < a->n_listeners; i++)
+                (void) sd_event_source_set_enabled(a->listeners[i]->io, SD_EVENT_ON);
 }
 
 Api *api_free(Api *a) {

@@ -78,11 +78,13 @@ json_t *render_map(const DaemonMap *m, const NlMapPage *page, const Error *read_
                 json_object_set_new(j, "btf", b);
         } else
                 json_object_set_new(j, "btf", json_null());
-        for (size_t i = 0; i < m->n_users; i++)
+        for (size_t i = 0; i < m->n_users; i++) {
+                const Filter *f = m->users[i].filter;
                 json_array_append_new(users, json_pack("{s:s,s:i,s:s}", "direction",
-                                                       direction_to_string(m->users[i].direction), "pref",
-                                                       (int) m->users[i].filter->priority, "name",
-                                                       m->users[i].filter->name));
+                                                       direction_to_string(filter_direction(f)), "pref",
+                                                       (int) filter_spec(f)->priority, "name",
+                                                       filter_spec(f)->name));
+        }
         json_object_set_new(j, "filters", users);
         if (!page) {
                 json_object_set_new(j, "entries", json_null());
@@ -110,7 +112,7 @@ json_t *render_map(const DaemonMap *m, const NlMapPage *page, const Error *read_
         return j;
 }
 
-json_t *render_map_page(Daemon *d, const DaemonMap *m, const uint8_t *cursor, size_t cursor_size,
+json_t *render_map_page(Manager *d, const DaemonMap *m, const uint8_t *cursor, size_t cursor_size,
                         size_t limit, Error *reterr) {
         NlMapPage p = { 0 };
         json_t *j;
@@ -122,7 +124,7 @@ json_t *render_map_page(Daemon *d, const DaemonMap *m, const uint8_t *cursor, si
         return j;
 }
 
-json_t *render_maps_list(Daemon *d, const Iface *it, const DaemonMaps *maps, size_t limit) {
+json_t *render_maps_list(Manager *d, const Iface *it, const DaemonMaps *maps, size_t limit) {
         json_t *list = json_array();
 
         for (size_t i = 0; i < maps->n; i++) {
@@ -135,6 +137,6 @@ json_t *render_maps_list(Daemon *d, const Iface *it, const DaemonMaps *maps, siz
                 }
                 json_array_append_new(list, j);
         }
-        return json_pack("{s:s,s:o,s:o}", "ifname", it->doc->ifname, "netns",
-                         it->doc->netns ? json_string(it->doc->netns) : json_null(), "maps", list);
+        return json_pack("{s:s,s:o,s:o}", "ifname", iface_ifname(it), "netns",
+                         iface_netns(it) ? json_string(iface_netns(it)) : json_null(), "maps", list);
 }

@@ -17,14 +17,14 @@ json_t *render_error(const Error *e) {
         return json_pack("{s:o}", "error", err);
 }
 
-json_t *render_version(Daemon *d) {
+json_t *render_version(Manager *d) {
         return json_pack("{s:s,s:s,s:s,s:s,s:s,s:b}", "version", PROJECT_VERSION, "kernel",
                          daemon_kernel_release(d), "libbpf", nl_libbpf_version(), "act_bpf",
                          daemon_has_act_bpf(d) ? "available" : "unavailable", "tcx",
                          daemon_has_tcx(d) ? "available" : "unavailable", "bpf_stats", daemon_bpf_stats(d));
 }
 
-json_t *render_object(Daemon *d, const DaemonObject *o) {
+json_t *render_object(Manager *d, const DaemonObject *o) {
         json_t *progs = json_array(), *maps = json_array(), *users = json_array();
         _cleanup_free_ const char **names = NULL;
 
@@ -51,28 +51,31 @@ json_t *render_object(Daemon *d, const DaemonObject *o) {
                          "programs", progs, "maps", maps, "used_by", users);
 }
 
-static json_t *render_filter_status(const FilterSpec *f, const FilterStatus *s, DocumentSource source) {
+static json_t *render_filter_status(const Filter *flt, const FilterStatus *st) {
+        const FilterSpec *f = filter_spec(flt);
+        const FilterObserved *s = &st->observed;
         json_t *j = json_object();
+        bool tcx = filter_is_tcx(flt);
 
         json_object_set_new(j, "name", json_string(f->name));
-        json_object_set_new(j, "source", json_string(document_source_to_string(source)));
+        json_object_set_new(j, "source", json_string(document_source_to_string(filter_source(flt))));
         json_object_set_new(j, "attached", json_boolean(s->attached));
-        json_object_set_new(j, "pref", json_integer(s->pref));
+        json_object_set_new(j, "pref", json_integer(f->priority));
         json_object_set_new(j, "handle", s->handle ? json_integer(s->handle) : json_null());
         json_object_set_new(j, "id", s->prog_id ? json_integer(s->prog_id) : json_null());
         json_object_set_new(j, "tag", s->tag[0] ? json_string(s->tag) : json_null());
         json_object_set_new(j, "run_count",
-                            s->has_stats ? json_integer((json_int_t) s->run_count) : json_null());
+                            st->has_stats ? json_integer((json_int_t) st->run_count) : json_null());
         json_object_set_new(j, "run_time_ns",
-                            s->has_stats ? json_integer((json_int_t) s->run_time_ns) : json_null());
+                            st->has_stats ? json_integer((json_int_t) st->run_time_ns) : json_null());
         json_object_set_new(j, "program", json_string(f->program));
-        json_object_set_new(j, "attach", json_string(s->tcx ? "tcx" : "cls_bpf"));
-        if (s->tcx)
+        json_object_set_new(j, "attach", json_string(tcx ? "tcx" : "cls_bpf"));
+        if (tcx)
                 json_object_set_new(j, "link_id", s->link_id ? json_integer(s->link_id) : json_null());
         if (f->n_actions > 0) {
                 json_t *acts = json_array();
                 for (size_t k = 0; k < f->n_actions; k++) {
-                        const ActionStatus *a = &s->actions[k];
+                        const ActionObserved *a = &s->actions[k];
                         json_t *aj = json_object();
                         json_object_set_new(aj, "program", json_string(f->actions[k].program));
                         json_object_set_new(aj, "attached", json_boolean(a->attached));
@@ -89,47 +92,67 @@ static json_t *render_filter_status(const FilterSpec *f, const FilterStatus *s, 
         return j;
 }
 
-json_t *render_iface(Daemon *d, const Iface *it, const IfaceStatus *status) {
-        json_t *j = json_object(), *st = json_object(), *overridden = json_array();
+/* The document the interface applies: on each hook, the hog's filters or the API's. */
+json_t *render_iface_document(const Iface *it) {
+        json_t *j = json_object();
 
-        (void) d;
-        json_object_set_new(j, "ifname", json_string(it->doc->ifname));
-        json_object_set_new(j, "netns", it->doc->netns ? json_string(it->doc->netns) : json_null());
-        json_object_set_new(j, "ifindex", it->ifindex > 0 ? json_integer(it->ifindex) : json_null());
-        json_object_set_new(j, "state", json_string(iface_state_to_string(it->state)));
-        json_object_set_new(j, "source", json_string(document_source_to_string(it->doc->source)));
-        json_object_set_new(j, "hog", it->hog_path ? json_string(it->hog_path) : json_null());
-        /* Filled below: the hooks where the hog wins and the API's filters wait for it to go. */
-        json_object_set(j, "overridden", overridden);
-        json_object_set_new(j, "generation",
-                            it->api ? json_integer((json_int_t) it->api->generation) : json_null());
-        json_object_set_new(j, "document", document_spec_to_json(it->doc));
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
                 json_t *list = json_array();
-                for (size_t i = 0; i < it->doc->n_filters[dir]; i++)
-                        json_array_append_new(list, render_filter_status(&it->doc->filters[dir][i],
-                                                                         &status->filters[dir][i],
-                                                                         it->hook_source[dir]));
-                json_object_set_new(st, direction_to_string(dir), list);
-                if (it->api && it->hook_source[dir] == SOURCE_HOG && it->api->n_filters[dir] > 0)
+                for (size_t i = 0; i < iface_filter_count(it); i++) {
+                        const Filter *f = iface_filter_at(it, i);
+                        if (filter_direction(f) == dir)
+                                json_array_append_new(list, filter_spec_to_json(filter_spec(f)));
+                }
+                json_object_set_new(j, direction_to_string(dir), list);
+        }
+        return j;
+}
+
+json_t *render_iface(Manager *d, const Iface *it, const IfaceStatus *status) {
+        json_t *j = json_object(), *st = json_object(), *overridden = json_array();
+        const Document *api = iface_api_document(it);
+        const Error *err = iface_error(it);
+
+        (void) d;
+        json_object_set_new(j, "ifname", json_string(iface_ifname(it)));
+        json_object_set_new(j, "netns", iface_netns(it) ? json_string(iface_netns(it)) : json_null());
+        json_object_set_new(j, "ifindex",
+                            iface_ifindex(it) > 0 ? json_integer(iface_ifindex(it)) : json_null());
+        json_object_set_new(j, "state", json_string(iface_state_to_string(iface_state(it))));
+        json_object_set_new(j, "source", json_string(document_source_to_string(iface_source(it))));
+        json_object_set_new(j, "hog", iface_hog_path(it) ? json_string(iface_hog_path(it)) : json_null());
+        /* The hooks where the hog wins and the API's filters wait for it to go. */
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                if (iface_overridden(it, dir))
                         json_array_append_new(overridden, json_string(direction_to_string(dir)));
+        json_object_set_new(j, "overridden", overridden);
+        json_object_set_new(j, "generation", api ? json_integer((json_int_t) api->generation) : json_null());
+        json_object_set_new(j, "document", render_iface_document(it));
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                json_t *list = json_array();
+                for (size_t i = 0; i < iface_filter_count(it); i++) {
+                        const Filter *f = iface_filter_at(it, i);
+                        if (filter_direction(f) == dir && i < status->n_filters)
+                                json_array_append_new(list, render_filter_status(f, &status->filters[i]));
+                }
+                json_object_set_new(st, direction_to_string(dir), list);
         }
         json_object_set_new(j, "status", st);
-        json_decref(overridden);
-        json_object_set_new(j, "repairs", json_integer(it->repairs));
-        if (it->last_repair_usec > 0) {
+        json_object_set_new(j, "repairs", json_integer(iface_repairs(it)));
+        if (iface_last_repair_usec(it) > 0) {
                 char when[64];
-                time_t t = (time_t) (it->last_repair_usec / 1000000);
+                time_t t = (time_t) (iface_last_repair_usec(it) / 1000000);
                 struct tm tm;
                 strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
-                json_object_set_new(j, "last_repair",
-                                    json_pack("{s:s,s:s}", "time", when, "what", it->last_repair_what));
+                json_object_set_new(
+                        j, "last_repair",
+                        json_pack("{s:s,s:s}", "time", when, "what", iface_last_repair_what(it)));
         } else
                 json_object_set_new(j, "last_repair", json_null());
-        if (it->state == IFACE_FAILED && it->error.code)
+        if (err)
                 json_object_set_new(
                         j, "error",
-                        json_pack("{s:s,s:s}", "code", it->error.code, "message", strna(it->error.message)));
+                        json_pack("{s:s,s:s}", "code", err->code, "message", strna(err->message)));
         return j;
 }
 
@@ -170,24 +193,26 @@ static json_t *render_kernel_filter(const NlFilter *f) {
         return j;
 }
 
-json_t *render_link(Daemon *d, const char *netns, const LinkView *v) {
+json_t *render_link(Manager *d, const char *netns, const LinkView *v) {
         const Iface *it = daemon_iface_get(d, netns, v->link.ifname);
         json_t *j = json_object(), *filters = json_array();
 
         json_object_set_new(j, "ifname", json_string(v->link.ifname));
         json_object_set_new(j, "ifindex", v->link.ifindex > 0 ? json_integer(v->link.ifindex) : json_null());
-        json_object_set_new(j, "state", json_string(it ? iface_state_to_string(it->state) : "unmanaged"));
+        json_object_set_new(j, "state",
+                            json_string(it ? iface_state_to_string(iface_state(it)) : "unmanaged"));
         if (it)
-                json_object_set_new(j, "source", json_string(document_source_to_string(it->doc->source)));
-        if (it && it->api)
-                json_object_set_new(j, "generation", json_integer((json_int_t) it->api->generation));
+                json_object_set_new(j, "source", json_string(document_source_to_string(iface_source(it))));
+        if (it && iface_api_document(it))
+                json_object_set_new(j, "generation",
+                                    json_integer((json_int_t) iface_api_document(it)->generation));
         for (size_t i = 0; i < v->n_filters; i++)
                 json_array_append_new(filters, render_kernel_filter(&v->filters[i]));
         json_object_set_new(j, "filters", filters);
         return j;
 }
 
-json_t *render_dry_run(Daemon *d, const DryRun *dr) {
+json_t *render_dry_run(Manager *d, const DryRun *dr) {
         static const char *const loads[] = {
                 [DRY_RUN_SHARED] = "shared",
                 [DRY_RUN_ADOPT] = "adopt",

@@ -19,15 +19,44 @@ static int path_segment(const char *start, const char *end, char *buf, size_t si
         return 0;
 }
 
+/* HTTP's If-Match as the daemon's precondition: "*", or the entity tag "N" (quoted, as clsd sends
+ * it, or bare) of a generation; anything else is a precondition no generation meets. */
+static DaemonExpect request_expect(const Request *req) {
+        const char *h = request_header(req, "If-Match");
+        DaemonExpect e = { .kind = EXPECT_NOTHING, .as_given = h };
+        char *end;
+        size_t n;
+
+        if (!h)
+                return e;
+        if (streq(h, "*")) {
+                e.kind = EXPECT_ANY;
+                return e;
+        }
+        n = strlen(h);
+        if (n >= 2 && h[0] == '"' && h[n - 1] == '"') {
+                h++;
+                n -= 2;
+        }
+        e.kind = EXPECT_UNMATCHABLE;
+        if (n == 0 || n > 20 || h[0] < '0' || h[0] > '9')
+                return e;
+        errno = 0;
+        e.generation = strtoull(h, &end, 10);
+        if (errno == 0 && (size_t) (end - h) == n)
+                e.kind = EXPECT_GENERATION;
+        return e;
+}
+
 static void ifaces_list(Request *req, const char *netns, Response *resp) {
-        Daemon *d = req->api->daemon;
+        Manager *d = req->api->daemon;
         LinkView *links = NULL;
         Error e = ERROR_NULL;
         json_t *list;
         size_t n = 0, n_docs = 0;
 
         for (size_t i = 0; i < daemon_iface_count(d); i++)
-                n_docs += streq_ptr(daemon_iface_at(d, i)->doc->netns, netns);
+                n_docs += streq_ptr(iface_netns(daemon_iface_at(d, i)), netns);
         if (daemon_links(d, netns, &links, &n, &e) < 0) {
                 /* A namespace that is gone still has its (pending) documents to show. */
                 if (!streq(e.code, "netns_not_found") || n_docs == 0) {
@@ -44,13 +73,13 @@ static void ifaces_list(Request *req, const char *netns, Response *resp) {
         for (size_t i = 0; i < daemon_iface_count(d); i++) {
                 Iface *it = daemon_iface_at(d, i);
                 bool seen = false;
-                if (!streq_ptr(it->doc->netns, netns))
+                if (!streq_ptr(iface_netns(it), netns))
                         continue;
                 for (size_t k = 0; k < n; k++)
-                        seen = seen || streq(links[k].link.ifname, it->doc->ifname);
+                        seen = seen || streq(links[k].link.ifname, iface_ifname(it));
                 if (!seen) {
                         LinkView v = { 0 };
-                        snprintf(v.link.ifname, sizeof(v.link.ifname), "%s", it->doc->ifname);
+                        snprintf(v.link.ifname, sizeof(v.link.ifname), "%s", iface_ifname(it));
                         json_array_append_new(list, render_link(d, netns, &v));
                 }
         }
@@ -60,7 +89,7 @@ static void ifaces_list(Request *req, const char *netns, Response *resp) {
 }
 
 static void respond_iface(Request *req, const Iface *it, unsigned status, Response *resp) {
-        Daemon *d = req->api->daemon;
+        Manager *d = req->api->daemon;
         IfaceStatus st = { 0 };
         Error e = ERROR_NULL;
 
@@ -71,9 +100,46 @@ static void respond_iface(Request *req, const Iface *it, unsigned status, Respon
         }
         resp->status = status;
         resp->body = render_iface(d, it, &st);
-        if (it->api)
-                snprintf(resp->etag, sizeof(resp->etag), "\"%" PRIu64 "\"", it->api->generation);
+        if (iface_api_document(it))
+                snprintf(resp->etag, sizeof(resp->etag), "\"%" PRIu64 "\"",
+                         iface_api_document(it)->generation);
         iface_status_done(&st);
+}
+
+/* The daemon's answers to a change, into the request's deferred response. */
+static void on_changed(Manager *d, Iface *it, const Error *e, void *userdata) {
+        Request *req = userdata;
+
+        (void) d;
+        if (e)
+                response_error(&req->deferred, e);
+        else
+                respond_iface(req, it, iface_state(it) == IFACE_PENDING ? 202 : 200, &req->deferred);
+        request_answer(req);
+}
+
+/* A DELETE's answer: 204 whether a hog's document stays on the interface or nothing does. */
+static void on_deleted(Manager *d, Iface *it, const Error *e, void *userdata) {
+        Request *req = userdata;
+
+        (void) d, (void) it;
+        if (e)
+                response_error(&req->deferred, e);
+        else
+                req->deferred.status = 204;
+        request_answer(req);
+}
+
+static void on_dry_run(Manager *d, const DryRun *dr, const Error *e, void *userdata) {
+        Request *req = userdata;
+
+        if (e)
+                response_error(&req->deferred, e);
+        else {
+                req->deferred.status = 200;
+                req->deferred.body = render_dry_run(d, dr);
+        }
+        request_answer(req);
 }
 
 static void classifier_put(Request *req, const char *netns, const char *ifname, Response *resp) {
@@ -81,13 +147,10 @@ static void classifier_put(Request *req, const char *netns, const char *ifname, 
                                              /* curl's default for --data: accepted so that the README's
                                               * one-liner works as written */
                                              "application/x-www-form-urlencoded", NULL };
-        Daemon *d = req->api->daemon;
+        Manager *d = req->api->daemon;
         json_error_t jerr;
-        Error e = ERROR_NULL;
         const char *dry;
-        Iface *it;
         json_t *body;
-        int r;
 
         if (request_want_content_type(req, types, resp) < 0)
                 return;
@@ -103,33 +166,18 @@ static void classifier_put(Request *req, const char *netns, const char *ifname, 
                 response_errorf(resp, "invalid_value", "dry_run=%s: expected 1, true, 0 or false", dry);
                 return;
         }
-        if (dry && (streq(dry, "1") || streq(dry, "true"))) {
-                DryRun dr = { 0 };
-                r = daemon_iface_dry_run(d, netns, ifname, body, request_header(req, "If-Match"), &dr, &e);
-                json_decref(body);
-                if (r < 0) {
-                        response_error(resp, &e);
-                        error_done(&e);
-                        return;
-                }
-                resp->status = 200;
-                resp->body = render_dry_run(d, &dr);
-                dry_run_done(&dr);
-                return;
-        }
-        if (daemon_iface_put(d, netns, ifname, body, request_header(req, "If-Match"), &it, &e) < 0) {
-                json_decref(body);
-                response_error(resp, &e);
-                error_done(&e);
-                return;
-        }
+        /* The change waits for its interface's turn (and for workers): the answer comes later. */
+        DaemonExpect expect = request_expect(req);
+        req->deferring = true;
+        if (dry && (streq(dry, "1") || streq(dry, "true")))
+                daemon_iface_dry_run(d, netns, ifname, body, &expect, on_dry_run, req);
+        else
+                daemon_iface_put(d, netns, ifname, body, &expect, on_changed, req);
         json_decref(body);
-        respond_iface(req, it, it->state == IFACE_PENDING ? 202 : 200, resp);
 }
 
 static void classifier(Request *req, const char *netns, const char *ifname, Response *resp) {
-        Daemon *d = req->api->daemon;
-        Error e = ERROR_NULL;
+        Manager *d = req->api->daemon;
         Iface *it;
 
         /* PUT checks the name after the body's syntax, in daemon_iface_put(), as openapi/ documents. */
@@ -150,12 +198,9 @@ static void classifier(Request *req, const char *netns, const char *ifname, Resp
                 }
                 respond_iface(req, it, 200, resp);
         } else if (streq(req->method, "DELETE")) {
-                if (daemon_iface_delete(d, netns, ifname, request_header(req, "If-Match"), &e) < 0) {
-                        response_error(resp, &e);
-                        error_done(&e);
-                        return;
-                }
-                resp->status = 204;
+                DaemonExpect expect = request_expect(req);
+                req->deferring = true;
+                daemon_iface_delete(d, netns, ifname, &expect, on_deleted, req);
         } else {
                 method_not_allowed(resp, req, "GET, HEAD, PUT, DELETE");
         }

@@ -26,7 +26,7 @@ static int query_limit(Request *req, size_t *ret, Response *resp) {
 }
 
 void route_maps(Request *req, const char *netns, const char *ifname, const char *what, Response *resp) {
-        Daemon *d = req->api->daemon;
+        Manager *d = req->api->daemon;
         DaemonMaps maps = { 0 };
         Error e = ERROR_NULL;
         const DaemonMap *m;

@@ -3,12 +3,21 @@
 
 #include "api-internal.h"
 
+static void on_object_added(Manager *d, const DaemonObject *o, bool created, const Error *e,
+                            void *userdata) {
+        Request *req = userdata;
+
+        if (e)
+                response_error(&req->deferred, e);
+        else {
+                req->deferred.status = created ? 201 : 200;
+                req->deferred.body = render_object(d, o);
+        }
+        request_answer(req);
+}
+
 static void objects_post(Request *req, Response *resp) {
         static const char *const types[] = { "application/octet-stream", NULL };
-        Daemon *d = req->api->daemon;
-        const DaemonObject *o;
-        Error e = ERROR_NULL;
-        bool created;
 
         if (!request_header(req, "Content-Type")) {
                 response_errorf(resp, "unsupported_media_type",
@@ -17,17 +26,14 @@ static void objects_post(Request *req, Response *resp) {
         }
         if (request_want_content_type(req, types, resp) < 0)
                 return;
-        if (daemon_object_add(d, req->body ? req->body : "", req->body_size, &o, &created, &e) < 0) {
-                response_error(resp, &e);
-                error_done(&e);
-                return;
-        }
-        resp->status = created ? 201 : 200;
-        resp->body = render_object(d, o);
+        /* A worker inspects the object: the answer comes later. */
+        req->deferring = true;
+        daemon_object_add(req->api->daemon, req->body ? req->body : "", req->body_size, on_object_added,
+                          req);
 }
 
 static void objects_list(Request *req, Response *resp) {
-        Daemon *d = req->api->daemon;
+        Manager *d = req->api->daemon;
         json_t *list = json_array();
 
         for (size_t i = 0; i < daemon_object_count(d); i++)
@@ -37,7 +43,7 @@ static void objects_list(Request *req, Response *resp) {
 }
 
 static void object_one(Request *req, const char *digest, Response *resp) {
-        Daemon *d = req->api->daemon;
+        Manager *d = req->api->daemon;
         const DaemonObject *o = daemon_object_get(d, digest);
         Error e = ERROR_NULL;
 

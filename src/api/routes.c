@@ -28,6 +28,8 @@ static const struct {
         { "priority_taken", 409 },
         { "object_in_use", 409 },
         { "hog_owned", 409 },
+        { "device_taken", 409 },
+        { "repair_loop", 409 },
         { "map_ambiguous", 409 },
         { "precondition_failed", 412 },
         { "payload_too_large", 413 },
@@ -142,7 +144,7 @@ void method_not_allowed(Response *resp, const Request *req, const char *allow) {
         resp->allow = allow;
 }
 
-static void route_simple(Request *req, Response *resp, json_t *(*render)(Daemon *) ) {
+static void route_simple(Request *req, Response *resp, json_t *(*render)(Manager *) ) {
         if (!streq(req->method, "GET") && !streq(req->method, "HEAD")) {
                 method_not_allowed(resp, req, "GET, HEAD");
                 return;
@@ -151,7 +153,7 @@ static void route_simple(Request *req, Response *resp, json_t *(*render)(Daemon 
         resp->body = render(req->api->daemon);
 }
 
-static json_t *render_health(Daemon *d) {
+static json_t *render_health(Manager *d) {
         (void) d;
         return json_pack("{s:s}", "status", "ok");
 }
@@ -181,5 +183,11 @@ MHD_RESULT api_dispatch(Request *req) {
                 route_netns(req, rest, &resp);
         else
                 response_errorf(&resp, "route_not_found", "no route %s", req->url);
+        if (req->deferring) {
+                /* The daemon answers (now, or later into req->deferred). */
+                if (req->answered)
+                        return api_send(req, &req->deferred);
+                return MHD_YES;
+        }
         return api_send(req, &resp);
 }

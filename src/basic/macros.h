@@ -2,6 +2,7 @@
 #pragma once
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,25 @@ static inline void strv_free_n(char **v, size_t n) {
         for (size_t i = 0; v && i < n; i++)
                 free(v[i]);
         free(v);
+}
+
+/* Makes room for need elements of size bytes in *p, which has room for *allocated: doubling, so that
+ * appending n elements one at a time copies O(n) bytes, not O(n²). -ENOMEM leaves *p as it was. */
+static inline int greedy_realloc(void **p, size_t *allocated, size_t need, size_t size) {
+        size_t n;
+        void *q;
+
+        if (need <= *allocated)
+                return 0;
+        n = need < 8 ? 8 : need * 2;
+        if (n > SIZE_MAX / size)
+                return -ENOMEM;
+        q = realloc(*p, n * size);
+        if (!q)
+                return -ENOMEM;
+        *p = q;
+        *allocated = n;
+        return 0;
 }
 
 static inline const char *strempty(const char *s) {

@@ -5,9 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon-internal.h"
 #include "fileio.h"
 #include "log.h"
+#include "manager.h"
+#include "resolve.h"
 
 /* A hog file is a small JSON document; anything bigger is a mistake. */
 #define HOG_FILE_MAX (1024 * 1024)
@@ -27,7 +28,7 @@ typedef struct HogSet {
 static void hog_set_done(HogSet *s) {
         for (size_t i = 0; i < s->n_hogs; i++) {
                 free(s->hogs[i].path);
-                document_free(s->hogs[i].doc);
+                document_unref(s->hogs[i].doc);
         }
         free(s->hogs);
         strv_free_n(s->bad_paths, s->n_bad);
@@ -53,8 +54,57 @@ static int is_hog_file(const struct dirent *de) {
         return de->d_name[0] != '.' && n > 5 && streq(de->d_name + n - 5, ".json");
 }
 
+/* Resolves a hog's objects: a hog is the host's configuration, named by path; an object clsd has not
+ * seen is inspected (in a forked worker, waited for) and, with store, stored. */
+static int hog_resolve(Manager *m, ObjectCache *cache, Store *store, Document *doc, Error *reterr) {
+        Resolver rs = { .cache = cache,
+                        .object_size_max = m->config.object_size_max,
+                        .act_bpf = m->kernel.act_bpf,
+                        .tcx = m->kernel.tcx };
+        int r;
+
+        for (;;) {
+                r = resolver_document(&rs, doc, reterr);
+                if (r != -EAGAIN)
+                        break;
+                for (size_t i = 0; i < rs.n_pending && r == -EAGAIN; i++) {
+                        PendingObject *p = &rs.pending[i];
+                        NlObjectInfo *info = NULL;
+                        char digest[SHA256_DIGEST_STRING_MAX];
+                        int k = nl_object_inspect_forked(p->data, p->size, &info, reterr);
+                        if (k < 0) {
+                                r = k;
+                                break;
+                        }
+                        if (store && store_object_put(store, p->data, p->size, digest, NULL, reterr) < 0) {
+                                nl_object_info_free(info);
+                                r = -EIO;
+                                break;
+                        }
+                        if (store)
+                                k = object_cache_add(cache, p->digest, p->size, info, NULL);
+                        else
+                                k = resolver_add_extra(&rs, p->digest, p->size, info);
+                        if (k < 0 && k != -EEXIST) {
+                                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                                break;
+                        }
+                        if (k == -EEXIST)
+                                nl_object_info_free(info);
+                }
+                if (r != -EAGAIN)
+                        break;
+                pending_objects_free(rs.pending, rs.n_pending);
+                rs.pending = NULL;
+                rs.n_pending = 0;
+        }
+        resolver_done(&rs);
+        return r;
+}
+
 /* One hog file: parsed, its objects read (and with store, stored) and their programs resolved. */
-static int hog_read(Daemon *d, const char *path, bool store, Document **ret, Error *reterr) {
+static int hog_read(Manager *m, ObjectCache *cache, Store *store, const char *path, Document **ret,
+                    Error *reterr) {
         _cleanup_(document_freep) Document *doc = NULL;
         _cleanup_free_ char *text = NULL;
         size_t size;
@@ -67,7 +117,7 @@ static int hog_read(Daemon *d, const char *path, bool store, Document **ret, Err
         r = document_hog_from_string(text, size, &doc, reterr);
         if (r < 0)
                 return r;
-        r = daemon_document_resolve(d, doc, store, reterr);
+        r = hog_resolve(m, cache, store, doc, reterr);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(doc);
@@ -76,7 +126,8 @@ static int hog_read(Daemon *d, const char *path, bool store, Document **ret, Err
 
 /* Reads every *.json of the directory in name order; a missing directory holds no hogs. Problems are
  * reported (on stderr with check, in the log otherwise) and counted; the files stay as they are. */
-static int hogs_read(Daemon *d, const char *dir, bool store, bool check, HogSet *ret, size_t *ret_problems) {
+static int hogs_read(Manager *m, ObjectCache *cache, Store *store, const char *dir, bool check, HogSet *ret,
+                     size_t *ret_problems) {
         struct dirent **entries = NULL;
         HogSet s = { 0 };
         size_t problems = 0;
@@ -84,17 +135,15 @@ static int hogs_read(Daemon *d, const char *dir, bool store, bool check, HogSet 
 
         n = scandir(dir, &entries, is_hog_file, alphasort);
         if (n < 0) {
-                if (errno == ENOENT) {
-                        *ret = s;
-                        *ret_problems = 0;
-                        return 0;
+                if (errno != ENOENT) {
+                        if (check)
+                                fprintf(stderr, "clsd: %s: cannot read the hogs directory: %m\n", dir);
+                        else
+                                log_error("%s: cannot read the hogs directory: %m", dir);
+                        problems = 1;
                 }
-                if (check)
-                        fprintf(stderr, "clsd: %s: cannot read the hogs directory: %m\n", dir);
-                else
-                        log_error("%s: cannot read the hogs directory: %m", dir);
                 *ret = s;
-                *ret_problems = 1;
+                *ret_problems = problems;
                 return 0;
         }
         s.hogs = calloc((size_t) n + 1, sizeof(Hog));
@@ -111,13 +160,13 @@ static int hogs_read(Daemon *d, const char *dir, bool store, bool check, HogSet 
                         error_set(&e, ENOMEM, "internal_error", "out of memory");
                         r = -ENOMEM;
                 } else
-                        r = hog_read(d, path, store, &doc, &e);
+                        r = hog_read(m, cache, store, path, &doc, &e);
                 if (r >= 0 && (other = hog_set_find(&s, doc->netns, doc->ifname))) {
                         r = error_set(
                                 &e, EEXIST, "invalid_value",
                                 "ifname: %s%s%s already has a hog, declared by %s; this file is ignored",
                                 strempty(doc->netns), doc->netns ? "/" : "", doc->ifname, other->path);
-                        doc = document_free(doc);
+                        doc = document_unref(doc);
                 }
                 if (r < 0) {
                         problems++;
@@ -141,102 +190,99 @@ static int hogs_read(Daemon *d, const char *dir, bool store, bool check, HogSet 
 }
 
 int daemon_hogs_check(const char *dir, size_t object_size_max) {
-        Daemon d = { .config = { .hogs_dir = dir, .object_size_max = object_size_max } };
+        Manager m = { .config = { .hogs_dir = dir, .object_size_max = object_size_max } };
+        _cleanup_(nl_socket_freep) NlSocket *rtnl = NULL;
+        ObjectCache *cache = NULL;
         HogSet s = { 0 };
         size_t problems = 0;
 
-        _cleanup_(nl_socket_freep) NlSocket *rtnl = NULL;
-
         /* A hog is checked against this kernel: "attach":"tcx" needs tcx, "actions" act_bpf. */
-        (void) nl_tcx_probe(&d.tcx);
+        (void) nl_tcx_probe(&m.kernel.tcx);
         if (nl_socket_open(0, &rtnl, NULL) >= 0)
-                (void) nl_act_bpf_probe(rtnl, &d.act_bpf);
-        (void) hogs_read(&d, dir, false, true, &s, &problems);
+                (void) nl_act_bpf_probe(rtnl, &m.kernel.act_bpf);
+        if (object_cache_new(&cache) < 0) {
+                fprintf(stderr, "clsd: out of memory\n");
+                return 1;
+        }
+        (void) hogs_read(&m, cache, NULL, dir, true, &s, &problems);
         if (problems == 0)
                 printf("%s: %zu hog(s), all valid\n", dir, s.n_hogs);
         hog_set_done(&s);
+        object_cache_free(cache);
         return (int) MIN(problems, (size_t) INT32_MAX);
 }
 
-/* The interface's documents become api and hog; old (if any) is replaced. With reconcile, the kernel
- * is brought to match now (or a retry is scheduled); old's programs are released only after, so that
- * unchanged filters keep theirs. */
-static int iface_set_hog(Daemon *d, Iface *old, const Document *hog, const char *hog_path, bool reconcile) {
-        Iface *it;
+/* The interface of a hog at start: its documents set now, reconciled with the rest. */
+static int hog_set_at_start(Manager *m, Hog *h) {
+        StoredDocument cached = { 0 };
+        Iface *it = iface_table_get(m->ifaces, h->doc->netns, h->doc->ifname);
+        bool new = !it;
         int r;
 
-        r = iface_new(old ? old->api : NULL, hog, hog_path, &it);
-        if (r < 0)
-                return r;
-        if (old)
-                iface_carry_over(it, old);
-        if (!old && ifaces_reserve(d) < 0) {
-                iface_free(d, it);
-                return -ENOMEM;
+        /* What its last run attached, from hogs/ in the store, so that it is adopted. */
+        (void) store_document_load(m->store, SOURCE_HOG, h->doc->netns, h->doc->ifname, &cached, NULL);
+        if (new &&
+            (iface_new(h->doc->netns, h->doc->ifname, &it) < 0 || iface_table_reserve(m->ifaces) < 0)) {
+                iface_free(it, NULL);
+                r = -ENOMEM;
+                goto finish;
         }
-        ifaces_put(d, old, it);
-        if (reconcile)
-                iface_reconcile_or_retry(d, it);
-        iface_free(d, old);
-        return 0;
+        r = iface_set_documents(it, it->api, &it->facts[SOURCE_API], h->doc, h->path,
+                                cached.doc ? &cached.facts : NULL, m->kernel.tcx, m->registry);
+        if (r < 0) {
+                if (new)
+                        iface_free(it, m->registry);
+                goto finish;
+        }
+        it->visible = true;
+        if (new)
+                iface_table_add(m->ifaces, it);
+        log_info("%s: hog %s", h->doc->ifname, h->path);
+finish:
+        document_unref(cached.doc);
+        document_facts_done(&cached.facts);
+        return r;
 }
 
-/* On SIGHUP: a failure keeps the old runtime (and what it attached) and says so. */
-static void iface_set_hog_or_log(Daemon *d, Iface *old, const Document *hog, const char *hog_path,
-                                 const char *ifname) {
-        int r = iface_set_hog(d, old, hog, hog_path, true);
-        if (r < 0)
-                log_error("%s: cannot apply the hog change: %s; the interface stays as it was", ifname,
-                          strerror(-r));
-}
-
-/* A hog with what its last run attached, from hogs/ in the store, so that it is adopted. */
-static void hog_keep_facts(Daemon *d, Document *hog) {
-        _cleanup_(document_freep) Document *cached = NULL;
-
-        if (store_document_load(d->store, SOURCE_HOG, hog->netns, hog->ifname, &cached, NULL) < 0)
-                return;
-        document_keep_facts(hog, cached);
-        hog->clsact_created = cached->clsact_created;
-}
-
-int daemon_hogs_load(Daemon *d) {
-        Document **cached = NULL;
+int manager_hogs_load(Manager *m) {
+        StoredDocument *cached = NULL;
         size_t n_cached = 0, problems = 0;
         HogSet s = { 0 };
         int r = 0;
 
-        if (!d->config.hogs_dir)
+        if (!m->config.hogs_dir)
                 return 0;
-        (void) hogs_read(d, d->config.hogs_dir, true, false, &s, &problems);
-        for (size_t i = 0; i < s.n_hogs && r >= 0; i++) {
-                Hog *h = &s.hogs[i];
-                hog_keep_facts(d, h->doc);
-                r = iface_set_hog(d, daemon_iface_get(d, h->doc->netns, h->doc->ifname), h->doc, h->path,
-                                  false);
-                if (r >= 0)
-                        log_info("%s: hog %s", h->doc->ifname, h->path);
-        }
-        /* A hog whose file went while clsd was down leaves filters of clsd's behind: take them away
-         * (a document the API still has for the interface is reconciled anyway, which does it). Not
-         * while a file cannot be read: it may be that hog's. */
-        if (r >= 0 && store_documents_load(d->store, SOURCE_HOG, &cached, &n_cached, NULL, NULL, NULL) >= 0)
+        (void) hogs_read(m, m->objects, m->store, m->config.hogs_dir, false, &s, &problems);
+        for (size_t i = 0; i < s.n_hogs && r >= 0; i++)
+                r = hog_set_at_start(m, &s.hogs[i]);
+        /* A hog whose file went while clsd was down leaves filters of clsd's behind: take them away (a
+         * document the API still has for the interface is reconciled anyway, which does it). Not while a
+         * file cannot be read: it may be that hog's. */
+        if (r >= 0 && store_documents_load(m->store, SOURCE_HOG, &cached, &n_cached, NULL, NULL, NULL) >= 0)
                 for (size_t i = 0; i < n_cached; i++) {
+                        Document *d = cached[i].doc;
                         Iface *it = NULL;
+                        NlSocket *rtnl;
+                        NlLink link;
                         Error e = ERROR_NULL;
-                        if (problems == 0 && !daemon_iface_get(d, cached[i]->netns, cached[i]->ifname) &&
-                            iface_new(NULL, cached[i], NULL, &it) >= 0) {
-                                log_info("%s: its hog is gone; removing what it attached",
-                                         cached[i]->ifname);
-                                if (iface_forget(d, it, &e) < 0) {
-                                        log_warning("%s: %s", cached[i]->ifname, strna(e.message));
-                                        iface_free(d, it);
-                                }
-                                error_done(&e);
+
+                        if (problems > 0 || iface_table_get(m->ifaces, d->netns, d->ifname))
+                                continue;
+                        log_info("%s: its hog is gone; removing what it attached", d->ifname);
+                        if (iface_new(d->netns, d->ifname, &it) >= 0 &&
+                            iface_set_documents(it, NULL, NULL, d, NULL, &cached[i].facts, m->kernel.tcx,
+                                                NULL) >= 0 &&
+                            manager_link(m, d->netns, d->ifname, &rtnl, &link, &e) >= 0) {
+                                it->ifindex = link.ifindex;
+                                if (iface_remove_all(m, it, rtnl, &e) < 0)
+                                        log_warning("%s: %s", d->ifname, strna(e.message));
                         }
-                        document_free(cached[i]);
+                        error_done(&e);
+                        (void) store_document_remove(m->store, SOURCE_HOG, d->netns, d->ifname, NULL);
+                        iface_free(it, NULL);
+                        manager_release_netns(m, d->netns);
                 }
-        free(cached);
+        stored_documents_free(cached, n_cached);
         hog_set_done(&s);
         return r;
 }
@@ -245,7 +291,7 @@ static bool hog_equal(const Iface *it, const Hog *h) {
         json_t *a, *b;
         bool eq;
 
-        if (!it->hog || !streq(it->hog_path, h->path))
+        if (!it->hog || !streq_ptr(it->hog_path, h->path))
                 return false;
         a = document_spec_to_json(it->hog);
         b = document_spec_to_json(h->doc);
@@ -255,56 +301,70 @@ static bool hog_equal(const Iface *it, const Hog *h) {
         return eq;
 }
 
-int daemon_hogs_reload(Daemon *d) {
-        HogSet s = { 0 };
-        size_t problems = 0, changed = 0;
+/* A SIGHUP's changes, said once they are all applied. */
+typedef struct HogReload {
+        Manager *m;
+        size_t waiting, n_hogs, changed, problems;
+} HogReload;
 
-        if (!d->config.hogs_dir)
+static void reload_said(HogReload *rl) {
+        log_info("hogs re-read: %zu hog(s), %zu changed, %zu file(s) with problems", rl->n_hogs, rl->changed,
+                 rl->problems);
+        free(rl);
+}
+
+static void on_hog_applied(Manager *m, Iface *it, const Error *e, void *userdata) {
+        HogReload *rl = userdata;
+
+        (void) m, (void) it, (void) e;
+        if (--rl->waiting == 0)
+                reload_said(rl);
+}
+
+int daemon_hogs_reload(Manager *m) {
+        HogReload *rl;
+        HogSet s = { 0 };
+        size_t problems = 0;
+
+        if (!m->config.hogs_dir)
                 return 0;
-        (void) hogs_read(d, d->config.hogs_dir, true, false, &s, &problems);
+        rl = calloc(1, sizeof(*rl));
+        if (!rl)
+                return -ENOMEM;
+        (void) hogs_read(m, m->objects, m->store, m->config.hogs_dir, false, &s, &problems);
+        *rl = (HogReload){ .m = m, .n_hogs = s.n_hogs, .problems = problems, .waiting = 1 };
 
         /* Hogs that changed or went. A file that cannot be read this time keeps its hog as it was. */
-        for (size_t i = 0; i < d->n_ifaces;) {
-                Iface *it = d->ifaces[i];
-                const Hog *h = hog_set_find(&s, it->doc->netns, it->doc->ifname);
-                Error e = ERROR_NULL;
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
+                Iface *it = iface_table_at(m->ifaces, i);
+                const Hog *h = hog_set_find(&s, it->netns, it->ifname);
 
-                i++;
                 if (!it->hog || hog_set_is_bad(&s, it->hog_path) || (h && hog_equal(it, h)))
                         continue;
-                changed++;
-                if (h) {
-                        log_info("%s: hog %s changed; applying the difference", it->doc->ifname, h->path);
-                        document_keep_facts(h->doc, it->hog);
-                        h->doc->clsact_created = it->hog->clsact_created;
-                        iface_set_hog_or_log(d, it, h->doc, h->path, h->doc->ifname);
-                } else if (it->api) {
-                        log_info("%s: hog %s removed; the API's document applies", it->doc->ifname,
-                                 it->hog_path);
-                        (void) store_document_remove(d->store, SOURCE_HOG, it->doc->netns, it->doc->ifname,
-                                                     NULL);
-                        iface_set_hog_or_log(d, it, NULL, NULL, it->doc->ifname);
-                } else {
-                        log_info("%s: hog %s removed; removing what it attached", it->doc->ifname,
-                                 it->hog_path);
-                        if (iface_forget(d, it, &e) >= 0)
-                                i--; /* it left the list */
-                        else
-                                log_error("%s: %s", it->doc->ifname, strna(e.message));
-                        error_done(&e);
-                }
+                rl->changed++;
+                rl->waiting++;
+                if (h)
+                        log_info("%s: hog %s changed; applying the difference", it->ifname, h->path);
+                else if (it->api)
+                        log_info("%s: hog %s removed; the API's document applies", it->ifname, it->hog_path);
+                else
+                        log_info("%s: hog %s removed; removing what it attached", it->ifname, it->hog_path);
+                manager_hog_change_done(m, it->netns, it->ifname, h ? h->doc : NULL, h ? h->path : NULL,
+                                        on_hog_applied, rl);
         }
         /* New hogs. */
         for (size_t i = 0; i < s.n_hogs; i++) {
-                Iface *it = daemon_iface_get(d, s.hogs[i].doc->netns, s.hogs[i].doc->ifname);
+                Iface *it = daemon_iface_get(m, s.hogs[i].doc->netns, s.hogs[i].doc->ifname);
                 if (it && it->hog)
                         continue;
-                changed++;
+                rl->changed++;
+                rl->waiting++;
                 log_info("%s: new hog %s", s.hogs[i].doc->ifname, s.hogs[i].path);
-                iface_set_hog_or_log(d, it, s.hogs[i].doc, s.hogs[i].path, s.hogs[i].doc->ifname);
+                manager_hog_change_done(m, s.hogs[i].doc->netns, s.hogs[i].doc->ifname, s.hogs[i].doc,
+                                        s.hogs[i].path, on_hog_applied, rl);
         }
-        log_info("hogs re-read: %zu hog(s), %zu changed, %zu file(s) with problems", s.n_hogs, changed,
-                 problems);
         hog_set_done(&s);
+        if (--rl->waiting == 0)
+                reload_said(rl);
         return 0;
 }

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon-internal.h"
+#include "iface.h"
 
 static struct btf *maps_btf(DaemonMaps *m, uint32_t btf_id) {
         struct btf *b, **v;
@@ -42,19 +42,23 @@ static DaemonMap *maps_find_id(DaemonMaps *m, uint32_t id) {
         return NULL;
 }
 
-static int map_add_user(DaemonMap *dm, const Iface *it, Direction dir, const FilterSpec *f) {
-        DaemonMapUser *u = realloc(dm->users, (dm->n_users + 1) * sizeof(*u));
+static int map_add_user(DaemonMap *dm, const Iface *it, const Filter *f) {
+        DaemonMapUser *u;
 
+        for (size_t i = 0; i < dm->n_users; i++)
+                if (dm->users[i].iface == it && dm->users[i].filter == f)
+                        return 0; /* its classifier and an action share the map: one user */
+        u = realloc(dm->users, (dm->n_users + 1) * sizeof(*u));
         if (!u)
                 return -ENOMEM;
         dm->users = u;
-        dm->users[dm->n_users++] = (DaemonMapUser){ .iface = it, .direction = dir, .filter = f };
+        dm->users[dm->n_users++] = (DaemonMapUser){ .iface = it, .filter = f };
         return 0;
 }
 
 /* The maps of the program with this id, each once in m, with the filter as one more user. */
-static int maps_add_program(DaemonMaps *m, uint32_t prog_id, const Iface *it, Direction dir,
-                            const FilterSpec *f, Error *reterr) {
+static int maps_add_program(DaemonMaps *m, uint32_t prog_id, const Iface *it, const Filter *f,
+                            Error *reterr) {
         NlMap *maps = NULL;
         size_t n = 0;
         DaemonMap *v;
@@ -82,7 +86,7 @@ static int maps_add_program(DaemonMaps *m, uint32_t prog_id, const Iface *it, Di
                         *dm = (DaemonMap){ .map = maps[k] };
                         dm->btf = maps_btf(m, maps[k].btf_id);
                 }
-                if (map_add_user(dm, it, dir, f) < 0) {
+                if (map_add_user(dm, it, f) < 0) {
                         for (size_t j = k + 1; j < n; j++)
                                 safe_close(maps[j].fd);
                         free(maps);
@@ -93,33 +97,32 @@ static int maps_add_program(DaemonMaps *m, uint32_t prog_id, const Iface *it, Di
         return 0;
 }
 
-int daemon_maps_add(Daemon *d, const Iface *it, const IfaceStatus *st, DaemonMaps *m, Error *reterr) {
+int daemon_maps_add(Manager *mgr, const Iface *it, const IfaceStatus *st, DaemonMaps *m, Error *reterr) {
         int r;
 
-        (void) d;
-        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                for (size_t i = 0; i < it->doc->n_filters[dir]; i++) {
-                        const FilterSpec *f = &it->doc->filters[dir][i];
-                        const FilterStatus *fs = &st->filters[dir][i];
+        (void) mgr;
+        for (size_t i = 0; i < it->n_filters && i < st->n_filters; i++) {
+                const Filter *f = &it->filters[i];
+                const FilterObserved *fo = &st->filters[i].observed;
 
-                        if (fs->classifier_attached) {
-                                r = maps_add_program(m, fs->prog_id, it, dir, f, reterr);
-                                if (r < 0)
-                                        return r;
-                        }
-                        /* An action's maps are the filter's too (what it counts, what it drops). */
-                        for (size_t k = 0; k < f->n_actions; k++) {
-                                if (!fs->actions[k].attached)
-                                        continue;
-                                r = maps_add_program(m, fs->actions[k].prog_id, it, dir, f, reterr);
-                                if (r < 0)
-                                        return r;
-                        }
+                if (fo->classifier_attached) {
+                        r = maps_add_program(m, fo->prog_id, it, f, reterr);
+                        if (r < 0)
+                                return r;
                 }
+                /* An action's maps are the filter's too (what it counts, what it drops). */
+                for (size_t k = 0; k < f->spec->n_actions; k++) {
+                        if (!fo->actions[k].attached)
+                                continue;
+                        r = maps_add_program(m, fo->actions[k].prog_id, it, f, reterr);
+                        if (r < 0)
+                                return r;
+                }
+        }
         return 0;
 }
 
-int daemon_iface_maps(Daemon *d, const Iface *it, DaemonMaps *ret, Error *reterr) {
+int daemon_iface_maps(Manager *d, const Iface *it, DaemonMaps *ret, Error *reterr) {
         IfaceStatus st = { 0 };
         DaemonMaps m = { 0 };
         int r;
@@ -182,7 +185,7 @@ int daemon_maps_lookup(const DaemonMaps *m, const char *ifname, const char *what
                          "%s: no attached program of the document uses a map %s", ifname, what);
 }
 
-int daemon_map_read(Daemon *d, const DaemonMap *m, const uint8_t *cursor, size_t cursor_size, size_t limit,
+int daemon_map_read(Manager *d, const DaemonMap *m, const uint8_t *cursor, size_t cursor_size, size_t limit,
                     NlMapPage *ret, Error *reterr) {
         (void) d;
         return nl_map_read(&m->map, cursor, cursor_size, limit, ret, reterr);

@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon-internal.h"
+#include "btf-field.h"
 #include "log.h"
+#include "manager.h"
 
 #define LABEL_VALUE_MAX 256
 
@@ -18,27 +19,7 @@ typedef struct MapMetricTask {
         const DaemonMapUser *user;
 } MapMetricTask;
 
-void error_counts_add(DaemonErrorCount *v, size_t *n, size_t max, const char *code) {
-        if (!code)
-                code = "internal_error";
-        for (size_t i = 0; i < *n; i++)
-                if (streq(v[i].code, code)) {
-                        v[i].n++;
-                        return;
-                }
-        if (*n < max) /* codes are a fixed set: max is never reached */
-                v[(*n)++] = (DaemonErrorCount){ .code = code, .n = 1 };
-}
-
-void daemon_count_error(Daemon *d, const char *code) {
-        error_counts_add(d->counters.errors, &d->counters.n_errors, ELEMENTSOF(d->counters.errors), code);
-}
-
-const DaemonCounters *daemon_counters(Daemon *d) {
-        return &d->counters;
-}
-
-static void emit_own(Daemon *d, const MetricWriter *w) {
+static void emit_own(Manager *d, const MetricWriter *w) {
         const DaemonCounters *c = &d->counters;
         size_t by_state[_IFACE_STATE_MAX][_SOURCE_MAX] = { { 0 } };
 
@@ -46,7 +27,7 @@ static void emit_own(Daemon *d, const MetricWriter *w) {
                   "clsd's version, the libbpf it runs with, the kernel");
         w->sample(w->userdata, "clsd_build_info",
                   (const char *const[]){ "version", PROJECT_VERSION, "libbpf", nl_libbpf_version(), "kernel",
-                                         d->kernel_release },
+                                         d->kernel.kernel_release },
                   3, 1);
         w->family(w->userdata, "clsd_reconciles_total", "counter", "Interface reconciles run");
         w->sample(w->userdata, "clsd_reconciles_total", NULL, 0, (double) c->reconciles);
@@ -58,8 +39,10 @@ static void emit_own(Daemon *d, const MetricWriter *w) {
         for (size_t i = 0; i < c->n_errors; i++)
                 w->sample(w->userdata, "clsd_errors_total",
                           (const char *const[]){ "code", c->errors[i].code }, 1, (double) c->errors[i].n);
-        for (size_t i = 0; i < d->n_ifaces; i++)
-                by_state[d->ifaces[i]->state][d->ifaces[i]->doc->source]++;
+        for (size_t i = 0; i < daemon_iface_count(d); i++) {
+                const Iface *it = daemon_iface_at(d, i);
+                by_state[it->state][iface_source(it)]++;
+        }
         w->family(w->userdata, "clsd_documents", "gauge", "Documents by state and source");
         for (IfaceState s = 0; s < _IFACE_STATE_MAX; s++)
                 for (DocumentSource src = 0; src < _SOURCE_MAX; src++)
@@ -69,19 +52,34 @@ static void emit_own(Daemon *d, const MetricWriter *w) {
                                   2, (double) by_state[s][src]);
         w->family(w->userdata, "clsd_bpf_stats_enabled", "gauge",
                   "1 while clsd holds BPF_ENABLE_STATS (--bpf-stats): run counts and times are counted");
-        w->sample(w->userdata, "clsd_bpf_stats_enabled", NULL, 0, d->bpf_stats_fd >= 0);
+        w->sample(w->userdata, "clsd_bpf_stats_enabled", NULL, 0, d->kernel.bpf_stats_fd >= 0);
+        w->family(w->userdata, "clsd_repair_loops_total", "counter",
+                  "Repairs that came so fast that clsd backed off: another program fights it over a hook");
+        w->sample(w->userdata, "clsd_repair_loops_total", NULL, 0, (double) c->repair_loops);
+        w->family(w->userdata, "clsd_requests_merged_total", "counter",
+                  "Reasons to reconcile an interface that joined a request already queued for it");
+        w->sample(w->userdata, "clsd_requests_merged_total", NULL, 0,
+                  (double) request_queue_merged(d->queue));
+        w->family(w->userdata, "clsd_request_queue_length", "gauge", "Interfaces with work queued");
+        w->sample(w->userdata, "clsd_request_queue_length", NULL, 0,
+                  (double) request_queue_length(d->queue));
+        w->family(w->userdata, "clsd_worker_jobs_total", "counter",
+                  "Objects inspected and programs loaded by worker processes");
+        w->sample(w->userdata, "clsd_worker_jobs_total", NULL, 0, (double) workers_jobs(d->workers));
+        w->family(w->userdata, "clsd_worker_crashes_total", "counter",
+                  "Workers that died of the object they were given (clsd went on)");
+        w->sample(w->userdata, "clsd_worker_crashes_total", NULL, 0, (double) workers_crashes(d->workers));
 }
 
-static void filter_labels(const Iface *it, Direction dir, const FilterSpec *f, char pref[8],
-                          const char *v[8]) {
-        snprintf(pref, 8, "%u", f->priority);
-        v[0] = "netns", v[1] = it->doc->netns ? it->doc->netns : "";
-        v[2] = "ifname", v[3] = it->doc->ifname;
-        v[4] = "direction", v[5] = direction_to_string(dir);
-        v[6] = "name", v[7] = f->name;
+static void filter_labels(const Iface *it, const Filter *f, char pref[8], const char *v[8]) {
+        snprintf(pref, 8, "%u", f->spec->priority);
+        v[0] = "netns", v[1] = it->netns ? it->netns : "";
+        v[2] = "ifname", v[3] = it->ifname;
+        v[4] = "direction", v[5] = direction_to_string(f->dir);
+        v[6] = "name", v[7] = f->spec->name;
 }
 
-static void emit_filters(Daemon *d, const MetricWriter *w, IfaceStatus *st) {
+static void emit_filters(Manager *d, const MetricWriter *w, IfaceStatus *st) {
         static const char *const names[] = { "clsd_filter_attached", "clsd_filter_run_count_total",
                                              "clsd_filter_run_time_seconds_total" };
         static const char *const types[] = { "gauge", "counter", "counter" };
@@ -93,35 +91,32 @@ static void emit_filters(Daemon *d, const MetricWriter *w, IfaceStatus *st) {
 
         for (int m = 0; m < 3; m++) {
                 w->family(w->userdata, names[m], types[m], helps[m]);
-                for (size_t i = 0; i < d->n_ifaces; i++) {
-                        const Iface *it = d->ifaces[i];
-                        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                                for (size_t k = 0; k < it->doc->n_filters[dir]; k++) {
-                                        const FilterSpec *f = &it->doc->filters[dir][k];
-                                        const FilterStatus *fs =
-                                                st[i].filters[dir] ? &st[i].filters[dir][k] : NULL;
-                                        const char *v[12];
-                                        char pref[8];
+                for (size_t i = 0; i < daemon_iface_count(d); i++) {
+                        const Iface *it = daemon_iface_at(d, i);
+                        for (size_t k = 0; k < it->n_filters; k++) {
+                                const Filter *f = &it->filters[k];
+                                const FilterStatus *fs = k < st[i].n_filters ? &st[i].filters[k] : NULL;
+                                const char *v[12];
+                                char pref[8];
 
-                                        filter_labels(it, dir, f, pref, v);
-                                        v[8] = "pref", v[9] = pref;
-                                        v[10] = "attach", v[11] = fs && fs->tcx ? "tcx" : "cls_bpf";
-                                        if (m == 0) {
-                                                w->sample(w->userdata, names[m], v, 6, fs && fs->attached);
-                                                continue;
-                                        }
-                                        if (!fs || !fs->attached || !fs->has_stats)
-                                                continue;
-                                        w->sample(w->userdata, names[m], v, 6,
-                                                  m == 1 ? (double) fs->run_count
-                                                         : (double) fs->run_time_ns / 1e9);
+                                filter_labels(it, f, pref, v);
+                                v[8] = "pref", v[9] = pref;
+                                v[10] = "attach", v[11] = f->tcx ? "tcx" : "cls_bpf";
+                                if (m == 0) {
+                                        w->sample(w->userdata, names[m], v, 6, fs && fs->observed.attached);
+                                        continue;
                                 }
+                                if (!fs || !fs->observed.classifier_attached || !fs->has_stats)
+                                        continue;
+                                w->sample(w->userdata, names[m], v, 6,
+                                          m == 1 ? (double) fs->run_count : (double) fs->run_time_ns / 1e9);
+                        }
                 }
         }
 }
 
 /* Each act_bpf action of a filter: whether it is in place, and what the kernel counted through it. */
-static void emit_actions(Daemon *d, const MetricWriter *w, IfaceStatus *st) {
+static void emit_actions(Manager *d, const MetricWriter *w, IfaceStatus *st) {
         static const char *const names[] = { "clsd_action_attached", "clsd_action_packets_total",
                                              "clsd_action_bytes_total", "clsd_action_drops_total" };
         static const char *const types[] = { "gauge", "counter", "counter", "counter" };
@@ -133,41 +128,37 @@ static void emit_actions(Daemon *d, const MetricWriter *w, IfaceStatus *st) {
         };
         bool any = false;
 
-        for (size_t i = 0; i < d->n_ifaces && !any; i++)
-                for (Direction dir = 0; dir < _DIRECTION_MAX && !any; dir++)
-                        for (size_t k = 0; k < d->ifaces[i]->doc->n_filters[dir] && !any; k++)
-                                any = d->ifaces[i]->doc->filters[dir][k].n_actions > 0;
+        for (size_t i = 0; i < daemon_iface_count(d) && !any; i++)
+                any = iface_uses_actions(daemon_iface_at(d, i));
         if (!any)
                 return;
         for (int m = 0; m < 4; m++) {
                 w->family(w->userdata, names[m], types[m], helps[m]);
-                for (size_t i = 0; i < d->n_ifaces; i++) {
-                        const Iface *it = d->ifaces[i];
-                        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                                for (size_t k = 0; k < it->doc->n_filters[dir]; k++) {
-                                        const FilterSpec *f = &it->doc->filters[dir][k];
-                                        for (size_t a = 0; a < f->n_actions; a++) {
-                                                const ActionStatus *as =
-                                                        st[i].filters[dir]
-                                                                ? &st[i].filters[dir][k].actions[a]
-                                                                : NULL;
-                                                const char *v[12];
-                                                char pref[8], index[24];
-                                                double x;
+                for (size_t i = 0; i < daemon_iface_count(d); i++) {
+                        const Iface *it = daemon_iface_at(d, i);
+                        for (size_t k = 0; k < it->n_filters; k++) {
+                                const Filter *f = &it->filters[k];
+                                for (size_t a = 0; a < f->spec->n_actions; a++) {
+                                        const ActionObserved *as =
+                                                k < st[i].n_filters ? &st[i].filters[k].observed.actions[a]
+                                                                    : NULL;
+                                        const char *v[12];
+                                        char pref[8], index[24];
+                                        double x;
 
-                                                filter_labels(it, dir, f, pref, v);
-                                                snprintf(index, sizeof(index), "%zu", a + 1);
-                                                v[8] = "action", v[9] = index;
-                                                v[10] = "program", v[11] = f->actions[a].program;
-                                                if (m > 0 && (!as || !as->attached))
-                                                        continue;
-                                                x = m == 0   ? (as && as->attached)
-                                                    : m == 1 ? (double) as->packets
-                                                    : m == 2 ? (double) as->bytes
-                                                             : (double) as->drops;
-                                                w->sample(w->userdata, names[m], v, 6, x);
-                                        }
+                                        filter_labels(it, f, pref, v);
+                                        snprintf(index, sizeof(index), "%zu", a + 1);
+                                        v[8] = "action", v[9] = index;
+                                        v[10] = "program", v[11] = f->spec->actions[a].program;
+                                        if (m > 0 && (!as || !as->attached))
+                                                continue;
+                                        x = m == 0   ? (as && as->attached)
+                                            : m == 1 ? (double) as->packets
+                                            : m == 2 ? (double) as->bytes
+                                                     : (double) as->drops;
+                                        w->sample(w->userdata, names[m], v, 6, x);
                                 }
+                        }
                 }
         }
 }
@@ -352,7 +343,7 @@ static void emit_collected(const MapMetricTask *t, Collector *c, const char **v,
         }
 }
 
-static void emit_task(Daemon *d, const MapMetricTask *t, const MetricWriter *w) {
+static void emit_task(Manager *d, const MapMetricTask *t, const MetricWriter *w) {
         const MetricSpec *s = t->spec;
         const char *v[2 * (5 + METRIC_LABELS_MAX)];
         char values[METRIC_LABELS_MAX][LABEL_VALUE_MAX], pref[8], why[256];
@@ -365,10 +356,10 @@ static void emit_task(Daemon *d, const MapMetricTask *t, const MetricWriter *w) 
 
         if (resolve_task(t, &r, why, sizeof(why)) < 0) {
                 d->counters.map_metric_failures++;
-                log_debug("%s: metric %s: %s", t->user->iface->doc->ifname, s->name, why);
+                log_debug("%s: metric %s: %s", t->user->iface->ifname, s->name, why);
                 return;
         }
-        filter_labels(t->user->iface, t->user->direction, t->user->filter, pref, v);
+        filter_labels(t->user->iface, t->user->filter, pref, v);
         /* A label of the whole key makes every entry's labels different (keys are unique, and their
          * text tells them apart): no merging needed, each entry goes straight out. */
         for (size_t k = 0; k < s->n_labels && s->type != METRIC_HISTOGRAM; k++)
@@ -380,8 +371,7 @@ static void emit_task(Daemon *d, const MapMetricTask *t, const MetricWriter *w) 
                 if (nl_map_read(&t->map->map, cursor_size ? cursor : NULL, cursor_size, NL_MAP_PAGE_MAX, &p,
                                 &e) < 0) {
                         d->counters.map_metric_failures++;
-                        log_debug("%s: metric %s: %s", t->user->iface->doc->ifname, s->name,
-                                  strna(e.message));
+                        log_debug("%s: metric %s: %s", t->user->iface->ifname, s->name, strna(e.message));
                         error_done(&e);
                         goto done;
                 }
@@ -422,15 +412,15 @@ done:
         free(c.v);
 }
 
-static void emit_map_metrics(Daemon *d, const MetricWriter *w, DaemonMaps *maps) {
+static void emit_map_metrics(Manager *d, const MetricWriter *w, DaemonMaps *maps) {
         _cleanup_free_ MapMetricTask *tasks = NULL;
         size_t n = 0, cap = 0;
 
         for (size_t i = 0; i < maps->n; i++)
                 for (size_t u = 0; u < maps->maps[i].n_users; u++) {
                         const DaemonMapUser *user = &maps->maps[i].users[u];
-                        for (size_t k = 0; k < user->filter->n_metrics; k++) {
-                                const MetricSpec *s = &user->filter->metrics[k];
+                        for (size_t k = 0; k < user->filter->spec->n_metrics; k++) {
+                                const MetricSpec *s = &user->filter->spec->metrics[k];
                                 bool dup = false;
                                 if (!map_named(&maps->maps[i], s->map))
                                         continue;
@@ -480,22 +470,24 @@ static void emit_map_metrics(Daemon *d, const MetricWriter *w, DaemonMaps *maps)
         }
 }
 
-int daemon_metrics(Daemon *d, const MetricWriter *w) {
-        _cleanup_free_ IfaceStatus *st = calloc(d->n_ifaces + 1, sizeof(IfaceStatus));
+int daemon_metrics(Manager *d, const MetricWriter *w) {
+        size_t n = daemon_iface_count(d);
+        _cleanup_free_ IfaceStatus *st = calloc(n + 1, sizeof(IfaceStatus));
         DaemonMaps maps = { 0 };
 
         if (!st)
                 return -ENOMEM;
         emit_own(d, w);
-        for (size_t i = 0; i < d->n_ifaces; i++) {
+        for (size_t i = 0; i < n; i++) {
+                const Iface *it = daemon_iface_at(d, i);
                 Error e = ERROR_NULL;
-                if (daemon_iface_status(d, d->ifaces[i], &st[i], &e) < 0) {
+                if (daemon_iface_status(d, it, &st[i], &e) < 0) {
                         error_done(&e);
                         continue;
                 }
-                if (daemon_maps_add(d, d->ifaces[i], &st[i], &maps, &e) < 0) {
+                if (daemon_maps_add(d, it, &st[i], &maps, &e) < 0) {
                         d->counters.map_metric_failures++;
-                        log_debug("%s: maps: %s", d->ifaces[i]->doc->ifname, strna(e.message));
+                        log_debug("%s: maps: %s", it->ifname, strna(e.message));
                         error_done(&e);
                 }
         }
@@ -509,7 +501,7 @@ int daemon_metrics(Daemon *d, const MetricWriter *w) {
                   "cannot be read)");
         w->sample(w->userdata, "clsd_map_metric_failures_total", NULL, 0,
                   (double) d->counters.map_metric_failures);
-        for (size_t i = 0; i < d->n_ifaces; i++)
+        for (size_t i = 0; i < n; i++)
                 iface_status_done(&st[i]);
         return 0;
 }

@@ -1,28 +1,83 @@
-/* netns.c: named network namespaces (ip-netns's /run/netns/NAME). A namespace is followed (its fd
- * held, a request and an event socket opened inside it) while a document names it and it exists;
+/* netns.c: the network namespaces clsd follows. Its own, and each named one (ip-netns's /run/netns/NAME)
+ * while a document names it and it exists: its fd held, a request and an event socket inside it;
  * inotify on the directory tells when one appears or goes. Holding a socket keeps a namespace alive,
  * so clsd lets go as soon as `ip netns del` removes it. */
 #include <dirent.h>
+#include <linux/rtnetlink.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon-internal.h"
 #include "fileio.h"
 #include "log.h"
+#include "netns.h"
+#include "store.h"
 
 /* After a namespace file appears, ip-netns mounts the namespace on it: look again this often, this
  * many times, before giving up until the next event or resync. */
 #define NETNS_SCAN_DELAY_USEC (20 * 1000ULL)
 #define NETNS_SCAN_TRIES_MAX 100
 
-static Netns *netns_find(Daemon *d, const char *name) {
-        for (size_t i = 0; i < d->n_netns; i++)
-                if (streq(d->netns[i]->name, name))
-                        return d->netns[i];
-        return NULL;
+struct Netns {
+        NetnsSet *set;
+        char *name; /* NULL: clsd's own */
+        int fd; /* the named namespace, held while followed; -1 for clsd's own */
+        NlSocket *rtnl;
+        NlSocket *events;
+        sd_event_source *events_source;
+};
+
+struct NetnsSet {
+        sd_event *event;
+        char *dir;
+        Netns own;
+        Netns **named;
+        size_t n_named;
+        dev_t own_dev;
+        ino_t own_ino;
+        int watch_fd;
+        sd_event_source *watch_source;
+        sd_event_source *scan_source;
+        unsigned scan_tries;
+        NetnsEventFunc on_event;
+        NetnsChangeFunc on_change;
+        void *userdata;
+};
+
+static int event_cb(const struct nlmsghdr *nlh, void *userdata) {
+        Netns *ns = userdata;
+        ns->set->on_event(ns->name, nlh, false, ns->set->userdata);
+        return 0;
+}
+
+static int on_events(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        Netns *ns = userdata;
+        int r;
+
+        (void) source, (void) fd, (void) revents;
+        r = nl_socket_read_events(ns->events, event_cb, ns);
+        if (r == -ENOBUFS) {
+                log_warning("%s%srtnetlink events were lost (ENOBUFS); resynchronising every interface",
+                            strempty(ns->name), ns->name ? ": " : "");
+                ns->set->on_event(ns->name, NULL, true, ns->set->userdata);
+        } else if (r < 0)
+                log_warning_errno(r, "reading rtnetlink events failed: %m");
+        return 0;
+}
+
+static int events_start(NetnsSet *s, Netns *ns, Error *reterr) {
+        int r;
+
+        r = nl_socket_open_in(ns->fd, RTMGRP_LINK | RTMGRP_TC, &ns->events, reterr);
+        if (r < 0)
+                return r;
+        r = sd_event_add_io(s->event, &ns->events_source, nl_socket_fd(ns->events), EPOLLIN, on_events, ns);
+        if (r < 0)
+                return error_set(reterr, r, "internal_error", "cannot watch rtnetlink events: %s",
+                                 strerror(-r));
+        return 0;
 }
 
 static Netns *netns_free(Netns *ns) {
@@ -37,8 +92,64 @@ static Netns *netns_free(Netns *ns) {
         return NULL;
 }
 
-static int netns_follow(Daemon *d, const char *name, Netns **ret, Error *reterr) {
-        Netns *ns = netns_find(d, name), **v = NULL;
+int netns_set_new(sd_event *event, const char *dir, NetnsEventFunc on_event, NetnsChangeFunc on_change,
+                  void *userdata, NetnsSet **ret, Error *reterr) {
+        NetnsSet *s = calloc(1, sizeof(*s));
+        struct stat st;
+        int r;
+
+        if (!s || !(s->dir = strdup(dir))) {
+                free(s);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        s->event = sd_event_ref(event);
+        s->own = (Netns){ .set = s, .fd = -1 };
+        s->watch_fd = -1;
+        s->on_event = on_event;
+        s->on_change = on_change;
+        s->userdata = userdata;
+        if (stat("/proc/self/ns/net", &st) >= 0) {
+                s->own_dev = st.st_dev;
+                s->own_ino = st.st_ino;
+        }
+        r = nl_socket_open(0, &s->own.rtnl, reterr);
+        if (r < 0) {
+                netns_set_free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+NetnsSet *netns_set_free(NetnsSet *s) {
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < s->n_named; i++)
+                netns_free(s->named[i]);
+        free(s->named);
+        sd_event_source_disable_unref(s->own.events_source);
+        nl_socket_free(s->own.events);
+        nl_socket_free(s->own.rtnl);
+        sd_event_source_disable_unref(s->watch_source);
+        sd_event_source_disable_unref(s->scan_source);
+        safe_close(s->watch_fd);
+        sd_event_unref(s->event);
+        free(s->dir);
+        free(s);
+        return NULL;
+}
+
+static Netns *netns_find(NetnsSet *s, const char *name) {
+        if (!name)
+                return &s->own;
+        for (size_t i = 0; i < s->n_named; i++)
+                if (streq(s->named[i]->name, name))
+                        return s->named[i];
+        return NULL;
+}
+
+static int netns_follow(NetnsSet *s, const char *name, Netns **ret, Error *reterr) {
+        Netns *ns = netns_find(s, name), **v = NULL;
         int r;
 
         if (ns) {
@@ -50,299 +161,208 @@ static int netns_follow(Daemon *d, const char *name, Netns **ret, Error *reterr)
                 free(ns);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
-        ns->daemon = d;
+        ns->set = s;
         ns->fd = -1;
-        r = nl_netns_open(d->config.netns_dir, name, &ns->fd, reterr);
+        r = nl_netns_open(s->dir, name, &ns->fd, reterr);
         if (r >= 0)
                 r = nl_socket_open_in(ns->fd, 0, &ns->rtnl, reterr);
         if (r >= 0)
-                r = netns_events_start(d, ns, reterr);
-        if (r >= 0 && !(v = realloc(d->netns, (d->n_netns + 1) * sizeof(Netns *))))
+                r = events_start(s, ns, reterr);
+        if (r >= 0 && !(v = realloc(s->named, (s->n_named + 1) * sizeof(Netns *))))
                 r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
         if (r < 0) {
                 netns_free(ns);
                 return r;
         }
-        d->netns = v;
-        d->netns[d->n_netns++] = ns;
+        s->named = v;
+        s->named[s->n_named++] = ns;
         log_info("netns %s: following", name);
         *ret = ns;
         return 0;
 }
 
-/* The documents of the namespace turn pending; its sockets and fd are let go. */
-static void netns_unfollow(Daemon *d, Netns *ns) {
-        for (size_t i = 0; i < d->n_ifaces; i++) {
-                Iface *it = d->ifaces[i];
-                if (!streq_ptr(it->doc->netns, ns->name))
-                        continue;
-                if (it->state != IFACE_PENDING)
-                        log_info("%s: netns %s is gone; document pending", it->doc->ifname, ns->name);
-                it->state = IFACE_PENDING;
-                it->ifindex = 0;
-                error_done(&it->error);
-        }
-        for (size_t i = 0; i < d->n_netns; i++)
-                if (d->netns[i] == ns) {
-                        memmove(d->netns + i, d->netns + i + 1, (d->n_netns - i - 1) * sizeof(Netns *));
-                        d->n_netns--;
-                        break;
-                }
-        log_info("netns %s: no longer followed", ns->name);
-        netns_free(ns);
-}
-
-static bool netns_named(Daemon *d, const char *name) {
-        for (size_t i = 0; i < d->n_ifaces; i++)
-                if (streq_ptr(d->ifaces[i]->doc->netns, name))
-                        return true;
-        return false;
-}
-
-void netns_release_if_unused(Daemon *d, const char *netns) {
-        Netns *ns = netns ? netns_find(d, netns) : NULL;
-        if (ns && !netns_named(d, netns))
-                netns_unfollow(d, ns);
-}
-
-int daemon_rtnl(Daemon *d, const char *netns, NlSocket **ret, Error *reterr) {
-        Netns *ns;
+int netns_set_rtnl(NetnsSet *s, const char *name, NlSocket **ret, Error *reterr) {
+        Netns *ns = NULL;
         int r;
 
-        if (!netns) {
-                *ret = d->own.rtnl;
-                return 0;
-        }
-        r = netns_follow(d, netns, &ns, reterr);
+        r = netns_follow(s, name, &ns, reterr);
         if (r < 0)
                 return r;
         *ret = ns->rtnl;
         return 0;
 }
 
-int daemon_link_by_name(Daemon *d, const char *netns, const char *ifname, NlSocket **ret_rtnl, NlLink *ret,
-                        Error *reterr) {
-        NlSocket *rtnl;
-        int r;
-
-        r = daemon_rtnl(d, netns, &rtnl, reterr);
-        if (r == -ENOENT || r == -EAGAIN)
-                return -ENODEV; /* an absent namespace is like an absent interface: the document waits */
-        if (r < 0)
-                return r;
-        r = nl_link_by_name(rtnl, ifname, ret, reterr);
-        if (r < 0)
-                return r;
-        *ret_rtnl = rtnl;
-        return 0;
+NlSocket *netns_set_rtnl_followed(NetnsSet *s, const char *name) {
+        Netns *ns = netns_find(s, name);
+        return ns ? ns->rtnl : NULL;
 }
 
-int daemon_netns_enter(Daemon *d, const char *netns, int *ret_saved, Error *reterr) {
+bool netns_set_follows(NetnsSet *s, const char *name) {
+        return name && netns_find(s, name);
+}
+
+int netns_set_enter(NetnsSet *s, const char *name, int *ret_saved, Error *reterr) {
         Netns *ns;
         int r;
 
         *ret_saved = -1;
-        if (!netns)
+        if (!name)
                 return 0;
-        ns = netns_find(d, netns);
+        ns = netns_find(s, name);
         if (!ns)
-                return error_set(reterr, ENOENT, "kernel_error", "netns %s is not followed", netns);
+                return error_set(reterr, ENOENT, "kernel_error", "netns %s is not followed", name);
         r = nl_netns_enter(ns->fd, ret_saved);
         if (r < 0)
-                return error_set(reterr, -r, "kernel_error", "cannot enter netns %s: %s", netns,
+                return error_set(reterr, -r, "kernel_error", "cannot enter netns %s: %s", name,
                                  strerror(-r));
         return 0;
+}
+
+bool netns_set_is_own(NetnsSet *s, const char *name) {
+        char path[PATH_MAX];
+        struct stat st;
+
+        if (!name)
+                return true;
+        snprintf(path, sizeof(path), "%s/%s", s->dir, name);
+        return s->own_ino != 0 && stat(path, &st) >= 0 && st.st_dev == s->own_dev && st.st_ino == s->own_ino;
+}
+
+void netns_set_release(NetnsSet *s, const char *name) {
+        Netns *ns = name ? netns_find(s, name) : NULL;
+
+        if (!ns)
+                return;
+        for (size_t i = 0; i < s->n_named; i++)
+                if (s->named[i] == ns) {
+                        memmove(s->named + i, s->named + i + 1, (s->n_named - i - 1) * sizeof(Netns *));
+                        s->n_named--;
+                        break;
+                }
+        log_info("netns %s: no longer followed", name);
+        netns_free(ns);
 }
 
 /* Whether the followed namespace is still the one at its path (`ip netns del` and add again make
  * another). */
-static bool netns_still_there(Daemon *d, const Netns *ns) {
+static bool still_there(NetnsSet *s, const Netns *ns) {
         char path[PATH_MAX];
         struct stat a, b;
 
-        snprintf(path, sizeof(path), "%s/%s", d->config.netns_dir, ns->name);
+        snprintf(path, sizeof(path), "%s/%s", s->dir, ns->name);
         return stat(path, &a) >= 0 && fstat(ns->fd, &b) >= 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
-static void schedule_scan(Daemon *d);
-
-/* Namespaces that went are let go; documents whose namespace came are applied. */
-void daemon_netns_scan(Daemon *d) {
-        bool again = false;
-
-        for (size_t i = 0; i < d->n_netns;) {
-                Netns *ns = d->netns[i];
-                if (netns_still_there(d, ns)) {
+void netns_set_sweep(NetnsSet *s) {
+        for (size_t i = 0; i < s->n_named;) {
+                _cleanup_free_ char *name = NULL;
+                if (still_there(s, s->named[i])) {
                         i++;
                         continue;
                 }
-                netns_unfollow(d, ns);
+                name = strdup(s->named[i]->name);
+                netns_set_release(s, s->named[i]->name);
+                if (name)
+                        s->on_change(name, false, s->userdata);
         }
-        for (size_t i = 0; i < d->n_ifaces; i++) {
-                Iface *it = d->ifaces[i];
-                Netns *ns;
-                Error e = ERROR_NULL;
-                int r;
-
-                if (!it->doc->netns || it->state != IFACE_PENDING || netns_find(d, it->doc->netns))
-                        continue;
-                r = netns_follow(d, it->doc->netns, &ns, &e);
-                if (r == -EAGAIN)
-                        again = true;
-                else if (r < 0 && r != -ENOENT)
-                        log_warning("%s: cannot follow netns %s: %s", it->doc->ifname, it->doc->netns,
-                                    strna(e.message));
-                error_done(&e);
-                if (r < 0)
-                        continue;
-                log_info("%s: netns %s appeared; applying its document", it->doc->ifname, it->doc->netns);
-                /* Every document of the namespace, now that it is followed. */
-                for (size_t k = 0; k < d->n_ifaces; k++)
-                        if (streq_ptr(d->ifaces[k]->doc->netns, ns->name) &&
-                            d->ifaces[k]->state == IFACE_PENDING)
-                                iface_reconcile_or_retry(d, d->ifaces[k]);
-        }
-        if (again && d->netns_scan_tries < NETNS_SCAN_TRIES_MAX)
-                schedule_scan(d);
-        else if (!again)
-                d->netns_scan_tries = 0;
 }
 
-static int on_scan(sd_event_source *s, uint64_t usec, void *userdata) {
-        Daemon *d = userdata;
+static void schedule_scan(NetnsSet *s);
 
-        (void) s, (void) usec;
-        daemon_netns_scan(d);
+/* The directory changed, or a namespace was still being made: what went is let go, what came is the
+ * manager's to follow. */
+static void scan(NetnsSet *s) {
+        netns_set_sweep(s);
+        s->on_change(NULL, true, s->userdata);
+}
+
+static int on_scan(sd_event_source *source, uint64_t usec, void *userdata) {
+        NetnsSet *s = userdata;
+
+        (void) source, (void) usec;
+        scan(s);
         return 0;
 }
 
-static void schedule_scan(Daemon *d) {
+static void schedule_scan(NetnsSet *s) {
         uint64_t now;
 
-        d->netns_scan_tries++;
-        (void) sd_event_now(d->event, CLOCK_MONOTONIC, &now);
-        if (!d->netns_scan_source) {
-                if (sd_event_add_time(d->event, &d->netns_scan_source, CLOCK_MONOTONIC,
-                                      now + NETNS_SCAN_DELAY_USEC, 0, on_scan, d) < 0)
+        s->scan_tries++;
+        (void) sd_event_now(s->event, CLOCK_MONOTONIC, &now);
+        if (!s->scan_source) {
+                if (sd_event_add_time(s->event, &s->scan_source, CLOCK_MONOTONIC,
+                                      now + NETNS_SCAN_DELAY_USEC, 0, on_scan, s) < 0)
                         return;
         } else
-                (void) sd_event_source_set_time(d->netns_scan_source, now + NETNS_SCAN_DELAY_USEC);
-        (void) sd_event_source_set_enabled(d->netns_scan_source, SD_EVENT_ONESHOT);
+                (void) sd_event_source_set_time(s->scan_source, now + NETNS_SCAN_DELAY_USEC);
+        (void) sd_event_source_set_enabled(s->scan_source, SD_EVENT_ONESHOT);
 }
 
-static int on_watch(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        Daemon *d = userdata;
-        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-        bool gone = false;
+void netns_set_rescan(NetnsSet *s) {
+        if (s->scan_tries < NETNS_SCAN_TRIES_MAX)
+                schedule_scan(s);
+}
 
-        (void) s, (void) revents;
+static int on_watch(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        NetnsSet *s = userdata;
+        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+        (void) source, (void) revents;
         for (;;) {
                 ssize_t n = read(fd, buf, sizeof(buf));
                 if (n <= 0)
                         break;
-                for (char *p = buf; p < buf + n;) {
-                        const struct inotify_event *ev = (const struct inotify_event *) p;
-                        gone = gone || (ev->mask & (IN_DELETE | IN_MOVED_FROM | IN_Q_OVERFLOW));
-                        p += sizeof(*ev) + ev->len;
-                }
         }
         /* A deletion is handled now, so the namespace is not kept alive by our sockets; an arrival
-         * once ip-netns has mounted it. */
-        d->netns_scan_tries = 0;
-        if (gone)
-                daemon_netns_scan(d);
-        schedule_scan(d);
+         * once ip-netns has mounted it (the timer looks again). */
+        s->scan_tries = 0;
+        scan(s);
+        schedule_scan(s);
         return 0;
 }
 
-int daemon_netns_start(Daemon *d, Error *reterr) {
+int netns_set_start(NetnsSet *s, Error *reterr) {
         int r;
 
+        r = events_start(s, &s->own, reterr);
+        if (r < 0)
+                return r;
         /* ip-netns creates it too; made here, it can be watched before the first namespace exists. */
-        r = mkdir_p(d->config.netns_dir, 0755);
+        r = mkdir_p(s->dir, 0755);
         if (r < 0)
-                return error_set(reterr, -r, "internal_error", "cannot create %s: %s", d->config.netns_dir,
-                                 strerror(-r));
-        d->netns_watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-        if (d->netns_watch_fd < 0)
+                return error_set(reterr, -r, "internal_error", "cannot create %s: %s", s->dir, strerror(-r));
+        s->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (s->watch_fd < 0)
                 return error_set(reterr, errno, "internal_error", "inotify: %m");
-        if (inotify_add_watch(d->netns_watch_fd, d->config.netns_dir,
+        if (inotify_add_watch(s->watch_fd, s->dir,
                               IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF) < 0)
-                return error_set(reterr, errno, "internal_error", "cannot watch %s: %m",
-                                 d->config.netns_dir);
-        r = sd_event_add_io(d->event, &d->netns_watch_source, d->netns_watch_fd, EPOLLIN, on_watch, d);
+                return error_set(reterr, errno, "internal_error", "cannot watch %s: %m", s->dir);
+        r = sd_event_add_io(s->event, &s->watch_source, s->watch_fd, EPOLLIN, on_watch, s);
         if (r < 0)
-                return error_set(reterr, r, "internal_error", "cannot watch %s: %s", d->config.netns_dir,
-                                 strerror(-r));
+                return error_set(reterr, r, "internal_error", "cannot watch %s: %s", s->dir, strerror(-r));
         return 0;
 }
 
-void daemon_netns_free(Daemon *d) {
-        for (size_t i = 0; i < d->n_netns; i++)
-                netns_free(d->netns[i]);
-        free(d->netns);
-        d->netns = NULL;
-        d->n_netns = 0;
-        sd_event_source_disable_unref(d->netns_watch_source);
-        sd_event_source_disable_unref(d->netns_scan_source);
-        safe_close(d->netns_watch_fd);
-}
-
-static int netns_view_add(NetnsView **v, size_t *n, const char *name) {
-        NetnsView *nv;
-
-        for (size_t i = 0; i < *n; i++)
-                if (streq((*v)[i].name, name))
-                        return (int) i;
-        nv = realloc(*v, (*n + 1) * sizeof(NetnsView));
-        if (!nv)
-                return -ENOMEM;
-        *v = nv;
-        nv[*n] = (NetnsView){ 0 };
-        snprintf(nv[*n].name, sizeof(nv[*n].name), "%s", name);
-        return (int) (*n)++;
-}
-
-static int netns_view_cmp(const void *a, const void *b) {
-        return strcmp(((const NetnsView *) a)->name, ((const NetnsView *) b)->name);
-}
-
-int daemon_netns_list(Daemon *d, NetnsView **ret, size_t *ret_n, Error *reterr) {
-        DIR *dir = opendir(d->config.netns_dir);
-        NetnsView *v = NULL;
+int netns_set_list_present(NetnsSet *s, char ***ret, size_t *ret_n) {
+        _cleanup_(closedirp) DIR *dir = opendir(s->dir);
+        char **v = NULL;
         size_t n = 0;
         struct dirent *de;
-        int k;
 
         while (dir && (de = readdir(dir))) {
+                char **nv;
                 int fd;
-                if (!netns_name_valid(de->d_name))
-                        continue;
-                if (nl_netns_open(d->config.netns_dir, de->d_name, &fd, NULL) < 0)
+                if (!netns_name_valid(de->d_name) || nl_netns_open(s->dir, de->d_name, &fd, NULL) < 0)
                         continue;
                 close(fd);
-                k = netns_view_add(&v, &n, de->d_name);
-                if (k < 0)
-                        break;
-                v[k].present = true;
-        }
-        if (dir)
-                closedir(dir);
-        for (size_t i = 0; i < d->n_ifaces; i++) {
-                const char *name = d->ifaces[i]->doc->netns;
-                if (!name)
-                        continue;
-                k = netns_view_add(&v, &n, name);
-                if (k < 0) {
-                        free(v);
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                nv = realloc(v, (n + 2) * sizeof(char *));
+                if (!nv || !(nv[n] = strdup(de->d_name))) {
+                        strv_free_n(nv ?: v, n);
+                        return -ENOMEM;
                 }
-                v[k].documents++;
+                v = nv;
+                n++;
         }
-        for (size_t i = 0; i < n; i++)
-                v[i].followed = netns_find(d, v[i].name) != NULL;
-        if (n > 0)
-                qsort(v, n, sizeof(NetnsView), netns_view_cmp);
         *ret = v;
         *ret_n = n;
         return 0;

@@ -3,7 +3,7 @@
 #include <linux/pkt_cls.h>
 #include <string.h>
 
-#include "daemon-internal.h"
+#include "reconcile-diff.h"
 
 const char *plan_action_to_string(PlanAction a) {
         static const char *const names[] = {
@@ -11,6 +11,15 @@ const char *plan_action_to_string(PlanAction a) {
                 [PLAN_REMOVE] = "remove", [PLAN_CONFLICT] = "conflict",
         };
         return a < ELEMENTSOF(names) ? names[a] : "unknown";
+}
+
+const NlFilter *find_ours(const NlFilter *observed, size_t n, uint32_t parent, uint16_t pref,
+                          const char *name) {
+        for (size_t i = 0; i < n; i++)
+                if (observed[i].parent == parent && observed[i].pref == pref && observed[i].chain == 0 &&
+                    observed[i].clsd_owned && streq(observed[i].name, name))
+                        return &observed[i];
+        return NULL;
 }
 
 void plan_done(Plan *p) {

@@ -2,8 +2,8 @@
  * 500 interfaces loads and verifies it once; a classifier and an action of the same program are two
  * loads (sched_cls and sched_act), each with its own maps. Each program is kept where a restart finds it
  * again: in systemd's fd store (with its maps) and pinned in bpffs. A restart takes a program back from
- * there, or by the id the kernel shows attached, and loads (reusing the replaced program's maps) only when
- * none of them has it. */
+ * there, or by the id the kernel shows attached; only when none of them has it is it loaded (by a
+ * worker), reusing the maps of the program it replaces. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,12 +13,15 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include "daemon-internal.h"
 #include "fileio.h"
 #include "log.h"
+#include "registry.h"
 
 /* systemd refuses an FDNAME longer than this. */
 #define FDNAME_MAX 255
+/* "<hex>-<program>", an action's "<hex>-act-<program>" (a C name has no '-'): bpffs refuses names with
+ * a dot. */
+#define PIN_ACTION_PREFIX "act-"
 
 struct Program {
         char *digest;
@@ -28,6 +31,16 @@ struct Program {
         NlMap *maps; /* in the fd store beside the program */
         size_t n_maps;
         unsigned n_ref;
+};
+
+struct Registry {
+        char *bpffs_dir;
+        bool pin_programs; /* bpffs_dir is on a bpf filesystem: programs are pinned in progs/ */
+        bool exiting; /* registry_free(): programs are closed, not released */
+        Program **programs;
+        size_t n_programs;
+        DaemonPassedFd *passed; /* what the fd store gave back, until a document takes it */
+        size_t n_passed;
 };
 
 int program_fd(const Program *p) {
@@ -42,26 +55,27 @@ uint32_t program_id(const Program *p) {
         return nl_program_id(p->prog);
 }
 
-Program *registry_find(Daemon *d, const char *digest, const char *program, NlProgKind kind) {
-        for (size_t i = 0; i < d->n_programs; i++)
-                if (streq(d->programs[i]->digest, digest) && streq(d->programs[i]->name, program) &&
-                    d->programs[i]->kind == kind)
-                        return d->programs[i];
-        return NULL;
-}
-
-ProgramRef program_ref(const FilterSpec *f, int action) {
+ProgramRef program_ref(const FilterSpec *f, int action, const FilterFact *fact) {
         if (action < 0)
                 return (ProgramRef){ .digest = f->digest,
                                      .program = f->program,
                                      .kind = NL_PROG_CLASSIFIER,
-                                     .tag = f->tag,
+                                     .fact = fact ? &fact->program : NULL,
                                      .filter = f };
         return (ProgramRef){ .digest = f->actions[action].digest,
                              .program = f->actions[action].program,
                              .kind = NL_PROG_ACTION,
-                             .tag = f->actions[action].tag,
+                             .fact = fact && (size_t) action < fact->n_actions ? &fact->actions[action]
+                                                                               : NULL,
                              .filter = f };
+}
+
+Program *registry_find(Registry *r, const char *digest, const char *program, NlProgKind kind) {
+        for (size_t i = 0; i < r->n_programs; i++)
+                if (streq(r->programs[i]->digest, digest) && streq(r->programs[i]->name, program) &&
+                    r->programs[i]->kind == kind)
+                        return r->programs[i];
+        return NULL;
 }
 
 static const char *digest_hex(const char *digest) {
@@ -79,25 +93,20 @@ static bool fdname(char buf[FDNAME_MAX + 1], const char *digest, const char *pro
         return n > 0 && n <= FDNAME_MAX;
 }
 
-/* "<hex>-<program>", an action's "<hex>-act-<program>" (a C name has no '-'): bpffs refuses names with
- * a dot. */
-#define PIN_ACTION_PREFIX "act-"
-
-static bool pin_path(Daemon *d, char buf[PATH_MAX], const char *digest, const char *program,
+static bool pin_path(Registry *r, char buf[PATH_MAX], const char *digest, const char *program,
                      NlProgKind kind) {
         const char *act = kind == NL_PROG_ACTION ? PIN_ACTION_PREFIX : "";
-        int n = snprintf(buf, PATH_MAX, "%s/progs/%s-%s%s", d->config.bpffs_dir, digest_hex(digest), act,
-                         program);
-        return d->pin_programs && n > 0 && n < PATH_MAX && strlen(program) + strlen(act) + 65 <= NAME_MAX;
+        int n = snprintf(buf, PATH_MAX, "%s/progs/%s-%s%s", r->bpffs_dir, digest_hex(digest), act, program);
+        return r->pin_programs && n > 0 && n < PATH_MAX && strlen(program) + strlen(act) + 65 <= NAME_MAX;
 }
 
 /* The fd the store gave back under name, now the caller's; -1 when there is none. */
-static int passed_take(Daemon *d, const char *name) {
-        for (size_t i = 0; i < d->n_passed; i++)
-                if (d->passed[i].name && streq(d->passed[i].name, name)) {
-                        int fd = d->passed[i].fd;
-                        free(d->passed[i].name);
-                        d->passed[i] = d->passed[--d->n_passed];
+static int passed_take(Registry *r, const char *name) {
+        for (size_t i = 0; i < r->n_passed; i++)
+                if (r->passed[i].name && streq(r->passed[i].name, name)) {
+                        int fd = r->passed[i].fd;
+                        free(r->passed[i].name);
+                        r->passed[i] = r->passed[--r->n_passed];
                         return fd;
                 }
         return -1;
@@ -125,7 +134,7 @@ static void fdstore_put(const char *name, int fd, bool map) {
 }
 
 /* Makes p findable after a restart: fd store (unless it came from there) and bpffs pin. */
-static void program_keep(Daemon *d, Program *p, bool from_store) {
+static void program_keep(Registry *r, Program *p, bool from_store) {
         char name[FDNAME_MAX + 1], path[PATH_MAX];
         Error e = ERROR_NULL;
         struct stat st;
@@ -140,7 +149,7 @@ static void program_keep(Daemon *d, Program *p, bool from_store) {
                         if (fdname(name, p->digest, p->name, p->kind, p->maps[i].name))
                                 fdstore_put(name, p->maps[i].fd, true);
         }
-        if (pin_path(d, path, p->digest, p->name, p->kind) && stat(path, &st) < 0 &&
+        if (pin_path(r, path, p->digest, p->name, p->kind) && stat(path, &st) < 0 &&
             nl_program_pin(p->prog, path, &e) < 0) {
                 log_warning("%s", e.message);
                 error_done(&e);
@@ -148,7 +157,7 @@ static void program_keep(Daemon *d, Program *p, bool from_store) {
 }
 
 /* Forgets p's fd store entries and its pin: a stopped clsd keeps only what is attached. */
-static void program_unkeep(Daemon *d, Program *p) {
+static void program_unkeep(Registry *r, Program *p) {
         char name[FDNAME_MAX + 1], path[PATH_MAX];
 
         if (fdname(name, p->digest, p->name, p->kind, NULL))
@@ -156,34 +165,14 @@ static void program_unkeep(Daemon *d, Program *p) {
         for (size_t i = 0; i < p->n_maps; i++)
                 if (fdname(name, p->digest, p->name, p->kind, p->maps[i].name))
                         fdstore_remove(name);
-        if (pin_path(d, path, p->digest, p->name, p->kind) && unlink(path) < 0 && errno != ENOENT)
+        if (pin_path(r, path, p->digest, p->name, p->kind) && unlink(path) < 0 && errno != ENOENT)
                 log_warning("cannot unpin %s: %m", path);
 }
 
-static int load_program(Daemon *d, const ProgramRef *ref, const NlMap *reuse, size_t n_reuse,
-                        NlProgram **ret, Error *reterr) {
-        _cleanup_free_ char *data = NULL;
-        size_t size;
-        int r;
-
-        r = store_object_read(d->store, ref->digest, d->config.object_size_max, &data, &size);
-        if (r < 0)
-                return error_set(reterr, r, r == -ENOENT ? "object_not_found" : "store_error",
-                                 "cannot read object %s: %s", ref->digest,
-                                 r == -EBADMSG ? "its bytes do not match its digest" : strerror(-r));
-        /* libbpf names maps after the object: a short digest keeps them recognisable in bpftool. */
-        char object_name[20];
-        snprintf(object_name, sizeof(object_name), "clsd_%.8s", digest_hex(ref->digest));
-        return nl_program_load(data, size, object_name, ref->program, ref->kind, reuse, n_reuse, ret,
-                               reterr);
-}
-
-/* The maps a new program of f takes over: those of the program it replaces (reuse_id), or else those
- * the fd store gave back for f's program; minus the ones f's "maps" opts out of. */
-static int reuse_candidates(Daemon *d, const ProgramRef *ref, uint32_t reuse_id, bool loading, NlMap **ret,
-                            size_t *ret_n) {
-        const FilterSpec *f = ref->filter;
+int registry_reuse_candidates(Registry *r, const ProgramRef *ref, uint32_t reuse_id, bool loading,
+                              NlMap **ret, size_t *ret_n) {
         _cleanup_(nl_program_freep) NlProgram *old = NULL;
+        const FilterSpec *f = ref->filter;
         NlMap *v = NULL;
         size_t n = 0, k = 0;
 
@@ -191,15 +180,18 @@ static int reuse_candidates(Daemon *d, const ProgramRef *ref, uint32_t reuse_id,
                 (void) nl_program_maps(nl_program_fd(old), &v, &n, NULL);
         if (!v) {
                 char prefix[FDNAME_MAX + 1];
-                if (!fdname(prefix, ref->digest, ref->program, ref->kind, ""))
+                if (!fdname(prefix, ref->digest, ref->program, ref->kind, "")) {
+                        *ret = NULL;
+                        *ret_n = 0;
                         return 0;
-                v = calloc(d->n_passed + 1, sizeof(NlMap));
+                }
+                v = calloc(r->n_passed + 1, sizeof(NlMap));
                 if (!v)
                         return -ENOMEM;
-                for (size_t i = 0; i < d->n_passed; i++) {
-                        if (strncmp(d->passed[i].name, prefix, strlen(prefix)) != 0)
+                for (size_t i = 0; i < r->n_passed; i++) {
+                        if (strncmp(r->passed[i].name, prefix, strlen(prefix)) != 0)
                                 continue;
-                        if (nl_map_from_fd(d->passed[i].fd, &v[n], NULL) >= 0)
+                        if (nl_map_from_fd(r->passed[i].fd, &v[n], NULL) >= 0)
                                 n++;
                 }
         }
@@ -217,19 +209,19 @@ static int reuse_candidates(Daemon *d, const ProgramRef *ref, uint32_t reuse_id,
         return 0;
 }
 
-int registry_check_reuse(Daemon *d, const ProgramRef *ref, uint32_t reuse_id, Error *reterr) {
-        const DaemonObject *o = ref->digest ? daemon_object_get(d, ref->digest) : NULL;
+int registry_check_reuse(Registry *r, const ProgramRef *ref, const NlObjectInfo *info, uint32_t reuse_id,
+                         Error *reterr) {
         NlMap *reuse = NULL;
         size_t n_reuse = 0;
-        int r;
+        int k;
 
-        if (!o || !reuse_id)
+        if (!info || !reuse_id)
                 return 0; /* an object not stored yet is only inspected by a dry run */
-        if (reuse_candidates(d, ref, reuse_id, false, &reuse, &n_reuse) < 0)
+        if (registry_reuse_candidates(r, ref, reuse_id, false, &reuse, &n_reuse) < 0)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        r = nl_maps_check_reuse(o->info, reuse, n_reuse, reterr);
+        k = nl_maps_check_reuse(info, reuse, n_reuse, reterr);
         nl_maps_free(reuse, n_reuse);
-        return r;
+        return k;
 }
 
 /* np if it is the program wanted: the attached one when adopt_id is given. */
@@ -239,26 +231,45 @@ static NlProgram *candidate(NlProgram *np, uint32_t adopt_id) {
         return np;
 }
 
-int registry_acquire(Daemon *d, const ProgramRef *ref, uint32_t adopt_id, uint32_t reuse_id, Program **ret,
-                     Error *reterr) {
+static int program_add(Registry *r, const ProgramRef *ref, NlProgram *np, bool from_store, Program **ret) {
+        Program *p = calloc(1, sizeof(*p)),
+                **n = realloc(r->programs, (r->n_programs + 1) * sizeof(Program *));
+
+        if (n)
+                r->programs = n;
+        if (!p || !n || !(p->digest = strdup(ref->digest)) || !(p->name = strdup(ref->program))) {
+                if (p)
+                        free(p->digest);
+                free(p);
+                nl_program_free(np);
+                return -ENOMEM;
+        }
+        p->kind = ref->kind;
+        p->prog = np;
+        p->n_ref = 1;
+        r->programs[r->n_programs++] = p;
+        program_keep(r, p, from_store);
+        *ret = p;
+        return 0;
+}
+
+int registry_acquire(Registry *r, const ProgramRef *ref, uint32_t adopt_id, Program **ret, Error *reterr) {
         _cleanup_(nl_program_freep) NlProgram *np = NULL;
-        Program *p = registry_find(d, ref->digest, ref->program, ref->kind), **n;
+        Program *p = registry_find(r, ref->digest, ref->program, ref->kind);
         const char *what = ref->kind == NL_PROG_ACTION ? " as an action" : "";
         char name[FDNAME_MAX + 1], path[PATH_MAX];
         const char *how = NULL;
         bool from_store = false;
         Error e = ERROR_NULL;
-        int r = -1;
 
         if (p) {
                 p->n_ref++;
                 *ret = p;
                 return 0;
         }
-
         /* Where a restart finds the program, in order: the fd store, bpffs, the kernel's filters. */
         if (fdname(name, ref->digest, ref->program, ref->kind, NULL)) {
-                int fd = passed_take(d, name);
+                int fd = passed_take(r, name);
                 if (fd >= 0 && nl_program_from_fd(fd, ref->kind, &np, &e) < 0) {
                         log_warning("fd store: %s: %s", name, e.message);
                         error_done(&e);
@@ -267,66 +278,51 @@ int registry_acquire(Daemon *d, const ProgramRef *ref, uint32_t adopt_id, uint32
                 if ((np = candidate(np, adopt_id)))
                         how = "from the fd store", from_store = true;
         }
-        if (!np && pin_path(d, path, ref->digest, ref->program, ref->kind) &&
+        if (!np && pin_path(r, path, ref->digest, ref->program, ref->kind) &&
             nl_program_open_pinned(path, ref->kind, &np, NULL) >= 0 && (np = candidate(np, adopt_id)))
                 how = "from its bpffs pin";
         if (!np && adopt_id) {
                 /* The kernel holds a program with the tag we attached last time: take it, do not reload. */
-                r = nl_program_open_id(adopt_id, &np, NULL);
-                if (r >= 0 && ref->tag[0] && !streq(nl_program_tag(np), ref->tag))
+                if (nl_program_open_id(adopt_id, &np, NULL) >= 0 && ref->fact && ref->fact->tag[0] &&
+                    !streq(nl_program_tag(np), ref->fact->tag))
                         np = nl_program_free(np);
                 if (np)
                         how = "attached";
         }
-        if (np)
-                log_info("adopted program %s%s (id %u, tag %s) of %s, %s", ref->program, what,
-                         nl_program_id(np), nl_program_tag(np), ref->digest, how);
-        else {
-                NlMap *reuse = NULL;
-                size_t n_reuse = 0;
-
-                if (reuse_candidates(d, ref, reuse_id, true, &reuse, &n_reuse) < 0)
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-                r = load_program(d, ref, reuse, n_reuse, &np, reterr);
-                nl_maps_free(reuse, n_reuse);
-                if (r < 0)
-                        return r;
-                log_info("loaded program %s%s (id %u, tag %s) of %s", ref->program, what, nl_program_id(np),
-                         nl_program_tag(np), ref->digest);
-        }
-
-        p = calloc(1, sizeof(*p));
-        n = realloc(d->programs, (d->n_programs + 1) * sizeof(Program *));
-        if (!p || !n || !(p->digest = strdup(ref->digest)) || !(p->name = strdup(ref->program))) {
-                if (p) {
-                        free(p->digest);
-                        free(p);
-                }
-                if (n)
-                        d->programs = n;
+        if (!np)
+                return -EAGAIN;
+        log_info("adopted program %s%s (id %u, tag %s) of %s, %s", ref->program, what, nl_program_id(np),
+                 nl_program_tag(np), ref->digest, how);
+        if (program_add(r, ref, TAKE_PTR(np), from_store, ret) < 0)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        }
-        d->programs = n;
-        p->kind = ref->kind;
-        p->prog = TAKE_PTR(np);
-        p->n_ref = 1;
-        d->programs[d->n_programs++] = p;
-        program_keep(d, p, from_store);
-        *ret = p;
         return 0;
 }
 
-void registry_release(Daemon *d, Program *p) {
-        if (!p || --p->n_ref > 0)
-                return;
-        /* The kernel's filters hold their own reference: closing ours detaches nothing. */
-        for (size_t i = 0; i < d->n_programs; i++)
-                if (d->programs[i] == p) {
-                        d->programs[i] = d->programs[--d->n_programs];
-                        break;
-                }
-        if (!d->exiting)
-                program_unkeep(d, p);
+int registry_add(Registry *r, const ProgramRef *ref, NlProgram *np, Program **ret, Error *reterr) {
+        Program *p = registry_find(r, ref->digest, ref->program, ref->kind);
+
+        if (p) {
+                /* Two loads of one program raced; the one the registry has won. */
+                nl_program_free(np);
+                p->n_ref++;
+                *ret = p;
+                return 0;
+        }
+        log_info("loaded program %s%s (id %u, tag %s) of %s", ref->program,
+                 ref->kind == NL_PROG_ACTION ? " as an action" : "", nl_program_id(np), nl_program_tag(np),
+                 ref->digest);
+        if (program_add(r, ref, np, false, ret) < 0)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        return 0;
+}
+
+Program *registry_ref(Program *p) {
+        if (p)
+                p->n_ref++;
+        return p;
+}
+
+static void program_free(Program *p) {
         nl_maps_free(p->maps, p->n_maps);
         nl_program_free(p->prog);
         free(p->digest);
@@ -334,63 +330,115 @@ void registry_release(Daemon *d, Program *p) {
         free(p);
 }
 
-bool registry_kept(Daemon *d, const ProgramRef *ref) {
+void registry_release(Registry *r, Program *p) {
+        if (!p || --p->n_ref > 0)
+                return;
+        /* The kernel's filters hold their own reference: closing ours detaches nothing. */
+        for (size_t i = 0; i < r->n_programs; i++)
+                if (r->programs[i] == p) {
+                        r->programs[i] = r->programs[--r->n_programs];
+                        break;
+                }
+        if (!r->exiting)
+                program_unkeep(r, p);
+        program_free(p);
+}
+
+bool registry_kept(Registry *r, const ProgramRef *ref) {
         char name[FDNAME_MAX + 1], path[PATH_MAX];
 
         if (!ref->digest || !ref->program)
                 return false;
         if (fdname(name, ref->digest, ref->program, ref->kind, NULL))
-                for (size_t i = 0; i < d->n_passed; i++)
-                        if (streq(d->passed[i].name, name))
+                for (size_t i = 0; i < r->n_passed; i++)
+                        if (streq(r->passed[i].name, name))
                                 return true;
-        return pin_path(d, path, ref->digest, ref->program, ref->kind) && access(path, F_OK) == 0;
+        return pin_path(r, path, ref->digest, ref->program, ref->kind) && access(path, F_OK) == 0;
 }
 
-int registry_start(Daemon *d, const DaemonPassedFd *passed, size_t n_passed) {
+int registry_new(const char *bpffs_dir, const DaemonPassedFd *passed, size_t n_passed, Registry **ret) {
+        Registry *r = calloc(1, sizeof(*r));
         char dir[PATH_MAX];
 
-        d->passed = calloc(n_passed + 1, sizeof(DaemonPassedFd));
-        if (!d->passed)
+        if (!r || (bpffs_dir && !(r->bpffs_dir = strdup(bpffs_dir))) ||
+            !(r->passed = calloc(n_passed + 1, sizeof(DaemonPassedFd)))) {
+                if (r)
+                        free(r->bpffs_dir);
+                free(r);
                 return -ENOMEM;
+        }
         for (size_t i = 0; i < n_passed; i++) {
-                d->passed[i].fd = passed[i].fd;
-                if (!(d->passed[i].name = strdup(passed[i].name)))
+                r->passed[i].fd = passed[i].fd;
+                if (!(r->passed[i].name = strdup(passed[i].name))) {
+                        registry_free(r, true);
                         return -ENOMEM;
-                d->n_passed++;
+                }
+                r->n_passed++;
         }
         if (n_passed)
                 log_info("the fd store gave back %zu fd(s)", n_passed);
-
-        if (!d->config.bpffs_dir)
-                return 0;
-        snprintf(dir, sizeof(dir), "%s/progs", d->config.bpffs_dir);
-        d->pin_programs = (nl_bpffs_check(d->config.bpffs_dir, NULL) >= 0 ||
-                           mkdir_p(d->config.bpffs_dir, 0700) >= 0) &&
-                          nl_bpffs_check(d->config.bpffs_dir, NULL) >= 0 && mkdir_p(dir, 0700) >= 0;
-        if (!d->pin_programs)
-                log_notice("%s is not on a bpf filesystem: programs are not pinned; a restart takes them "
-                           "from the fd store or by the id attached",
-                           d->config.bpffs_dir);
+        if (r->bpffs_dir) {
+                snprintf(dir, sizeof(dir), "%s/progs", r->bpffs_dir);
+                r->pin_programs =
+                        (nl_bpffs_check(r->bpffs_dir, NULL) >= 0 || mkdir_p(r->bpffs_dir, 0700) >= 0) &&
+                        nl_bpffs_check(r->bpffs_dir, NULL) >= 0 && mkdir_p(dir, 0700) >= 0;
+                if (!r->pin_programs)
+                        log_notice("%s is not on a bpf filesystem: programs are not pinned; a restart takes "
+                                   "them from the fd store or by the id attached",
+                                   r->bpffs_dir);
+        }
+        *ret = r;
         return 0;
 }
 
-void registry_settle(Daemon *d) {
-        char dir[PATH_MAX];
+void registry_exiting(Registry *r) {
+        r->exiting = true;
+}
+
+static void passed_free(Registry *r) {
+        for (size_t i = 0; i < r->n_passed; i++) {
+                safe_close(r->passed[i].fd);
+                free(r->passed[i].name);
+        }
+        free(r->passed);
+        r->passed = NULL;
+        r->n_passed = 0;
+}
+
+Registry *registry_free(Registry *r, bool exiting) {
+        if (!r)
+                return NULL;
+        /* Exiting is not releasing: the fd store entries and pins stay for the next start. */
+        r->exiting = exiting;
+        for (size_t i = 0; i < r->n_programs; i++) {
+                if (!exiting)
+                        program_unkeep(r, r->programs[i]);
+                program_free(r->programs[i]);
+        }
+        free(r->programs);
+        passed_free(r);
+        free(r->bpffs_dir);
+        free(r);
+        return NULL;
+}
+
+void registry_settle(Registry *r) {
         _cleanup_(closedirp) DIR *dh = NULL;
+        char dir[PATH_MAX];
         struct dirent *de;
 
         /* What the fd store gave back and no document took is not wanted any more. */
-        for (size_t i = 0; i < d->n_passed; i++) {
-                log_info("fd store: %s is not used by any document; dropped", d->passed[i].name);
-                fdstore_remove(d->passed[i].name);
-                safe_close(d->passed[i].fd);
-                free(d->passed[i].name);
+        for (size_t i = 0; i < r->n_passed; i++) {
+                log_info("fd store: %s is not used by any document; dropped", r->passed[i].name);
+                fdstore_remove(r->passed[i].name);
+                safe_close(r->passed[i].fd);
+                free(r->passed[i].name);
         }
-        d->n_passed = 0;
+        r->n_passed = 0;
 
-        if (!d->pin_programs)
+        if (!r->pin_programs)
                 return;
-        snprintf(dir, sizeof(dir), "%s/progs", d->config.bpffs_dir);
+        snprintf(dir, sizeof(dir), "%s/progs", r->bpffs_dir);
         dh = opendir(dir);
         while (dh && (de = readdir(dh))) {
                 const char *dash = strchr(de->d_name, '-');
@@ -402,20 +450,10 @@ void registry_settle(Daemon *d) {
                 if (dash && dash - de->d_name == 64) {
                         const char *action = startswith(dash + 1, PIN_ACTION_PREFIX);
                         snprintf(digest, sizeof(digest), "sha256:%.64s", de->d_name);
-                        used = registry_find(d, digest, action ?: dash + 1,
+                        used = registry_find(r, digest, action ?: dash + 1,
                                              action ? NL_PROG_ACTION : NL_PROG_CLASSIFIER) != NULL;
                 }
                 if (!used && unlinkat(dirfd(dh), de->d_name, 0) >= 0)
                         log_info("unpinned %s/%s: no document uses it", dir, de->d_name);
         }
-}
-
-void registry_free_passed(Daemon *d) {
-        for (size_t i = 0; i < d->n_passed; i++) {
-                safe_close(d->passed[i].fd);
-                free(d->passed[i].name);
-        }
-        free(d->passed);
-        d->passed = NULL;
-        d->n_passed = 0;
 }

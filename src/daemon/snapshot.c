@@ -3,8 +3,8 @@
 #include <linux/if_ether.h>
 #include <string.h>
 
-#include "daemon-internal.h"
 #include "log.h"
+#include "snapshot.h"
 
 void snapshot_done(Snapshot *s) {
         for (size_t i = 0; i < s->n_filters; i++) {
@@ -15,7 +15,6 @@ void snapshot_done(Snapshot *s) {
         free(s->action_programs);
         free(s->programs);
         free(s->filters);
-        free(s->tcx_links);
         *s = (Snapshot){ 0 };
 }
 

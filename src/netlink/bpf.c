@@ -11,11 +11,6 @@
 #include "log.h"
 #include "nl.h"
 
-/* First size of a verifier log buffer, doubled on ENOSPC up to the maximum; the log goes into a 422
- * body, so it is bounded. */
-#define VERIFIER_LOG_START (1u * 1024 * 1024)
-#define VERIFIER_LOG_MAX (64u * 1024 * 1024)
-
 struct NlProgram {
         struct bpf_object *obj; /* NULL when adopted by id */
         int fd;
@@ -307,40 +302,10 @@ static int reuse_maps(struct bpf_object *obj, const NlMap *reuse, size_t n_reuse
         return 0;
 }
 
-/* Loads again with a log buffer to capture the verifier's explanation of a rejection. */
-static char *verifier_log(const void *data, size_t size, const char *object_name, const char *program,
-                          NlProgKind kind) {
-        for (size_t log_size = VERIFIER_LOG_START; log_size <= VERIFIER_LOG_MAX; log_size *= 2) {
-                struct bpf_program *p;
-                struct bpf_object *obj = open_for_program(data, size, object_name, program, kind, &p, NULL);
-                char *buf = calloc(1, log_size);
-                int r;
-
-                if (!obj || !buf) {
-                        free(buf);
-                        bpf_object__close(obj);
-                        return NULL;
-                }
-                bpf_program__set_log_buf(p, buf, log_size);
-                bpf_program__set_log_level(p, 1);
-                r = bpf_object__load(obj);
-                bpf_object__close(obj);
-                if (r == -ENOSPC && log_size < VERIFIER_LOG_MAX) {
-                        free(buf);
-                        continue;
-                }
-                if (!buf[0]) {
-                        free(buf);
-                        return NULL;
-                }
-                return buf;
-        }
-        return NULL;
-}
-
 int nl_program_load(const void *data, size_t size, const char *object_name, const char *program,
                     NlProgKind kind, const NlMap *reuse, size_t n_reuse, NlProgram **ret, Error *reterr) {
         _cleanup_(nl_program_freep) NlProgram *np = calloc(1, sizeof(*np));
+        _cleanup_free_ char *log = NULL;
         struct bpf_program *p;
         int r;
 
@@ -353,13 +318,26 @@ int nl_program_load(const void *data, size_t size, const char *object_name, cons
         r = reuse_maps(np->obj, reuse, n_reuse, reterr);
         if (r < 0)
                 return r;
+        /* One verifier run for a program it accepts: libbpf loads without a log first, and only after a
+         * rejection once more with this buffer, which bounds the log (it is the 422's detail). */
+        log = calloc(1, NL_VERIFIER_LOG_MAX);
+        if (!log)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        bpf_program__set_log_buf(p, log, NL_VERIFIER_LOG_MAX);
         r = bpf_object__load(np->obj);
         if (r < 0) {
-                char *log = verifier_log(data, size, object_name, program, kind);
-                if (log) {
+                if (log[0]) {
+                        bool cut =
+                                strnlen(log, NL_VERIFIER_LOG_MAX) >= NL_VERIFIER_LOG_MAX - 1 || r == -ENOSPC;
                         error_set(reterr, r, "verifier_rejected",
-                                  "program \"%s\" was rejected by the verifier: %s", program, strerror(-r));
-                        error_set_detail(reterr, log);
+                                  "program \"%s\" was rejected by the verifier: %s%s", program,
+                                  strerror(r == -ENOSPC ? EACCES : -r),
+                                  cut ? " (the log in detail is its first 4 MiB)" : "");
+                        log[NL_VERIFIER_LOG_MAX - 1] = 0;
+                        /* the detail takes the log, trimmed to its length */
+                        char *detail = TAKE_PTR(log);
+                        char *trimmed = realloc(detail, strlen(detail) + 1);
+                        error_set_detail(reterr, trimmed ?: detail);
                 } else {
                         char msg[128];
                         libbpf_strerror(r, msg, sizeof(msg));
@@ -409,6 +387,25 @@ static int program_from_fd(int fd, NlProgKind kind, NlProgram **ret, Error *rete
         if (np->type != (uint32_t) kind_type(kind))
                 return error_set(reterr, EINVAL, "wrong_program_type", "program id %u is not %s", np->id,
                                  kind == NL_PROG_ACTION ? "sched_act" : "sched_cls");
+        *ret = TAKE_PTR(np);
+        return 0;
+}
+
+int nl_program_take_fd(int fd, NlProgram **ret, Error *reterr) {
+        _cleanup_(nl_program_freep) NlProgram *np = calloc(1, sizeof(*np));
+        int r;
+
+        if (!np) {
+                safe_close(fd);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        np->fd = fd;
+        r = fill_info(np, reterr);
+        if (r < 0)
+                return r;
+        if (np->type != BPF_PROG_TYPE_SCHED_CLS && np->type != BPF_PROG_TYPE_SCHED_ACT)
+                return error_set(reterr, EINVAL, "wrong_program_type", "program id %u is no tc program",
+                                 np->id);
         *ret = TAKE_PTR(np);
         return 0;
 }

@@ -30,21 +30,19 @@ int nl_link_parse(const struct nlmsghdr *nlh, NlLink *ret) {
 
 typedef struct LinkList {
         NlLink *links;
-        size_t n;
+        size_t n, allocated;
 } LinkList;
 
 static int link_cb(const struct nlmsghdr *nlh, void *data) {
         LinkList *ll = data;
-        NlLink l, *n;
+        NlLink l;
 
         if (nl_link_parse(nlh, &l) < 0)
                 return MNL_CB_OK;
-        n = realloc(ll->links, (ll->n + 1) * sizeof(NlLink));
-        if (!n) {
+        if (greedy_realloc((void **) &ll->links, &ll->allocated, ll->n + 1, sizeof(NlLink)) < 0) {
                 errno = ENOMEM;
                 return MNL_CB_ERROR;
         }
-        ll->links = n;
         ll->links[ll->n++] = l;
         return MNL_CB_OK;
 }

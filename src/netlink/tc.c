@@ -78,24 +78,22 @@ int nl_clsact_del(NlSocket *s, int ifindex, Error *reterr) {
 typedef struct FilterList {
         NlHook hook;
         NlFilter *filters;
-        size_t n;
+        size_t n, allocated;
 } FilterList;
 
 static int filter_cb(const struct nlmsghdr *nlh, void *data) {
         FilterList *fl = data;
-        NlFilter f, *n;
+        NlFilter f;
 
         if (nl_filter_parse(nlh, &f) < 0)
                 return MNL_CB_OK;
         if (f.handle == 0)
                 return MNL_CB_OK; /* the chain head of a pref, not a filter */
         f.hook = fl->hook;
-        n = realloc(fl->filters, (fl->n + 1) * sizeof(NlFilter));
-        if (!n) {
+        if (greedy_realloc((void **) &fl->filters, &fl->allocated, fl->n + 1, sizeof(NlFilter)) < 0) {
                 errno = ENOMEM;
                 return MNL_CB_ERROR;
         }
-        fl->filters = n;
         fl->filters[fl->n++] = f;
         return MNL_CB_OK;
 }

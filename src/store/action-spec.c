@@ -107,23 +107,3 @@ json_t *action_specs_to_json(const ActionSpec *v, size_t n) {
         }
         return j;
 }
-
-int action_specs_copy(const ActionSpec *v, size_t n, ActionSpec **ret) {
-        ActionSpec *c = calloc(n + 1, sizeof(ActionSpec));
-
-        if (!c)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                c[i] = v[i];
-                c[i].object = v[i].object ? strdup(v[i].object) : NULL;
-                c[i].digest = v[i].digest ? strdup(v[i].digest) : NULL;
-                c[i].program = v[i].program ? strdup(v[i].program) : NULL;
-                if ((v[i].object && !c[i].object) || (v[i].digest && !c[i].digest) ||
-                    (v[i].program && !c[i].program)) {
-                        action_specs_free(c, i + 1);
-                        return -ENOMEM;
-                }
-        }
-        *ret = c;
-        return 0;
-}

@@ -47,8 +47,14 @@ void filter_spec_done(FilterSpec *f) {
         *f = (FilterSpec){ 0 };
 }
 
-Document *document_free(Document *d) {
-        if (!d)
+Document *document_ref(Document *d) {
+        if (d)
+                d->n_ref++;
+        return d;
+}
+
+Document *document_unref(Document *d) {
+        if (!d || --d->n_ref > 0)
                 return NULL;
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
                 for (size_t i = 0; i < d->n_filters[dir]; i++)
@@ -152,116 +158,161 @@ static int field_error(Error *e, const char *code, const char *path, const char 
         return error_set(e, EINVAL, code, "%s: %s%s", path, fmt, what ? what : "");
 }
 
-static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reterr) {
-        int r;
-        static const char *const known[] = { "name",          "object",  "program", "priority",
-                                             "direct_action", "classid", "digest",  "actions",
-                                             "parent",        "attach",  "maps",    "metrics" };
-        const char *key;
-        json_t *v;
-        char p[128];
+/* ---- a filter's fields: one parser each, run in the table's order ---- */
 
-        if (!json_is_object(j))
-                return field_error(reterr, "wrong_type", path, "expected an object", NULL);
-
-        json_object_foreach (j, key, v) {
-                bool ok = false;
-                for (size_t i = 0; i < ELEMENTSOF(known); i++)
-                        ok = ok || streq(key, known[i]);
-                if (!ok) {
-                        snprintf(p, sizeof(p), "%s.%s", path, key);
-                        return field_error(reterr, "unknown_field", p, "unknown field", NULL);
-                }
-        }
-
-        f->direct_action = true;
-
-        v = json_object_get(j, "name");
-        snprintf(p, sizeof(p), "%s.name", path);
-        if (!v)
-                return field_error(reterr, "missing_field", p, "required", NULL);
+static int parse_name(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
         if (!json_is_string(v))
                 return field_error(reterr, "wrong_type", p, "expected a string", NULL);
         if (!filter_name_valid(json_string_value(v)))
                 return field_error(reterr, "invalid_value", p,
                                    "must be 1 to 32 characters of A-Z a-z 0-9 _ . -", NULL);
         f->name = strdup(json_string_value(v));
+        return f->name ? 0 : error_set(reterr, ENOMEM, "internal_error", "out of memory");
+}
 
-        v = json_object_get(j, "object");
-        snprintf(p, sizeof(p), "%s.object", path);
-        if (!v)
-                return field_error(reterr, "missing_field", p, "required", NULL);
+static int parse_object(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
+        const char *o;
+
         if (!json_is_string(v))
                 return field_error(reterr, "wrong_type", p, "expected a string", NULL);
-        {
-                const char *o = json_string_value(v);
-                if (sha256_digest_string_valid(o))
-                        f->digest = strdup(o);
-                else if (o[0] != '/')
-                        return field_error(reterr, "invalid_value", p,
-                                           "expected \"sha256:<64 lowercase hex>\" or an absolute path",
-                                           NULL);
-                else if (strlen(o) > 4096)
-                        return field_error(reterr, "invalid_value", p, "path too long", NULL);
-                f->object = strdup(o);
-        }
-
-        /* "digest" pins the content of an object given by path; GET answers carry it, so a GET body
-         * can be PUT back as it is. */
-        v = json_object_get(j, "digest");
-        snprintf(p, sizeof(p), "%s.digest", path);
-        if (v && !json_is_null(v)) {
-                if (!json_is_string(v))
-                        return field_error(reterr, "wrong_type", p, "expected a string", NULL);
-                if (!sha256_digest_string_valid(json_string_value(v)))
-                        return field_error(reterr, "invalid_value", p,
-                                           "expected \"sha256:<64 lowercase hex>\"", NULL);
-                if (f->digest && !streq(f->digest, json_string_value(v)))
-                        return field_error(reterr, "invalid_value", p, "differs from \"object\"", NULL);
-                if (!f->digest && !(f->digest = strdup(json_string_value(v))))
+        o = json_string_value(v);
+        if (sha256_digest_string_valid(o)) {
+                if (!(f->digest = strdup(o)))
                         return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        }
+        } else if (o[0] != '/')
+                return field_error(reterr, "invalid_value", p,
+                                   "expected \"sha256:<64 lowercase hex>\" or an absolute path", NULL);
+        else if (strlen(o) > 4096)
+                return field_error(reterr, "invalid_value", p, "path too long", NULL);
+        f->object = strdup(o);
+        return f->object ? 0 : error_set(reterr, ENOMEM, "internal_error", "out of memory");
+}
 
-        v = json_object_get(j, "program");
-        snprintf(p, sizeof(p), "%s.program", path);
-        if (v && !json_is_null(v)) {
-                if (!json_is_string(v))
-                        return field_error(reterr, "wrong_type", p, "expected a string", NULL);
-                if (strlen(json_string_value(v)) == 0 || strlen(json_string_value(v)) > PROGRAM_NAME_MAX)
-                        return field_error(reterr, "invalid_value", p, "must be 1 to 64 characters", NULL);
-                f->program = strdup(json_string_value(v));
-        }
+/* "digest" pins the content of an object given by path; GET answers carry it, so a GET body can be PUT
+ * back as it is. */
+static int parse_digest(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
+        if (!json_is_string(v))
+                return field_error(reterr, "wrong_type", p, "expected a string", NULL);
+        if (!sha256_digest_string_valid(json_string_value(v)))
+                return field_error(reterr, "invalid_value", p, "expected \"sha256:<64 lowercase hex>\"",
+                                   NULL);
+        if (f->digest && !streq(f->digest, json_string_value(v)))
+                return field_error(reterr, "invalid_value", p, "differs from \"object\"", NULL);
+        if (!f->digest && !(f->digest = strdup(json_string_value(v))))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        return 0;
+}
 
-        v = json_object_get(j, "priority");
-        snprintf(p, sizeof(p), "%s.priority", path);
-        if (v && !json_is_null(v)) {
-                if (!json_is_integer(v))
-                        return field_error(reterr, "wrong_type", p, "expected an integer", NULL);
-                if (json_integer_value(v) < PRIORITY_MIN || json_integer_value(v) > PRIORITY_MAX)
-                        return field_error(reterr, "invalid_value", p, "must be between 1 and 65535", NULL);
-                f->priority = (uint32_t) json_integer_value(v);
-        }
+static int parse_program(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
+        if (!json_is_string(v))
+                return field_error(reterr, "wrong_type", p, "expected a string", NULL);
+        if (strlen(json_string_value(v)) == 0 || strlen(json_string_value(v)) > PROGRAM_NAME_MAX)
+                return field_error(reterr, "invalid_value", p, "must be 1 to 64 characters", NULL);
+        f->program = strdup(json_string_value(v));
+        return f->program ? 0 : error_set(reterr, ENOMEM, "internal_error", "out of memory");
+}
 
-        v = json_object_get(j, "direct_action");
-        snprintf(p, sizeof(p), "%s.direct_action", path);
-        if (v) {
-                if (!json_is_boolean(v))
-                        return field_error(reterr, "wrong_type", p, "expected a boolean", NULL);
-                f->direct_action = json_is_true(v);
-        }
+static int parse_priority(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
+        if (!json_is_integer(v))
+                return field_error(reterr, "wrong_type", p, "expected an integer", NULL);
+        if (json_integer_value(v) < PRIORITY_MIN || json_integer_value(v) > PRIORITY_MAX)
+                return field_error(reterr, "invalid_value", p, "must be between 1 and 65535", NULL);
+        f->priority = (uint32_t) json_integer_value(v);
+        return 0;
+}
 
-        /* act_bpf actions: their shape is checked here; whether the kernel can run them is not the
-         * store's business (the daemon answers that). */
-        v = json_object_get(j, "actions");
-        snprintf(p, sizeof(p), "%s.actions", path);
-        if (v && !json_is_null(v)) {
-                r = action_specs_parse(v, p, &f->actions, &f->n_actions, reterr);
-                if (r < 0)
-                        return r;
-        }
+static int parse_direct_action(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
+        if (!json_is_boolean(v))
+                return field_error(reterr, "wrong_type", p, "expected a boolean", NULL);
+        f->direct_action = json_is_true(v);
+        return 0;
+}
 
-        /* Actions run only after a classifier in classic mode: in direct-action mode the kernel would
-         * take them and never run them. */
+/* act_bpf actions: their shape is checked here; whether the kernel can run them is not the store's
+ * business (the daemon answers that). */
+static int parse_actions(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
+        return action_specs_parse(v, p, &f->actions, &f->n_actions, reterr);
+}
+
+static int parse_parent(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
+        int r;
+
+        if (!json_is_string(v))
+                return field_error(reterr, "wrong_type", p, "expected a string like \"1:\"", NULL);
+        r = parent_parse(json_string_value(v), &f->parent);
+        if (r == -ERANGE)
+                return field_error(
+                        reterr, "invalid_value", p,
+                        "must name a classful qdisc or class, not 0: or ffff: (the clsact hooks are "
+                        "\"ingress\" and \"egress\")",
+                        NULL);
+        if (r < 0)
+                return field_error(reterr, "invalid_value", p, "expected \"MAJ:\" or \"MAJ:MIN\" in hex",
+                                   NULL);
+        f->has_parent = true;
+        return 0;
+}
+
+static int parse_classid(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
+        if (!json_is_string(v))
+                return field_error(reterr, "wrong_type", p, "expected a string like \"1:10\"", NULL);
+        if (classid_parse(json_string_value(v), &f->classid) < 0)
+                return field_error(reterr, "invalid_value", p, "expected \"MAJ:MIN\" in hex, like \"1:10\"",
+                                   NULL);
+        f->has_classid = true;
+        return 0;
+}
+
+static int parse_attach(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
+        int a;
+
+        if (!json_is_string(v))
+                return field_error(reterr, "wrong_type", p, "expected a string", NULL);
+        a = filter_attach_from_string(json_string_value(v));
+        if (a < 0)
+                return field_error(reterr, "invalid_value", p, "expected \"cls_bpf\", \"tcx\" or \"auto\"",
+                                   NULL);
+        f->attach = (FilterAttach) a;
+        return 0;
+}
+
+static int parse_maps(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
+        return map_policies_parse(v, p, &f->maps, &f->n_maps, reterr);
+}
+
+static int parse_metrics(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
+        return metric_specs_parse(v, p, &f->metrics, &f->n_metrics, reterr);
+}
+
+typedef struct FilterField {
+        const char *name;
+        int (*parse)(json_t *v, const char *path, FilterSpec *f, Error *reterr);
+        bool required;
+        bool null_is_absent; /* else null is a value of the wrong type */
+} FilterField;
+
+/* In the order they are parsed ("digest" after "object", which it must agree with). */
+static const FilterField filter_fields[] = {
+        { "name", parse_name, .required = true },
+        { "object", parse_object, .required = true },
+        { "digest", parse_digest, .null_is_absent = true },
+        { "program", parse_program, .null_is_absent = true },
+        { "priority", parse_priority, .null_is_absent = true },
+        { "direct_action", parse_direct_action },
+        { "actions", parse_actions, .null_is_absent = true },
+        { "parent", parse_parent, .null_is_absent = true },
+        { "classid", parse_classid, .null_is_absent = true },
+        { "attach", parse_attach, .null_is_absent = true },
+        { "maps", parse_maps, .null_is_absent = true },
+        { "metrics", parse_metrics, .null_is_absent = true },
+};
+
+/* What one field cannot say alone. */
+static int check_filter(json_t *j, const char *path, FilterSpec *f, Error *reterr) {
+        char p[128];
+
+        /* Actions run only after a classifier in classic mode: in direct-action mode the kernel would take
+         * them and never run them. */
         if (f->n_actions > 0) {
                 if (json_is_true(json_object_get(j, "direct_action"))) {
                         snprintf(p, sizeof(p), "%s.direct_action", path);
@@ -272,62 +323,6 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
                 }
                 f->direct_action = false;
         }
-
-        v = json_object_get(j, "parent");
-        snprintf(p, sizeof(p), "%s.parent", path);
-        if (v && !json_is_null(v)) {
-                if (!json_is_string(v))
-                        return field_error(reterr, "wrong_type", p, "expected a string like \"1:\"", NULL);
-                r = parent_parse(json_string_value(v), &f->parent);
-                if (r == -ERANGE)
-                        return field_error(
-                                reterr, "invalid_value", p,
-                                "must name a classful qdisc or class, not 0: or ffff: (the clsact hooks "
-                                "are \"ingress\" and \"egress\")",
-                                NULL);
-                if (r < 0)
-                        return field_error(reterr, "invalid_value", p,
-                                           "expected \"MAJ:\" or \"MAJ:MIN\" in hex", NULL);
-                f->has_parent = true;
-        }
-
-        v = json_object_get(j, "classid");
-        snprintf(p, sizeof(p), "%s.classid", path);
-        if (v && !json_is_null(v)) {
-                if (!json_is_string(v))
-                        return field_error(reterr, "wrong_type", p, "expected a string like \"1:10\"", NULL);
-                if (classid_parse(json_string_value(v), &f->classid) < 0)
-                        return field_error(reterr, "invalid_value", p,
-                                           "expected \"MAJ:MIN\" in hex, like \"1:10\"", NULL);
-                f->has_classid = true;
-        }
-
-        v = json_object_get(j, "attach");
-        snprintf(p, sizeof(p), "%s.attach", path);
-        if (v && !json_is_null(v)) {
-                int a = json_is_string(v) ? filter_attach_from_string(json_string_value(v)) : -EINVAL;
-                if (!json_is_string(v))
-                        return field_error(reterr, "wrong_type", p, "expected a string", NULL);
-                if (a < 0)
-                        return field_error(reterr, "invalid_value", p,
-                                           "expected \"cls_bpf\", \"tcx\" or \"auto\"", NULL);
-                f->attach = (FilterAttach) a;
-        }
-        v = json_object_get(j, "maps");
-        snprintf(p, sizeof(p), "%s.maps", path);
-        if (v && !json_is_null(v)) {
-                r = map_policies_parse(v, p, &f->maps, &f->n_maps, reterr);
-                if (r < 0)
-                        return r;
-        }
-        v = json_object_get(j, "metrics");
-        snprintf(p, sizeof(p), "%s.metrics", path);
-        if (v && !json_is_null(v)) {
-                r = metric_specs_parse(v, p, &f->metrics, &f->n_metrics, reterr);
-                if (r < 0)
-                        return r;
-        }
-
         /* tcx runs direct-action programs on the clsact hooks only. */
         if (f->attach == ATTACH_TCX &&
             (!f->direct_action || f->has_classid || f->has_parent || f->n_actions)) {
@@ -338,12 +333,41 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
                         "\"direct_action\": false, \"classid\", \"parent\" or \"actions\" with it",
                         NULL);
         }
-
-        if (!f->name || !f->object ||
-            (f->program == NULL && json_object_get(j, "program") &&
-             json_is_string(json_object_get(j, "program"))))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         return 0;
+}
+
+static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reterr) {
+        const char *key;
+        json_t *v;
+        char p[128];
+        int r;
+
+        if (!json_is_object(j))
+                return field_error(reterr, "wrong_type", path, "expected an object", NULL);
+        json_object_foreach (j, key, v) {
+                bool known = false;
+                for (size_t i = 0; i < ELEMENTSOF(filter_fields) && !known; i++)
+                        known = streq(key, filter_fields[i].name);
+                if (!known) {
+                        snprintf(p, sizeof(p), "%s.%s", path, key);
+                        return field_error(reterr, "unknown_field", p, "unknown field", NULL);
+                }
+        }
+        f->direct_action = true;
+        for (size_t i = 0; i < ELEMENTSOF(filter_fields); i++) {
+                const FilterField *ff = &filter_fields[i];
+                v = json_object_get(j, ff->name);
+                snprintf(p, sizeof(p), "%s.%s", path, ff->name);
+                if (!v || (ff->null_is_absent && json_is_null(v))) {
+                        if (ff->required)
+                                return field_error(reterr, "missing_field", p, "required", NULL);
+                        continue;
+                }
+                r = ff->parse(v, p, f, reterr);
+                if (r < 0)
+                        return r;
+        }
+        return check_filter(j, path, f, reterr);
 }
 
 /* Fills absent priorities in list order (previous + 1, first 1), then refuses duplicates. */
@@ -399,7 +423,10 @@ int document_from_json(const char *ifname, json_t *spec, Document **ret, Error *
                         return error_set(reterr, EINVAL, "unknown_field", "%s: unknown field", key);
 
         d = calloc(1, sizeof(*d));
-        if (!d || !(d->ifname = strdup(ifname)))
+        if (!d)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        d->n_ref = 1;
+        if (!(d->ifname = strdup(ifname)))
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
 
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
@@ -571,67 +598,11 @@ json_t *document_spec_to_json(const Document *d) {
         return j;
 }
 
-static char *strdup_or_null(const char *s) {
-        return s ? strdup(s) : NULL;
-}
-
-int filter_spec_copy(const FilterSpec *f, FilterSpec *ret) {
-        FilterSpec g = *f;
-
-        g.name = strdup_or_null(f->name);
-        g.object = strdup_or_null(f->object);
-        g.digest = strdup_or_null(f->digest);
-        g.program = strdup_or_null(f->program);
-        g.maps = NULL;
-        g.metrics = NULL;
-        g.n_metrics = 0;
-        g.actions = NULL;
-        g.n_actions = 0;
-        if (action_specs_copy(f->actions, f->n_actions, &g.actions) >= 0)
-                g.n_actions = f->n_actions;
-        if (!g.name || !g.object || (f->digest && !g.digest) || (f->program && !g.program) || !g.actions ||
-            map_policies_copy(f->maps, f->n_maps, &g.maps) < 0 ||
-            metric_specs_copy(f->metrics, f->n_metrics, &g.metrics, &g.n_metrics) < 0) {
-                filter_spec_done(&g);
-                return -ENOMEM;
-        }
-        *ret = g;
-        return 0;
-}
-
-int document_copy_hook(Document *dst, const Document *src, Direction dir) {
-        FilterSpec *v = calloc(src->n_filters[dir] + 1, sizeof(FilterSpec));
-
-        if (!v)
-                return -ENOMEM;
-        for (size_t i = 0; i < src->n_filters[dir]; i++)
-                if (filter_spec_copy(&src->filters[dir][i], &v[i]) < 0) {
-                        for (size_t k = 0; k < i; k++)
-                                filter_spec_done(&v[k]);
-                        free(v);
-                        return -ENOMEM;
-                }
-        for (size_t i = 0; i < dst->n_filters[dir]; i++)
-                filter_spec_done(&dst->filters[dir][i]);
-        free(dst->filters[dir]);
-        dst->filters[dir] = v;
-        dst->n_filters[dir] = src->n_filters[dir];
-        return 0;
-}
-
-int document_copy(const Document *d, Document **ret) {
-        _cleanup_(document_freep) Document *c = calloc(1, sizeof(*c));
-
-        if (!c || !(c->ifname = strdup(d->ifname)) || (d->netns && !(c->netns = strdup(d->netns))))
-                return -ENOMEM;
-        c->generation = d->generation;
-        c->source = d->source;
-        c->clsact_created = d->clsact_created;
-        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                if (document_copy_hook(c, d, dir) < 0)
-                        return -ENOMEM;
-        *ret = TAKE_PTR(c);
-        return 0;
+bool filter_spec_uses_tcx(const FilterSpec *f, bool kernel_has_tcx) {
+        if (f->attach == ATTACH_TCX)
+                return true;
+        return f->attach == ATTACH_AUTO && kernel_has_tcx && f->direct_action && !f->has_classid &&
+               !f->has_parent && f->n_actions == 0;
 }
 
 const FilterSpec *document_find_filter(const Document *d, const char *name, Direction *ret_dir) {

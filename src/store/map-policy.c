@@ -73,22 +73,6 @@ json_t *map_policies_to_json(const MapPolicy *v, size_t n) {
         return j;
 }
 
-int map_policies_copy(const MapPolicy *v, size_t n, MapPolicy **ret) {
-        MapPolicy *c = calloc(n + 1, sizeof(MapPolicy));
-
-        if (!c)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                c[i].reuse = v[i].reuse;
-                if (!(c[i].name = strdup(v[i].name))) {
-                        map_policies_free(c, i);
-                        return -ENOMEM;
-                }
-        }
-        *ret = c;
-        return 0;
-}
-
 bool filter_map_reused(const FilterSpec *f, const char *map) {
         /* A kernel map name is the object's cut to 15 characters. */
         for (size_t i = 0; i < f->n_maps; i++)

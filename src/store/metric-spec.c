@@ -301,19 +301,3 @@ json_t *metric_specs_to_json(const MetricSpec *v, size_t n) {
         }
         return list;
 }
-
-int metric_specs_copy(const MetricSpec *v, size_t n, MetricSpec **ret, size_t *ret_n) {
-        _cleanup_(json_decrefp) json_t *j = NULL;
-        Error e = ERROR_NULL;
-        int r;
-
-        if (n == 0) {
-                *ret = NULL;
-                *ret_n = 0;
-                return 0;
-        }
-        j = metric_specs_to_json(v, n);
-        r = metric_specs_parse(j, "metrics", ret, ret_n, &e);
-        error_done(&e);
-        return r;
-}

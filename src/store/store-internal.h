@@ -16,6 +16,6 @@ int store_quarantine(Store *s, int from_fd, const char *name, char **ret_path);
 int store_list_dir(int dir_fd, const char *suffix, char ***ret, size_t *ret_n);
 /* qsort() comparator of char * */
 int strcmp_ptr(const void *a, const void *b);
-int document_file_parse(const char *text, size_t size, Document **ret, Error *reterr);
+int document_file_parse(const char *text, size_t size, StoredDocument *ret, Error *reterr);
 void log_problem(StoreProblemFunc problem, void *userdata, const char *path, const char *reason,
                  const char *moved_to);

@@ -181,7 +181,11 @@ static int document_format(const Document *d) {
         return format;
 }
 
-static json_t *document_file_to_json(const Document *d) {
+static json_t *fact_to_json(const AttachedFact *a) {
+        return json_pack("{s:s,s:I}", "tag", a->tag, "id", (json_int_t) a->prog_id);
+}
+
+static json_t *document_file_to_json(const Document *d, const DocumentFacts *facts) {
         json_t *j = json_object();
         json_t *attached = json_object();
 
@@ -190,21 +194,20 @@ static json_t *document_file_to_json(const Document *d) {
                 json_object_set_new(j, "netns", json_string(d->netns));
         json_object_set_new(j, "ifname", json_string(d->ifname));
         json_object_set_new(j, "generation", json_integer((json_int_t) d->generation));
-        json_object_set_new(j, "clsact_created", json_boolean(d->clsact_created));
+        json_object_set_new(j, "clsact_created", json_boolean(facts && facts->clsact_created));
         json_object_set_new(j, "spec", document_spec_to_json(d));
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < d->n_filters[dir]; i++) {
                         const FilterSpec *f = &d->filters[dir][i];
+                        const FilterFact *ff = document_facts_find(facts, f->name);
                         json_t *a;
-                        if (!f->tag[0])
+                        if (!ff || !ff->program.tag[0])
                                 continue;
-                        a = json_pack("{s:s,s:I}", "tag", f->tag, "id", (json_int_t) f->prog_id);
-                        if (f->n_actions > 0) {
+                        a = fact_to_json(&ff->program);
+                        if (ff->n_actions > 0) {
                                 json_t *acts = json_array();
-                                for (size_t k = 0; k < f->n_actions; k++)
-                                        json_array_append_new(
-                                                acts, json_pack("{s:s,s:I}", "tag", f->actions[k].tag, "id",
-                                                                (json_int_t) f->actions[k].prog_id));
+                                for (size_t k = 0; k < ff->n_actions; k++)
+                                        json_array_append_new(acts, fact_to_json(&ff->actions[k]));
                                 json_object_set_new(a, "actions", acts);
                         }
                         json_object_set_new(attached, f->name, a);
@@ -220,8 +223,8 @@ static int source_fd(const Store *s, DocumentSource source, const char **ret_sub
         return source == SOURCE_HOG ? s->hogs_fd : s->documents_fd;
 }
 
-int store_document_save(Store *s, const Document *d, Error *reterr) {
-        json_t *j = document_file_to_json(d);
+int store_document_save(Store *s, const Document *d, const DocumentFacts *facts, Error *reterr) {
+        json_t *j = document_file_to_json(d, facts);
         _cleanup_free_ char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         const char *subdir;
         int fd = source_fd(s, d->source, &subdir);
@@ -258,12 +261,12 @@ int store_document_remove(Store *s, DocumentSource source, const char *netns, co
 }
 
 int store_document_load(Store *s, DocumentSource source, const char *netns, const char *ifname,
-                        Document **ret, Error *reterr) {
+                        StoredDocument *ret, Error *reterr) {
         _cleanup_free_ char *text = NULL;
         const char *subdir;
         int fd = source_fd(s, source, &subdir);
         _cleanup_close_ int file_fd = -1;
-        Document *d = NULL;
+        StoredDocument d = { 0 };
         char name[DOCUMENT_FILE_NAME_MAX];
         size_t size;
         int r;
@@ -281,22 +284,32 @@ int store_document_load(Store *s, DocumentSource source, const char *netns, cons
         r = document_file_parse(text, size, &d, reterr);
         if (r < 0)
                 return r;
-        d->source = source;
+        d.doc->source = source;
         *ret = d;
         return 0;
 }
 
+void stored_documents_free(StoredDocument *v, size_t n) {
+        for (size_t i = 0; v && i < n; i++) {
+                document_unref(v[i].doc);
+                document_facts_done(&v[i].facts);
+        }
+        free(v);
+}
+
 /* What clsd attached last for a filter or action: a tag and a program id, kept only when both are sound. */
-static void attached_parse(json_t *tag, json_t *id, char ret_tag[17], uint32_t *ret_id) {
+static void attached_parse(json_t *a, AttachedFact *ret) {
+        json_t *tag = json_object_get(a, "tag"), *id = json_object_get(a, "id");
         if (json_is_string(tag) && strlen(json_string_value(tag)) == 16 && json_is_integer(id) &&
             json_integer_value(id) > 0 && json_integer_value(id) <= UINT32_MAX) {
-                memcpy(ret_tag, json_string_value(tag), 17);
-                *ret_id = (uint32_t) json_integer_value(id);
+                memcpy(ret->tag, json_string_value(tag), 17);
+                ret->prog_id = (uint32_t) json_integer_value(id);
         }
 }
 
 /* Parses one document file; the reason for refusing it goes into reterr. */
-int document_file_parse(const char *text, size_t size, Document **ret, Error *reterr) {
+int document_file_parse(const char *text, size_t size, StoredDocument *ret, Error *reterr) {
+        DocumentFacts facts = { 0 };
         _cleanup_(document_freep) Document *d = NULL;
         json_error_t jerr;
         json_t *j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr), *v, *tags;
@@ -356,29 +369,35 @@ int document_file_parse(const char *text, size_t size, Document **ret, Error *re
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
         d->generation = (uint64_t) json_integer_value(json_object_get(j, "generation"));
-        d->clsact_created = json_is_true(json_object_get(j, "clsact_created"));
+        facts.clsact_created = json_is_true(json_object_get(j, "clsact_created"));
         tags = json_object_get(j, "attached");
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < d->n_filters[dir]; i++) {
-                        json_t *a = json_object_get(tags, d->filters[dir][i].name);
-                        json_t *t = json_object_get(a, "tag"), *id = json_object_get(a, "id");
-                        json_t *acts = json_object_get(a, "actions");
-                        FilterSpec *f = &d->filters[dir][i];
-                        attached_parse(t, id, f->tag, &f->prog_id);
+                        const FilterSpec *f = &d->filters[dir][i];
+                        json_t *a = json_object_get(tags, f->name), *acts = json_object_get(a, "actions");
+                        FilterFact ff = { 0 };
+
+                        if (!a)
+                                continue;
+                        snprintf(ff.name, sizeof(ff.name), "%s", f->name);
+                        attached_parse(a, &ff.program);
                         for (size_t k = 0; k < f->n_actions && k < json_array_size(acts); k++)
-                                attached_parse(json_object_get(json_array_get(acts, k), "tag"),
-                                               json_object_get(json_array_get(acts, k), "id"),
-                                               f->actions[k].tag, &f->actions[k].prog_id);
+                                attached_parse(json_array_get(acts, k), &ff.actions[ff.n_actions++]);
+                        if (document_facts_set(&facts, &ff) < 0) {
+                                document_facts_done(&facts);
+                                json_decref(j);
+                                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        }
                 }
         json_decref(j);
-        *ret = TAKE_PTR(d);
+        *ret = (StoredDocument){ .doc = TAKE_PTR(d), .facts = facts };
         return 0;
 }
 
-int store_documents_load(Store *s, DocumentSource source, Document ***ret, size_t *ret_n,
+int store_documents_load(Store *s, DocumentSource source, StoredDocument **ret, size_t *ret_n,
                          StoreProblemFunc problem, void *userdata, Error *reterr) {
         char **names = NULL;
-        Document **docs = NULL;
+        StoredDocument *docs = NULL;
         size_t n = 0, n_docs = 0;
         const char *subdir;
         int dir_fd = source_fd(s, source, &subdir);
@@ -388,7 +407,7 @@ int store_documents_load(Store *s, DocumentSource source, Document ***ret, size_
         if (r < 0)
                 return error_set(reterr, r, "store_error", "cannot list %s/%s: %s", s->dir, subdir,
                                  strerror(-r));
-        docs = calloc(n + 1, sizeof(Document *));
+        docs = calloc(n + 1, sizeof(StoredDocument));
         if (!docs) {
                 strv_free_n(names, n);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
@@ -397,7 +416,7 @@ int store_documents_load(Store *s, DocumentSource source, Document ***ret, size_
                 _cleanup_free_ char *text = NULL, *qpath = NULL, *path = NULL;
                 _cleanup_close_ int fd = openat(dir_fd, names[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
                 Error e = ERROR_NULL;
-                Document *d = NULL;
+                StoredDocument d = { 0 };
                 size_t size;
 
                 (void) asprintf(&path, "%s/%s/%s", s->dir, subdir, names[i]);
@@ -419,7 +438,7 @@ int store_documents_load(Store *s, DocumentSource source, Document ***ret, size_
                         error_done(&e);
                         continue;
                 }
-                d->source = source;
+                d.doc->source = source;
                 docs[n_docs++] = d;
         }
         strv_free_n(names, n);

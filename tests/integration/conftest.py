@@ -828,13 +828,16 @@ class BpfObjects:
         # programs in sections libbpf does not know: match_udp (classic), count_by_cb (an action),
         # count_all (direct action)
         self.custom_sec = os.path.join(tests, "custom-sec.bpf.o")
+        # 32 programs (slow_0 … slow_31) the verifier takes about a tenth of a second each over
+        self.slow_verify = os.path.join(tests, "slow-verify.bpf.o")
+        self.slow_programs = ["slow_%d" % i for i in range(32)]
 
     def all(self):
         return [self.count, self.drop_port, self.classid, self.rejected, self.xdp, self.xdp_only, self.set_dscp,
-                self.custom_sec]
+                self.custom_sec, self.slow_verify]
 
 
-TEST_BPF = ("rejected", "xdp", "xdp-only", "count-wide", "count-v2", "custom-sec")
+TEST_BPF = ("rejected", "xdp", "xdp-only", "count-wide", "count-v2", "custom-sec", "slow-verify")
 
 
 def _compile_test_objects(out_dir):

@@ -197,3 +197,49 @@ def test_an_unprivileged_caller_reads_but_cannot_reconcile(net, bus, dclsd, bpf)
 def test_without_a_bus_clsd_runs_and_says_so(net, clsd):
     assert clsd.api.healthy()
     assert "D-Bus: no system bus" in clsd.log_this_run()
+
+
+def test_an_error_that_changes_alone_is_announced(net, bus, dclsd, bpf):
+    """A failed document whose reason changes, its state staying "failed": Error changes, and
+    PropertiesChanged says so (a change is announced where it happens, whatever field it is)."""
+    api = dclsd.api
+    doc = {"ingress": [filt("a", bpf.count, priority=10), filt("b", bpf.count, priority=20)]}
+    assert api.put_classifier("vx", doc).status == 202
+    # The device comes under its document's name with foreign filters at both priorities: failed.
+    net.a.run("ip", "link", "add", "vtmp", "type", "veth", "peer", "name", "vtmp-peer")
+    for pref in (10, 20):
+        net.a.add_foreign_filter("vtmp", pref, bpf.drop_port)
+    net.a.run("ip", "link", "set", "vtmp", "name", "vx")
+    link = "/org/clsd1/link/vx"
+    wait_for(lambda: bus.prop("State", path=link, iface="org.clsd1.Link") == "failed", timeout=5,
+             what="the document failed")
+    first = bus.prop("Error", path=link, iface="org.clsd1.Link")
+    assert first[0] == "priority_taken" and "priority 10" in first[1], first
+
+    mon = subprocess.Popen(["busctl", "--address=" + bus.address, "monitor", "org.clsd1", "--json=short"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines = []
+    t = threading.Thread(target=lambda: lines.extend(mon.stdout), daemon=True)
+    t.start()
+    try:
+        time.sleep(0.5)  # the monitor is in place
+        # The foreign filter at 10 goes: the retry now fails on 20, still "failed".
+        net.a.run("tc", "filter", "del", "dev", "vx", "ingress", "pref", "10")
+        wait_for(lambda: "priority 20" in bus.prop("Error", path=link, iface="org.clsd1.Link")[1], timeout=5,
+                 what="the new reason")
+        assert bus.prop("State", path=link, iface="org.clsd1.Link") == "failed"
+
+        def announced():
+            for line in list(lines):
+                try:
+                    m = json.loads(line)
+                except ValueError:
+                    continue
+                body = json.dumps(m.get("payload", {}))
+                if m.get("member") == "PropertiesChanged" and m.get("path") == link and "priority 20" in body:
+                    return True
+            return False
+        wait_for(announced, timeout=5, what="PropertiesChanged with the new Error")
+    finally:
+        mon.kill()
+        mon.wait()

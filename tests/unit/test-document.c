@@ -128,7 +128,6 @@ static void test_maps(void **state) {
         _cleanup_(document_freep) Document *d = NULL, *d2 = NULL;
         _cleanup_free_ char *a = NULL;
         Error e = ERROR_NULL;
-        FilterSpec copy;
         json_t *j;
 
         (void) state;
@@ -142,10 +141,6 @@ static void test_maps(void **state) {
         a = json_dumps(json_object_get(j, "maps"), JSON_COMPACT | JSON_SORT_KEYS);
         json_decref(j);
         assert_string_equal(a, "{\"counters\":{\"reuse\":false},\"seen_by_port\":{\"reuse\":true}}");
-        assert_int_equal(filter_spec_copy(&d->filters[DIRECTION_INGRESS][0], &copy), 0);
-        assert_int_equal(copy.n_maps, 2);
-        assert_false(filter_map_reused(&copy, "counters"));
-        filter_spec_done(&copy);
         /* Absent and null are the same: every map is taken over. */
         text = F_MAPS("null");
         assert_int_equal(document_from_string("eth0", text, strlen(text), &d2, &e), 0);
@@ -171,7 +166,6 @@ static void test_metrics(void **state) {
         _cleanup_(document_freep) Document *d = NULL;
         _cleanup_free_ char *a = NULL;
         Error e = ERROR_NULL;
-        FilterSpec copy;
         const MetricSpec *m;
         json_t *j;
 
@@ -187,7 +181,7 @@ static void test_metrics(void **state) {
         assert_int_equal(m->type, METRIC_HISTOGRAM);
         assert_int_equal(m->n_buckets, 2);
         assert_true(m->buckets[1] == 2.5);
-        /* Written back as it came, and copied whole. */
+        /* Written back as it came. */
         j = filter_spec_to_json(&d->filters[DIRECTION_INGRESS][0]);
         a = json_dumps(json_object_get(j, "metrics"), JSON_COMPACT | JSON_SORT_KEYS);
         json_decref(j);
@@ -195,10 +189,6 @@ static void test_metrics(void **state) {
                                "\"bytes_by_proto\",\"name\":\"proto_bytes_total\",\"type\":\"counter\","
                                "\"value\":\"bytes\"},{\"buckets\":[1.0,2.5],\"map\":\"h\",\"name\":\"size\","
                                "\"type\":\"histogram\"}]");
-        assert_int_equal(filter_spec_copy(&d->filters[DIRECTION_INGRESS][0], &copy), 0);
-        assert_int_equal(copy.n_metrics, 2);
-        assert_string_equal(copy.metrics[1].name, "size");
-        filter_spec_done(&copy);
 
         expect_error(F_METRICS("{}"), "wrong_type", "ingress[0].metrics");
         expect_error(F_METRICS("[{\"map\":\"m\",\"type\":\"gauge\"}]"), "missing_field",
@@ -247,15 +237,6 @@ static void test_actions_shape(void **state) {
                                     "\",\"digest\":\"" D1 "\"}]"));
                 assert_int_equal(document_from_string("eth0", out, strlen(out), &again, &e), 0);
                 assert_int_equal(again->filters[DIRECTION_INGRESS][0].n_actions, 2);
-        }
-        {
-                /* A copy is a deep copy. */
-                FilterSpec c;
-                assert_int_equal(filter_spec_copy(f, &c), 0);
-                assert_int_equal(c.n_actions, 2);
-                assert_ptr_not_equal(c.actions, f->actions);
-                assert_string_equal(c.actions[0].program, "p");
-                filter_spec_done(&c);
         }
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1
                      "\",\"direct_action\":true,\"actions\":[{\"object\":\"" D1 "\"}]}]}",

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon-internal.h"
+#include "iface.h"
+#include "reconcile-diff.h"
+#include "tcx-plan.h"
 
 static DesiredFilter want(NlHook hook, uint16_t pref, const char *name, const char *tag) {
         DesiredFilter w = { .hook = hook,
@@ -295,13 +297,12 @@ static void test_renamed_filter_at_same_pref_is_replaced(void **state) {
         plan_done(&p);
 }
 
-static Document *doc(const char *text, DocumentSource source) {
+static Document *doc(const char *text) {
         Document *d = NULL;
         Error e = ERROR_NULL;
 
         if (document_from_string("eth0", text, strlen(text), &d, &e) < 0)
                 fail_msg("%s: %s", text, e.message);
-        d->source = source;
         return d;
 }
 
@@ -309,64 +310,171 @@ static Document *doc(const char *text, DocumentSource source) {
 
 /* On each hook the hog's filters if it declares any there, else the API's. */
 static void test_compose_hog_wins_per_hook(void **state) {
-        Document *api =
-                doc("{\"ingress\":[" F("a", 1) "," F("b", 2) "],\"egress\":[" F("c", 3) "]}", SOURCE_API);
-        Document *hog = doc("{\"ingress\":[" F("h", 9) "]}", SOURCE_HOG);
-        DocumentSource src[_DIRECTION_MAX];
-        Document *c = NULL;
+        Document *api = doc("{\"ingress\":[" F("a", 1) "," F("b", 2) "],\"egress\":[" F("c", 3) "]}");
+        Document *hog = doc("{\"ingress\":[" F("h", 9) "]}");
+        Iface *it = NULL;
 
         (void) state;
-        api->generation = 4;
-        assert_int_equal(document_compose(api, hog, &c, src), 0);
-        assert_int_equal(c->source, SOURCE_HOG);
-        assert_int_equal(c->generation, 4);
-        assert_int_equal(src[DIRECTION_INGRESS], SOURCE_HOG);
-        assert_int_equal(src[DIRECTION_EGRESS], SOURCE_API);
-        assert_int_equal(c->n_filters[DIRECTION_INGRESS], 1);
-        assert_string_equal(c->filters[DIRECTION_INGRESS][0].name, "h");
-        assert_int_equal(c->n_filters[DIRECTION_EGRESS], 1);
-        assert_string_equal(c->filters[DIRECTION_EGRESS][0].name, "c");
-        document_free(c);
+        assert_int_equal(iface_new(NULL, "eth0", &it), 0);
+        assert_int_equal(
+                iface_set_documents(it, api, NULL, hog, "/etc/clsd/hogs.d/h.json", NULL, false, NULL), 0);
+        assert_int_equal(iface_source(it), SOURCE_HOG);
+        assert_true(iface_overridden(it, DIRECTION_INGRESS));
+        assert_false(iface_overridden(it, DIRECTION_EGRESS));
+        assert_int_equal(iface_filter_count(it), 2);
+        assert_string_equal(filter_spec(iface_filter_at(it, 0))->name, "h");
+        assert_int_equal(filter_source(iface_filter_at(it, 0)), SOURCE_HOG);
+        assert_string_equal(filter_spec(iface_filter_at(it, 1))->name, "c");
+        assert_int_equal(filter_source(iface_filter_at(it, 1)), SOURCE_API);
+        assert_int_equal(filter_direction(iface_filter_at(it, 1)), DIRECTION_EGRESS);
 
         /* Only a hog: everything is the hog's. */
-        assert_int_equal(document_compose(NULL, hog, &c, src), 0);
-        assert_int_equal(c->generation, 0);
-        assert_int_equal(src[DIRECTION_EGRESS], SOURCE_HOG);
-        assert_int_equal(c->n_filters[DIRECTION_INGRESS], 1);
-        document_free(c);
+        assert_int_equal(
+                iface_set_documents(it, NULL, NULL, hog, "/etc/clsd/hogs.d/h.json", NULL, false, NULL), 0);
+        assert_int_equal(iface_filter_count(it), 1);
+        assert_null(iface_api_document(it));
 
         /* No hog: the API's as it is. */
-        assert_int_equal(document_compose(api, NULL, &c, src), 0);
-        assert_int_equal(c->source, SOURCE_API);
-        assert_int_equal(src[DIRECTION_INGRESS], SOURCE_API);
-        assert_int_equal(c->n_filters[DIRECTION_INGRESS], 2);
-        document_free(c);
-        document_free(api);
-        document_free(hog);
+        assert_int_equal(iface_set_documents(it, api, NULL, NULL, NULL, NULL, false, NULL), 0);
+        assert_int_equal(iface_source(it), SOURCE_API);
+        assert_int_equal(iface_filter_count(it), 3);
+        assert_int_equal(iface_filter_count_dir(it, DIRECTION_INGRESS), 2);
+        assert_null(iface_hog_path(it));
+        assert_ptr_equal(iface_api_document(it), api);
+        iface_free(it, NULL);
+        document_unref(api);
+        document_unref(hog);
 }
 
-/* Facts (program id and tag) carry over only to a filter declared alike. */
+/* Documents are shared, not copied: an interface holds a reference. */
+static void test_documents_are_shared(void **state) {
+        Document *api = doc("{\"ingress\":[" F("a", 1) "]}");
+        Iface *it = NULL;
+
+        (void) state;
+        assert_int_equal(iface_new("ns-1", "eth0", &it), 0);
+        assert_int_equal(iface_set_documents(it, api, NULL, NULL, NULL, NULL, false, NULL), 0);
+        assert_int_equal(api->n_ref, 2);
+        assert_ptr_equal(filter_spec(iface_filter_at(it, 0)), &api->filters[DIRECTION_INGRESS][0]);
+        iface_free(it, NULL);
+        assert_int_equal(api->n_ref, 1);
+        document_unref(api);
+}
+
+/* Facts (program id and tag) carry over to a new document only for a filter declared alike. */
 static void test_keep_facts(void **state) {
-        Document *old = doc("{\"ingress\":[" F("a", 1) "," F("b", 2) "]}", SOURCE_API);
-        Document *new = doc("{\"ingress\":[" F("a", 1) "," F("b", 2) "]}", SOURCE_API);
-        Document *other_hook = doc("{\"egress\":[" F("a", 1) "]}", SOURCE_API);
+        Document *old = doc("{\"ingress\":[" F("a", 1) "," F("b", 2) "]}");
+        Document *new = doc("{\"ingress\":[" F("a", 1) "," F("b", 2) "]}");
+        Document *other_hook = doc("{\"egress\":[" F("a", 1) "]}");
+        DocumentFacts facts = { .clsact_created = true }, kept = { 0 };
+        Iface *it = NULL;
 
         (void) state;
         for (size_t i = 0; i < 2; i++) {
-                old->filters[DIRECTION_INGRESS][i].prog_id = 10 + (uint32_t) i;
-                strcpy(old->filters[DIRECTION_INGRESS][i].tag, "0123456789abcdef");
+                FilterFact f = { 0 };
+                snprintf(f.name, sizeof(f.name), "%s", i == 0 ? "a" : "b");
+                snprintf(f.program.tag, sizeof(f.program.tag), "0123456789abcdef");
+                f.program.prog_id = 10 + (uint32_t) i;
+                assert_int_equal(document_facts_set(&facts, &f), 0);
         }
+        assert_int_equal(iface_new(NULL, "eth0", &it), 0);
+        assert_int_equal(iface_set_documents(it, old, &facts, NULL, NULL, NULL, false, NULL), 0);
         free(new->filters[DIRECTION_INGRESS][1].program);
         new->filters[DIRECTION_INGRESS][1].program = strdup("other");
-        document_keep_facts(new, old);
-        document_keep_facts(other_hook, old);
-        assert_int_equal(new->filters[DIRECTION_INGRESS][0].prog_id, 10);
-        assert_string_equal(new->filters[DIRECTION_INGRESS][0].tag, "0123456789abcdef");
-        assert_int_equal(new->filters[DIRECTION_INGRESS][1].prog_id, 0); /* another program */
-        assert_int_equal(other_hook->filters[DIRECTION_EGRESS][0].prog_id, 0); /* another hook */
-        document_free(other_hook);
-        document_free(old);
-        document_free(new);
+        assert_int_equal(iface_facts_for(it, new, &kept), 0);
+        assert_true(kept.clsact_created);
+        assert_non_null(document_facts_find(&kept, "a"));
+        assert_int_equal(document_facts_find(&kept, "a")->program.prog_id, 10);
+        assert_string_equal(document_facts_find(&kept, "a")->program.tag, "0123456789abcdef");
+        assert_null(document_facts_find(&kept, "b")); /* another program */
+        document_facts_done(&kept);
+        /* a filter moved to the other hook is the same program: what was loaded for it is taken back */
+        assert_int_equal(iface_facts_for(it, other_hook, &kept), 0);
+        assert_non_null(document_facts_find(&kept, "a"));
+        document_facts_done(&kept);
+        document_facts_done(&facts);
+        iface_free(it, NULL);
+        document_unref(other_hook);
+        document_unref(old);
+        document_unref(new);
+}
+
+/* ---- tcx_plan ---- */
+
+#define W(dir, pref, name, id) ((TcxWant){ DIRECTION_##dir, pref, name, id })
+#define H(dir, pref, name, id, link) ((TcxHave){ DIRECTION_##dir, pref, name, id, link, true })
+
+static void expect_steps(const TcxStep *v, size_t n, const char *want) {
+        char got[256] = "";
+        for (size_t i = 0; i < n; i++)
+                snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s w%d h%d", i ? ", " : "",
+                         tcx_step_to_string(v[i].kind), v[i].want, v[i].have);
+        assert_string_equal(got, want);
+}
+
+/* New links go in by priority, whatever order the document lists them in. */
+static void test_tcx_adds_in_priority_order(void **state) {
+        TcxWant w[] = { W(INGRESS, 30, "c", 3), W(EGRESS, 1, "e", 4), W(INGRESS, 10, "a", 1),
+                        W(INGRESS, 20, "b", 2) };
+        _cleanup_free_ TcxStep *v = NULL;
+        size_t n;
+
+        (void) state;
+        assert_int_equal(tcx_plan(w, 4, NULL, 0, &v, &n), 0);
+        expect_steps(v, n, "add w2 h-1, add w3 h-1, add w0 h-1, add w1 h-1");
+}
+
+static void test_tcx_keep_update_remove(void **state) {
+        TcxWant w[] = { W(INGRESS, 10, "a", 1), W(INGRESS, 20, "b", 5) };
+        TcxHave h[] = { H(INGRESS, 10, "a", 1, 100), H(INGRESS, 20, "b", 2, 101),
+                        H(INGRESS, 30, "gone", 3, 102) };
+        _cleanup_free_ TcxStep *v = NULL;
+        size_t n;
+
+        (void) state;
+        assert_int_equal(tcx_plan(w, 2, h, 3, &v, &n), 0);
+        expect_steps(v, n, "remove w-1 h2, keep w0 h0, replace w1 h1");
+}
+
+/* Two links swap programs: the kernel runs a program once per hook, so one link makes way (removed,
+ * added again after the other took its program over in place). */
+static void test_tcx_swap(void **state) {
+        TcxWant w[] = { W(INGRESS, 10, "a", 2), W(INGRESS, 20, "b", 1) };
+        TcxHave h[] = { H(INGRESS, 10, "a", 1, 100), H(INGRESS, 20, "b", 2, 101) };
+        _cleanup_free_ TcxStep *v = NULL;
+        size_t n;
+
+        (void) state;
+        assert_int_equal(tcx_plan(w, 2, h, 2, &v, &n), 0);
+        expect_steps(v, n, "remove w-1 h0, replace w1 h1, add w0 h-1");
+}
+
+/* A pin whose link no longer runs (someone detached it) is not ours in place: unpinned and added
+ * anew. A renamed filter at the same priority is another link. The other hook is another place. */
+static void test_tcx_places(void **state) {
+        TcxWant w[] = { W(INGRESS, 10, "a", 1), W(INGRESS, 20, "new", 2), W(EGRESS, 10, "a", 1) };
+        TcxHave h[] = { H(INGRESS, 10, "a", 1, 100), H(INGRESS, 20, "old", 2, 101),
+                        H(INGRESS, 30, "c", 3, 102) };
+        _cleanup_free_ TcxStep *v = NULL;
+        size_t n;
+
+        (void) state;
+        h[0].attached = false;
+        assert_int_equal(tcx_plan(w, 3, h, 3, &v, &n), 0);
+        expect_steps(v, n,
+                     "remove w-1 h0, remove w-1 h1, remove w-1 h2, add w0 h-1, add w1 h-1, add w2 h-1");
+}
+
+/* A dry run knows no ids for programs it would load: never "keep". */
+static void test_tcx_unloaded_program_is_a_replace(void **state) {
+        TcxWant w[] = { W(INGRESS, 10, "a", 0) };
+        TcxHave h[] = { H(INGRESS, 10, "a", 1, 100) };
+        _cleanup_free_ TcxStep *v = NULL;
+        size_t n;
+
+        (void) state;
+        assert_int_equal(tcx_plan(w, 1, h, 1, &v, &n), 0);
+        expect_steps(v, n, "replace w0 h0");
 }
 
 int main(void) {
@@ -383,8 +491,14 @@ int main(void) {
                 cmocka_unit_test(test_same_pref_other_hook_is_independent),
                 cmocka_unit_test(test_renamed_filter_at_same_pref_is_replaced),
                 cmocka_unit_test(test_compose_hog_wins_per_hook),
+                cmocka_unit_test(test_documents_are_shared),
                 cmocka_unit_test(test_keep_facts),
                 cmocka_unit_test(test_actions_diff),
+                cmocka_unit_test(test_tcx_adds_in_priority_order),
+                cmocka_unit_test(test_tcx_keep_update_remove),
+                cmocka_unit_test(test_tcx_swap),
+                cmocka_unit_test(test_tcx_places),
+                cmocka_unit_test(test_tcx_unloaded_program_is_a_replace),
         };
         return cmocka_run_group_tests_name("reconcile", tests, NULL, NULL);
 }

@@ -69,40 +69,52 @@ static void count_problem(const char *path, const char *reason, void *userdata) 
         n_problems++;
 }
 
-static void load(Store *s, Document ***docs, size_t *n) {
+static void load(Store *s, StoredDocument **docs, size_t *n) {
         Error e = ERROR_NULL;
         n_problems = 0;
         assert_int_equal(store_documents_load(s, SOURCE_API, docs, n, count_problem, NULL, &e), 0);
 }
 
-static void free_docs(Document **docs, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                document_free(docs[i]);
-        free(docs);
+static void free_docs(StoredDocument *docs, size_t n) {
+        stored_documents_free(docs, n);
+}
+
+/* What clsd attached for one filter: its program, and its actions'. */
+static FilterFact fact(const char *name, const char *tag, uint32_t prog_id) {
+        FilterFact f = { 0 };
+
+        snprintf(f.name, sizeof(f.name), "%s", name);
+        snprintf(f.program.tag, sizeof(f.program.tag), "%s", tag);
+        f.program.prog_id = prog_id;
+        return f;
 }
 
 static void test_save_load(void **state) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_(document_freep) Document *d = make_doc("eth0", 3, 10);
-        Document **docs;
+        DocumentFacts facts = { .clsact_created = true };
+        FilterFact web = fact("web", "0123456789abcdef", 42);
+        StoredDocument *docs;
         size_t n;
         Error e = ERROR_NULL;
 
         (void) state;
         assert_int_equal(store_open(dir, &s, &e), 0);
-        memcpy(d->filters[DIRECTION_INGRESS][0].tag, "0123456789abcdef", 17);
-        d->filters[DIRECTION_INGRESS][0].prog_id = 42;
-        d->clsact_created = true;
-        assert_int_equal(store_document_save(s, d, &e), 0);
+        assert_int_equal(document_facts_set(&facts, &web), 0);
+        assert_int_equal(store_document_save(s, d, &facts, &e), 0);
+        document_facts_done(&facts);
         load(s, &docs, &n);
         assert_int_equal(n, 1);
         assert_int_equal(n_problems, 0);
-        assert_string_equal(docs[0]->ifname, "eth0");
-        assert_int_equal(docs[0]->generation, 3);
-        assert_true(docs[0]->clsact_created);
-        assert_int_equal(docs[0]->filters[DIRECTION_INGRESS][0].priority, 10);
-        assert_string_equal(docs[0]->filters[DIRECTION_INGRESS][0].tag, "0123456789abcdef");
-        assert_int_equal(docs[0]->filters[DIRECTION_INGRESS][0].prog_id, 42);
+        assert_string_equal(docs[0].doc->ifname, "eth0");
+        assert_int_equal(docs[0].doc->generation, 3);
+        assert_true(docs[0].facts.clsact_created);
+        assert_int_equal(docs[0].doc->filters[DIRECTION_INGRESS][0].priority, 10);
+        const FilterFact *back = document_facts_find(&docs[0].facts, "web");
+        assert_non_null(back);
+        assert_string_equal(back->program.tag, "0123456789abcdef");
+        assert_int_equal(back->program.prog_id, 42);
+        assert_null(document_facts_find(&docs[0].facts, "other"));
         free_docs(docs, n);
 
         assert_int_equal(store_document_remove(s, SOURCE_API, NULL, "eth0", &e), 0);
@@ -119,7 +131,9 @@ static void test_actions_format(void **state) {
                            "\",\"program\":\"p\",\"actions\":[{\"object\":\"" D1 "\",\"program\":\"a\"}]}]}";
         _cleanup_(document_freep) Document *d = NULL;
         _cleanup_free_ char *file = NULL;
-        Document **docs;
+        DocumentFacts facts = { 0 };
+        FilterFact web = fact("web", "0123456789abcdef", 42);
+        StoredDocument *docs;
         size_t n, size;
         char path[512];
         Error e = ERROR_NULL;
@@ -127,25 +141,28 @@ static void test_actions_format(void **state) {
         (void) state;
         assert_int_equal(store_open(dir, &s, &e), 0);
         assert_int_equal(document_from_string("eth0", text, strlen(text), &d, &e), 0);
-        FilterSpec *f = &d->filters[DIRECTION_INGRESS][0];
-        memcpy(f->tag, "0123456789abcdef", 17);
-        f->prog_id = 42;
-        memcpy(f->actions[0].tag, "fedcba9876543210", 17);
-        f->actions[0].prog_id = 43;
-        assert_int_equal(store_document_save(s, d, &e), 0);
+        web.n_actions = 1;
+        snprintf(web.actions[0].tag, sizeof(web.actions[0].tag), "fedcba9876543210");
+        web.actions[0].prog_id = 43;
+        assert_int_equal(document_facts_set(&facts, &web), 0);
+        assert_int_equal(store_document_save(s, d, &facts, &e), 0);
+        document_facts_done(&facts);
         snprintf(path, sizeof(path), "%s/documents/eth0.json", dir);
         assert_int_equal(read_full_file(path, 1 << 20, &file, &size), 0);
         assert_non_null(strstr(file, "\"format\": 4"));
         load(s, &docs, &n);
         assert_int_equal(n, 1);
         assert_int_equal(n_problems, 0);
-        const FilterSpec *g = &docs[0]->filters[DIRECTION_INGRESS][0];
+        const FilterSpec *g = &docs[0].doc->filters[DIRECTION_INGRESS][0];
+        const FilterFact *back = document_facts_find(&docs[0].facts, "web");
         assert_int_equal(g->n_actions, 1);
         assert_false(g->direct_action);
         assert_string_equal(g->actions[0].program, "a");
-        assert_string_equal(g->actions[0].tag, "fedcba9876543210");
-        assert_int_equal(g->actions[0].prog_id, 43);
-        assert_int_equal(g->prog_id, 42);
+        assert_non_null(back);
+        assert_int_equal(back->n_actions, 1);
+        assert_string_equal(back->actions[0].tag, "fedcba9876543210");
+        assert_int_equal(back->actions[0].prog_id, 43);
+        assert_int_equal(back->program.prog_id, 42);
         free_docs(docs, n);
 
         write_file("documents/eth1.json",
@@ -163,24 +180,25 @@ static void test_actions_format(void **state) {
 static void test_netns_documents(void **state) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_(document_freep) Document *own = make_doc("eth0", 1, 10), *other = make_doc("eth0", 7, 20);
-        Document *back = NULL, **docs;
+        StoredDocument back = { 0 }, *docs;
         size_t n;
         Error e = ERROR_NULL;
 
         (void) state;
         assert_int_equal(store_open(dir, &s, &e), 0);
         other->netns = strdup("ns-1");
-        assert_int_equal(store_document_save(s, own, &e), 0);
-        assert_int_equal(store_document_save(s, other, &e), 0);
+        assert_int_equal(store_document_save(s, own, NULL, &e), 0);
+        assert_int_equal(store_document_save(s, other, NULL, &e), 0);
         assert_true(exists("documents/eth0.json"));
         assert_true(exists("documents/ns-1@eth0.json"));
         load(s, &docs, &n);
         assert_int_equal(n, 2);
         free_docs(docs, n);
         assert_int_equal(store_document_load(s, SOURCE_API, "ns-1", "eth0", &back, &e), 0);
-        assert_string_equal(back->netns, "ns-1");
-        assert_int_equal(back->generation, 7);
-        document_free(back);
+        assert_string_equal(back.doc->netns, "ns-1");
+        assert_int_equal(back.doc->generation, 7);
+        document_unref(back.doc);
+        document_facts_done(&back.facts);
         assert_int_equal(store_document_remove(s, SOURCE_API, "ns-1", "eth0", &e), 0);
         assert_true(exists("documents/eth0.json"));
         assert_false(exists("documents/ns-1@eth0.json"));
@@ -191,18 +209,18 @@ static void test_netns_documents(void **state) {
 static void test_crash_leftover(void **state) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_(document_freep) Document *d = make_doc("eth1", 1, 10);
-        Document **docs;
+        StoredDocument *docs;
         size_t n;
         Error e = ERROR_NULL;
 
         (void) state;
         assert_int_equal(store_open(dir, &s, &e), 0);
-        assert_int_equal(store_document_save(s, d, &e), 0);
+        assert_int_equal(store_document_save(s, d, NULL, &e), 0);
         write_file("documents/.eth1.json.4242.tmp", "{\"format\":1,\"ifname\":\"eth1\",\"gener");
         load(s, &docs, &n);
         assert_int_equal(n, 1);
         assert_int_equal(n_problems, 0);
-        assert_int_equal(docs[0]->generation, 1);
+        assert_int_equal(docs[0].doc->generation, 1);
         assert_false(exists("documents/.eth1.json.4242.tmp"));
         free_docs(docs, n);
 }
@@ -210,13 +228,13 @@ static void test_crash_leftover(void **state) {
 static void test_corrupt_is_quarantined(void **state) {
         _cleanup_(store_freep) Store *s = NULL;
         _cleanup_(document_freep) Document *d = make_doc("eth2", 1, 10);
-        Document **docs;
+        StoredDocument *docs;
         size_t n;
         Error e = ERROR_NULL;
 
         (void) state;
         assert_int_equal(store_open(dir, &s, &e), 0);
-        assert_int_equal(store_document_save(s, d, &e), 0);
+        assert_int_equal(store_document_save(s, d, NULL, &e), 0);
         write_file("documents/bad.json",
                    "{\"format\":1,\"ifname\":\"bad\",\"generation\":1,\"spec\":{\"ingress\":[{]}}");
         write_file("documents/bad2.json",
@@ -238,7 +256,7 @@ static void test_corrupt_is_quarantined(void **state) {
 
 static void test_newer_format_refused_left_in_place(void **state) {
         _cleanup_(store_freep) Store *s = NULL;
-        Document **docs;
+        StoredDocument *docs;
         size_t n;
         Error e = ERROR_NULL;
 

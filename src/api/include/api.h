@@ -28,7 +28,9 @@ typedef struct ApiConfig {
 
 typedef struct Api Api;
 
-int api_new(Daemon *d, sd_event *event, const ApiConfig *config, Api **ret, Error *reterr);
+int api_new(Manager *d, sd_event *event, const ApiConfig *config, Api **ret, Error *reterr);
+/* Starts answering: the listeners accept (api_new() binds them, so that a bad flag fails early). */
+void api_start(Api *a);
 Api *api_free(Api *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Api *, api_free);
 /* 1 if s is "ADDR:PORT" or "[ADDR6]:PORT" with a numeric address, for checking flags early. */

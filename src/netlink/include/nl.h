@@ -267,10 +267,14 @@ int nl_program_stats(uint32_t prog_id, NlProgramStats *ret, Error *reterr);
 /* Holds BPF_ENABLE_STATS(BPF_STATS_RUN_TIME) while the fd is open. */
 int nl_bpf_stats_enable(int *ret_fd, Error *reterr);
 
+/* A rejected program's verifier log, in a 422's detail, is at most this long: its first bytes. */
+#define NL_VERIFIER_LOG_MAX (4u * 1024 * 1024)
+
 /* Loads one program of an object (the others are not loaded); on a verifier rejection reterr is
- * "verifier_rejected" with the verifier's log as detail. Each map of the object (not .data, .bss
- * or .rodata) named like one of reuse is that map, contents and all; one whose type, key size,
- * value size, max_entries or flags differ is refused with reterr "map_incompatible". */
+ * "verifier_rejected" with the verifier's log as detail. The verifier runs once for a program it
+ * accepts, and once more, with a log of at most NL_VERIFIER_LOG_MAX, for one it rejects. Each map of the
+ * object (not .data, .bss or .rodata) named like one of reuse is that map, contents and all; one whose type,
+ * key size, value size, max_entries or flags differ is refused with reterr "map_incompatible". */
 int nl_program_load(const void *data, size_t size, const char *object_name, const char *program,
                     NlProgKind kind, const NlMap *reuse, size_t n_reuse, NlProgram **ret, Error *reterr);
 /* What nl_program_load() would refuse when taking over reuse, from the object's description alone
@@ -278,6 +282,8 @@ int nl_program_load(const void *data, size_t size, const char *object_name, cons
 int nl_maps_check_reuse(const NlObjectInfo *info, const NlMap *reuse, size_t n_reuse, Error *reterr);
 /* Takes a reference to a program already in the kernel, by id, without loading anything. */
 int nl_program_open_id(uint32_t id, NlProgram **ret, Error *reterr);
+/* Takes fd (the caller's no more): a tc program a worker loaded. */
+int nl_program_take_fd(int fd, NlProgram **ret, Error *reterr);
 /* Takes a reference to the program behind fd (duplicated), e.g. one systemd's fd store gave back;
  * reterr "wrong_program_type" unless it is of the kind's type (sched_cls, sched_act). */
 int nl_program_from_fd(int fd, NlProgKind kind, NlProgram **ret, Error *reterr);
@@ -337,6 +343,41 @@ int nl_pin_open(const char *dir, const char *name);
 int nl_unpin(const char *dir, const char *name);
 /* The names in dir (none if it does not exist), NULL-terminated. */
 int nl_pins_list(const char *dir, char ***ret, size_t *ret_n);
+
+/* ---- workers (worker.c): parsing objects and loading programs in a process of their own ---- */
+/* Maps a load may take over (more: the rest start empty); objects' programs and maps a description
+ * may hold; an inspection's answer; an object a worker reads. */
+#define NL_JOB_REUSE_MAX 64
+#define NL_OBJECT_PROGRAMS_MAX 4096
+#define NL_OBJECT_MAPS_MAX 4096
+#define NL_INSPECT_REPLY_MAX (8u * 1024 * 1024)
+#define NL_OBJECT_SIZE_MAX (256u * 1024 * 1024)
+
+typedef enum NlJobKind {
+        NL_JOB_INSPECT = 1, /* describe an object: no privileges, a tight seccomp filter */
+        NL_JOB_LOAD = 2, /* load one program of it */
+} NlJobKind;
+
+typedef struct NlJobReply {
+        int r; /* 0, or -errno with error */
+        Error error;
+        NlObjectInfo *info; /* an inspection's */
+        NlProgram *program; /* a load's */
+} NlJobReply;
+
+int nl_job_send_inspect(int sock, const void *data, size_t size);
+int nl_job_send_load(int sock, int object_fd, const char *object_name, const char *program, NlProgKind kind,
+                     const NlMap *reuse, size_t n_reuse);
+/* The worker's answer (one message): -EBADMSG when it is not one. */
+int nl_job_read_reply(int sock, NlJobKind kind, NlJobReply *ret);
+void nl_job_reply_done(NlJobReply *r);
+/* The worker's side: reads one job from sock, does it, answers; the exit status. */
+int nl_worker_serve(int sock);
+/* An object's description as an inspection sends it back; parse checks every field (names printable). */
+int nl_object_info_serialize(const NlObjectInfo *info, char **ret, size_t *ret_size);
+int nl_object_info_parse(const void *buf, size_t size, NlObjectInfo **ret, Error *reterr);
+/* An inspection in a forked worker, waited for: a parser that crashes is reterr "invalid_object". */
+int nl_object_inspect_forked(const void *data, size_t size, NlObjectInfo **ret, Error *reterr);
 
 /* Sends libbpf's output to our log at debug level. */
 void nl_bpf_setup_logging(void);

@@ -35,6 +35,12 @@ static void help(void) {
                "       run when it matches, where the kernel has act_bpf. Programs in any ELF\n"
                "       section are loaded by their use (sched_cls or sched_act), as tc does.\n"
                "\n"
+               "       Programs are loaded and verified, and uploaded objects parsed, in worker\n"
+               "       processes (clsd --worker, for clsd's own use; the parser's without privileges\n"
+               "       under seccomp): a slow verifier or a crashing parser stops neither the API nor\n"
+               "       drift repair. Every reason to touch an interface is a request in one queue;\n"
+               "       reasons that arrive while one waits join it.\n"
+               "\n"
                "       Hogs are documents declared in configuration: each *.json file of the hogs\n"
                "       directory is a PUT document plus \"ifname\", with objects named by absolute\n"
                "       path. A hog is applied at start and whenever its interface appears; the API\n"
@@ -98,7 +104,7 @@ static void help(void) {
 }
 
 typedef struct Context {
-        Daemon *daemon;
+        Manager *daemon;
         Api *api;
 } Context;
 
@@ -124,10 +130,16 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
         return 0;
 }
 
-static int on_post(sd_event_source *s, void *userdata) {
-        (void) s;
-        daemon_notify_status(userdata);
-        return 0;
+/* The first reconcile of every document is done: the kernel matches the store as far as it can. The
+ * API starts answering (connections made meanwhile waited in the listen backlog), clsd takes its name
+ * on the bus, and systemd hears READY=1. */
+static void on_ready(Manager *m, void *userdata) {
+        Context *c = userdata;
+
+        api_start(c->api);
+        (void) api_dbus_start(c->api);
+        (void) sd_notify(0, "READY=1");
+        daemon_notify_status(m);
 }
 
 static int parse_size(const char *flag, const char *s, size_t *ret) {
@@ -289,8 +301,8 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, b
         return 1;
 }
 
-/* The fds systemd passed: "api" (clsd.socket) is the API's listening socket; "prog.…" and "map.…"
- * come back from the fd store and go to the daemon. */
+/* The fds systemd passed: "api" (clsd.socket) is the API's listening socket; "prog.…", "act.…",
+ * "map.…" and "actmap.…" come back from the fd store and go to the daemon. */
 static int take_passed_fds(ApiConfig *ac, DaemonPassedFd **ret, size_t *ret_n) {
         char **names = NULL;
         DaemonPassedFd *v;
@@ -313,7 +325,8 @@ static int take_passed_fds(ApiConfig *ac, DaemonPassedFd **ret, size_t *ret_n) {
                     sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0) {
                         (void) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
                         ac->socket_fd = fd;
-                } else if (v && (strncmp(name, "prog.", 5) == 0 || strncmp(name, "map.", 4) == 0)) {
+                } else if (v && (startswith(name, "prog.") || startswith(name, "map.") ||
+                                 startswith(name, "act.") || startswith(name, "actmap."))) {
                         v[k].fd = fd;
                         v[k++].name = names[i];
                         names[i] = NULL;
@@ -350,7 +363,7 @@ int main(int argc, char *argv[]) {
                          .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT,
                          .connections_max = API_CONNECTIONS_MAX_DEFAULT,
                          .timeout_sec = API_TIMEOUT_SEC_DEFAULT };
-        _cleanup_(daemon_freep) Daemon *d = NULL;
+        _cleanup_(daemon_freep) Manager *d = NULL;
         _cleanup_(api_freep) Api *api = NULL;
         sd_event *event = NULL;
         Error e = ERROR_NULL;
@@ -362,6 +375,9 @@ int main(int argc, char *argv[]) {
         int r;
 
         log_open();
+        /* A worker (see src/daemon/worker.c): one job on fd 3, nothing else of clsd's. */
+        if (argc == 2 && streq(argv[1], "--worker"))
+                return daemon_worker_main(3);
         r = parse_argv(argc, argv, &dc, &ac, &check, &flush);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
@@ -380,6 +396,7 @@ int main(int argc, char *argv[]) {
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGHUP);
+        sigaddset(&mask, SIGCHLD); /* the workers' ends, through sd_event_add_child() */
         sigprocmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
 
@@ -402,10 +419,9 @@ int main(int argc, char *argv[]) {
         r = daemon_new(&dc, event, &d, &e);
         if (r >= 0)
                 r = api_new(d, event, &ac, &api, &e);
+        ctx = (Context){ .daemon = d, .api = api };
         if (r >= 0)
-                r = daemon_start(d, &e);
-        if (r >= 0)
-                r = api_dbus_start(api);
+                r = daemon_start(d, on_ready, &ctx, &e);
         passed_fds_free(passed, n_passed);
         if (r < 0) {
                 fprintf(stderr, "clsd: %s\n", strna(e.message));
@@ -415,14 +431,10 @@ int main(int argc, char *argv[]) {
                 sd_event_unref(event);
                 return 1;
         }
-        ctx = (Context){ .daemon = d, .api = api };
         (void) sd_event_add_signal(event, NULL, SIGTERM, on_exit_signal, &ctx);
         (void) sd_event_add_signal(event, NULL, SIGINT, on_exit_signal, &ctx);
         (void) sd_event_add_signal(event, NULL, SIGHUP, on_hup, &ctx);
 
-        (void) sd_notify(0, "READY=1");
-        daemon_notify_status(d);
-        (void) sd_event_add_post(event, NULL, on_post, d);
         r = sd_event_loop(event);
         api = api_free(api);
         d = daemon_free(d);

@@ -100,9 +100,6 @@ typedef struct ActionSpec {
         char *object; /* as given: "sha256:…" or an absolute path */
         char *digest; /* resolved digest; NULL until a path is resolved */
         char *program; /* NULL until resolved: the object's only action */
-        /* The program clsd attached last for this action, so a restart can adopt instead of reload. */
-        char tag[17];
-        uint32_t prog_id;
 } ActionSpec;
 
 typedef struct FilterSpec {
@@ -128,30 +125,60 @@ typedef struct FilterSpec {
         /* "metrics": what /metrics derives from the program's maps. */
         MetricSpec *metrics;
         size_t n_metrics;
-        /* The program clsd attached last for this filter, so a restart can adopt instead of reload. */
-        char tag[17];
-        uint32_t prog_id;
 } FilterSpec;
 
+/* The desired state of one interface. Built (parsed, resolved) by one owner, then immutable and
+ * shared: whoever keeps it takes a reference. What the kernel did with it is never written back into
+ * it (see DocumentFacts). */
 typedef struct Document {
+        unsigned n_ref;
         char *netns; /* the named network namespace of the interface; NULL: clsd's own */
         char *ifname;
         uint64_t generation;
         DocumentSource source;
         FilterSpec *filters[_DIRECTION_MAX];
         size_t n_filters[_DIRECTION_MAX];
-        /* clsd created the clsact qdisc on this interface and may remove it when done. */
-        bool clsact_created;
 } Document;
 
-Document *document_free(Document *d);
-DEFINE_TRIVIAL_CLEANUP_FUNC(Document *, document_free);
+Document *document_ref(Document *d);
+/* Drops a reference; the last one frees. */
+Document *document_unref(Document *d);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Document *, document_unref);
+#define document_free document_unref
+#define document_freep document_unrefp
+
+/* What clsd attached last for a document, kept beside it in the store so that a restart adopts exactly
+ * those programs (a program and a look-alike share a tag: the id tells them apart). */
+typedef struct AttachedFact {
+        char tag[17]; /* "" when nothing is known */
+        uint32_t prog_id;
+} AttachedFact;
+
+typedef struct FilterFact {
+        char name[FILTER_NAME_MAX + 1];
+        AttachedFact program;
+        AttachedFact actions[ACTIONS_PER_FILTER_MAX];
+        size_t n_actions;
+} FilterFact;
+
+typedef struct DocumentFacts {
+        bool clsact_created; /* clsd created the clsact qdisc and may remove it when done */
+        FilterFact *filters;
+        size_t n_filters;
+} DocumentFacts;
+
+void document_facts_done(DocumentFacts *f);
+int document_facts_copy(const DocumentFacts *f, DocumentFacts *ret);
+/* The fact of the filter named name, or NULL. */
+const FilterFact *document_facts_find(const DocumentFacts *f, const char *name);
+/* Sets (adding) the filter's fact; -ENOMEM. */
+int document_facts_set(DocumentFacts *f, const FilterFact *fact);
+bool document_facts_equal(const DocumentFacts *a, const DocumentFacts *b);
 void filter_spec_done(FilterSpec *f);
 
 /* metric-spec.c */
 int metric_specs_parse(json_t *j, const char *path, MetricSpec **ret, size_t *ret_n, Error *reterr);
 json_t *metric_specs_to_json(const MetricSpec *v, size_t n);
-int metric_specs_copy(const MetricSpec *v, size_t n, MetricSpec **ret, size_t *ret_n);
 void metric_specs_free(MetricSpec *v, size_t n);
 const char *metric_type_to_string(MetricType t);
 bool metric_name_valid(const char *s);
@@ -159,13 +186,11 @@ bool metric_name_valid(const char *s);
 /* action-spec.c */
 int action_specs_parse(json_t *j, const char *path, ActionSpec **ret, size_t *ret_n, Error *reterr);
 json_t *action_specs_to_json(const ActionSpec *v, size_t n);
-int action_specs_copy(const ActionSpec *v, size_t n, ActionSpec **ret);
 void action_specs_free(ActionSpec *v, size_t n);
 
 /* map-policy.c */
 int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret_n, Error *reterr);
 json_t *map_policies_to_json(const MapPolicy *v, size_t n);
-int map_policies_copy(const MapPolicy *v, size_t n, MapPolicy **ret);
 void map_policies_free(MapPolicy *v, size_t n);
 /* Whether the filter's new program takes over the map of this (kernel) name: true unless "maps" says
  * "reuse": false. */
@@ -188,13 +213,12 @@ int document_from_string(const char *ifname, const char *text, size_t size, Docu
 /* The normalized spec: {"ingress":[…],"egress":[…]} */
 json_t *document_spec_to_json(const Document *d);
 json_t *filter_spec_to_json(const FilterSpec *f);
-int document_copy(const Document *d, Document **ret);
-int filter_spec_copy(const FilterSpec *f, FilterSpec *ret);
-/* Replaces dst's filters on one hook with copies of src's. */
-int document_copy_hook(Document *dst, const Document *src, Direction dir);
 /* A hog file: a PUT document plus "ifname" (and optionally "netns"), its objects given by absolute
  * path. */
 int document_hog_from_string(const char *text, size_t size, Document **ret, Error *reterr);
+/* Whether the filter is attached through tcx on a kernel that has tcx (or not): "tcx", or "auto" for a
+ * direct-action filter on a clsact hook. */
+bool filter_spec_uses_tcx(const FilterSpec *f, bool kernel_has_tcx);
 const FilterSpec *document_find_filter(const Document *d, const char *name, Direction *ret_dir);
 
 typedef struct Store Store;
@@ -205,19 +229,27 @@ Store *store_free(Store *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Store *, store_free);
 const char *store_dir(const Store *s);
 
+/* A document as the store keeps it: the document and what clsd attached for it. */
+typedef struct StoredDocument {
+        Document *doc;
+        DocumentFacts facts;
+} StoredDocument;
+
+void stored_documents_free(StoredDocument *v, size_t n);
+
 /* Loads every document; corrupt files are moved to quarantine/ and reported through the callback.
- * Crash leftovers (".*.tmp") are removed. ret is an array of documents. */
+ * Crash leftovers (".*.tmp") are removed. */
 typedef void (*StoreProblemFunc)(const char *path, const char *reason, void *userdata);
-int store_documents_load(Store *s, DocumentSource source, Document ***ret, size_t *ret_n,
+int store_documents_load(Store *s, DocumentSource source, StoredDocument **ret, size_t *ret_n,
                          StoreProblemFunc problem, void *userdata, Error *reterr);
 /* An API document is kept under documents/; for a hog (whose document is configuration), what it
- * attached last is kept under hogs/, so that a restart adopts it too. */
-int store_document_save(Store *s, const Document *d, Error *reterr);
+ * attached last is kept under hogs/, so that a restart adopts it too. facts may be NULL (none). */
+int store_document_save(Store *s, const Document *d, const DocumentFacts *facts, Error *reterr);
 int store_document_remove(Store *s, DocumentSource source, const char *netns, const char *ifname,
                           Error *reterr);
 /* -ENOENT, without touching reterr, when there is none. */
 int store_document_load(Store *s, DocumentSource source, const char *netns, const char *ifname,
-                        Document **ret, Error *reterr);
+                        StoredDocument *ret, Error *reterr);
 
 /* Objects: ELF bytes stored once under their sha256 digest. */
 int store_object_put(Store *s, const void *data, size_t size, char ret_digest[SHA256_DIGEST_STRING_MAX],

@@ -1,0 +1,159 @@
+/* iface-ops.c: what the faces ask of an interface (PUT, dry run, DELETE) and what a hog's change asks,
+ * checked as far as can be at once (names, the document's syntax, one device one owner), then queued
+ * as a change. */
+#include <stdio.h>
+#include <string.h>
+
+#include "change.h"
+#include "log.h"
+
+static int check_names(const char *netns, const char *ifname, Error *reterr) {
+        if (netns && !netns_name_valid(netns))
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "\"%s\" is not a valid network namespace name (1 to %d characters of A-Z "
+                                 "a-z 0-9 _ . -)",
+                                 netns, NETNS_NAME_MAX);
+        if (!ifname_valid(ifname))
+                return error_set(
+                        reterr, EINVAL, "invalid_value",
+                        "\"%s\" is not a valid interface name (1 to 15 characters, no '/', ':' or space)",
+                        ifname);
+        return 0;
+}
+
+/* One device, one owner: a named namespace that is clsd's own names the devices of its own. */
+static int check_owner(Manager *m, const char *netns, const char *ifname, Error *reterr) {
+        if (netns && netns_set_is_own(m->netns, netns)) {
+                Iface *other = iface_table_get(m->ifaces, NULL, ifname);
+                if (other && other->visible)
+                        return error_set(
+                                reterr, EEXIST, "device_taken",
+                                "%s: netns %s is clsd's own namespace, and the document of %s there already "
+                                "declares this device; one device has one document",
+                                ifname, netns, ifname);
+        }
+        if (!netns)
+                for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
+                        Iface *o = iface_table_at(m->ifaces, i);
+                        if (o->netns && o->visible && streq(o->ifname, ifname) &&
+                            netns_set_is_own(m->netns, o->netns))
+                                return error_set(
+                                        reterr, EEXIST, "device_taken",
+                                        "%s: the document of %s in netns %s (clsd's own namespace) already "
+                                        "declares this device; one device has one document",
+                                        ifname, ifname, o->netns);
+                }
+        return 0;
+}
+
+static void put_or_dry_run(Manager *m, ChangeKind kind, const char *netns, const char *ifname, json_t *body,
+                           const DaemonExpect *expect, DaemonDoneFunc done, DryRunDoneFunc dry_done,
+                           void *userdata) {
+        Document *doc = NULL;
+        Error e = ERROR_NULL;
+        Change *c;
+        int r;
+
+        r = check_names(netns, ifname, &e);
+        if (r >= 0)
+                r = document_from_json(ifname, body, &doc, &e);
+        if (r >= 0 && netns && !(doc->netns = strdup(netns)))
+                r = error_set(&e, ENOMEM, "internal_error", "out of memory");
+        if (r >= 0) /* a dry run says what the PUT would: refused */
+                r = check_owner(m, netns, ifname, &e);
+        if (r >= 0 && !(c = change_new(m, kind, expect)))
+                r = error_set(&e, ENOMEM, "internal_error", "out of memory");
+        if (r < 0) {
+                document_unref(doc);
+                if (kind == CHANGE_DRY_RUN)
+                        dry_done(m, NULL, &e, userdata);
+                else
+                        done(m, NULL, &e, userdata);
+                error_done(&e);
+                return;
+        }
+        c->doc = doc;
+        c->done = done;
+        c->dry_done = dry_done;
+        c->userdata = userdata;
+        change_queue(m, c, netns, ifname);
+}
+
+void daemon_iface_put(Manager *m, const char *netns, const char *ifname, json_t *body,
+                      const DaemonExpect *expect, DaemonDoneFunc done, void *userdata) {
+        put_or_dry_run(m, CHANGE_PUT, netns, ifname, body, expect, done, NULL, userdata);
+}
+
+void daemon_iface_dry_run(Manager *m, const char *netns, const char *ifname, json_t *body,
+                          const DaemonExpect *expect, DryRunDoneFunc done, void *userdata) {
+        put_or_dry_run(m, CHANGE_DRY_RUN, netns, ifname, body, expect, NULL, done, userdata);
+}
+
+void daemon_iface_delete(Manager *m, const char *netns, const char *ifname, const DaemonExpect *expect,
+                         DaemonDoneFunc done, void *userdata) {
+        Iface *it = iface_table_get(m->ifaces, netns, ifname);
+        Error e = ERROR_NULL;
+        Change *c;
+
+        if (!it || !it->visible || (!it->api && !it->hog)) {
+                error_set(&e, ENOENT, "document_not_found", "no classifier document for %s", ifname);
+                done(m, NULL, &e, userdata);
+                error_done(&e);
+                return;
+        }
+        c = change_new(m, CHANGE_DELETE, expect);
+        if (!c) {
+                error_set(&e, ENOMEM, "internal_error", "out of memory");
+                done(m, NULL, &e, userdata);
+                error_done(&e);
+                return;
+        }
+        c->done = done;
+        c->userdata = userdata;
+        change_queue(m, c, netns, ifname);
+}
+
+typedef struct HogDone {
+        char *ifname;
+        DaemonDoneFunc done;
+        void *userdata;
+} HogDone;
+
+static void hog_done(Manager *m, Iface *it, const Error *e, void *userdata) {
+        HogDone *h = userdata;
+
+        if (e)
+                log_error("%s: cannot apply the hog change: %s; the interface stays as it was", h->ifname,
+                          strna(e->message));
+        if (h->done)
+                h->done(m, it, e, h->userdata);
+        free(h->ifname);
+        free(h);
+}
+
+void manager_hog_change_done(Manager *m, const char *netns, const char *ifname, Document *hog,
+                             const char *hog_path, DaemonDoneFunc done, void *userdata) {
+        Change *c = change_new(m, CHANGE_HOG, NULL);
+        HogDone *h = calloc(1, sizeof(*h));
+
+        if (!c || !h || !(h->ifname = strdup(ifname)) || (hog_path && !(c->hog_path = strdup(hog_path)))) {
+                Error e = ERROR_NULL;
+                log_error("%s: out of memory applying a hog change", ifname);
+                if (c)
+                        change_free(&c->op);
+                if (h)
+                        free(h->ifname);
+                free(h);
+                error_set(&e, ENOMEM, "internal_error", "out of memory");
+                if (done)
+                        done(m, NULL, &e, userdata);
+                error_done(&e);
+                return;
+        }
+        h->done = done;
+        h->userdata = userdata;
+        c->doc = document_ref(hog);
+        c->done = hog_done;
+        c->userdata = h;
+        change_queue(m, c, netns, ifname);
+}

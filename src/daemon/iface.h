@@ -1,0 +1,86 @@
+/* iface.h: one interface as clsd keeps it: its documents (immutable, shared, a source each: the API's and
+ * a hog's), the runtime filters composed from them, each with the programs it holds and what the kernel
+ * showed for it, and the interface's state. A small state machine: pending, configured, failed. */
+#pragma once
+
+#include "daemon.h"
+#include "registry.h"
+
+typedef enum FilterState {
+        FILTER_REQUESTING, /* its programs are not held yet */
+        FILTER_CONFIGURED, /* attached as declared (read back) */
+        FILTER_FAILED,
+} FilterState;
+
+struct Filter {
+        const FilterSpec *spec; /* in api or hog, which the interface holds */
+        Direction dir;
+        DocumentSource source;
+        bool tcx; /* "attach": "tcx", or "auto" where the kernel has tcx */
+        FilterState state;
+        Program *program; /* NULL until acquired */
+        Program *actions[NL_ACTIONS_MAX];
+        FilterFact fact; /* what clsd attached last (stored with the document, adopted at a restart) */
+        FilterObserved observed; /* what the kernel showed at the last reconcile */
+        /* A dry run holds no programs: what it would use (id 0: a new load). */
+        AttachedFact planned;
+        AttachedFact planned_actions[NL_ACTIONS_MAX];
+};
+
+struct Iface {
+        char *netns; /* NULL: clsd's own */
+        char *ifname;
+        char *key; /* "netns/ifname" or "/ifname": the table's key */
+        Document *api; /* the API's document (a reference), or NULL */
+        Document *hog;
+        char *hog_path;
+        DocumentFacts facts[_SOURCE_MAX]; /* what clsd attached for each document */
+        DocumentSource hook_source[_DIRECTION_MAX]; /* whose filters each hook has */
+        Filter *filters; /* ingress, then egress */
+        size_t n_filters;
+        IfaceState state;
+        int ifindex; /* 0 while pending */
+        Error error; /* why the last attempt failed, in state IFACE_FAILED */
+        unsigned repairs;
+        uint64_t last_repair_usec; /* CLOCK_REALTIME */
+        char last_repair_what[256];
+        /* Repairs are counted over a window: too many in it and another program fights clsd over a
+         * hook; the interface's next reconcile waits (backoff), and it is said once. */
+        uint64_t repair_window_usec;
+        unsigned repair_window_count;
+        unsigned repair_loops;
+        bool programs_held; /* every filter's programs acquired */
+        bool visible; /* in the table and the faces' view (a new interface becomes so once stored) */
+        struct Request *request; /* its reconcile request, while one is queued or running */
+        struct Operation *ops; /* changes waiting for it, in order (queue.c) */
+        struct Operation *ops_tail;
+};
+
+/* A new interface of no documents (the caller sets them). */
+int iface_new(const char *netns, const char *ifname, Iface **ret);
+/* Releases the programs (through reg, which may be NULL when none were acquired) and frees. */
+Iface *iface_free(Iface *it, Registry *reg);
+/* Makes api and hog (references taken; either may be NULL) the interface's documents, with what was
+ * attached for them, and composes the filters: on each hook a hog's if it declares any there, else the
+ * API's. tcx: whether the kernel has tcx ("auto"). Filters whose spec is alike in the old composition
+ * keep their programs. */
+int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts, Document *hog,
+                        const char *hog_path, const DocumentFacts *hog_facts, bool tcx, Registry *reg);
+/* The facts of the interface's API document that a new API document doc may keep: those of filters
+ * declared alike (same name, object, program; actions alike up to the first that differs). */
+int iface_facts_for(const Iface *it, const Document *doc, DocumentFacts *ret);
+void iface_release_programs(Iface *it, Registry *reg);
+void iface_set_state(Iface *it, IfaceState state, const Error *e);
+/* The facts of the document a filter came from, refreshed from the filter's programs; returns whether
+ * anything changed (the store needs writing). */
+bool iface_update_facts(Iface *it);
+bool iface_uses_actions(const Iface *it);
+bool iface_uses_tcx(const Iface *it);
+bool hog_holds(const Document *hog, Direction dir);
+/* The kernel name of the filter, "clsd:<name>": the mark that makes it clsd's. */
+void filter_kernel_name(const FilterSpec *f, char buf[256]);
+/* The kernel name of the filter's action k: "clsd:<name>/<k + 1>", so that `tc actions ls` says whose. */
+void action_kernel_name(const FilterSpec *f, size_t k, char buf[NL_ACTION_NAME_MAX]);
+NlHook hook_of(Direction dir);
+/* Where a filter goes: its "parent", or the clsact hook of its direction. */
+uint32_t filter_parent(const FilterSpec *f, Direction dir);

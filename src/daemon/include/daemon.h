@@ -1,0 +1,361 @@
+/* daemon.h: the brain, as the faces (REST, D-Bus, /metrics) see it: a Manager of interfaces, each an
+ * opaque handle read through accessors; the operations that change them; change notifications.
+ * Nothing here knows of HTTP or D-Bus. */
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include "nl.h"
+#include "store.h"
+
+typedef struct Manager Manager;
+typedef struct Iface Iface;
+typedef struct Filter Filter;
+
+/* An fd systemd's fd store passed back at start, with its FDNAME. */
+typedef struct DaemonPassedFd {
+        int fd;
+        char *name;
+} DaemonPassedFd;
+
+typedef struct DaemonConfig {
+        const char *state_dir;
+        /* Hog files (*.json): documents declared in configuration, read-only to the API. */
+        const char *hogs_dir;
+        /* Where programs (progs/) and tcx links (tcx/) are pinned, on a bpf filesystem. */
+        const char *bpffs_dir;
+        /* Where named network namespaces are (ip-netns's /run/netns). */
+        const char *netns_dir;
+        /* An object upload, or an object file named by path, larger than this is refused. */
+        size_t object_size_max;
+        /* The periodic full resync, the backstop for lost events; 0 turns it off. */
+        uint64_t resync_usec;
+        /* Holds BPF_ENABLE_STATS so that programs' run_count and run_time_ns are counted. */
+        bool bpf_stats;
+        /* The fd store's fds (prog.*, act.*, map.*): daemon_start() takes the fds; the names are copied. */
+        const DaemonPassedFd *passed;
+        size_t n_passed;
+        /* The program that runs the workers (clsd itself: /proc/self/exe), and its argv[1]. */
+        const char *worker_exe;
+} DaemonConfig;
+
+#define DAEMON_RESYNC_SEC_DEFAULT 60
+#define DAEMON_HOGS_DIR_DEFAULT "/etc/clsd/hogs.d"
+#define DAEMON_BPFFS_DIR_DEFAULT "/sys/fs/bpf/clsd"
+#define DAEMON_NETNS_DIR_DEFAULT "/run/netns"
+
+typedef enum IfaceState {
+        IFACE_PENDING, /* the interface does not exist (yet) */
+        IFACE_CONFIGURED, /* the kernel matches the document */
+        IFACE_FAILED, /* the last attempt failed; see iface_error() */
+        _IFACE_STATE_MAX,
+} IfaceState;
+
+const char *iface_state_to_string(IfaceState s);
+
+int daemon_new(const DaemonConfig *config, sd_event *event, Manager **ret, Error *reterr);
+Manager *daemon_free(Manager *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, daemon_free);
+/* Loads the store and queues a reconcile of every document (adopting what is already attached);
+ * starts following link and tc events. ready() is called once the first reconcile of every document
+ * is done (READY=1: the kernel matches the store as far as it can). */
+typedef void (*DaemonReadyFunc)(Manager *m, void *userdata);
+int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reterr);
+/* Sends systemd a STATUS= line of the documents' states when it changed. */
+void daemon_notify_status(Manager *m);
+/* Queues a reconcile of every interface (SIGHUP, lost events, D-Bus Reconcile). */
+void daemon_reconcile_all(Manager *m);
+/* SIGHUP: re-reads the hogs directory and queues what changed. */
+int daemon_hogs_reload(Manager *m);
+/* clsd --check: validates every hog file (JSON, fields, object files) without starting; prints one
+ * line per problem on stderr and returns how many there were. */
+int daemon_hogs_check(const char *dir, size_t object_size_max);
+/* clsd --flush: removes every filter, tcx link and pin of clsd's from the kernel and keeps the store;
+ * prints what it removed. -EBUSY when a clsd runs on the state directory. */
+int daemon_flush(const DaemonConfig *config);
+/* The child's side of a worker (clsd --worker): reads one job from fd, answers, and exits (it does
+ * not return). */
+_noreturn_ int daemon_worker_main(int fd);
+
+/* ---- change notifications: a face learns of a change where it happens ---- */
+typedef enum IfaceChange {
+        IFACE_CHANGED_STATE = 1 << 0, /* state, ifindex, error */
+        IFACE_CHANGED_DOCUMENT = 1 << 1, /* the documents (generation, source, hog) and so the filters */
+        IFACE_CHANGED_REPAIRS = 1 << 2,
+        IFACE_CHANGED_FILTERS = 1 << 3, /* what the kernel has for them */
+        IFACE_ADDED = 1 << 4,
+        IFACE_REMOVED = 1 << 5, /* the handle is valid for the call only */
+} IfaceChange;
+
+typedef void (*DaemonChangeFunc)(Manager *m, Iface *it, unsigned changes, void *userdata);
+int daemon_add_change_listener(Manager *m, DaemonChangeFunc f, void *userdata);
+
+/* ---- interfaces: the runtime side of an interface's documents ---- */
+size_t daemon_iface_count(Manager *m);
+/* In the order the documents came (the store's at start, then each new one). */
+Iface *daemon_iface_at(Manager *m, size_t i);
+/* netns: a named network namespace (/run/netns/NAME), or NULL for clsd's own. */
+Iface *daemon_iface_get(Manager *m, const char *netns, const char *ifname);
+
+const char *iface_ifname(const Iface *it);
+const char *iface_netns(const Iface *it);
+IfaceState iface_state(const Iface *it);
+int iface_ifindex(const Iface *it); /* 0 while pending */
+/* Why the last attempt failed (state IFACE_FAILED), else NULL. */
+const Error *iface_error(const Iface *it);
+/* "hog" where a hog declares any hook, else "api". */
+DocumentSource iface_source(const Iface *it);
+const char *iface_hog_path(const Iface *it); /* NULL: no hog */
+/* The API's document, or NULL (a hog only); its generation is the ETag. */
+const Document *iface_api_document(const Iface *it);
+/* Whether the API's filters of the hook wait for a hog that declares it. */
+bool iface_overridden(const Iface *it, Direction dir);
+unsigned iface_repairs(const Iface *it);
+uint64_t iface_last_repair_usec(const Iface *it); /* CLOCK_REALTIME; 0: none */
+const char *iface_last_repair_what(const Iface *it);
+/* Repairs that came so fast that they were backed off: another program fights clsd over a hook. */
+unsigned iface_repair_loops(const Iface *it);
+
+/* Each interface applies its filters: ingress then egress, each hook in its document's order. */
+size_t iface_filter_count(const Iface *it);
+const Filter *iface_filter_at(const Iface *it, size_t i);
+size_t iface_filter_count_dir(const Iface *it, Direction dir);
+
+/* What the kernel has for one act_bpf action of a filter. */
+typedef struct ActionObserved {
+        bool attached; /* at its place, with the expected program */
+        uint32_t index; /* the kernel's action index (`tc actions ls`) */
+        uint32_t prog_id;
+        char tag[NL_TAG_STRING_MAX];
+        uint64_t packets; /* through the action, as the kernel counts them */
+        uint64_t bytes;
+        uint32_t drops;
+} ActionObserved;
+
+/* What the kernel has for one filter. */
+typedef struct FilterObserved {
+        bool attached; /* clsd's filter at its place, with the expected program and actions */
+        bool classifier_attached; /* the expected program, whatever its actions */
+        uint32_t handle; /* cls_bpf */
+        uint32_t link_id; /* tcx */
+        uint32_t prog_id;
+        char tag[NL_TAG_STRING_MAX];
+        ActionObserved actions[NL_ACTIONS_MAX]; /* parallel to the spec's actions */
+} FilterObserved;
+
+const FilterSpec *filter_spec(const Filter *f);
+Direction filter_direction(const Filter *f);
+DocumentSource filter_source(const Filter *f);
+bool filter_is_tcx(const Filter *f); /* "auto" resolved */
+
+/* A reading of the kernel for an interface: each filter's FilterObserved and run statistics, in the
+ * order of iface_filter_at(). */
+typedef struct FilterStatus {
+        FilterObserved observed;
+        bool has_stats; /* the program could be asked: run_count and run_time_ns are its */
+        uint64_t run_count;
+        uint64_t run_time_ns;
+} FilterStatus;
+
+typedef struct IfaceStatus {
+        FilterStatus *filters;
+        size_t n_filters;
+} IfaceStatus;
+
+int daemon_iface_status(Manager *m, const Iface *it, IfaceStatus *ret, Error *reterr);
+void iface_status_done(IfaceStatus *s);
+
+/* ---- changes: each runs on the loop, one at a time per interface; loading a program runs in a
+ * worker, so the loop keeps serving. done() is called once, with the interface (NULL after a
+ * DELETE, or on failure) and the error; from within the call, or later. ---- */
+
+/* What a change expects of the API document it replaces: the face turns HTTP's If-Match into this. */
+typedef enum DaemonExpectKind {
+        EXPECT_NOTHING, /* no If-Match */
+        EXPECT_ANY, /* "*": a document must exist */
+        EXPECT_GENERATION, /* this generation */
+        EXPECT_UNMATCHABLE, /* a precondition no generation can meet (an If-Match that names none) */
+} DaemonExpectKind;
+
+typedef struct DaemonExpect {
+        DaemonExpectKind kind;
+        uint64_t generation;
+        const char *as_given; /* the client's words, for the 412's message */
+} DaemonExpect;
+
+typedef void (*DaemonDoneFunc)(Manager *m, Iface *it, const Error *e, void *userdata);
+
+/* The transactional PUT: every program is loaded and verified, and conflicts are checked, before the
+ * store or the kernel changes; a kernel or store failure after that rolls back. expect may be NULL. */
+void daemon_iface_put(Manager *m, const char *netns, const char *ifname, json_t *body,
+                      const DaemonExpect *expect, DaemonDoneFunc done, void *userdata);
+void daemon_iface_delete(Manager *m, const char *netns, const char *ifname, const DaemonExpect *expect,
+                         DaemonDoneFunc done, void *userdata);
+
+/* A dry run of a PUT: what it would load and change, and why; nothing is loaded or changed. */
+typedef enum DryRunLoad {
+        DRY_RUN_SHARED, /* already loaded for another filter or interface */
+        DRY_RUN_ADOPT, /* attached here already: taken back by id */
+        DRY_RUN_LOAD, /* would be loaded and verified */
+} DryRunLoad;
+
+typedef struct DryRunProgram {
+        const FilterSpec *filter; /* in DryRun.plan_doc */
+        Direction direction;
+        int action; /* -1: the filter's classifier; else its action number action */
+        DryRunLoad load;
+} DryRunProgram;
+
+typedef struct DryRunStep {
+        const char *action; /* "keep", "add", "replace", "remove", "conflict" */
+        Direction direction;
+        uint16_t pref;
+        char name[256]; /* the kernel filter's name */
+        char reason[600];
+} DryRunStep;
+
+typedef struct DryRun {
+        Document *doc; /* the document as it would be stored */
+        Document *plan_doc; /* what the reconciler would apply: doc, with a hog's hooks */
+        bool pending; /* the interface does not exist: nothing would change in the kernel now */
+        DryRunProgram *programs;
+        size_t n_programs;
+        DryRunStep *steps;
+        size_t n_steps;
+} DryRun;
+
+void dry_run_done(DryRun *r);
+typedef void (*DryRunDoneFunc)(Manager *m, const DryRun *dr, const Error *e, void *userdata);
+void daemon_iface_dry_run(Manager *m, const char *netns, const char *ifname, json_t *body,
+                          const DaemonExpect *expect, DryRunDoneFunc done, void *userdata);
+
+/* ---- objects ---- */
+typedef struct DaemonObject {
+        char digest[SHA256_DIGEST_STRING_MAX];
+        size_t size;
+        NlObjectInfo *info;
+} DaemonObject;
+
+/* Inspected in a worker without privileges (a parser that crashes costs that worker, not clsd). */
+typedef void (*DaemonObjectDoneFunc)(Manager *m, const DaemonObject *o, bool created, const Error *e,
+                                     void *userdata);
+void daemon_object_add(Manager *m, const void *data, size_t size, DaemonObjectDoneFunc done, void *userdata);
+const DaemonObject *daemon_object_get(Manager *m, const char *digest);
+size_t daemon_object_count(Manager *m);
+const DaemonObject *daemon_object_at(Manager *m, size_t i);
+/* Interfaces whose document uses the object, as a NULL-terminated array of borrowed names. */
+int daemon_object_users(Manager *m, const char *digest, const char ***ret);
+int daemon_object_remove(Manager *m, const char *digest, Error *reterr);
+
+/* ---- the host's links, with every tc filter, clsd's and foreign ---- */
+typedef struct LinkView {
+        NlLink link;
+        NlFilter *filters;
+        size_t n_filters;
+} LinkView;
+
+/* 404 netns_not_found for a named namespace that does not exist. */
+int daemon_links(Manager *m, const char *netns, LinkView **ret, size_t *ret_n, Error *reterr);
+void link_views_free(LinkView *v, size_t n);
+
+/* The named namespaces: those in /run/netns and those documents name. */
+typedef struct NetnsView {
+        char name[NETNS_NAME_MAX + 1];
+        bool present; /* in /run/netns */
+        bool followed; /* clsd holds sockets in it (a document names it) */
+        size_t documents;
+} NetnsView;
+
+int daemon_netns_list(Manager *m, NetnsView **ret, size_t *ret_n, Error *reterr);
+
+/* ---- maps of the attached programs (maps.c), decoded through BTF (btf-json.c) ---- */
+struct btf;
+
+/* A filter whose attached program (or action) uses the map. */
+typedef struct DaemonMapUser {
+        const Iface *iface;
+        const Filter *filter;
+} DaemonMapUser;
+
+typedef struct DaemonMap {
+        NlMap map; /* with an fd of its own */
+        struct btf *btf; /* NULL: the map has no BTF (or it could not be read): bytes in hex */
+        DaemonMapUser *users;
+        size_t n_users;
+} DaemonMap;
+
+/* Maps gathered over one or more documents, each once (programs and maps are shared), with the BTF
+ * objects they use loaded once each. */
+typedef struct DaemonMaps {
+        DaemonMap *maps;
+        size_t n;
+        struct btf **btfs;
+        uint32_t *btf_ids;
+        size_t n_btfs;
+} DaemonMaps;
+
+/* Adds the maps of the programs the kernel has attached for the document (st: its status). */
+int daemon_maps_add(Manager *m, const Iface *it, const IfaceStatus *st, DaemonMaps *maps, Error *reterr);
+/* The document's maps: its status read from the kernel, then daemon_maps_add(). */
+int daemon_iface_maps(Manager *m, const Iface *it, DaemonMaps *ret, Error *reterr);
+void daemon_maps_done(DaemonMaps *maps);
+/* A page of the map's entries as the kernel has them now (nl_map_read()). */
+int daemon_map_read(Manager *m, const DaemonMap *dm, const uint8_t *cursor, size_t cursor_size, size_t limit,
+                    NlMapPage *ret, Error *reterr);
+/* By kernel name, or by id when names are ambiguous: 404 "unknown_map", 409 "map_ambiguous". */
+int daemon_maps_lookup(const DaemonMaps *maps, const char *ifname, const char *what, const DaemonMap **ret,
+                       Error *reterr);
+
+json_t *btf_json_hex(const uint8_t *data, size_t size);
+/* The value of type type_id at data (size bytes) as typed JSON; hex when btf is NULL or disagrees. */
+json_t *btf_json_decode(const struct btf *btf, uint32_t type_id, const uint8_t *data, size_t size);
+/* A per-CPU value (n_cpus slots of value_size rounded up to 8): the list of each CPU's, and in
+ * *ret_sum their sum leaf by leaf when every leaf is an integer (else NULL). */
+json_t *btf_json_percpu(const struct btf *btf, uint32_t type_id, const uint8_t *data, size_t value_size,
+                        unsigned n_cpus, json_t **ret_sum);
+void btf_json_type_name(const struct btf *btf, uint32_t type_id, char *buf, size_t size);
+
+/* ---- /metrics (metrics.c): families and samples for the face to write out ---- */
+typedef struct MetricWriter {
+        /* Once per metric name, before its samples. */
+        void (*family)(void *userdata, const char *name, const char *type, const char *help);
+        /* labels: n_labels (name, value) pairs. */
+        void (*sample)(void *userdata, const char *name, const char *const *labels, size_t n_labels,
+                       double value);
+        void *userdata;
+} MetricWriter;
+
+typedef struct DaemonErrorCount {
+        const char *code; /* static */
+        uint64_t n;
+} DaemonErrorCount;
+
+typedef struct DaemonCounters {
+        uint64_t reconciles;
+        uint64_t repairs;
+        uint64_t repair_loops;
+        uint64_t requests_merged; /* reasons to reconcile that joined a request already queued */
+        uint64_t worker_jobs;
+        uint64_t worker_crashes;
+        DaemonErrorCount errors[48];
+        size_t n_errors;
+        uint64_t map_metric_failures;
+} DaemonCounters;
+
+/* Everything the daemon exports, read from the kernel now: its own counters, every filter's attach
+ * state and run statistics, and the documents' map-derived metrics. */
+int daemon_metrics(Manager *m, const MetricWriter *w);
+const DaemonCounters *daemon_counters(Manager *m);
+/* Counts one more of code in v (n entries, room for max). */
+void error_counts_add(DaemonErrorCount *v, size_t *n, size_t max, const char *code);
+/* Counts a failure by its error code (clsd_errors_total). */
+void daemon_count_error(Manager *m, const char *code);
+/* Requests waiting in the queue, and worker jobs running. */
+size_t daemon_queue_length(Manager *m);
+size_t daemon_workers_running(Manager *m);
+
+const char *daemon_kernel_release(Manager *m);
+bool daemon_has_act_bpf(Manager *m);
+/* Whether clsd holds BPF_ENABLE_STATS (--bpf-stats): run counts and times are being counted. */
+bool daemon_bpf_stats(Manager *m);
+bool daemon_has_tcx(Manager *m);

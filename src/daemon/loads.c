@@ -1,0 +1,238 @@
+/* loads.c: program loads in flight, one per (object, program, kind) however many interfaces wait for it;
+ * a worker loads, the registry takes the program, the interfaces that waited go on. A load that failed
+ * is remembered until each interface that waited has been told. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "manager.h"
+
+/* Who waits: the interface whose filters get the program (a PUT's candidate, or the interface itself),
+ * and the interface whose work resumes (the table's). */
+typedef struct Waiter {
+        Iface *target;
+        Iface *resume;
+} Waiter;
+
+typedef struct Load {
+        Manager *m;
+        char *digest;
+        char *program;
+        NlProgKind kind;
+        const FilterSpec *filter; /* of the first who asked: whose "maps" say what is taken over */
+        WorkerJob *job; /* NULL once done */
+        bool failed;
+        Error error;
+        Waiter *waiters;
+        size_t n_waiters;
+        struct Load *next;
+} Load;
+
+struct Loads {
+        Load *loads;
+};
+
+int loads_new(Loads **ret) {
+        Loads *l = calloc(1, sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        *ret = l;
+        return 0;
+}
+
+static void load_free(Loads *l, Load *x) {
+        for (Load **p = &l->loads; *p; p = &(*p)->next)
+                if (*p == x) {
+                        *p = x->next;
+                        break;
+                }
+        worker_job_cancel(x->job);
+        error_done(&x->error);
+        free(x->waiters);
+        free(x->digest);
+        free(x->program);
+        free(x);
+}
+
+Loads *loads_free(Loads *l) {
+        if (!l)
+                return NULL;
+        while (l->loads)
+                load_free(l, l->loads);
+        free(l);
+        return NULL;
+}
+
+static Load *load_find(Loads *l, const ProgramRef *ref) {
+        for (Load *x = l->loads; x; x = x->next)
+                if (streq(x->digest, ref->digest) && streq(x->program, ref->program) && x->kind == ref->kind)
+                        return x;
+        return NULL;
+}
+
+static bool waiting(const Load *x, const Iface *target) {
+        for (size_t i = 0; i < x->n_waiters; i++)
+                if (x->waiters[i].target == target)
+                        return true;
+        return false;
+}
+
+static int add_waiter(Load *x, Iface *target, Iface *resume) {
+        Waiter *v;
+
+        if (waiting(x, target))
+                return 0;
+        v = realloc(x->waiters, (x->n_waiters + 1) * sizeof(Waiter));
+        if (!v)
+                return -ENOMEM;
+        x->waiters = v;
+        x->waiters[x->n_waiters++] = (Waiter){ .target = target, .resume = resume };
+        return 0;
+}
+
+/* Forgets the waiters whose target or resume is it. */
+static void remove_waiter(Load *x, const Iface *it) {
+        for (size_t i = 0; i < x->n_waiters;)
+                if (x->waiters[i].target == it || x->waiters[i].resume == it)
+                        x->waiters[i] = x->waiters[--x->n_waiters];
+                else
+                        i++;
+}
+
+/* The program goes to every filter of target that waits for it. */
+static void hand_over(const Load *x, Iface *target, Program *p) {
+        for (size_t i = 0; i < target->n_filters; i++) {
+                Filter *f = &target->filters[i];
+                const FilterSpec *s = f->spec;
+                if (x->kind == NL_PROG_CLASSIFIER && !f->program && streq_ptr(s->digest, x->digest) &&
+                    streq_ptr(s->program, x->program))
+                        f->program = registry_ref(p);
+                for (size_t k = 0; x->kind == NL_PROG_ACTION && k < s->n_actions; k++)
+                        if (!f->actions[k] && streq_ptr(s->actions[k].digest, x->digest) &&
+                            streq_ptr(s->actions[k].program, x->program))
+                                f->actions[k] = registry_ref(p);
+        }
+}
+
+static void on_loaded(WorkerResult *result, void *userdata) {
+        Load *x = userdata;
+        Manager *m = x->m;
+        ProgramRef ref = {
+                .digest = x->digest, .program = x->program, .kind = x->kind, .filter = x->filter
+        };
+        Waiter *waiters;
+        size_t n;
+
+        x->job = NULL;
+        if (result->r >= 0) {
+                Program *p;
+                /* The load's reference keeps it until every waiting filter holds one of its own. */
+                if (registry_add(m->registry, &ref, TAKE_PTR(result->program), &p, &x->error) >= 0) {
+                        for (size_t i = 0; i < x->n_waiters; i++)
+                                hand_over(x, x->waiters[i].target, p);
+                        waiters = TAKE_PTR(x->waiters);
+                        n = x->n_waiters;
+                        x->n_waiters = 0;
+                        load_free(m->loads, x);
+                        registry_release(m->registry, p);
+                        for (size_t i = 0; i < n; i++)
+                                request_queue_resume(m->queue, waiters[i].resume);
+                        free(waiters);
+                        return;
+                }
+        } else
+                x->error = result->error, result->error = (Error){ 0 };
+        x->failed = true;
+        log_warning("loading %s of %s failed: %s", x->program, x->digest, strna(x->error.message));
+        for (size_t i = 0; i < x->n_waiters; i++)
+                request_queue_resume(m->queue, x->waiters[i].resume);
+        if (x->n_waiters == 0)
+                load_free(m->loads, x);
+}
+
+int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *waiter, Iface *resume,
+                  Error *reterr) {
+        Load *x = load_find(m->loads, ref);
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -1;
+        NlMap *reuse = NULL;
+        size_t n_reuse = 0;
+        char object_name[20];
+        int r;
+
+        if (x && x->failed) {
+                /* Told once: the next time it asks, it loads again (its retry backs off). */
+                bool told = waiting(x, waiter);
+                remove_waiter(x, waiter);
+                if (told) {
+                        r = -x->error.error ?: -EINVAL;
+                        if (reterr && !reterr->code) {
+                                error_set(reterr, x->error.error, x->error.code, "%s",
+                                          strna(x->error.message));
+                                if (x->error.detail)
+                                        error_set_detail(reterr, strdup(x->error.detail));
+                        }
+                        if (x->n_waiters == 0)
+                                load_free(m->loads, x);
+                        return r;
+                }
+                if (x->n_waiters == 0)
+                        load_free(m->loads, x);
+                x = NULL;
+        }
+        if (x) {
+                if (add_waiter(x, waiter, resume) < 0)
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return -EAGAIN;
+        }
+
+        if (store_object_path(m->store, ref->digest, &path) < 0)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return error_set(reterr, errno, errno == ENOENT ? "object_not_found" : "store_error",
+                                 "cannot read object %s: %m", ref->digest);
+        x = calloc(1, sizeof(*x));
+        if (!x || !(x->digest = strdup(ref->digest)) || !(x->program = strdup(ref->program))) {
+                if (x)
+                        free(x->digest);
+                free(x);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        x->m = m;
+        x->kind = ref->kind;
+        x->filter = ref->filter;
+        x->next = m->loads->loads;
+        m->loads->loads = x;
+        if (add_waiter(x, waiter, resume) < 0) {
+                load_free(m->loads, x);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        if (registry_reuse_candidates(m->registry, ref, reuse_id, true, &reuse, &n_reuse) < 0) {
+                load_free(m->loads, x);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        /* libbpf names maps after the object: a short digest keeps them recognisable in bpftool. */
+        snprintf(object_name, sizeof(object_name), "clsd_%.8s", ref->digest + strlen("sha256:"));
+        r = worker_load(m->workers, fd, object_name, ref->program, ref->kind, reuse, n_reuse, on_loaded, x,
+                        &x->job);
+        nl_maps_free(reuse, n_reuse);
+        if (r < 0) {
+                load_free(m->loads, x);
+                return error_set(reterr, -r, "internal_error", "cannot start a worker: %s", strerror(-r));
+        }
+        m->counters.worker_jobs++;
+        log_debug("loading %s%s of %s in worker", ref->program,
+                  ref->kind == NL_PROG_ACTION ? " as an action" : "", ref->digest);
+        return -EAGAIN;
+}
+
+void loads_forget(Manager *m, Iface *waiter) {
+        for (Load *x = m->loads->loads, *next; x; x = next) {
+                next = x->next;
+                remove_waiter(x, waiter);
+                if (x->failed && x->n_waiters == 0)
+                        load_free(m->loads, x);
+        }
+}

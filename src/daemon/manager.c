@@ -1,0 +1,522 @@
+/* manager.c: the Manager: its parts made and wired at start (store, interfaces, namespaces, registry,
+ * objects, queue, workers), the first reconcile of every document queued, READY once it is done; and
+ * what the faces read of it: interfaces, links, namespaces, kernel features, counters, STATUS=. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <systemd/sd-daemon.h>
+
+#include "attach.h"
+#include "log.h"
+#include "manager.h"
+
+int daemon_new(const DaemonConfig *config, sd_event *event, Manager **ret, Error *reterr) {
+        _cleanup_(daemon_freep) Manager *m = calloc(1, sizeof(*m));
+        struct utsname u;
+        int r;
+
+        if (!m)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        m->config = *config;
+        m->event = sd_event_ref(event);
+        m->kernel.bpf_stats_fd = -1;
+        if (uname(&u) >= 0)
+                snprintf(m->kernel.kernel_release, sizeof(m->kernel.kernel_release), "%s", u.release);
+        r = store_open(config->state_dir, &m->store, reterr);
+        if (r < 0)
+                return r;
+        if (iface_table_new(&m->ifaces) < 0 || object_cache_new(&m->objects) < 0 ||
+            loads_new(&m->loads) < 0 ||
+            request_queue_new(event, m, manager_process_request, &m->queue) < 0 ||
+            workers_new(event, config->worker_exe ?: "/proc/self/exe", &m->workers) < 0)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = netns_set_new(event, config->netns_dir, manager_on_netns_event, manager_on_netns_change, m,
+                          &m->netns, reterr);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+Manager *daemon_free(Manager *m) {
+        if (!m)
+                return NULL;
+        /* Exiting is not releasing: the fd store entries and pins stay for the next start. */
+        if (m->registry)
+                registry_exiting(m->registry);
+        loads_free(m->loads);
+        workers_free(m->workers);
+        while (m->ifaces && iface_table_size(m->ifaces) > 0) {
+                Iface *it = iface_table_at(m->ifaces, iface_table_size(m->ifaces) - 1);
+                request_queue_drop(m->queue, it);
+                while (it->ops) {
+                        Operation *op = it->ops;
+                        it->ops = op->next;
+                        op->free(op);
+                }
+                iface_table_remove(m->ifaces, it);
+                iface_free(it, m->registry);
+        }
+        request_queue_free(m->queue);
+        iface_table_free(m->ifaces);
+        object_cache_free(m->objects);
+        registry_free(m->registry, true);
+        netns_set_free(m->netns);
+        sd_event_source_disable_unref(m->resync_source);
+        sd_event_source_disable_unref(m->start.post);
+        store_free(m->store);
+        safe_close(m->kernel.bpf_stats_fd);
+        free(m->listeners);
+        sd_event_unref(m->event);
+        free(m);
+        return NULL;
+}
+
+/* ---- what the faces read ---- */
+
+bool daemon_bpf_stats(Manager *m) {
+        return m->kernel.bpf_stats_fd >= 0;
+}
+
+bool daemon_has_act_bpf(Manager *m) {
+        return m->kernel.act_bpf;
+}
+
+bool daemon_has_tcx(Manager *m) {
+        return m->kernel.tcx;
+}
+
+const char *daemon_kernel_release(Manager *m) {
+        return m->kernel.kernel_release;
+}
+
+const DaemonCounters *daemon_counters(Manager *m) {
+        m->counters.requests_merged = request_queue_merged(m->queue);
+        m->counters.worker_crashes = workers_crashes(m->workers);
+        return &m->counters;
+}
+
+size_t daemon_queue_length(Manager *m) {
+        return request_queue_length(m->queue);
+}
+
+size_t daemon_workers_running(Manager *m) {
+        return workers_running(m->workers);
+}
+
+/* The faces see the interfaces a document (or hog) was stored for: a change in flight for a new one
+ * shows only once it is stored. */
+size_t daemon_iface_count(Manager *m) {
+        size_t n = 0;
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++)
+                n += iface_table_at(m->ifaces, i)->visible;
+        return n;
+}
+
+Iface *daemon_iface_at(Manager *m, size_t i) {
+        for (size_t k = 0; k < iface_table_size(m->ifaces); k++) {
+                Iface *it = iface_table_at(m->ifaces, k);
+                if (!it->visible)
+                        continue;
+                if (i-- == 0)
+                        return it;
+        }
+        return NULL;
+}
+
+Iface *daemon_iface_get(Manager *m, const char *netns, const char *ifname) {
+        Iface *it = iface_table_get(m->ifaces, netns, ifname);
+        return it && it->visible ? it : NULL;
+}
+
+void error_counts_add(DaemonErrorCount *v, size_t *n, size_t max, const char *code) {
+        if (!code)
+                return;
+        for (size_t i = 0; i < *n; i++)
+                if (streq(v[i].code, code)) {
+                        v[i].n++;
+                        return;
+                }
+        if (*n < max)
+                v[(*n)++] = (DaemonErrorCount){ .code = code, .n = 1 };
+}
+
+void daemon_count_error(Manager *m, const char *code) {
+        error_counts_add(m->counters.errors, &m->counters.n_errors, ELEMENTSOF(m->counters.errors), code);
+}
+
+int daemon_add_change_listener(Manager *m, DaemonChangeFunc f, void *userdata) {
+        ChangeListener *v = realloc(m->listeners, (m->n_listeners + 1) * sizeof(*v));
+
+        if (!v)
+                return -ENOMEM;
+        m->listeners = v;
+        m->listeners[m->n_listeners++] = (ChangeListener){ .f = f, .userdata = userdata };
+        return 0;
+}
+
+void manager_changed(Manager *m, Iface *it, unsigned changes) {
+        if (!it->visible && !(changes & IFACE_REMOVED))
+                return;
+        for (size_t i = 0; i < m->n_listeners; i++)
+                m->listeners[i].f(m, it, changes, m->listeners[i].userdata);
+        if (changes & (IFACE_CHANGED_STATE | IFACE_ADDED | IFACE_REMOVED))
+                daemon_notify_status(m);
+}
+
+/* ---- what the parts need of each other ---- */
+
+int manager_link(Manager *m, const char *netns, const char *ifname, NlSocket **ret_rtnl, NlLink *ret_link,
+                 Error *reterr) {
+        NlSocket *rtnl;
+        int r;
+
+        r = netns_set_rtnl(m->netns, netns, &rtnl, reterr);
+        if (r == -EAGAIN)
+                netns_set_rescan(m->netns);
+        if (r == -ENOENT || r == -EAGAIN) {
+                error_done(reterr);
+                return -ENODEV; /* an absent namespace is like an absent interface: the document waits */
+        }
+        if (r < 0)
+                return r;
+        r = nl_link_by_name(rtnl, ifname, ret_link, reterr);
+        if (r == -ENODEV)
+                error_done(reterr);
+        if (r < 0)
+                return r;
+        *ret_rtnl = rtnl;
+        return 0;
+}
+
+void manager_release_netns(Manager *m, const char *netns) {
+        if (!netns || !netns_set_follows(m->netns, netns))
+                return;
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++)
+                if (streq_ptr(iface_table_at(m->ifaces, i)->netns, netns))
+                        return;
+        netns_set_release(m->netns, netns);
+}
+
+void manager_forget(Manager *m, Iface *it) {
+        _cleanup_free_ char *netns = it->netns ? strdup(it->netns) : NULL;
+        bool visible = it->visible;
+
+        request_queue_drop(m->queue, it);
+        loads_forget(m, it);
+        while (it->ops) {
+                Operation *op = it->ops;
+                it->ops = op->next;
+                op->free(op);
+        }
+        iface_table_remove(m->ifaces, it);
+        if (visible)
+                manager_changed(m, it, IFACE_REMOVED);
+        iface_free(it, m->registry);
+        manager_release_netns(m, netns);
+}
+
+void manager_save_facts(Manager *m, Iface *it) {
+        Error e = ERROR_NULL;
+
+        if (!iface_update_facts(it))
+                return;
+        if (it->api && store_document_save(m->store, it->api, &it->facts[SOURCE_API], &e) < 0)
+                log_warning("%s: %s", it->ifname, strna(e.message));
+        error_done(&e);
+        if (it->hog && store_document_save(m->store, it->hog, &it->facts[SOURCE_HOG], &e) < 0)
+                log_warning("%s: %s", it->ifname, strna(e.message));
+        error_done(&e);
+}
+
+void daemon_reconcile_all(Manager *m) {
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
+                Iface *it = iface_table_at(m->ifaces, i);
+                if (it->visible)
+                        request_queue_reconcile(m->queue, it, REASON_RESYNC);
+        }
+}
+
+/* ---- start ---- */
+
+static void store_problem(const char *path, const char *reason, void *userdata) {
+        (void) userdata;
+        log_error("%s: set aside: %s", path, reason);
+}
+
+/* The documents of the store become interfaces (resolved against the objects the store has). */
+static int load_documents(Manager *m, Error *reterr) {
+        StoredDocument *docs = NULL;
+        size_t n = 0;
+        int r;
+
+        r = store_documents_load(m->store, SOURCE_API, &docs, &n, store_problem, m, reterr);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                Document *d = docs[i].doc;
+                Iface *it = NULL;
+                if (iface_new(d->netns, d->ifname, &it) < 0 || iface_table_reserve(m->ifaces) < 0 ||
+                    iface_set_documents(it, d, &docs[i].facts, NULL, NULL, NULL, m->kernel.tcx,
+                                        m->registry) < 0) {
+                        iface_free(it, m->registry);
+                        stored_documents_free(docs, n);
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                }
+                if (iface_table_get(m->ifaces, d->netns, d->ifname)) {
+                        iface_free(it, m->registry);
+                        continue;
+                }
+                it->visible = true;
+                iface_table_add(m->ifaces, it);
+        }
+        stored_documents_free(docs, n);
+        return 0;
+}
+
+void manager_check_started(Manager *m) {
+        if (m->start.done || !request_queue_idle(m->queue))
+                return;
+        m->start.done = true;
+        m->start.post = sd_event_source_disable_unref(m->start.post);
+        /* A document whose interface is absent keeps the programs (and maps) the last run kept. */
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
+                Iface *it = iface_table_at(m->ifaces, i);
+                bool kept = false;
+                if (it->state != IFACE_PENDING || it->programs_held)
+                        continue;
+                for (size_t k = 0; k < it->n_filters; k++)
+                        for (int a = -1; a < (int) it->filters[k].spec->n_actions; a++) {
+                                ProgramRef ref = program_ref(it->filters[k].spec, a, &it->filters[k].fact);
+                                kept = kept || registry_kept(m->registry, &ref);
+                        }
+                if (!kept)
+                        continue;
+                for (size_t k = 0; k < it->n_filters; k++) {
+                        Filter *f = &it->filters[k];
+                        for (int a = -1; a < (int) f->spec->n_actions; a++) {
+                                ProgramRef ref = program_ref(f->spec, a, &f->fact);
+                                Program **slot = a < 0 ? &f->program : &f->actions[a];
+                                if (!*slot)
+                                        (void) registry_acquire(m->registry, &ref, 0, slot, NULL);
+                        }
+                }
+        }
+        registry_settle(m->registry);
+        size_t failed = 0;
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++)
+                failed += iface_table_at(m->ifaces, i)->state == IFACE_FAILED;
+        log_info("started: %zu document(s), %zu object(s), %zu failed", daemon_iface_count(m),
+                 object_cache_size(m->objects), failed);
+        daemon_notify_status(m);
+        if (m->start.ready)
+                m->start.ready(m, m->start.userdata);
+}
+
+static int on_started_check(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+
+        (void) s;
+        manager_check_started(m);
+        return 0;
+}
+
+int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reterr) {
+        int r;
+
+        m->start.ready = ready;
+        m->start.userdata = userdata;
+        (void) nl_act_bpf_probe(netns_set_rtnl_followed(m->netns, NULL), &m->kernel.act_bpf);
+        log_info("act_bpf: %s",
+                 m->kernel.act_bpf ? "available" : "unavailable (this kernel has no CONFIG_NET_ACT_BPF)");
+        (void) nl_tcx_probe(&m->kernel.tcx);
+        log_info("tcx: %s", m->kernel.tcx ? "available" : "unavailable (Linux 6.6+ has it)");
+        if (m->config.bpf_stats) {
+                Error e = ERROR_NULL;
+                /* Counting costs every program two clock reads per run: on only when asked for. */
+                if (nl_bpf_stats_enable(&m->kernel.bpf_stats_fd, &e) < 0) {
+                        log_warning("--bpf-stats: %s; run counts and times stay 0", strna(e.message));
+                        error_done(&e);
+                } else
+                        log_info("bpf stats: on (BPF_ENABLE_STATS held)");
+        }
+        if (m->kernel.tcx)
+                tcx_sweep(m->config.bpffs_dir, m->config.netns_dir);
+        r = registry_new(m->config.bpffs_dir, m->config.passed, m->config.n_passed, &m->registry);
+        m->config.passed = NULL, m->config.n_passed = 0;
+        if (r < 0)
+                return error_set(reterr, r, "internal_error", "out of memory");
+        r = manager_objects_load(m);
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot load objects: %s", strerror(-r));
+        r = load_documents(m, reterr);
+        if (r < 0)
+                return r;
+        r = manager_hogs_load(m);
+        if (r < 0)
+                return error_set(reterr, r, "internal_error", "cannot load hogs: %s", strerror(-r));
+        r = netns_set_start(m->netns, reterr);
+        if (r >= 0)
+                r = manager_resync_start(m, reterr);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++)
+                request_queue_reconcile(m->queue, iface_table_at(m->ifaces, i), REASON_START);
+        /* Ready once the queue has run dry the first time: checked after each turn of the loop that
+         * dispatched something, and once at the first (when there is nothing to do, nothing else runs). */
+        r = sd_event_add_post(m->event, &m->start.post, on_started_check, m);
+        if (r >= 0)
+                r = sd_event_add_defer(m->event, NULL, on_started_check, m);
+        if (r < 0)
+                return error_set(reterr, r, "internal_error", "cannot watch the queue: %s", strerror(-r));
+        return 0;
+}
+
+void daemon_notify_status(Manager *m) {
+        size_t n[_IFACE_STATE_MAX] = { 0 };
+        char status[sizeof(m->status)];
+
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
+                const Iface *it = iface_table_at(m->ifaces, i);
+                if (it->visible)
+                        n[it->state]++;
+        }
+        snprintf(status, sizeof(status), "STATUS=%zu document(s): %zu configured, %zu pending, %zu failed",
+                 n[IFACE_CONFIGURED] + n[IFACE_PENDING] + n[IFACE_FAILED], n[IFACE_CONFIGURED],
+                 n[IFACE_PENDING], n[IFACE_FAILED]);
+        if (streq(status, m->status))
+                return;
+        snprintf(m->status, sizeof(m->status), "%s", status);
+        (void) sd_notify(0, status);
+}
+
+/* ---- reading the kernel for the faces ---- */
+
+int daemon_iface_status(Manager *m, const Iface *it_const, IfaceStatus *ret, Error *reterr) {
+        Iface *it = (Iface *) it_const; /* observing fills the filters' facts: the kernel's view, not ours */
+        IfaceStatus s = { .n_filters = it->n_filters };
+        AttachObserved obs = { 0 };
+        AttachContext c;
+        NlSocket *rtnl;
+
+        s.filters = calloc(it->n_filters + 1, sizeof(FilterStatus));
+        if (!s.filters)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        rtnl = it->ifindex > 0 ? netns_set_rtnl_followed(m->netns, it->netns) : NULL;
+        if (rtnl) {
+                attach_context_init(m, it, rtnl, &c);
+                if (attach_observe(&c, &obs, NULL) >= 0) {
+                        attach_observed_free(&obs);
+                        for (size_t i = 0; i < it->n_filters; i++)
+                                s.filters[i].observed = it->filters[i].observed;
+                }
+        }
+        /* The kernel's counts for what is attached (0 unless BPF_ENABLE_STATS is held). */
+        for (size_t i = 0; i < it->n_filters; i++) {
+                FilterStatus *fs = &s.filters[i];
+                NlProgramStats ps;
+                if (fs->observed.classifier_attached &&
+                    nl_program_stats(fs->observed.prog_id, &ps, NULL) >= 0) {
+                        fs->has_stats = true;
+                        fs->run_count = ps.run_count;
+                        fs->run_time_ns = ps.run_time_ns;
+                }
+        }
+        *ret = s;
+        return 0;
+}
+
+void iface_status_done(IfaceStatus *s) {
+        free(s->filters);
+        *s = (IfaceStatus){ 0 };
+}
+
+void link_views_free(LinkView *v, size_t n) {
+        for (size_t i = 0; v && i < n; i++)
+                free(v[i].filters);
+        free(v);
+}
+
+int daemon_links(Manager *m, const char *netns, LinkView **ret, size_t *ret_n, Error *reterr) {
+        _cleanup_free_ NlLink *links = NULL;
+        NlSocket *rtnl;
+        LinkView *v;
+        size_t n;
+        int r;
+
+        r = netns_set_rtnl(m->netns, netns, &rtnl, reterr);
+        if (r == -ENOENT || r == -EAGAIN) {
+                error_done(reterr);
+                r = error_set(reterr, ENOENT, "netns_not_found", "no network namespace %s in %s", netns,
+                              m->config.netns_dir);
+        }
+        if (r >= 0)
+                r = nl_link_list(rtnl, &links, &n, reterr);
+        if (r >= 0 && !(v = calloc(n + 1, sizeof(LinkView))))
+                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                v[i].link = links[i];
+                /* An interface can vanish between the two dumps: show it without filters. */
+                (void) nl_filter_dump(rtnl, links[i].ifindex, &v[i].filters, &v[i].n_filters, NULL);
+        }
+        /* Looking is not following: a namespace no document names is let go again (its socket with
+         * it: after the dumps). */
+        manager_release_netns(m, netns);
+        if (r < 0)
+                return r;
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}
+
+static int netns_view_add(NetnsView **v, size_t *n, const char *name) {
+        NetnsView *nv;
+
+        for (size_t i = 0; i < *n; i++)
+                if (streq((*v)[i].name, name))
+                        return (int) i;
+        nv = realloc(*v, (*n + 1) * sizeof(NetnsView));
+        if (!nv)
+                return -ENOMEM;
+        *v = nv;
+        nv[*n] = (NetnsView){ 0 };
+        snprintf(nv[*n].name, sizeof(nv[*n].name), "%s", name);
+        return (int) (*n)++;
+}
+
+static int netns_view_cmp(const void *a, const void *b) {
+        return strcmp(((const NetnsView *) a)->name, ((const NetnsView *) b)->name);
+}
+
+int daemon_netns_list(Manager *m, NetnsView **ret, size_t *ret_n, Error *reterr) {
+        char **present = NULL;
+        NetnsView *v = NULL;
+        size_t n = 0, n_present = 0;
+        int k = 0;
+
+        if (netns_set_list_present(m->netns, &present, &n_present) < 0)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (size_t i = 0; i < n_present && k >= 0; i++)
+                if ((k = netns_view_add(&v, &n, present[i])) >= 0)
+                        v[k].present = true;
+        strv_free_n(present, n_present);
+        for (size_t i = 0; i < iface_table_size(m->ifaces) && k >= 0; i++) {
+                const Iface *it = iface_table_at(m->ifaces, i);
+                if (!it->netns || !it->visible)
+                        continue;
+                if ((k = netns_view_add(&v, &n, it->netns)) >= 0)
+                        v[k].documents++;
+        }
+        if (k < 0) {
+                free(v);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        for (size_t i = 0; i < n; i++)
+                v[i].followed = netns_set_follows(m->netns, v[i].name);
+        if (n > 0)
+                qsort(v, n, sizeof(NetnsView), netns_view_cmp);
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}

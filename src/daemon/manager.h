@@ -1,0 +1,119 @@
+/* manager.h: the Manager owns the daemon's parts, each with its own header and small struct: the
+ * interface table, the followed namespaces, the program registry, the object cache, the request queue
+ * and the workers. The files that orchestrate them include this; a part's own file sees only its part. */
+#pragma once
+
+#include "daemon.h"
+#include "iface-table.h"
+#include "netns.h"
+#include "object-cache.h"
+#include "queue.h"
+#include "registry.h"
+#include "worker.h"
+
+typedef struct ChangeListener {
+        DaemonChangeFunc f;
+        void *userdata;
+} ChangeListener;
+
+typedef struct Loads Loads;
+
+/* What the kernel has, probed once at start. */
+typedef struct KernelFeatures {
+        char kernel_release[65];
+        bool act_bpf;
+        bool tcx;
+        int bpf_stats_fd; /* BPF_ENABLE_STATS held, or -1 */
+} KernelFeatures;
+
+/* Start-up: READY=1 once the first reconcile of every document is done. */
+typedef struct Startup {
+        DaemonReadyFunc ready;
+        void *userdata;
+        sd_event_source *post; /* watches the queue until then */
+        bool done;
+} Startup;
+
+struct Manager {
+        DaemonConfig config;
+        sd_event *event;
+        Store *store;
+        IfaceTable *ifaces;
+        NetnsSet *netns;
+        Registry *registry;
+        ObjectCache *objects;
+        RequestQueue *queue;
+        Workers *workers;
+        Loads *loads;
+        KernelFeatures kernel;
+        DaemonCounters counters;
+        char status[128]; /* the last STATUS= sent to systemd */
+        sd_event_source *resync_source;
+        ChangeListener *listeners;
+        size_t n_listeners;
+        Startup start;
+};
+
+/* Tells every listener of the change (where it happens: networkd's link_send_changed()). */
+void manager_changed(Manager *m, Iface *it, unsigned changes);
+/* The interface's namespace's request socket, following it if needed: -ENODEV when the namespace or
+ * the interface is absent (with ret_link). */
+int manager_link(Manager *m, const char *netns, const char *ifname, NlSocket **ret_rtnl, NlLink *ret_link,
+                 Error *reterr);
+/* Stops following a named namespace no interface names any more. */
+void manager_release_netns(Manager *m, const char *netns);
+/* Removes the interface from the table and frees it (its programs released). */
+void manager_forget(Manager *m, Iface *it);
+/* Saves the documents' facts if they changed. */
+void manager_save_facts(Manager *m, Iface *it);
+void manager_check_started(Manager *m);
+
+/* reconcile.c */
+/* One reconcile of the interface (any reason): observe, acquire programs (adopting), plan, apply,
+ * verify. -EAGAIN when programs are being loaded (the request runs again when they are in). */
+int iface_reconcile(Manager *m, Iface *it, Error *reterr);
+/* The queue's process function. */
+int manager_process_request(Manager *m, Request *r);
+/* Acquires every program of target's filters: 0, -EAGAIN (loads started; resume's work goes on when they
+ * are in), or a load's failure. The filters' observed facts say what may be adopted. */
+int iface_acquire_programs(Manager *m, Iface *target, Iface *resume, Error *reterr);
+/* Observes with every kind; the caller frees with attach_observed_free(). */
+typedef struct AttachObserved {
+        void *cls, *tcx;
+} AttachObserved;
+struct AttachContext;
+void attach_context_init(Manager *m, Iface *it, NlSocket *rtnl, struct AttachContext *ret);
+int attach_observe(struct AttachContext *c, AttachObserved *ret, Error *reterr);
+void attach_observed_free(AttachObserved *o);
+/* Plans and applies with every kind, then verifies: the number of changes. */
+int attach_apply_all(struct AttachContext *c, AttachObserved *o, Error *reterr);
+/* Everything of clsd's goes from the interface (its filters, its tcx links, the clsact it created). */
+int iface_remove_all(Manager *m, Iface *it, NlSocket *rtnl, Error *reterr);
+
+/* loads.c: one load per program at a time, whoever waits for it. */
+int loads_new(Loads **ret);
+Loads *loads_free(Loads *l);
+/* Starts (or joins) the load of ref for waiter's filters: -EAGAIN (the program goes to waiter's filters
+ * that want it, and resume's work goes on, when the load is done), or the failure of a load it waited
+ * for. */
+int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *waiter, Iface *resume,
+                  Error *reterr);
+/* The interface goes: it waits for nothing (as a target or to be resumed). */
+void loads_forget(Manager *m, Iface *waiter);
+
+/* events.c */
+void manager_on_netns_event(const char *netns, const struct nlmsghdr *nlh, bool lost, void *userdata);
+void manager_on_netns_change(const char *netns, bool present, void *userdata);
+int manager_resync_start(Manager *m, Error *reterr);
+
+/* put.c */
+/* Queues a change of the interface's hog (NULL: it goes), applied like a PUT, rolled back on failure;
+ * done (may be NULL) is told when it is applied or failed. */
+void manager_hog_change_done(Manager *m, const char *netns, const char *ifname, Document *hog,
+                             const char *hog_path, DaemonDoneFunc done, void *userdata);
+
+/* hogs.c */
+int manager_hogs_load(Manager *m);
+
+/* objects.c */
+int manager_objects_load(Manager *m);

@@ -1,0 +1,36 @@
+/* resolve.h: a document's "object" and "program" of each filter and action, resolved to an object clsd
+ * knows and one of its programs that tc can run as that use. An object named by path is read; one clsd
+ * has not seen yet must be inspected first (by a worker): resolution stops and says which. */
+#pragma once
+
+#include "object-cache.h"
+
+typedef struct PendingObject {
+        char digest[SHA256_DIGEST_STRING_MAX];
+        char *data;
+        size_t size;
+} PendingObject;
+
+typedef struct Resolver {
+        const ObjectCache *cache;
+        size_t object_size_max;
+        bool act_bpf; /* the kernel has act_bpf: "actions" can run */
+        bool tcx; /* the kernel has tcx */
+        /* Objects inspected for this resolution that are not in the cache (a dry run stores nothing). */
+        DaemonObject *extra;
+        size_t n_extra;
+        /* Objects to inspect before resolution can go on (-EAGAIN). */
+        PendingObject *pending;
+        size_t n_pending;
+} Resolver;
+
+void resolver_done(Resolver *rs);
+/* Resolves every filter of doc (filling digest and program): 0, -EAGAIN with rs->pending to inspect, or
+ * the reason it cannot (in reterr). tcx filters must be runnable: the kernel has tcx, no program twice
+ * on a hook. */
+int resolver_document(Resolver *rs, Document *doc, Error *reterr);
+/* An object of rs->pending was inspected, not stored: it counts for this resolution only. Takes info. */
+int resolver_add_extra(Resolver *rs, const char *digest, size_t size, NlObjectInfo *info);
+/* The description of digest: in the cache or among the extra ones. */
+const NlObjectInfo *resolver_info(const Resolver *rs, const char *digest);
+void pending_objects_free(PendingObject *v, size_t n);

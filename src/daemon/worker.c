@@ -1,0 +1,502 @@
+/* worker.c: jobs run by worker processes (clsd --worker), one process per job: a fork and exec gives
+ * each a clean address space and no fd of clsd's but its socket, so a parser that crashes or a verifier
+ * that takes seconds costs that process only. The loop learns of the answer (the socket) and of the
+ * end (SIGCHLD) through sd-event; a worker that ends without answering died of its input. */
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "daemon.h"
+#include "worker.h"
+
+/* The fd a worker finds its socket on. */
+#define WORKER_FD 3
+/* Workers yield to the loop (and to everything else on the host). */
+#define WORKER_NICE 10
+
+struct WorkerJob {
+        Workers *workers;
+        NlJobKind kind;
+        int sock;
+        int child_sock; /* the worker's end, until it is started */
+        pid_t pid; /* 0: not started (yet) */
+        bool spawning; /* the spawner thread has it: not to be freed until it answers */
+        bool orphaned; /* cancelled while spawning: freed (its worker killed) once the answer comes */
+        bool slot; /* holds one of the max_running slots */
+        sd_event_source *io_source;
+        sd_event_source *child_source;
+        bool answered, exited;
+        int exit_code; /* once exited: its status, or */
+        int signal; /* the signal that killed it (0: none) */
+        WorkerResult result;
+        WorkerDoneFunc done; /* NULL: cancelled */
+        void *userdata;
+        WorkerJob *prev, *next;
+};
+
+struct Workers {
+        sd_event *event;
+        char *exe;
+        char **env; /* the workers' environment, when it differs from clsd's; else NULL */
+        WorkerJob *jobs; /* started and waiting */
+        size_t n_running, max_running;
+        uint64_t n_jobs, n_crashes;
+        /* Spawning a process takes milliseconds (the exec, during which a vfork()ed parent waits):
+         * a thread of its own does it, told of each job through a pipe and answering through
+         * another, which the loop watches. */
+        pthread_t spawner;
+        bool spawner_running;
+        int spawn_req[2], spawn_res[2];
+        sd_event_source *spawn_source;
+};
+
+typedef struct SpawnAnswer {
+        WorkerJob *job;
+        pid_t pid;
+        int error; /* positive errno, or 0 */
+} SpawnAnswer;
+
+static void start_waiting(Workers *w);
+static int on_spawned(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+static void *spawner_main(void *userdata);
+
+int daemon_worker_main(int fd) {
+        /* Dies with clsd (a clsd gone before this line leaves it a parent that is not clsd), and
+         * yields to clsd's loop and to everything else on the host. */
+        pid_t parent = getppid();
+        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+                _exit(1);
+        (void) setpriority(PRIO_PROCESS, 0, WORKER_NICE);
+        /* _exit(): a confined worker has nothing to flush, and no exit handler may run (a leak
+         * checker's would need system calls the seccomp filter refuses). */
+        _exit(nl_worker_serve(fd));
+}
+
+/* In a sanitizer build, a worker killed by its input dies of the signal, as it would otherwise: the
+ * sanitizer reports only what it finds itself. */
+static int worker_env(char ***ret) {
+        const char *asan = getenv("ASAN_OPTIONS");
+        size_t n = 0;
+        char **env;
+
+        *ret = NULL;
+        if (!asan)
+                return 0;
+        while (environ[n])
+                n++;
+        env = calloc(n + 1, sizeof(char *));
+        if (!env)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                if (startswith(environ[i], "ASAN_OPTIONS=")) {
+                        if (asprintf(&env[i],
+                                     "%s:handle_segv=0:handle_sigbus=0:handle_abort=0:detect_leaks=0",
+                                     environ[i]) < 0)
+                                env[i] = NULL;
+                } else
+                        env[i] = strdup(environ[i]);
+                if (!env[i]) {
+                        strv_free_n(env, i);
+                        return -ENOMEM;
+                }
+        }
+        *ret = env;
+        return 0;
+}
+
+int workers_new(sd_event *event, const char *exe, Workers **ret) {
+        Workers *w = calloc(1, sizeof(*w));
+
+        if (!w || !(w->exe = strdup(exe))) {
+                free(w);
+                return -ENOMEM;
+        }
+        if (worker_env(&w->env) < 0) {
+                free(w->exe);
+                free(w);
+                return -ENOMEM;
+        }
+        w->event = sd_event_ref(event);
+        /* One fewer at once than there are CPUs (at least one): a CPU stays for the loop (the verifier
+         * runs in the workers' system calls, where a niced task still holds its CPU until it yields),
+         * and the rest wait their turn. */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        w->max_running = cpus > 2 ? (size_t) cpus - 1 : 1;
+        w->spawn_req[0] = w->spawn_req[1] = w->spawn_res[0] = w->spawn_res[1] = -1;
+        if (pipe2(w->spawn_req, O_CLOEXEC) < 0 || pipe2(w->spawn_res, O_CLOEXEC | O_NONBLOCK) < 0 ||
+            sd_event_add_io(event, &w->spawn_source, w->spawn_res[0], EPOLLIN, on_spawned, w) < 0 ||
+            pthread_create(&w->spawner, NULL, spawner_main, w) != 0) {
+                workers_free(w);
+                return -ENOMEM;
+        }
+        w->spawner_running = true;
+        *ret = w;
+        return 0;
+}
+
+static void job_free(WorkerJob *j) {
+        Workers *w = j->workers;
+
+        if (j->spawning) {
+                j->done = NULL;
+                j->orphaned = true;
+                return;
+        }
+        if (j->prev)
+                j->prev->next = j->next;
+        else
+                w->jobs = j->next;
+        if (j->next)
+                j->next->prev = j->prev;
+        if (j->slot)
+                w->n_running--;
+        sd_event_source_disable_unref(j->io_source);
+        sd_event_source_disable_unref(j->child_source);
+        safe_close(j->sock);
+        safe_close(j->child_sock);
+        if (!j->exited && j->pid > 0) {
+                (void) kill(j->pid, SIGKILL);
+                (void) waitpid(j->pid, NULL, 0);
+        }
+        error_done(&j->result.error);
+        nl_object_info_free(j->result.info);
+        nl_program_free(j->result.program);
+        free(j);
+}
+
+/* A job leaves: the next waiting one may start (not from workers_free(), which stops them all). */
+static void job_done(WorkerJob *j) {
+        Workers *w = j->workers;
+
+        job_free(j);
+        start_waiting(w);
+}
+
+Workers *workers_free(Workers *w) {
+        SpawnAnswer a;
+
+        if (!w)
+                return NULL;
+        if (w->spawner_running) {
+                WorkerJob *stop = NULL;
+                (void) !write(w->spawn_req[1], &stop, sizeof(stop));
+                (void) pthread_join(w->spawner, NULL);
+        }
+        /* What the spawner answered and the loop did not read: those workers are killed below. */
+        while (w->spawn_res[0] >= 0 && read(w->spawn_res[0], &a, sizeof(a)) == sizeof(a)) {
+                a.job->spawning = false;
+                a.job->pid = a.error ? 0 : a.pid;
+        }
+        for (WorkerJob *j = w->jobs; j; j = j->next)
+                j->spawning = false; /* asked for, never spawned */
+        while (w->jobs)
+                job_free(w->jobs);
+        sd_event_source_disable_unref(w->spawn_source);
+        for (int i = 0; i < 2; i++) {
+                safe_close(w->spawn_req[i]);
+                safe_close(w->spawn_res[i]);
+        }
+        sd_event_unref(w->event);
+        if (w->env) {
+                size_t n = 0;
+                while (w->env[n])
+                        n++;
+                strv_free_n(w->env, n);
+        }
+        free(w->exe);
+        free(w);
+        return NULL;
+}
+
+size_t workers_running(const Workers *w) {
+        return w ? w->n_running : 0;
+}
+
+uint64_t workers_jobs(const Workers *w) {
+        return w ? w->n_jobs : 0;
+}
+
+uint64_t workers_crashes(const Workers *w) {
+        return w ? w->n_crashes : 0;
+}
+
+void worker_job_cancel(WorkerJob *j) {
+        if (j)
+                job_done(j);
+}
+
+/* Both the answer and the end are in: the caller learns the result. */
+static void job_finish(WorkerJob *j) {
+        WorkerDoneFunc done = j->done;
+        void *userdata = j->userdata;
+        WorkerResult result;
+
+        if (!j->exited)
+                return;
+        if (!j->answered) {
+                /* It ended without answering: its input killed it (or a limit did). */
+                if (j->signal) {
+                        j->workers->n_crashes++;
+                        error_set(&j->result.error, EINVAL, "invalid_object",
+                                  "the %s died of signal %d (%s) on this object: not an object clsd can use",
+                                  j->kind == NL_JOB_INSPECT ? "object's parser" : "program's loader",
+                                  j->signal, strsignal(j->signal));
+                        log_warning("worker %d: killed by signal %d while %s an object", (int) j->pid,
+                                    j->signal, j->kind == NL_JOB_INSPECT ? "inspecting" : "loading");
+                } else
+                        error_set(&j->result.error, EIO, "internal_error",
+                                  "the worker exited %d without answering", j->exit_code);
+                j->result.r = -j->result.error.error;
+        }
+        result = j->result;
+        j->result = (WorkerResult){ 0 };
+        job_done(j);
+        if (done)
+                done(&result, userdata);
+        error_done(&result.error);
+        nl_object_info_free(result.info);
+        nl_program_free(result.program);
+}
+
+static int on_answer(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        WorkerJob *j = userdata;
+        NlJobReply reply = { 0 };
+        int r;
+
+        (void) s, (void) revents;
+        r = nl_job_read_reply(fd, j->kind, &reply);
+        if (r == -EAGAIN || r == -EINTR)
+                return 0;
+        j->io_source = sd_event_source_disable_unref(j->io_source);
+        if (r >= 0) {
+                j->answered = true;
+                j->result = (WorkerResult){
+                        .r = reply.r, .error = reply.error, .info = reply.info, .program = reply.program
+                };
+        } else if (r != -ECONNRESET) {
+                j->answered = true;
+                j->result.r = r;
+                error_set(&j->result.error, -r, "internal_error", "the worker answered nonsense: %s",
+                          strerror(-r));
+        }
+        job_finish(j);
+        return 0;
+}
+
+static int on_exit_(sd_event_source *s, const siginfo_t *si, void *userdata) {
+        WorkerJob *j = userdata;
+
+        (void) s;
+        j->exited = true;
+        if (si->si_code == CLD_EXITED)
+                j->exit_code = si->si_status;
+        else
+                j->signal = si->si_status;
+        j->child_source = sd_event_source_disable_unref(j->child_source);
+        /* The answer, if any, was sent before it exited: read it now if the socket still holds it. */
+        if (!j->answered && j->io_source)
+                (void) on_answer(j->io_source, j->sock, EPOLLIN, j);
+        else
+                job_finish(j);
+        return 0;
+}
+
+/* Forks and execs the job's worker; its request already waits in the socket. */
+/* The spawner thread: posix_spawn() (a vfork: no copy of clsd's page tables) of each job it is given.
+ * The worker's socket becomes its fd 3, kept across exec (every other fd of clsd's is O_CLOEXEC); its
+ * signals are as a new process's. It makes itself niced and dies with clsd (daemon_worker_main()). */
+static void *spawner_main(void *userdata) {
+        Workers *w = userdata;
+        char *argv[] = { (char *) "clsd", (char *) "--worker", NULL };
+        WorkerJob *j;
+        sigset_t none, all;
+
+        sigemptyset(&none);
+        sigfillset(&all);
+        while (read(w->spawn_req[0], &j, sizeof(j)) == sizeof(j) && j) {
+                SpawnAnswer a = { .job = j };
+                posix_spawn_file_actions_t fa;
+                posix_spawnattr_t attr;
+                int r;
+
+                r = posix_spawn_file_actions_init(&fa);
+                if (r == 0) {
+                        r = posix_spawnattr_init(&attr);
+                        if (r == 0)
+                                r = posix_spawn_file_actions_adddup2(&fa, j->child_sock, WORKER_FD);
+                        if (r == 0)
+                                r = posix_spawnattr_setflags(&attr,
+                                                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+                        if (r == 0)
+                                r = posix_spawnattr_setsigmask(&attr, &none);
+                        if (r == 0)
+                                r = posix_spawnattr_setsigdefault(&attr, &all);
+                        if (r == 0)
+                                r = posix_spawn(&a.pid, w->exe, &fa, &attr, argv, w->env ?: environ);
+                        posix_spawnattr_destroy(&attr);
+                        posix_spawn_file_actions_destroy(&fa);
+                }
+                a.error = r;
+                if (write(w->spawn_res[1], &a, sizeof(a)) != sizeof(a))
+                        break; /* the loop is gone */
+        }
+        return NULL;
+}
+
+static void job_spawned(WorkerJob *j, pid_t pid, int error) {
+        Workers *w = j->workers;
+        int r = -error;
+
+        j->spawning = false;
+        if (r >= 0) {
+                j->pid = pid;
+                j->child_sock = safe_close(j->child_sock);
+        }
+        if (j->orphaned) {
+                job_free(j);
+                start_waiting(w);
+                return;
+        }
+        if (r >= 0)
+                r = sd_event_add_io(w->event, &j->io_source, j->sock, EPOLLIN, on_answer, j);
+        if (r >= 0)
+                r = sd_event_add_child(w->event, &j->child_source, pid, WEXITED, on_exit_, j);
+        if (r < 0) {
+                /* the caller learns of it as of a worker that failed */
+                log_error_errno(r, "cannot start a worker: %m");
+                if (j->pid > 0) {
+                        (void) kill(j->pid, SIGKILL);
+                        (void) waitpid(j->pid, NULL, 0);
+                }
+                j->exited = true;
+                j->exit_code = 127;
+                job_finish(j);
+        }
+}
+
+static int on_spawned(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        SpawnAnswer a;
+
+        (void) s, (void) revents, (void) userdata;
+        while (read(fd, &a, sizeof(a)) == sizeof(a))
+                job_spawned(a.job, a.pid, a.error);
+        return 0;
+}
+
+/* Starts waiting jobs while there is room, oldest first (the list is newest first). */
+static void start_waiting(Workers *w) {
+        for (;;) {
+                WorkerJob *oldest = NULL;
+                int r;
+
+                if (w->n_running >= w->max_running)
+                        return;
+                for (WorkerJob *j = w->jobs; j; j = j->next)
+                        if (!j->slot)
+                                oldest = j;
+                if (!oldest)
+                        return;
+                oldest->slot = true;
+                w->n_running++;
+                oldest->spawning = true;
+                r = write(w->spawn_req[1], &oldest, sizeof(oldest)) == sizeof(oldest) ? 0 : -errno;
+                if (r < 0) {
+                        oldest->spawning = false;
+                        log_error_errno(r, "cannot start a worker: %m");
+                        oldest->exited = true;
+                        oldest->exit_code = 127;
+                        job_finish(oldest);
+                }
+        }
+}
+
+static int job_start(Workers *w, NlJobKind kind, WorkerDoneFunc done, void *userdata, WorkerJob **ret) {
+        WorkerJob *j = calloc(1, sizeof(*j));
+        int sv[2];
+
+        if (!j)
+                return -ENOMEM;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
+                free(j);
+                return -errno;
+        }
+        /* The worker's end blocks (the flag is the file's, which only the worker uses), and is not fd 3
+         * itself, where dup2() would leave it O_CLOEXEC. */
+        (void) fcntl(sv[1], F_SETFL, fcntl(sv[1], F_GETFL) & ~O_NONBLOCK);
+        if (sv[1] == WORKER_FD) {
+                int fd = fcntl(sv[1], F_DUPFD_CLOEXEC, WORKER_FD + 1);
+                if (fd < 0) {
+                        int e = -errno;
+                        close(sv[0]);
+                        close(sv[1]);
+                        free(j);
+                        return e;
+                }
+                close(sv[1]);
+                sv[1] = fd;
+        }
+        *j = (WorkerJob){ .workers = w,
+                          .kind = kind,
+                          .sock = sv[0],
+                          .child_sock = sv[1],
+                          .done = done,
+                          .userdata = userdata };
+        j->next = w->jobs;
+        if (w->jobs)
+                w->jobs->prev = j;
+        w->jobs = j;
+        w->n_jobs++;
+        *ret = j;
+        return 0;
+}
+
+int worker_inspect(Workers *w, const void *data, size_t size, WorkerDoneFunc done, void *userdata,
+                   WorkerJob **ret) {
+        WorkerJob *j;
+        int r;
+
+        r = job_start(w, NL_JOB_INSPECT, done, userdata, &j);
+        if (r < 0)
+                return r;
+        r = nl_job_send_inspect(j->sock, data, size);
+        if (r < 0) {
+                j->done = NULL;
+                job_free(j);
+                return r;
+        }
+        if (ret)
+                *ret = j;
+        start_waiting(w);
+        return 0;
+}
+
+int worker_load(Workers *w, int object_fd, const char *object_name, const char *program, NlProgKind kind,
+                const NlMap *reuse, size_t n_reuse, WorkerDoneFunc done, void *userdata, WorkerJob **ret) {
+        WorkerJob *j;
+        int r;
+
+        r = job_start(w, NL_JOB_LOAD, done, userdata, &j);
+        if (r < 0)
+                return r;
+        r = nl_job_send_load(j->sock, object_fd, object_name, program, kind, reuse,
+                             MIN(n_reuse, NL_JOB_REUSE_MAX));
+        if (r < 0) {
+                j->done = NULL;
+                job_free(j);
+                return r;
+        }
+        if (ret)
+                *ret = j;
+        start_waiting(w);
+        return 0;
+}

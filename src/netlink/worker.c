@@ -1,0 +1,711 @@
+/* worker.c: the work on object bytes that must not take clsd down, in a process of its own: inspecting
+ * an object (libbpf parses untrusted ELF and BTF) with no privileges under a tight seccomp filter, and
+ * loading a program (the verifier may take seconds). A job and its answer travel over a SOCK_SEQPACKET
+ * socket: a header, fds beside it (the object, the maps to take over; the loaded program), and bulk
+ * bytes (an object's description, a verifier log) in a memfd. */
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/bpf.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "nl-internal.h"
+
+#define JOB_MAGIC 0x4a534c43u /* "CLSJ" */
+#define REPLY_MAGIC 0x52534c43u /* "CLSR" */
+/* The user an inspection runs as: nobody. */
+#define WORKER_UID 65534
+#define WORKER_GID 65534
+
+typedef struct JobRequest {
+        uint32_t magic;
+        uint32_t kind; /* NlJobKind */
+        uint32_t prog_kind; /* NlProgKind */
+        uint32_t n_reuse;
+        char object_name[32];
+        char program[128];
+        char reuse_names[NL_JOB_REUSE_MAX][16];
+} JobRequest;
+
+typedef struct JobReplyHeader {
+        uint32_t magic;
+        int32_t r; /* 0 or -errno */
+        char code[32];
+        char message[1024];
+        uint32_t has_program; /* an fd of the program comes first */
+        uint32_t has_payload; /* a memfd of payload_size bytes comes (last) */
+        uint64_t payload_size;
+} JobReplyHeader;
+
+/* ---- sending and receiving a message with fds ---- */
+
+static int send_msg(int sock, const void *buf, size_t size, const int *fds, size_t n_fds) {
+        char control[CMSG_SPACE(sizeof(int) * (NL_JOB_REUSE_MAX + 2))] = { 0 };
+        struct iovec iov = { .iov_base = (void *) buf, .iov_len = size };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+        if (n_fds > NL_JOB_REUSE_MAX + 2)
+                return -E2BIG;
+        if (n_fds > 0) {
+                struct cmsghdr *c;
+                mh.msg_control = control;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+                c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+        }
+        if (sendmsg(sock, &mh, MSG_NOSIGNAL) != (ssize_t) size)
+                return -errno ?: -EIO;
+        return 0;
+}
+
+/* One message of exactly size bytes, and the fds beside it (at most max_fds; the rest closed). */
+static int recv_msg(int sock, void *buf, size_t size, int *fds, size_t max_fds, size_t *ret_n_fds) {
+        char control[CMSG_SPACE(sizeof(int) * (NL_JOB_REUSE_MAX + 2))];
+        struct iovec iov = { .iov_base = buf, .iov_len = size };
+        struct msghdr mh = {
+                .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof(control)
+        };
+        size_t n = 0;
+        ssize_t k;
+
+        k = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        if (k < 0)
+                return -errno;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t m = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                int got[NL_JOB_REUSE_MAX + 2];
+                memcpy(got, CMSG_DATA(c), sizeof(int) * MIN(m, ELEMENTSOF(got)));
+                for (size_t i = 0; i < MIN(m, ELEMENTSOF(got)); i++) {
+                        if (n < max_fds)
+                                fds[n++] = got[i];
+                        else
+                                close(got[i]);
+                }
+        }
+        *ret_n_fds = n;
+        if (k == 0)
+                return -ECONNRESET;
+        if ((size_t) k != size || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+                for (size_t i = 0; i < n; i++)
+                        close(fds[i]);
+                *ret_n_fds = 0;
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+static int memfd_with(const char *name, const void *data, size_t size) {
+        int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        const char *p = data;
+
+        if (fd < 0)
+                return -errno;
+        for (size_t done = 0; done < size;) {
+                ssize_t k = write(fd, p + done, size - done);
+                if (k < 0) {
+                        int e = -errno;
+                        close(fd);
+                        return e;
+                }
+                done += (size_t) k;
+        }
+        /* What was handed over stays as it was sent. */
+        (void) fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+        return fd;
+}
+
+/* Reads what fd holds, up to max bytes (more: -EFBIG). */
+static int read_fd_all(int fd, size_t max, char **ret, size_t *ret_size) {
+        struct stat st;
+        char *buf;
+        size_t done = 0;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (st.st_size < 0 || (uint64_t) st.st_size > max)
+                return -EFBIG;
+        buf = malloc((size_t) st.st_size + 1);
+        if (!buf)
+                return -ENOMEM;
+        while (done < (size_t) st.st_size) {
+                ssize_t k = pread(fd, buf + done, (size_t) st.st_size - done, (off_t) done);
+                if (k <= 0) {
+                        free(buf);
+                        return k < 0 ? -errno : -EIO;
+                }
+                done += (size_t) k;
+        }
+        buf[done] = 0;
+        *ret = buf;
+        *ret_size = done;
+        return 0;
+}
+
+/* ---- the parent's side ---- */
+
+int nl_job_send_inspect(int sock, const void *data, size_t size) {
+        JobRequest req = { .magic = JOB_MAGIC, .kind = NL_JOB_INSPECT };
+        int fd = memfd_with("clsd-object", data, size), r;
+
+        if (fd < 0)
+                return fd;
+        r = send_msg(sock, &req, sizeof(req), &fd, 1);
+        close(fd);
+        return r;
+}
+
+int nl_job_send_load(int sock, int object_fd, const char *object_name, const char *program, NlProgKind kind,
+                     const NlMap *reuse, size_t n_reuse) {
+        JobRequest req = { .magic = JOB_MAGIC, .kind = NL_JOB_LOAD, .prog_kind = kind };
+        int fds[NL_JOB_REUSE_MAX + 1];
+
+        if (n_reuse > NL_JOB_REUSE_MAX || strlen(program) >= sizeof(req.program))
+                return -E2BIG;
+        snprintf(req.object_name, sizeof(req.object_name), "%s", object_name);
+        snprintf(req.program, sizeof(req.program), "%s", program);
+        req.n_reuse = (uint32_t) n_reuse;
+        fds[0] = object_fd;
+        for (size_t i = 0; i < n_reuse; i++) {
+                snprintf(req.reuse_names[i], sizeof(req.reuse_names[i]), "%s", reuse[i].name);
+                fds[i + 1] = reuse[i].fd;
+        }
+        return send_msg(sock, &req, sizeof(req), fds, n_reuse + 1);
+}
+
+void nl_job_reply_done(NlJobReply *r) {
+        error_done(&r->error);
+        r->info = nl_object_info_free(r->info);
+        r->program = nl_program_free(r->program);
+}
+
+/* An error code as the worker names it, made clsd's own (Error.code is static): one a worker cannot
+ * send is an internal error. */
+static const char *code_known(const char *s) {
+        static const char *const codes[] = {
+                "invalid_object",   "verifier_rejected", "wrong_program_type", "program_not_found",
+                "map_incompatible", "kernel_error",      "internal_error",     "program_ambiguous",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(codes); i++)
+                if (streq(s, codes[i]))
+                        return codes[i];
+        return "internal_error";
+}
+
+int nl_job_read_reply(int sock, NlJobKind kind, NlJobReply *ret) {
+        JobReplyHeader h;
+        int fds[2] = { -1, -1 }, r;
+        size_t n_fds = 0, i = 0;
+        NlJobReply reply = { 0 };
+
+        r = recv_msg(sock, &h, sizeof(h), fds, 2, &n_fds);
+        if (r < 0)
+                return r;
+        if (h.magic != REPLY_MAGIC || n_fds != (size_t) (h.has_program != 0) + (h.has_payload != 0)) {
+                r = -EBADMSG;
+                goto finish;
+        }
+        h.code[sizeof(h.code) - 1] = 0;
+        h.message[sizeof(h.message) - 1] = 0;
+        reply.r = h.r > 0 ? -h.r : h.r;
+        if (reply.r < 0)
+                error_set(&reply.error, -reply.r, code_known(h.code), "%s", h.message);
+        if (h.has_program) {
+                r = kind == NL_JOB_LOAD ? nl_program_take_fd(fds[i], &reply.program, NULL) : -EBADMSG;
+                fds[i++] = -1;
+                if (r < 0)
+                        goto finish;
+        }
+        if (h.has_payload) {
+                _cleanup_free_ char *payload = NULL;
+                size_t size;
+                r = read_fd_all(fds[i],
+                                kind == NL_JOB_INSPECT ? NL_INSPECT_REPLY_MAX : NL_VERIFIER_LOG_MAX + 1,
+                                &payload, &size);
+                if (r < 0)
+                        goto finish;
+                if (reply.r < 0)
+                        error_set_detail(&reply.error, TAKE_PTR(payload)); /* a verifier log */
+                else if (kind == NL_JOB_INSPECT) {
+                        r = nl_object_info_parse(payload, size, &reply.info, &reply.error);
+                        if (r < 0) {
+                                reply.r = r;
+                                r = 0;
+                        }
+                }
+        }
+        if (kind == NL_JOB_INSPECT && reply.r >= 0 && !reply.info)
+                r = -EBADMSG;
+        if (kind == NL_JOB_LOAD && reply.r >= 0 && !reply.program)
+                r = -EBADMSG;
+finish:
+        for (size_t k = 0; k < n_fds; k++)
+                safe_close(fds[k]);
+        if (r < 0) {
+                nl_job_reply_done(&reply);
+                return r;
+        }
+        *ret = reply;
+        return 0;
+}
+
+/* ---- an object's description, as the inspection sends it back: length-prefixed, every field checked
+ * by the parent (the worker that wrote it may have been subverted) ---- */
+
+typedef struct Writer {
+        char *buf;
+        size_t size, cap;
+        bool failed;
+} Writer;
+
+static void put(Writer *w, const void *data, size_t n) {
+        if (w->failed)
+                return;
+        if (w->size + n > w->cap) {
+                size_t cap = MAX(w->cap * 2, w->size + n + 256);
+                char *b = realloc(w->buf, cap);
+                if (!b) {
+                        w->failed = true;
+                        return;
+                }
+                w->buf = b;
+                w->cap = cap;
+        }
+        memcpy(w->buf + w->size, data, n);
+        w->size += n;
+}
+
+static void put_u32(Writer *w, uint32_t v) {
+        put(w, &v, sizeof(v));
+}
+
+static void put_str(Writer *w, const char *s) {
+        uint32_t n = (uint32_t) strlen(s);
+        put_u32(w, n);
+        put(w, s, n);
+}
+
+int nl_object_info_serialize(const NlObjectInfo *info, char **ret, size_t *ret_size) {
+        Writer w = { 0 };
+
+        put_u32(&w, (uint32_t) info->n_programs);
+        for (size_t i = 0; i < info->n_programs; i++) {
+                put_str(&w, info->programs[i].name);
+                put_str(&w, info->programs[i].section);
+                put_u32(&w, info->programs[i].type_id);
+        }
+        put_u32(&w, (uint32_t) info->n_maps);
+        for (size_t i = 0; i < info->n_maps; i++) {
+                const NlMapInfo *m = &info->maps[i];
+                put_str(&w, m->name);
+                put_u32(&w, m->type_id);
+                put_u32(&w, m->key_size);
+                put_u32(&w, m->value_size);
+                put_u32(&w, m->max_entries);
+                put_u32(&w, m->flags);
+                put_u32(&w, m->internal);
+        }
+        if (w.failed) {
+                free(w.buf);
+                return -ENOMEM;
+        }
+        *ret = w.buf;
+        *ret_size = w.size;
+        return 0;
+}
+
+typedef struct Reader {
+        const uint8_t *p;
+        size_t left;
+} Reader;
+
+static int get_u32(Reader *r, uint32_t *ret) {
+        if (r->left < sizeof(uint32_t))
+                return -EBADMSG;
+        memcpy(ret, r->p, sizeof(uint32_t));
+        r->p += sizeof(uint32_t);
+        r->left -= sizeof(uint32_t);
+        return 0;
+}
+
+/* A name clsd will show and store: printable ASCII, 1 to max bytes. */
+static int get_name(Reader *r, size_t max, char **ret) {
+        uint32_t n;
+
+        if (get_u32(r, &n) < 0 || n == 0 || n > r->left)
+                return -EBADMSG;
+        if (n > max)
+                return -E2BIG;
+        for (uint32_t i = 0; i < n; i++)
+                if (r->p[i] < 0x21 || r->p[i] > 0x7e)
+                        return -EILSEQ;
+        *ret = strndup((const char *) r->p, n);
+        if (!*ret)
+                return -ENOMEM;
+        r->p += n;
+        r->left -= n;
+        return 0;
+}
+
+int nl_object_info_parse(const void *buf, size_t size, NlObjectInfo **ret, Error *reterr) {
+        _cleanup_(nl_object_info_freep) NlObjectInfo *info = calloc(1, sizeof(*info));
+        Reader rd = { .p = buf, .left = size };
+        uint32_t n;
+        int r;
+
+        if (!info)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = get_u32(&rd, &n);
+        if (r >= 0 && n > NL_OBJECT_PROGRAMS_MAX)
+                r = -E2BIG;
+        if (r < 0)
+                goto bad;
+        info->programs = calloc(n + 1, sizeof(NlProgramInfo));
+        if (!info->programs)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (uint32_t i = 0; i < n; i++) {
+                NlProgramInfo *p = &info->programs[info->n_programs];
+                if ((r = get_name(&rd, 255, &p->name)) < 0 || (r = get_name(&rd, 255, &p->section)) < 0 ||
+                    (r = get_u32(&rd, &p->type_id)) < 0) {
+                        free(p->name);
+                        free(p->section);
+                        goto bad;
+                }
+                info->n_programs++;
+                p->type = p->type_id == BPF_PROG_TYPE_UNSPEC
+                                  ? NULL
+                                  : libbpf_bpf_prog_type_str((enum bpf_prog_type) p->type_id);
+                if (!p->type)
+                        p->type = "unknown";
+        }
+        r = get_u32(&rd, &n);
+        if (r >= 0 && n > NL_OBJECT_MAPS_MAX)
+                r = -E2BIG;
+        if (r < 0)
+                goto bad;
+        info->maps = calloc(n + 1, sizeof(NlMapInfo));
+        if (!info->maps)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (uint32_t i = 0; i < n; i++) {
+                NlMapInfo *m = &info->maps[info->n_maps];
+                uint32_t internal = 0;
+                if ((r = get_name(&rd, 255, &m->name)) < 0 || (r = get_u32(&rd, &m->type_id)) < 0 ||
+                    (r = get_u32(&rd, &m->key_size)) < 0 || (r = get_u32(&rd, &m->value_size)) < 0 ||
+                    (r = get_u32(&rd, &m->max_entries)) < 0 || (r = get_u32(&rd, &m->flags)) < 0 ||
+                    (r = get_u32(&rd, &internal)) < 0 || internal > 1) {
+                        free(m->name);
+                        r = r < 0 ? r : -EBADMSG;
+                        goto bad;
+                }
+                info->n_maps++;
+                m->internal = internal;
+                m->type = nl_map_type_name(m->type_id);
+        }
+        if (rd.left != 0) {
+                r = -EBADMSG;
+                goto bad;
+        }
+        *ret = TAKE_PTR(info);
+        return 0;
+bad:
+        if (r == -ENOMEM)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        if (r == -EILSEQ)
+                return error_set(reterr, EINVAL, "invalid_object",
+                                 "a program, section or map name of the object is not printable ASCII");
+        if (r == -E2BIG)
+                return error_set(
+                        reterr, EINVAL, "invalid_object",
+                        "the object has more than %d programs or maps, or a name longer than 255 bytes",
+                        NL_OBJECT_PROGRAMS_MAX);
+        return error_set(reterr, EBADMSG, "internal_error", "the object's inspection answered nonsense");
+}
+
+/* ---- the worker's side ---- */
+
+static int reply(int sock, int r, const Error *e, int program_fd, const void *payload, size_t payload_size) {
+        JobReplyHeader h = { .magic = REPLY_MAGIC, .r = r };
+        int fds[2], n = 0, payload_fd = -1, k;
+
+        if (e && e->code)
+                snprintf(h.code, sizeof(h.code), "%s", e->code);
+        if (e && e->message)
+                snprintf(h.message, sizeof(h.message), "%s", e->message);
+        if (program_fd >= 0) {
+                h.has_program = 1;
+                fds[n++] = program_fd;
+        }
+        if (payload) {
+                payload_fd = memfd_with("clsd-reply", payload, payload_size);
+                if (payload_fd < 0)
+                        return payload_fd;
+                h.has_payload = 1;
+                h.payload_size = payload_size;
+                fds[n++] = payload_fd;
+        }
+        k = send_msg(sock, &h, sizeof(h), fds, (size_t) n);
+        safe_close(payload_fd);
+        return k;
+}
+
+static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list ap) {
+        (void) level, (void) fmt, (void) ap;
+        return 0;
+}
+
+/* An inspection may read and write what it was given, allocate, and answer (a memfd); nothing else. libbpf
+ * asks the kernel's version (uname) and looks for /proc/version_signature: it finds none. */
+static int inspect_confine(void) {
+        static const int allowed[] = { SCMP_SYS(read),           SCMP_SYS(write),
+                                       SCMP_SYS(pread64),        SCMP_SYS(lseek),
+                                       SCMP_SYS(fstat),          SCMP_SYS(newfstatat),
+                                       SCMP_SYS(mmap),           SCMP_SYS(munmap),
+                                       SCMP_SYS(mremap),         SCMP_SYS(brk),
+                                       SCMP_SYS(madvise),        SCMP_SYS(mprotect),
+                                       SCMP_SYS(sendmsg),        SCMP_SYS(close),
+                                       SCMP_SYS(uname),          SCMP_SYS(futex),
+                                       SCMP_SYS(getrandom),      SCMP_SYS(rt_sigreturn),
+                                       SCMP_SYS(rt_sigprocmask), SCMP_SYS(exit),
+                                       SCMP_SYS(exit_group),     SCMP_SYS(getpid),
+                                       SCMP_SYS(gettid),         SCMP_SYS(clock_gettime),
+                                       SCMP_SYS(memfd_create) };
+        scmp_filter_ctx ctx;
+        int r = 0;
+
+        /* No way back to privileges: nobody where clsd may change its user; else (clsd.service does not
+         * give it CAP_SETUID) root without a single capability. No new privileges either way. */
+        if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setresgid(WORKER_GID, WORKER_GID, WORKER_GID) < 0 ||
+                               setresuid(WORKER_UID, WORKER_UID, WORKER_UID) < 0)) {
+                struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+                struct __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3] = { 0 };
+                if (errno != EPERM || syscall(SYS_capset, &h, none) < 0)
+                        return -errno;
+        }
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return -errno;
+        ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+        if (!ctx)
+                return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(allowed) && r >= 0; i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+        /* abort() signals itself; no other process (it may still be uid 0). */
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+                                     SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) getpid()));
+        /* The answer goes in a memfd, sealed (F_ADD_SEALS is the only fcntl). */
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
+                                     SCMP_A1(SCMP_CMP_EQ, F_ADD_SEALS));
+        /* Files are not to be opened: libbpf takes "not found" for an answer. */
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOENT), SCMP_SYS(openat), 0);
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOENT), SCMP_SYS(faccessat2), 0);
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOENT), SCMP_SYS(faccessat), 0);
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOENT), SCMP_SYS(access), 0);
+        if (r >= 0)
+                r = seccomp_load(ctx);
+        seccomp_release(ctx);
+        return r;
+}
+
+/* A load needs bpf(2) and what libbpf probes with; it may not run programs, trace others, reach the
+ * network or change the system. */
+static int load_confine(void) {
+        static const int denied[] = { SCMP_SYS(execve),
+                                      SCMP_SYS(execveat),
+                                      SCMP_SYS(ptrace),
+                                      SCMP_SYS(process_vm_readv),
+                                      SCMP_SYS(process_vm_writev),
+                                      SCMP_SYS(mount),
+                                      SCMP_SYS(umount2),
+                                      SCMP_SYS(pivot_root),
+                                      SCMP_SYS(chroot),
+                                      SCMP_SYS(setns),
+                                      SCMP_SYS(unshare),
+                                      SCMP_SYS(connect),
+                                      SCMP_SYS(bind),
+                                      SCMP_SYS(listen),
+                                      SCMP_SYS(init_module),
+                                      SCMP_SYS(finit_module),
+                                      SCMP_SYS(delete_module),
+                                      SCMP_SYS(kexec_load),
+                                      SCMP_SYS(reboot),
+                                      SCMP_SYS(swapon),
+                                      SCMP_SYS(swapoff) };
+        scmp_filter_ctx ctx;
+        int r = 0;
+
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return -errno;
+        ctx = seccomp_init(SCMP_ACT_ALLOW);
+        if (!ctx)
+                return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(denied) && r >= 0; i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), denied[i], 0);
+        if (r >= 0)
+                r = seccomp_load(ctx);
+        seccomp_release(ctx);
+        return r;
+}
+
+static int serve_inspect(int sock, const char *data, size_t size) {
+        _cleanup_(nl_object_info_freep) NlObjectInfo *info = NULL;
+        _cleanup_free_ char *out = NULL;
+        Error e = ERROR_NULL;
+        size_t out_size = 0;
+        int r;
+
+        r = inspect_confine();
+        if (r < 0) {
+                error_set(&e, -r, "internal_error", "cannot confine the inspection: %s", strerror(-r));
+                return reply(sock, r, &e, -1, NULL, 0);
+        }
+        r = nl_object_inspect(data, size, &info, &e);
+        if (r >= 0)
+                r = nl_object_info_serialize(info, &out, &out_size);
+        if (r < 0) {
+                if (!e.code)
+                        error_set(&e, -r, "internal_error", "out of memory");
+                r = reply(sock, r, &e, -1, NULL, 0);
+                error_done(&e);
+                return r;
+        }
+        return reply(sock, 0, NULL, -1, out, out_size);
+}
+
+static int serve_load(int sock, const JobRequest *req, const char *data, size_t size, const int *reuse_fds,
+                      size_t n_reuse) {
+        _cleanup_(nl_program_freep) NlProgram *p = NULL;
+        NlMap reuse[NL_JOB_REUSE_MAX] = { 0 };
+        Error e = ERROR_NULL;
+        int r;
+
+        r = load_confine();
+        if (r < 0) {
+                error_set(&e, -r, "internal_error", "cannot confine the load: %s", strerror(-r));
+                return reply(sock, r, &e, -1, NULL, 0);
+        }
+        for (size_t i = 0; i < n_reuse; i++) {
+                if (nl_map_from_fd(reuse_fds[i], &reuse[i], NULL) < 0)
+                        reuse[i].fd = -1;
+                /* The map's name as the object has it (the kernel's is cut to 15 characters). */
+                snprintf(reuse[i].name, sizeof(reuse[i].name), "%s", req->reuse_names[i]);
+        }
+        r = nl_program_load(data, size, req->object_name, req->program, (NlProgKind) req->prog_kind, reuse,
+                            n_reuse, &p, &e);
+        for (size_t i = 0; i < n_reuse; i++)
+                safe_close(reuse[i].fd);
+        if (r < 0) {
+                r = reply(sock, r, &e, -1, e.detail, e.detail ? strlen(e.detail) : 0);
+                error_done(&e);
+                return r;
+        }
+        return reply(sock, 0, NULL, nl_program_fd(p), NULL, 0);
+}
+
+int nl_worker_serve(int sock) {
+        _cleanup_free_ char *data = NULL;
+        int fds[NL_JOB_REUSE_MAX + 1];
+        size_t n_fds = 0, size;
+        JobRequest req;
+        int r;
+
+        libbpf_set_print(quiet_print);
+        r = recv_msg(sock, &req, sizeof(req), fds, ELEMENTSOF(fds), &n_fds);
+        if (r < 0)
+                return 1;
+        req.object_name[sizeof(req.object_name) - 1] = 0;
+        req.program[sizeof(req.program) - 1] = 0;
+        for (size_t i = 0; i < NL_JOB_REUSE_MAX; i++)
+                req.reuse_names[i][sizeof(req.reuse_names[i]) - 1] = 0;
+        if (req.magic != JOB_MAGIC || n_fds < 1 || req.n_reuse > NL_JOB_REUSE_MAX ||
+            n_fds != req.n_reuse + 1)
+                return 1;
+        r = read_fd_all(fds[0], NL_OBJECT_SIZE_MAX, &data, &size);
+        close(fds[0]);
+        if (r < 0) {
+                Error e = ERROR_NULL;
+                error_set(&e, -r, r == -EFBIG ? "payload_too_large" : "internal_error",
+                          "cannot read the object: %s", strerror(-r));
+                (void) reply(sock, r, &e, -1, NULL, 0);
+                error_done(&e);
+                return 1;
+        }
+        if (req.kind == NL_JOB_INSPECT)
+                r = serve_inspect(sock, data, size);
+        else if (req.kind == NL_JOB_LOAD)
+                r = serve_load(sock, &req, data, size, fds + 1, req.n_reuse);
+        else
+                r = -EINVAL;
+        return r < 0 ? 1 : 0;
+}
+
+/* ---- an inspection in a forked worker, waited for (clsd --check, the fuzz harness) ---- */
+
+int nl_object_inspect_forked(const void *data, size_t size, NlObjectInfo **ret, Error *reterr) {
+        int sv[2], status, r;
+        NlJobReply rep = { 0 };
+        pid_t pid;
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return error_set(reterr, errno, "internal_error", "socketpair: %m");
+        pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                close(sv[0]);
+                close(sv[1]);
+                return error_set(reterr, -r, "internal_error", "fork: %s", strerror(-r));
+        }
+        if (pid == 0) {
+                close(sv[0]);
+                _exit(nl_worker_serve(sv[1]));
+        }
+        close(sv[1]);
+        r = nl_job_send_inspect(sv[0], data, size);
+        if (r >= 0) {
+                struct pollfd p = { .fd = sv[0], .events = POLLIN };
+                (void) poll(&p, 1, -1);
+                r = nl_job_read_reply(sv[0], NL_JOB_INSPECT, &rep);
+        }
+        close(sv[0]);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        if (r < 0) {
+                if (WIFSIGNALED(status))
+                        return error_set(reterr, EINVAL, "invalid_object",
+                                         "the object's parser crashed on it (signal %d, %s): not an object "
+                                         "libbpf can read",
+                                         WTERMSIG(status), strsignal(WTERMSIG(status)));
+                return error_set(reterr, -r, "internal_error", "the inspection failed: %s", strerror(-r));
+        }
+        if (rep.r < 0) {
+                r = rep.r;
+                if (reterr && !reterr->code)
+                        *reterr = rep.error;
+                else
+                        error_done(&rep.error);
+                return r;
+        }
+        *ret = TAKE_PTR(rep.info);
+        return 0;
+}
