@@ -83,7 +83,7 @@ static void ifaces_list(Request *req, const char *netns, Response *resp) {
                         json_array_append_new(list, render_link(d, netns, &v));
                 }
         }
-        link_views_free(links, n);
+        daemon_links_done(d, netns, links);
         resp->status = 200;
         resp->body = json_pack("{s:o}", "ifaces", list);
 }

@@ -132,6 +132,13 @@ static int cls_observe(AttachContext *c, void **ret, Error *reterr) {
         return 0;
 }
 
+static void cls_settle(AttachContext *c, const void *observed) {
+        const ClsObserved *o = observed;
+        for (size_t i = 0; i < c->it->n_filters; i++)
+                if (!c->it->filters[i].tcx)
+                        observe_filter(&c->it->filters[i], o->filters, o->n);
+}
+
 static int conflict_error(const Iface *it, const NlFilter *have, Error *reterr) {
         return error_set(reterr, EBUSY, "priority_taken",
                          "%s: %s priority %u is held by a foreign filter (%s%s%s, handle 0x%" PRIx32
@@ -493,6 +500,7 @@ int clsact_remove_if_unused(NlSocket *rtnl, int ifindex, const char *ifname, Err
 const AttachKind attach_kind_cls = {
         .name = "cls_bpf",
         .observe = cls_observe,
+        .settle = cls_settle,
         .check = cls_check,
         .plan = cls_plan,
         .apply = cls_apply,

@@ -184,6 +184,12 @@ static int tcx_observe(AttachContext *c, void **ret, Error *reterr) {
         return 0;
 }
 
+static void tcx_settle(AttachContext *c, const void *observed) {
+        for (size_t i = 0; i < c->it->n_filters; i++)
+                if (c->it->filters[i].tcx)
+                        observe_filter(&c->it->filters[i], observed);
+}
+
 static int tcx_check(AttachContext *c, const void *observed, Error *reterr) {
         (void) observed;
         if (!iface_uses_tcx(c->it))
@@ -584,6 +590,7 @@ static int tcx_remove_all(AttachContext *c, Error *reterr) {
 const AttachKind attach_kind_tcx = {
         .name = "tcx",
         .observe = tcx_observe,
+        .settle = tcx_settle,
         .check = tcx_check,
         .plan = tcx_plan_make,
         .apply = tcx_apply,

@@ -23,6 +23,9 @@ typedef struct AttachKind {
         /* Reads what the kernel has for the interface, and fills each of the kind's filters' observed
          * (what is at its place: a program to adopt, or whose maps a new load takes over). */
         int (*observe)(AttachContext *c, void **ret_observed, Error *reterr);
+        /* Fills each filter's observed again from what was observed, with the programs now held (a
+         * reconcile that changed nothing needs no read-back). */
+        void (*settle)(AttachContext *c, const void *observed);
         /* A foreign filter where one of ours must go: refused before anything loads (priority_taken). */
         int (*check)(AttachContext *c, const void *observed, Error *reterr);
         /* The changes that make the kernel as the filters want (their programs', or in a dry run the

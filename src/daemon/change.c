@@ -268,6 +268,12 @@ static void rollback(Manager *m, Iface *it, AttachContext *ctx, const Rollback *
                 attach_observed_free(&obs);
         }
         if (r >= 0) {
+                /* What GET shows comes from the filters' facts: read them back from the kernel. */
+                AttachContext old;
+                AttachObserved obs = { 0 };
+                attach_context_init(m, it, ctx->rtnl, &old);
+                if (attach_observe(&old, &obs, NULL) >= 0)
+                        attach_observed_free(&obs);
                 error_done(&e);
                 return;
         }

@@ -118,6 +118,10 @@ static void link_event(Manager *m, const char *netns, const struct nlmsghdr *nlh
 void manager_on_netns_event(const char *netns, const struct nlmsghdr *nlh, bool lost, void *userdata) {
         Manager *m = userdata;
 
+        if (lost)
+                links_lost(m->links, netns);
+        else
+                links_on_event(m->links, netns, nlh);
         if (lost) {
                 for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
                         Iface *it = iface_table_at(m->ifaces, i);
@@ -136,6 +140,7 @@ void manager_on_netns_change(const char *netns, bool present, void *userdata) {
         Manager *m = userdata;
 
         if (netns && !present) {
+                links_forget(m->links, netns);
                 /* A followed namespace went: its documents wait for it to come back. */
                 for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
                         Iface *it = iface_table_at(m->ifaces, i);

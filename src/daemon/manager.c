@@ -27,7 +27,7 @@ int daemon_new(const DaemonConfig *config, sd_event *event, Manager **ret, Error
         if (r < 0)
                 return r;
         if (iface_table_new(&m->ifaces) < 0 || object_cache_new(&m->objects) < 0 ||
-            loads_new(&m->loads) < 0 ||
+            loads_new(&m->loads) < 0 || links_new(&m->links) < 0 ||
             request_queue_new(event, m, manager_process_request, &m->queue) < 0 ||
             workers_new(event, config->worker_exe ?: "/proc/self/exe", &m->workers) < 0)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
@@ -46,6 +46,7 @@ Manager *daemon_free(Manager *m) {
         if (m->registry)
                 registry_exiting(m->registry);
         loads_free(m->loads);
+        links_free(m->links);
         workers_free(m->workers);
         while (m->ifaces && iface_table_size(m->ifaces) > 0) {
                 Iface *it = iface_table_at(m->ifaces, iface_table_size(m->ifaces) - 1);
@@ -196,6 +197,7 @@ void manager_release_netns(Manager *m, const char *netns) {
         for (size_t i = 0; i < iface_table_size(m->ifaces); i++)
                 if (streq_ptr(iface_table_at(m->ifaces, i)->netns, netns))
                         return;
+        links_forget(m->links, netns);
         netns_set_release(m->netns, netns);
 }
 
@@ -393,31 +395,43 @@ void daemon_notify_status(Manager *m) {
 
 /* ---- reading the kernel for the faces ---- */
 
+/* From clsd's own view, kept current by the reconciles that every tc event, retry and resync bring (no
+ * dump per request); only the act_bpf actions' counters, which change with every packet and raise no
+ * event, are read from the kernel, for an interface that has actions. */
 int daemon_iface_status(Manager *m, const Iface *it_const, IfaceStatus *ret, Error *reterr) {
         Iface *it = (Iface *) it_const; /* observing fills the filters' facts: the kernel's view, not ours */
         IfaceStatus s = { .n_filters = it->n_filters };
-        AttachObserved obs = { 0 };
-        AttachContext c;
         NlSocket *rtnl;
 
         s.filters = calloc(it->n_filters + 1, sizeof(FilterStatus));
         if (!s.filters)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        rtnl = it->ifindex > 0 ? netns_set_rtnl_followed(m->netns, it->netns) : NULL;
+        rtnl = it->ifindex > 0 && iface_uses_actions(it) ? netns_set_rtnl_followed(m->netns, it->netns)
+                                                         : NULL;
         if (rtnl) {
+                AttachObserved obs = { 0 };
+                AttachContext c;
                 attach_context_init(m, it, rtnl, &c);
-                if (attach_observe(&c, &obs, NULL) >= 0) {
+                if (attach_observe(&c, &obs, NULL) >= 0)
                         attach_observed_free(&obs);
-                        for (size_t i = 0; i < it->n_filters; i++)
-                                s.filters[i].observed = it->filters[i].observed;
-                }
         }
-        /* The kernel's counts for what is attached (0 unless BPF_ENABLE_STATS is held). */
         for (size_t i = 0; i < it->n_filters; i++) {
+                const Filter *f = &it->filters[i];
                 FilterStatus *fs = &s.filters[i];
                 NlProgramStats ps;
-                if (fs->observed.classifier_attached &&
-                    nl_program_stats(fs->observed.prog_id, &ps, NULL) >= 0) {
+                int r;
+
+                if (it->ifindex <= 0)
+                        continue; /* pending: nothing is attached */
+                fs->observed = f->observed;
+                if (!fs->observed.classifier_attached)
+                        continue;
+                /* The kernel's counts for what is attached (0 unless BPF_ENABLE_STATS is held). */
+                if (f->program && program_id(f->program) == fs->observed.prog_id)
+                        r = nl_program_stats_fd(program_fd(f->program), &ps, NULL);
+                else
+                        r = nl_program_stats(fs->observed.prog_id, &ps, NULL);
+                if (r >= 0) {
                         fs->has_stats = true;
                         fs->run_count = ps.run_count;
                         fs->run_time_ns = ps.run_time_ns;
@@ -432,17 +446,11 @@ void iface_status_done(IfaceStatus *s) {
         *s = (IfaceStatus){ 0 };
 }
 
-void link_views_free(LinkView *v, size_t n) {
-        for (size_t i = 0; v && i < n; i++)
-                free(v[i].filters);
-        free(v);
-}
-
 int daemon_links(Manager *m, const char *netns, LinkView **ret, size_t *ret_n, Error *reterr) {
-        _cleanup_free_ NlLink *links = NULL;
+        const LinkEntry *links;
         NlSocket *rtnl;
-        LinkView *v;
-        size_t n;
+        LinkView *v = NULL;
+        size_t n = 0;
         int r;
 
         r = netns_set_rtnl(m->netns, netns, &rtnl, reterr);
@@ -451,23 +459,29 @@ int daemon_links(Manager *m, const char *netns, LinkView **ret, size_t *ret_n, E
                 r = error_set(reterr, ENOENT, "netns_not_found", "no network namespace %s in %s", netns,
                               m->config.netns_dir);
         }
-        if (r >= 0)
-                r = nl_link_list(rtnl, &links, &n, reterr);
+        if (r >= 0) {
+                netns_set_drain(m->netns, netns);
+                r = links_get(m->links, rtnl, netns, true, &links, &n, reterr);
+        }
         if (r >= 0 && !(v = calloc(n + 1, sizeof(LinkView))))
                 r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        for (size_t i = 0; r >= 0 && i < n; i++) {
-                v[i].link = links[i];
-                /* An interface can vanish between the two dumps: show it without filters. */
-                (void) nl_filter_dump(rtnl, links[i].ifindex, &v[i].filters, &v[i].n_filters, NULL);
-        }
-        /* Looking is not following: a namespace no document names is let go again (its socket with
-         * it: after the dumps). */
-        manager_release_netns(m, netns);
-        if (r < 0)
+        if (r < 0) {
+                daemon_links_done(m, netns, NULL);
                 return r;
+        }
+        for (size_t i = 0; i < n; i++)
+                v[i] = (LinkView){ .link = links[i].link,
+                                   .filters = links[i].filters,
+                                   .n_filters = links[i].n_filters };
         *ret = v;
         *ret_n = n;
         return 0;
+}
+
+void daemon_links_done(Manager *m, const char *netns, LinkView *v) {
+        free(v);
+        /* Looking is not following: a namespace nothing follows is let go again, and its view with it. */
+        manager_release_netns(m, netns);
 }
 
 static int netns_view_add(NetnsView **v, size_t *n, const char *name) {

@@ -5,6 +5,7 @@
 
 #include "daemon.h"
 #include "iface-table.h"
+#include "links.h"
 #include "netns.h"
 #include "object-cache.h"
 #include "queue.h"
@@ -45,6 +46,7 @@ struct Manager {
         RequestQueue *queue;
         Workers *workers;
         Loads *loads;
+        Links *links;
         KernelFeatures kernel;
         DaemonCounters counters;
         char status[128]; /* the last STATUS= sent to systemd */

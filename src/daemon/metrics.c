@@ -22,6 +22,7 @@ typedef struct MapMetricTask {
 static void emit_own(Manager *d, const MetricWriter *w) {
         const DaemonCounters *c = &d->counters;
         size_t by_state[_IFACE_STATE_MAX][_SOURCE_MAX] = { { 0 } };
+        NlRequestCounts nc = nl_request_counts();
 
         w->family(w->userdata, "clsd_build_info", "gauge",
                   "clsd's version, the libbpf it runs with, the kernel");
@@ -69,6 +70,13 @@ static void emit_own(Manager *d, const MetricWriter *w) {
         w->family(w->userdata, "clsd_worker_crashes_total", "counter",
                   "Workers that died of the object they were given (clsd went on)");
         w->sample(w->userdata, "clsd_worker_crashes_total", NULL, 0, (double) workers_crashes(d->workers));
+        w->family(w->userdata, "clsd_netlink_requests_total", "counter",
+                  "Requests clsd sent to rtnetlink, by type (dump: a whole table read; other: a get or a "
+                  "change)");
+        w->sample(w->userdata, "clsd_netlink_requests_total", (const char *const[]){ "type", "dump" }, 1,
+                  (double) nc.dumps);
+        w->sample(w->userdata, "clsd_netlink_requests_total", (const char *const[]){ "type", "other" }, 1,
+                  (double) nc.others);
 }
 
 static void filter_labels(const Iface *it, const Filter *f, char pref[8], const char *v[8]) {

@@ -197,6 +197,12 @@ NlSocket *netns_set_rtnl_followed(NetnsSet *s, const char *name) {
         return ns ? ns->rtnl : NULL;
 }
 
+void netns_set_drain(NetnsSet *s, const char *name) {
+        Netns *ns = netns_find(s, name);
+        if (ns && ns->events)
+                (void) on_events(NULL, -1, 0, ns);
+}
+
 bool netns_set_follows(NetnsSet *s, const char *name) {
         return name && netns_find(s, name);
 }

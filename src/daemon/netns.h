@@ -27,6 +27,9 @@ int netns_set_rtnl(NetnsSet *s, const char *name, NlSocket **ret, Error *reterr)
 /* Like netns_set_rtnl() for a namespace already followed only (no new one), or NULL. */
 NlSocket *netns_set_rtnl_followed(NetnsSet *s, const char *name);
 bool netns_set_follows(NetnsSet *s, const char *name);
+/* Handles the namespace's events queued so far, now: a read after a change sees it (netlink queues the
+ * notification before the change returns). */
+void netns_set_drain(NetnsSet *s, const char *name);
 /* Enters the namespace for a call that acts on the caller's (bpf(2) for tcx); -1 in *ret_saved for
  * clsd's own (or a named one that is clsd's own). */
 int netns_set_enter(NetnsSet *s, const char *name, int *ret_saved, Error *reterr);

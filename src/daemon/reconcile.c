@@ -72,6 +72,11 @@ int attach_apply_all(AttachContext *c, AttachObserved *o, Error *reterr) {
                 if (r < 0)
                         return r;
                 changes += r;
+                if (r == 0) {
+                        /* nothing changed: what was just observed stands */
+                        k->settle(c, *observed_of(o, k));
+                        continue;
+                }
                 r = k->verify(c, reterr);
                 if (r < 0)
                         return r;

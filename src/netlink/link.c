@@ -19,13 +19,37 @@ int nl_link_parse(const struct nlmsghdr *nlh, NlLink *ret) {
         l.ifindex = ifi->ifi_index;
         l.flags = ifi->ifi_flags;
         mnl_attr_for_each (a, nlh, sizeof(*ifi)) {
-                if (mnl_attr_get_type(a) == IFLA_IFNAME && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0)
-                        snprintf(l.ifname, sizeof(l.ifname), "%s", mnl_attr_get_str(a));
+                switch (mnl_attr_get_type(a)) {
+                case IFLA_IFNAME:
+                        if (mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0)
+                                snprintf(l.ifname, sizeof(l.ifname), "%s", mnl_attr_get_str(a));
+                        break;
+                case IFLA_MASTER:
+                        if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+                                l.master = (int) mnl_attr_get_u32(a);
+                        break;
+                case IFLA_LINKINFO: {
+                        const struct nlattr *b;
+                        mnl_attr_for_each_nested (b, a)
+                                if (mnl_attr_get_type(b) == IFLA_INFO_KIND &&
+                                    mnl_attr_validate(b, MNL_TYPE_STRING) >= 0)
+                                        snprintf(l.kind, sizeof(l.kind), "%.*s",
+                                                 (int) strnlen(mnl_attr_get_payload(b), mnl_attr_get_payload_len(b)),
+                                                 (const char *) mnl_attr_get_payload(b));
+                        break;
+                }
+                }
         }
         if (!l.ifname[0])
                 return -EBADMSG;
         *ret = l;
         return 0;
+}
+
+const char *nl_link_kind(const NlLink *l) {
+        if (l->kind[0])
+                return l->kind;
+        return l->flags & IFF_LOOPBACK ? "loopback" : "physical";
 }
 
 typedef struct LinkList {

@@ -238,20 +238,24 @@ void nl_map_page_done(NlMapPage *p) {
         *p = (NlMapPage){ 0 };
 }
 
-int nl_program_stats(uint32_t prog_id, NlProgramStats *ret, Error *reterr) {
+int nl_program_stats_fd(int fd, NlProgramStats *ret, Error *reterr) {
         struct bpf_prog_info info = { 0 };
         uint32_t len = sizeof(info);
-        _cleanup_close_ int fd = bpf_prog_get_fd_by_id(prog_id);
 
-        if (fd < 0)
-                return error_set(reterr, errno, "kernel_error", "cannot open program %u: %m", prog_id);
         if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
-                return error_set(reterr, errno, "kernel_error", "cannot read program %u's info: %m",
-                                 prog_id);
+                return error_set(reterr, errno, "kernel_error", "cannot read a program's info: %m");
         *ret = (NlProgramStats){ .run_count = info.run_cnt,
                                  .run_time_ns = info.run_time_ns,
                                  .recursion_misses = info.recursion_misses };
         return 0;
+}
+
+int nl_program_stats(uint32_t prog_id, NlProgramStats *ret, Error *reterr) {
+        _cleanup_close_ int fd = bpf_prog_get_fd_by_id(prog_id);
+
+        if (fd < 0)
+                return error_set(reterr, errno, "kernel_error", "cannot open program %u: %m", prog_id);
+        return nl_program_stats_fd(fd, ret, reterr);
 }
 
 int nl_bpf_stats_enable(int *ret_fd, Error *reterr) {

@@ -140,6 +140,12 @@ static int run_done_cb(const struct nlmsghdr *nlh, void *data) {
         return MNL_CB_STOP;
 }
 
+static NlRequestCounts request_counts;
+
+NlRequestCounts nl_request_counts(void) {
+        return request_counts;
+}
+
 int nl_request(NlSocket *s, struct nlmsghdr *nlh, mnl_cb_t cb, void *userdata, const char *what,
                Error *reterr) {
         mnl_cb_t ctl[NLMSG_MIN_TYPE] = { [NLMSG_ERROR] = run_error_cb, [NLMSG_DONE] = run_done_cb };
@@ -148,6 +154,10 @@ int nl_request(NlSocket *s, struct nlmsghdr *nlh, mnl_cb_t cb, void *userdata, c
         int r;
 
         nlh->nlmsg_flags |= NLM_F_ACK;
+        if ((nlh->nlmsg_flags & NLM_F_DUMP) == NLM_F_DUMP)
+                request_counts.dumps++;
+        else
+                request_counts.others++;
         if (mnl_socket_sendto(s->mnl, nlh, nlh->nlmsg_len) < 0)
                 return error_set(reterr, errno, "kernel_error", "%s: cannot send to rtnetlink: %m", what);
         for (;;) {

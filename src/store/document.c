@@ -33,7 +33,7 @@ int filter_attach_from_string(const char *s) {
 }
 
 const char *document_source_to_string(DocumentSource s) {
-        return s == SOURCE_HOG ? "hog" : "api";
+        return s == SOURCE_HOG ? "hog" : s == SOURCE_POLICY ? "policy" : "api";
 }
 
 void filter_spec_done(FilterSpec *f) {

@@ -9,6 +9,7 @@ struct Store {
         int documents_fd;
         int hogs_fd; /* what each hog attached last (the hogs themselves are configuration) */
         int objects_fd;
+        int policies_fd;
         int lock_fd; /* flock()ed while the store is open */
 };
 
@@ -17,5 +18,6 @@ int store_list_dir(int dir_fd, const char *suffix, char ***ret, size_t *ret_n);
 /* qsort() comparator of char * */
 int strcmp_ptr(const void *a, const void *b);
 int document_file_parse(const char *text, size_t size, StoredDocument *ret, Error *reterr);
+int policy_file_parse(const char *text, size_t size, Policy **ret, Error *reterr);
 void log_problem(StoreProblemFunc problem, void *userdata, const char *path, const char *reason,
                  const char *moved_to);

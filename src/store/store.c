@@ -22,6 +22,7 @@ Store *store_free(Store *s) {
         safe_close(s->documents_fd);
         safe_close(s->hogs_fd);
         safe_close(s->objects_fd);
+        safe_close(s->policies_fd);
         safe_close(s->lock_fd);
         free(s->dir);
         free(s);
@@ -45,7 +46,7 @@ int store_open(const char *dir, Store **ret, Error *reterr) {
 
         if (!s || !(s->dir = strdup(dir)))
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        s->dir_fd = s->documents_fd = s->hogs_fd = s->objects_fd = s->lock_fd = -1;
+        s->dir_fd = s->documents_fd = s->hogs_fd = s->objects_fd = s->policies_fd = s->lock_fd = -1;
 
         r = mkdir_p(dir, 0750);
         if (r < 0)
@@ -74,6 +75,10 @@ int store_open(const char *dir, Store **ret, Error *reterr) {
         if (s->objects_fd < 0)
                 return error_set(reterr, s->objects_fd, "store_error", "cannot open %s/objects: %s", dir,
                                  strerror(-s->objects_fd));
+        s->policies_fd = open_subdir(s->dir_fd, "policies");
+        if (s->policies_fd < 0)
+                return error_set(reterr, s->policies_fd, "store_error", "cannot open %s/policies: %s", dir,
+                                 strerror(-s->policies_fd));
         *ret = TAKE_PTR(s);
         return 0;
 }

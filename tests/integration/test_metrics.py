@@ -115,6 +115,34 @@ def test_without_bpf_stats_runs_are_not_counted(net, clsd, bpf):
     assert clsd.api.get("/version").json["bpf_stats"] is False
 
 
+def test_reads_and_scrapes_ask_the_kernel_for_no_dump(net, clsd, bpf):
+    """GET /ifaces, GET of a document and /metrics are served from clsd's view kept by events; a
+    foreign change is seen (an event) without any read asking for it."""
+    api = clsd.api
+    put_stats(api, net.if_a, obj=bpf.proto_stats)
+    assert api.get("/ifaces").status == 200  # the first look reads the links and their filters
+    samples, _ = parse_exposition(scrape(api))
+    dumps = value(samples, "clsd_netlink_requests_total", type="dump")
+    for _ in range(50):
+        assert api.get("/ifaces").status == 200
+        assert status_of(api.get_classifier(net.if_a).json, "stats")["attached"] is True
+        scrape(api)
+    samples, _ = parse_exposition(scrape(api))
+    assert value(samples, "clsd_netlink_requests_total", type="dump") == dumps
+    # The kernel stays the source of truth: a filter deleted behind clsd's back shows as repaired.
+    st = status_of(api.get_classifier(net.if_a).json, "stats")
+    net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress", "pref", "10")
+    wait_for(lambda: api.get_classifier(net.if_a).json["repairs"] == 1)
+    assert status_of(api.get_classifier(net.if_a).json, "stats")["id"] == st["id"]
+    samples, _ = parse_exposition(scrape(api))
+    assert value(samples, "clsd_netlink_requests_total", type="dump") > dumps
+    # GET /ifaces shows what the kernel has now, foreign filters too.
+    net.a.run("tc", "filter", "add", "dev", net.if_a, "ingress", "pref", "7", "u32", "match", "u32", "0", "0",
+              "classid", "1:1")
+    (a,) = [i for i in api.get("/ifaces").json["ifaces"] if i["ifname"] == net.if_a]
+    assert {f["pref"] for f in a["filters"] if f["owner"] == "foreign"} == {7}, a
+
+
 def test_errors_and_requests_are_counted_by_route_template(net, clsd, bpf):
     api = clsd.api
     for name in ("x1", "x2", "x3"):

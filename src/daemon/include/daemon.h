@@ -250,13 +250,15 @@ int daemon_object_remove(Manager *m, const char *digest, Error *reterr);
 /* ---- the host's links, with every tc filter, clsd's and foreign ---- */
 typedef struct LinkView {
         NlLink link;
-        NlFilter *filters;
+        const NlFilter *filters;
         size_t n_filters;
 } LinkView;
 
 /* 404 netns_not_found for a named namespace that does not exist. */
+/* From clsd's view of the namespace's links, kept by events (a dump only for what it has not seen). */
 int daemon_links(Manager *m, const char *netns, LinkView **ret, size_t *ret_n, Error *reterr);
-void link_views_free(LinkView *v, size_t n);
+/* Frees the views; a namespace that was only looked at (no document follows it) is let go. */
+void daemon_links_done(Manager *m, const char *netns, LinkView *v);
 
 /* The named namespaces: those in /run/netns and those documents name. */
 typedef struct NetnsView {

@@ -40,7 +40,12 @@ typedef struct NlLink {
         int ifindex;
         char ifname[IF_NAMESIZE];
         unsigned flags;
+        char kind[16]; /* IFLA_INFO_KIND: "veth", "vlan", "bond", …; "" for a device without one */
+        int master; /* IFLA_MASTER's ifindex (a bridge, a bond), or 0 */
 } NlLink;
+
+/* The link's kind as a policy matches it: its IFLA_INFO_KIND, "loopback", or "physical" (none). */
+const char *nl_link_kind(const NlLink *l);
 
 int nl_link_list(NlSocket *s, NlLink **ret, size_t *ret_n, Error *reterr);
 /* -ENODEV when there is no such interface. */
@@ -264,6 +269,17 @@ typedef struct NlProgramStats {
 } NlProgramStats;
 
 int nl_program_stats(uint32_t prog_id, NlProgramStats *ret, Error *reterr);
+/* The same through a program fd clsd holds: one system call. */
+int nl_program_stats_fd(int fd, NlProgramStats *ret, Error *reterr);
+
+/* What clsd has asked rtnetlink, since it started: dumps (reads of a whole table) and the rest (gets and
+ * changes). Reads served from clsd's own view ask nothing. */
+typedef struct NlRequestCounts {
+        uint64_t dumps;
+        uint64_t others;
+} NlRequestCounts;
+
+NlRequestCounts nl_request_counts(void);
 /* Holds BPF_ENABLE_STATS(BPF_STATS_RUN_TIME) while the fd is open. */
 int nl_bpf_stats_enable(int *ret_fd, Error *reterr);
 

@@ -41,6 +41,7 @@ const char *direction_to_string(Direction d);
 typedef enum DocumentSource {
         SOURCE_API,
         SOURCE_HOG,
+        SOURCE_POLICY, /* a policy that matches the interface */
         _SOURCE_MAX,
 } DocumentSource;
 
@@ -221,6 +222,49 @@ int document_hog_from_string(const char *text, size_t size, Document **ret, Erro
 bool filter_spec_uses_tcx(const FilterSpec *f, bool kernel_has_tcx);
 const FilterSpec *document_find_filter(const Document *d, const char *name, Direction *ret_dir);
 
+/* ---- policies (policy.c): one document for every interface that matches ---- */
+#define POLICY_NAME_MAX 64
+#define POLICY_GLOBS_MAX 64
+#define POLICY_ORDER_MIN (-1000000)
+#define POLICY_ORDER_MAX 1000000
+
+/* Which interfaces a policy is for: every list but ifname may be empty. */
+typedef struct PolicyMatch {
+        char **ifname; /* fnmatch(3) globs over interface names; at least one */
+        size_t n_ifname;
+        char **netns; /* globs over named namespaces (/run/netns/NAME); none: clsd's own namespace only */
+        size_t n_netns;
+        char **kind; /* link kinds (veth, vlan, bond, bridge, …; "physical", "loopback"); none: any */
+        size_t n_kind;
+        char **master; /* globs over the master's name (a bridge, a bond); none: any, with or without one */
+        size_t n_master;
+} PolicyMatch;
+
+/* Immutable once parsed and shared, like a Document. */
+typedef struct Policy {
+        unsigned n_ref;
+        char *name;
+        uint64_t generation;
+        int32_t order; /* on a hook two policies want, the lower order holds it; equal: a conflict */
+        PolicyMatch match;
+        Document *doc; /* the filters; doc->ifname is the policy's name, doc->source SOURCE_POLICY */
+} Policy;
+
+int policy_name_valid(const char *s);
+Policy *policy_ref(Policy *p);
+Policy *policy_unref(Policy *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Policy *, policy_unref);
+/* Parses a PUT body strictly: "match", "order", "ingress", "egress". */
+int policy_from_json(const char *name, json_t *j, Policy **ret, Error *reterr);
+/* {"match", "order", "ingress", "egress"}, normalized. */
+json_t *policy_to_json(const Policy *p);
+json_t *policy_match_to_json(const PolicyMatch *m);
+/* Whether the policy is for the link; netns NULL: clsd's own; kind as policy_link_kind() says;
+ * master NULL: none. */
+bool policy_matches(const Policy *p, const char *netns, const char *ifname, const char *kind, const char *master);
+/* Whether interfaces of the namespace (NULL: clsd's own) may match. */
+bool policy_matches_netns(const Policy *p, const char *netns);
+
 typedef struct Store Store;
 
 /* Opens (creating) the state directory and its documents/ and objects/ subdirectories. */
@@ -250,6 +294,13 @@ int store_document_remove(Store *s, DocumentSource source, const char *netns, co
 /* -ENOENT, without touching reterr, when there is none. */
 int store_document_load(Store *s, DocumentSource source, const char *netns, const char *ifname,
                         StoredDocument *ret, Error *reterr);
+
+/* Policies, each under policies/NAME.json, its objects resolved (by digest, with their program). */
+int store_policy_save(Store *s, const Policy *p, Error *reterr);
+int store_policy_remove(Store *s, const char *name, Error *reterr);
+/* Every policy; corrupt files are moved to quarantine/ and reported through the callback. */
+int store_policies_load(Store *s, Policy ***ret, size_t *ret_n, StoreProblemFunc problem, void *userdata,
+                        Error *reterr);
 
 /* Objects: ELF bytes stored once under their sha256 digest. */
 int store_object_put(Store *s, const void *data, size_t size, char ret_digest[SHA256_DIGEST_STRING_MAX],

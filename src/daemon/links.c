@@ -1,0 +1,230 @@
+/* links.c: the links of each followed namespace and their tc filters (clsd's and foreign), as clsd last
+ * saw them. A namespace's links are dumped once, on first need, and then kept current by RTNLGRP_LINK
+ * events; a link's filters are dumped on first need and again only after a tc event about that link.
+ * Reads (GET /ifaces, policies matching links) are served from here, not from a dump per request;
+ * lost events forget the namespace's view, so that the next read looks again. */
+#include <linux/rtnetlink.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "links.h"
+#include "log.h"
+
+typedef struct LinksNs {
+        char *netns; /* NULL: clsd's own */
+        bool known; /* links dumped and followed since */
+        LinkEntry *v; /* by ifindex */
+        size_t n, cap;
+} LinksNs;
+
+struct Links {
+        LinksNs **ns;
+        size_t n;
+};
+
+int links_new(Links **ret) {
+        Links *l = calloc(1, sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        *ret = l;
+        return 0;
+}
+
+static void entry_done(LinkEntry *e) {
+        free(e->filters);
+        e->filters = NULL;
+        e->n_filters = 0;
+        e->filters_known = false;
+}
+
+static void ns_clear(LinksNs *ns) {
+        for (size_t i = 0; i < ns->n; i++)
+                entry_done(&ns->v[i]);
+        ns->n = 0;
+        ns->known = false;
+}
+
+static void ns_free(LinksNs *ns) {
+        if (!ns)
+                return;
+        ns_clear(ns);
+        free(ns->v);
+        free(ns->netns);
+        free(ns);
+}
+
+Links *links_free(Links *l) {
+        if (!l)
+                return NULL;
+        for (size_t i = 0; i < l->n; i++)
+                ns_free(l->ns[i]);
+        free(l->ns);
+        free(l);
+        return NULL;
+}
+
+static LinksNs *ns_find(Links *l, const char *netns) {
+        for (size_t i = 0; i < l->n; i++)
+                if (streq_ptr(l->ns[i]->netns, netns))
+                        return l->ns[i];
+        return NULL;
+}
+
+static LinksNs *ns_get(Links *l, const char *netns) {
+        LinksNs *ns = ns_find(l, netns), **v;
+
+        if (ns)
+                return ns;
+        v = realloc(l->ns, (l->n + 1) * sizeof(*v));
+        if (!v)
+                return NULL;
+        l->ns = v;
+        ns = calloc(1, sizeof(*ns));
+        if (!ns || (netns && !(ns->netns = strdup(netns)))) {
+                free(ns);
+                return NULL;
+        }
+        l->ns[l->n++] = ns;
+        return ns;
+}
+
+/* The index where ifindex is, or would go. */
+static size_t ns_slot(const LinksNs *ns, int ifindex) {
+        size_t lo = 0, hi = ns->n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (ns->v[mid].link.ifindex < ifindex)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+static LinkEntry *ns_entry(LinksNs *ns, int ifindex) {
+        size_t i = ns_slot(ns, ifindex);
+        return i < ns->n && ns->v[i].link.ifindex == ifindex ? &ns->v[i] : NULL;
+}
+
+static int ns_upsert(LinksNs *ns, const NlLink *link) {
+        size_t i = ns_slot(ns, link->ifindex);
+
+        if (i < ns->n && ns->v[i].link.ifindex == link->ifindex) {
+                ns->v[i].link = *link;
+                return 0;
+        }
+        if (ns->n == ns->cap) {
+                size_t cap = ns->cap ? ns->cap * 2 : 16;
+                LinkEntry *v = realloc(ns->v, cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                ns->v = v;
+                ns->cap = cap;
+        }
+        memmove(&ns->v[i + 1], &ns->v[i], (ns->n - i) * sizeof(*ns->v));
+        ns->v[i] = (LinkEntry){ .link = *link };
+        ns->n++;
+        return 0;
+}
+
+static void ns_remove(LinksNs *ns, int ifindex) {
+        size_t i = ns_slot(ns, ifindex);
+
+        if (i >= ns->n || ns->v[i].link.ifindex != ifindex)
+                return;
+        entry_done(&ns->v[i]);
+        memmove(&ns->v[i], &ns->v[i + 1], (ns->n - i - 1) * sizeof(*ns->v));
+        ns->n--;
+}
+
+void links_on_event(Links *l, const char *netns, const struct nlmsghdr *nlh) {
+        LinksNs *ns = ns_find(l, netns);
+        LinkEntry *e;
+        NlLink link;
+        int ifindex;
+
+        if (!ns || !ns->known)
+                return; /* not looked at yet: the first read dumps */
+        if (nl_tc_event_parse(nlh, &ifindex) >= 0) {
+                if (nlh->nlmsg_type == RTM_NEWACTION || nlh->nlmsg_type == RTM_DELACTION) {
+                        /* actions belong to the namespace; any filter may show one */
+                        for (size_t i = 0; i < ns->n; i++)
+                                entry_done(&ns->v[i]);
+                        return;
+                }
+                e = ns_entry(ns, ifindex);
+                if (e)
+                        entry_done(e);
+                return;
+        }
+        if (nl_link_parse(nlh, &link) < 0)
+                return;
+        if (nlh->nlmsg_type == RTM_DELLINK)
+                ns_remove(ns, link.ifindex);
+        else if (ns_upsert(ns, &link) < 0)
+                ns_clear(ns); /* out of memory: look again next time */
+}
+
+void links_lost(Links *l, const char *netns) {
+        LinksNs *ns = ns_find(l, netns);
+        if (ns)
+                ns_clear(ns);
+}
+
+void links_forget(Links *l, const char *netns) {
+        for (size_t i = 0; i < l->n; i++)
+                if (streq_ptr(l->ns[i]->netns, netns)) {
+                        ns_free(l->ns[i]);
+                        l->ns[i] = l->ns[--l->n];
+                        return;
+                }
+}
+
+static int ns_load(LinksNs *ns, NlSocket *rtnl, Error *reterr) {
+        _cleanup_free_ NlLink *links = NULL;
+        size_t n = 0;
+        int r;
+
+        if (ns->known)
+                return 0;
+        r = nl_link_list(rtnl, &links, &n, reterr);
+        if (r < 0)
+                return r;
+        ns_clear(ns);
+        for (size_t i = 0; i < n; i++)
+                if (ns_upsert(ns, &links[i]) < 0) {
+                        ns_clear(ns);
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                }
+        ns->known = true;
+        return 0;
+}
+
+int links_get(Links *l, NlSocket *rtnl, const char *netns, bool with_filters, const LinkEntry **ret,
+              size_t *ret_n, Error *reterr) {
+        LinksNs *ns = ns_get(l, netns);
+        int r;
+
+        if (!ns)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = ns_load(ns, rtnl, reterr);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; with_filters && i < ns->n; i++) {
+                LinkEntry *e = &ns->v[i];
+                if (e->filters_known)
+                        continue;
+                /* A link can vanish between the dumps: it shows without filters until its event. */
+                if (nl_filter_dump(rtnl, e->link.ifindex, &e->filters, &e->n_filters, NULL) >= 0)
+                        e->filters_known = true;
+        }
+        *ret = ns->v;
+        *ret_n = ns->n;
+        return 0;
+}
+
+const NlLink *links_find(Links *l, const char *netns, int ifindex) {
+        LinksNs *ns = ns_find(l, netns);
+        const LinkEntry *e = ns && ns->known ? ns_entry(ns, ifindex) : NULL;
+        return e ? &e->link : NULL;
+}
