@@ -89,8 +89,8 @@ def test_a_burst_of_foreign_deletes_is_merged(api, bpf, net):
     ran = metric(api, "clsd_reconciles_total") - reconciles
     joined = metric(api, "clsd_requests_merged_total") - merged
     print("1000 foreign deletes: %d reconciles, %d reasons merged" % (ran, joined))
-    assert 1 <= ran <= 100, ran
-    assert joined + ran >= 900, (joined, ran)
+    assert 1 <= ran <= 150, ran
+    assert joined >= 800, (joined, ran)
     g = api.get_classifier(net.if_a).json
     assert g["state"] == "configured" and g["repairs"] == 0, g
     assert net.a.filter_at(net.if_a, 10).id == status_of(g, "web")["id"]
@@ -184,3 +184,26 @@ def test_a_fight_over_a_hook_is_backed_off_and_said_once(clsd, api, bpf, net):
     g3 = wait_for(lambda: (lambda j: j if j["state"] == "configured" else None)(api.get_classifier(net.if_a).json),
                   timeout=70, interval=0.1, what="the document to be configured again")
     assert status_of(g3, "web")["attached"], g3
+
+
+def test_keep_alive_changes_are_answered_at_once(clsd, api, bpf, net):
+    """A PUT waits for its turn with its connection suspended; once answered, the same connection's
+    next request is served at once (it once waited for libmicrohttpd's connection timer, 250 ms)."""
+    from conftest import UnixHTTPConnection
+    digest = api.upload_ok(bpf.count)
+    conn = UnixHTTPConnection(clsd.socket)
+    times = []
+    try:
+        for i in range(8):
+            body = json.dumps({"ingress": [filt("web", digest, priority=10 + i % 2)]})
+            t = time.monotonic()
+            conn.request("PUT", "/ifaces/%s/classifier" % net.if_a, body=body,
+                         headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            r.read()
+            times.append(time.monotonic() - t)
+            assert r.status == 200
+    finally:
+        conn.close()
+    print("keep-alive PUTs: %s ms" % ", ".join("%.1f" % (t * 1000) for t in times))
+    assert max(times[1:]) < 0.1, times
