@@ -144,7 +144,8 @@ def test_properties_changed_after_a_delete_and_a_repair(net, bus, dclsd, bpf):
     t = threading.Thread(target=lambda: lines.extend(mon.stdout), daemon=True)
     t.start()
     try:
-        time.sleep(0.5)  # the monitor is in place
+        # The monitor is in place once it shows a call of ours (a fixed sleep is not enough under ASan).
+        wait_for(lambda: bus.prop("InterfaceCount") is not None and lines, timeout=10, what="busctl monitor")
         # A repair: the filter is deleted behind clsd's back and put back; Repairs goes to 1.
         net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress", "pref", "10")
         wait_for(lambda: api.get_classifier(net.if_a).json["repairs"] == 1, timeout=5, what="the repair")
@@ -222,7 +223,8 @@ def test_an_error_that_changes_alone_is_announced(net, bus, dclsd, bpf):
     t = threading.Thread(target=lambda: lines.extend(mon.stdout), daemon=True)
     t.start()
     try:
-        time.sleep(0.5)  # the monitor is in place
+        # The monitor is in place once it shows a call of ours (a fixed sleep is not enough under ASan).
+        wait_for(lambda: bus.prop("InterfaceCount") is not None and lines, timeout=10, what="busctl monitor")
         # The foreign filter at 10 goes: the retry now fails on 20, still "failed".
         net.a.run("tc", "filter", "del", "dev", "vx", "ingress", "pref", "10")
         wait_for(lambda: "priority 20" in bus.prop("Error", path=link, iface="org.clsd1.Link")[1], timeout=5,
@@ -243,3 +245,14 @@ def test_an_error_that_changes_alone_is_announced(net, bus, dclsd, bpf):
     finally:
         mon.kill()
         mon.wait()
+
+
+def test_a_link_shows_the_policies_that_match_it(net, bus, dclsd, bpf):
+    api = dclsd.api
+    body = {"match": {"ifname": [net.if_a]}, "egress": [filt("p", bpf.count, priority=3)]}
+    assert api.request("PUT", "/policies/pol", body=body).status == 200
+    link = "/org/clsd1/link/" + net.if_a
+    wait_for(lambda: bus.prop("Policies", path=link, iface="org.clsd1.Link") == ["pol"], timeout=5)
+    assert bus.prop("Source", path=link, iface="org.clsd1.Link") == "policy"
+    assert api.delete("/policies/pol").status == 200
+    wait_for(lambda: bus.prop("InterfaceCount") == 0, timeout=5)
