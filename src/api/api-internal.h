@@ -86,6 +86,10 @@ void route_objects(Request *req, const char *rest, Response *resp);
 /* netns: NULL for clsd's own namespace (/ifaces), or a name (/netns/{name}/ifaces). */
 void route_ifaces(Request *req, const char *netns, const char *rest, Response *resp);
 void route_netns(Request *req, const char *rest, Response *resp);
+void route_policies(Request *req, const char *rest, Response *resp);
+json_t *render_policy(Manager *d, const Policy *p);
+/* HTTP's If-Match as the daemon's precondition on a generation. */
+DaemonExpect request_expect(const Request *req);
 /* routes-maps.c: what NULL lists every map; else one map, by name or id. */
 void route_maps(Request *req, const char *netns, const char *ifname, const char *what, Response *resp);
 

@@ -371,6 +371,18 @@ LINK_PROP(link_error) {
                                      e ? strempty(e->message) : "");
 }
 
+/* The policies that match the interface, by order then name. */
+LINK_PROP(link_policies) {
+        Iface *it = userdata;
+        int r;
+
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        r = sd_bus_message_open_container(reply, 'a', "s");
+        for (size_t i = 0; r >= 0 && i < iface_policy_count(it); i++)
+                r = sd_bus_message_append(reply, "s", iface_policy_at(it, i)->name);
+        return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
 /* Each filter as the kernel has it now: (direction, name, pref, attach, attached, prog id, tag). */
 LINK_PROP(link_filters) {
         Iface *it = userdata;
@@ -411,6 +423,7 @@ static const sd_bus_vtable link_vtable[] = {
         SD_BUS_PROPERTY("Repairs", "u", link_repairs, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("LastRepair", "(ts)", link_last_repair, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Error", "(ss)", link_error, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Policies", "as", link_policies, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         /* read from the kernel at each Get: announced as invalidated, not sent along */
         SD_BUS_PROPERTY("Filters", "a(ssqsbus)", link_filters, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
         SD_BUS_VTABLE_END,
@@ -472,8 +485,10 @@ static void changed_properties(unsigned changes, const char **v) {
                 v[n++] = "Ifindex";
                 v[n++] = "Error";
         }
-        if (changes & IFACE_CHANGED_DOCUMENT)
+        if (changes & IFACE_CHANGED_DOCUMENT) {
                 v[n++] = "Source";
+                v[n++] = "Policies";
+        }
         if (changes & IFACE_CHANGED_REPAIRS) {
                 v[n++] = "Repairs";
                 v[n++] = "LastRepair";
@@ -504,7 +519,7 @@ static void announce(ApiDbus *b, const LinkPending *p) {
                         (void) sd_bus_emit_interfaces_added(b->bus, path, LINK_IFACE, NULL);
                 return;
         }
-        const char *props[8];
+        const char *props[12];
         changed_properties(p->changes, props);
         if (props[0])
                 (void) sd_bus_emit_properties_changed_strv(b->bus, path, LINK_IFACE, (char **) props);

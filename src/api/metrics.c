@@ -21,6 +21,8 @@ const char *api_route_label(const char *url) {
                         return fixed[i]; /* never url: it lives only as long as the request */
         if ((rest = startswith(url, "/objects")))
                 return rest[0] == 0 || streq(rest, "/") ? "/objects" : "/objects/{digest}";
+        if ((rest = startswith(url, "/policies")))
+                return rest[0] == 0 || streq(rest, "/") ? "/policies" : "/policies/{name}";
         if ((rest = startswith(url, "/netns"))) {
                 if (rest[0] == 0 || streq(rest, "/"))
                         return "/netns";

@@ -126,6 +126,10 @@ json_t *render_iface(Manager *d, const Iface *it, const IfaceStatus *status) {
                 if (iface_overridden(it, dir))
                         json_array_append_new(overridden, json_string(direction_to_string(dir)));
         json_object_set_new(j, "overridden", overridden);
+        json_t *policies = json_array();
+        for (size_t i = 0; i < iface_policy_count(it); i++)
+                json_array_append_new(policies, json_string(iface_policy_at(it, i)->name));
+        json_object_set_new(j, "policies", policies);
         json_object_set_new(j, "generation", api ? json_integer((json_int_t) api->generation) : json_null());
         json_object_set_new(j, "document", render_iface_document(it));
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {

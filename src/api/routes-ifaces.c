@@ -21,7 +21,7 @@ static int path_segment(const char *start, const char *end, char *buf, size_t si
 
 /* HTTP's If-Match as the daemon's precondition: "*", or the entity tag "N" (quoted, as clsd sends
  * it, or bare) of a generation; anything else is a precondition no generation meets. */
-static DaemonExpect request_expect(const Request *req) {
+DaemonExpect request_expect(const Request *req) {
         const char *h = request_header(req, "If-Match");
         DaemonExpect e = { .kind = EXPECT_NOTHING, .as_given = h };
         char *end;

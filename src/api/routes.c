@@ -22,6 +22,7 @@ static const struct {
         { "document_not_found", 404 },
         { "netns_not_found", 404 },
         { "object_not_found", 404 },
+        { "policy_not_found", 404 },
         { "object_file_not_found", 404 },
         { "unknown_map", 404 },
         { "method_not_allowed", 405 },
@@ -181,6 +182,8 @@ MHD_RESULT api_dispatch(Request *req) {
                 route_ifaces(req, NULL, rest, &resp);
         else if ((rest = startswith(req->url, "/netns")) && (rest[0] == 0 || rest[0] == '/'))
                 route_netns(req, rest, &resp);
+        else if ((rest = startswith(req->url, "/policies")) && (rest[0] == 0 || rest[0] == '/'))
+                route_policies(req, rest, &resp);
         else
                 response_errorf(&resp, "route_not_found", "no route %s", req->url);
         if (req->deferring) {

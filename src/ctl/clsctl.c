@@ -41,6 +41,14 @@ static const Verb object_verbs[] = {
         { "rm", "clsctl object rm DIGEST", 1, 1, verb_object_remove },
 };
 
+static const Verb policy_verbs[] = {
+        { "ls", "clsctl policy ls", 0, 0, verb_policy_list },
+        { "get", "clsctl policy get NAME", 1, 1, verb_policy_get },
+        { "apply", "clsctl policy apply NAME FILE", 2, 2, verb_policy_apply },
+        { "diff", "clsctl policy diff NAME FILE", 2, 2, verb_policy_diff },
+        { "rm", "clsctl policy rm NAME", 1, 1, verb_policy_remove },
+};
+
 static int vreport(int r, const char *fmt, va_list ap) {
         _cleanup_free_ char *msg = NULL, *escaped = NULL;
 
@@ -188,6 +196,13 @@ static void help(void) {
                "       netns                  List named network namespaces and clsd's documents there\n"
                "       maps IFNAME [MAP]      List the attached programs' maps, or every entry of one MAP\n"
                "                              (its name, or its id), decoded through BTF\n"
+               "       policy ls              List policies, with how many interfaces each matches\n"
+               "       policy get NAME        Show the interfaces policy NAME matches and each hook's "
+               "state\n"
+               "       policy apply NAME FILE Create or replace policy NAME from FILE (JSON: match, order,\n"
+               "                              ingress, egress); one row per interface it changed\n"
+               "       policy diff NAME FILE  Show what policy apply would change on each interface\n"
+               "       policy rm NAME         Remove policy NAME; its interfaces lose its filters\n"
                "       object ls              List stored BPF objects\n"
                "       object add FILE        Store a BPF object file (ELF) and show its programs\n"
                "       object show DIGEST     Show a stored object\n"
@@ -202,7 +217,8 @@ static void help(void) {
                "       -n, --netns NAME       Interfaces of the network namespace /run/netns/NAME\n"
                "                              (ls, get, apply, diff, delete)\n"
                "       -j, --json             Print the daemon's JSON answer instead of tables\n"
-               "       --if-match GENERATION  apply: only if the document is still at GENERATION\n"
+               "       --if-match GENERATION  apply, policy apply: only if the document or policy is\n"
+               "                              still at GENERATION\n"
                "       -v, --verbose          On failure, also print the daemon's detail (verifier log)\n"
                "       -h, --help             Show this help and exit\n"
                "       --version              Show the version and exit\n"
@@ -316,12 +332,17 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
                 if (argc == 0)
                         return usage_error("missing command after 'object' (add, ls, show, rm)");
                 r = find_verb(object_verbs, ELEMENTSOF(object_verbs), "object ", argc, argv, &v);
+        } else if (streq(argv[0], "policy")) {
+                argc--, argv++;
+                if (argc == 0)
+                        return usage_error("missing command after 'policy' (apply, diff, get, ls, rm)");
+                r = find_verb(policy_verbs, ELEMENTSOF(policy_verbs), "policy ", argc, argv, &v);
         } else
                 r = find_verb(verbs, ELEMENTSOF(verbs), "", argc, argv, &v);
         if (r < 0)
                 return r;
-        if (c->if_match && v->run != verb_iface_apply)
-                return usage_error("--if-match is for 'apply' only");
+        if (c->if_match && v->run != verb_iface_apply && v->run != verb_policy_apply)
+                return usage_error("--if-match is for 'apply' and 'policy apply' only");
 
         *ret_verb = v;
         *ret_args = argv + 1;

@@ -53,6 +53,12 @@ int verb_iface_diff(const Ctl *c, char **args);
 int verb_iface_delete(const Ctl *c, char **args);
 int verb_netns_list(const Ctl *c, char **args);
 
+int verb_policy_list(const Ctl *c, char **args);
+int verb_policy_get(const Ctl *c, char **args);
+int verb_policy_apply(const Ctl *c, char **args);
+int verb_policy_diff(const Ctl *c, char **args);
+int verb_policy_remove(const Ctl *c, char **args);
+
 int verb_object_list(const Ctl *c, char **args);
 int verb_object_add(const Ctl *c, char **args);
 int verb_object_show(const Ctl *c, char **args);

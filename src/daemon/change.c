@@ -13,16 +13,15 @@
 void change_free(Operation *op) {
         Change *c = (Change *) op;
 
-        for (size_t i = 0; i < c->n_jobs; i++)
-                worker_job_cancel(c->jobs[i]);
-        free(c->jobs);
         if (c->candidate) {
                 loads_forget(c->m, c->candidate);
                 iface_free(c->candidate, c->m->registry);
         }
-        resolver_done(&c->resolver);
-        error_done(&c->error);
+        resolution_done(&c->res);
         document_unref(c->doc);
+        for (size_t i = 0; i < c->n_policies; i++)
+                policy_unref(c->policies[i]);
+        free(c->policies);
         free(c->hog_path);
         free(c->expect_text);
         dry_run_done(&c->dry_run);
@@ -30,8 +29,12 @@ void change_free(Operation *op) {
 }
 
 /* Answers whoever waits, once. */
+bool change_is_dry_run(const Change *c) {
+        return c->kind == CHANGE_DRY_RUN || c->kind == CHANGE_POLICY_DRY_RUN;
+}
+
 void change_finish(Change *c, Iface *it, const Error *e) {
-        if (c->kind == CHANGE_DRY_RUN) {
+        if (change_is_dry_run(c)) {
                 if (c->dry_done)
                         c->dry_done(c->m, e ? NULL : &c->dry_run, e, c->userdata);
         } else if (c->done)
@@ -64,113 +67,11 @@ static int check_expect(const Iface *it, const DaemonExpect *expect, Error *rete
         return 0;
 }
 
-/* ---- resolving objects: a path object clsd has not seen is inspected by a worker first ---- */
+/* ---- resolving objects (resolution.c): the change's request resumes when the workers are done ---- */
 
-static void on_inspected(WorkerResult *result, Change *c) {
-        c->inspecting--;
-        if (result->r < 0 && !c->error.code) {
-                c->error = result->error;
-                result->error = (Error){ 0 };
-        }
-        if (c->inspecting == 0)
-                request_queue_resume(c->m->queue, c->op.iface);
-}
-
-/* The objects of the resolver's pending list were inspected: stored (a PUT) or kept for this change
- * only (a dry run). results: each pending object's description, in order. */
-typedef struct Inspected {
-        Change *c;
-        size_t index;
-} Inspected;
-
-static void on_one_inspected(WorkerResult *result, void *userdata) {
-        Inspected *in = userdata;
-        Change *c = in->c;
-        Manager *m = c->m;
-        PendingObject *p = &c->resolver.pending[in->index];
-
-        c->jobs[in->index] = NULL; /* the worker is done with it */
-        free(in);
-        if (result->r >= 0) {
-                Error e = ERROR_NULL;
-                bool any = false;
-                for (size_t i = 0; i < result->info->n_programs; i++)
-                        any = any || nl_program_tc_rank(&result->info->programs[i], NL_PROG_CLASSIFIER) >= 0;
-                if (!any) {
-                        error_set(&result->error, EINVAL, "invalid_object",
-                                  "object %s has no program tc can run (sched_cls, sched_act, or in a "
-                                  "section of "
-                                  "its own)",
-                                  p->digest);
-                        result->r = -EINVAL;
-                } else if (c->kind != CHANGE_DRY_RUN) {
-                        char digest[SHA256_DIGEST_STRING_MAX];
-                        if (store_object_put(m->store, p->data, p->size, digest, NULL, &e) < 0) {
-                                result->r = -EIO;
-                                result->error = e;
-                        } else if (!object_cache_get(m->objects, digest) &&
-                                   object_cache_add(m->objects, digest, p->size, TAKE_PTR(result->info),
-                                                    NULL) >= 0)
-                                log_info("stored object %s (%zu bytes)", digest, p->size);
-                } else if (resolver_add_extra(&c->resolver, p->digest, p->size, TAKE_PTR(result->info)) <
-                           0) {
-                        result->r = -ENOMEM;
-                        error_set(&result->error, ENOMEM, "internal_error", "out of memory");
-                }
-        }
-        on_inspected(result, c);
-}
-
-static int start_inspections(Change *c, Error *reterr) {
-        Manager *m = c->m;
-
-        c->jobs = calloc(c->resolver.n_pending + 1, sizeof(WorkerJob *));
-        if (!c->jobs)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        c->n_jobs = c->resolver.n_pending;
-        for (size_t i = 0; i < c->resolver.n_pending; i++) {
-                Inspected *in = calloc(1, sizeof(*in));
-                int r;
-                if (!in)
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-                *in = (Inspected){ .c = c, .index = i };
-                r = worker_inspect(m->workers, c->resolver.pending[i].data, c->resolver.pending[i].size,
-                                   on_one_inspected, in, &c->jobs[i]);
-                if (r < 0) {
-                        free(in);
-                        return error_set(reterr, -r, "internal_error", "cannot start a worker: %s",
-                                         strerror(-r));
-                }
-                m->counters.worker_jobs++;
-                c->inspecting++;
-        }
-        return 0;
-}
-
-static int resolve(Change *c, Error *reterr) {
-        int r;
-
-        if (c->error.code) {
-                error_set(reterr, c->error.error, c->error.code, "%s", strna(c->error.message));
-                return -c->error.error ?: -EINVAL;
-        }
-        if (c->inspecting > 0)
-                return -EAGAIN;
-        if (c->n_jobs > 0) {
-                /* The inspections of the last round are in: resolve again from scratch. */
-                free(c->jobs);
-                c->jobs = NULL;
-                c->n_jobs = 0;
-                pending_objects_free(c->resolver.pending, c->resolver.n_pending);
-                c->resolver.pending = NULL;
-                c->resolver.n_pending = 0;
-        }
-        c->resolver.cache = c->m->objects;
-        r = resolver_document(&c->resolver, c->doc, reterr);
-        if (r != -EAGAIN)
-                return r;
-        r = start_inspections(c, reterr);
-        return r < 0 ? r : -EAGAIN;
+static void on_resolved(ObjectResolution *res) {
+        Change *c = (Change *) ((char *) res - offsetof(Change, res));
+        request_queue_resume(c->m->queue, c->op.iface);
 }
 
 /* ---- the candidate: the interface as the change makes it ---- */
@@ -211,6 +112,8 @@ static int make_candidate(Change *c, Iface *it, Error *reterr) {
         } else if (c->kind == CHANGE_DELETE) {
                 api = NULL;
                 r = 0;
+        } else if (c->kind == CHANGE_POLICY || c->kind == CHANGE_POLICY_DRY_RUN) {
+                r = document_facts_copy(&it->facts[SOURCE_API], &api_facts);
         } else {
                 hog = c->doc;
                 hog_path = c->hog_path;
@@ -219,6 +122,10 @@ static int make_candidate(Change *c, Iface *it, Error *reterr) {
         if (r < 0)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         r = iface_new(it->netns, it->ifname, &c->candidate);
+        if (r >= 0)
+                r = c->kind == CHANGE_POLICY || c->kind == CHANGE_POLICY_DRY_RUN
+                            ? iface_set_policies(c->candidate, c->policies, c->n_policies)
+                            : iface_set_policies(c->candidate, it->policies, it->n_policies);
         if (r >= 0)
                 r = iface_set_documents(c->candidate, api, &api_facts, hog, hog_path, &it->facts[SOURCE_HOG],
                                         m->kernel.tcx, m->registry);
@@ -310,6 +217,15 @@ static void commit(Manager *m, Iface *it, Iface *cand) {
                 cand->facts[s] = (DocumentFacts){ 0 };
         }
         memcpy(it->hook_source, cand->hook_source, sizeof(it->hook_source));
+        (void) iface_set_policies(it, NULL, 0);
+        it->policies = TAKE_PTR(cand->policies);
+        it->n_policies = cand->n_policies;
+        cand->n_policies = 0;
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                free(it->hook_conflict[dir]);
+                it->hook_conflict[dir] = TAKE_PTR(cand->hook_conflict[dir]);
+                it->hook_policy[dir] = cand->hook_policy[dir];
+        }
 }
 
 /* The store says what the change did: the API's document (or its removal), and what a hog attached. */
@@ -393,10 +309,7 @@ Change *change_new(Manager *m, ChangeKind kind, const DaemonExpect *expect) {
         c->kind = kind;
         c->op.run = change_run;
         c->op.free = change_free;
-        c->resolver = (Resolver){ .cache = m->objects,
-                                  .object_size_max = m->config.object_size_max,
-                                  .act_bpf = m->kernel.act_bpf,
-                                  .tcx = m->kernel.tcx };
+        resolution_init(&c->res, m, change_is_dry_run(c), on_resolved);
         if (expect) {
                 c->expect = *expect;
                 if (expect->as_given && !(c->expect_text = strdup(expect->as_given))) {
@@ -433,6 +346,49 @@ static int forget_if_new(Manager *m, Iface *it) {
         return -ESRCH;
 }
 
+/* A policy came, changed or went for the interface: its filters are composed again, and it is
+ * reconciled as any interface is (a failure is its state, retried with a backoff, not the answer's). */
+static int policy_change_run(Manager *m, Change *c, Iface *it) {
+        Error e = ERROR_NULL;
+        int r;
+
+        if (!c->composed) {
+                bool was_visible = it->visible;
+                if (iface_set_policies(it, c->policies, c->n_policies) < 0 ||
+                    iface_set_documents(it, it->api, &it->facts[SOURCE_API], it->hog, it->hog_path,
+                                        &it->facts[SOURCE_HOG], m->kernel.tcx, m->registry) < 0) {
+                        error_set(&e, ENOMEM, "internal_error", "out of memory");
+                        change_finish(c, it, &e);
+                        error_done(&e);
+                        return forget_if_new(m, it);
+                }
+                c->composed = true;
+                if (!it->api && !it->hog && it->n_policies == 0) {
+                        /* No policy is for it any more, and nothing else is: clsd's filters go. */
+                        NlSocket *rtnl =
+                                it->ifindex > 0 ? netns_set_rtnl_followed(m->netns, it->netns) : NULL;
+                        if (rtnl && iface_remove_all(m, it, rtnl, &e) < 0)
+                                log_warning("%s: cannot remove clsd's filters: %s", it->ifname,
+                                            strna(e.message));
+                        error_done(&e);
+                        change_finish(c, NULL, NULL);
+                        manager_forget(m, it);
+                        return -ESRCH;
+                }
+                it->visible = true;
+                if (!was_visible)
+                        manager_changed(m, it, IFACE_ADDED);
+        }
+        r = iface_reconcile_and_report(m, it);
+        if (r == -EAGAIN)
+                return -EAGAIN;
+        if (r < 0)
+                request_queue_reconcile(m->queue, it, REASON_RETRY);
+        manager_changed(m, it, IFACE_CHANGED_DOCUMENT | IFACE_CHANGED_FILTERS);
+        change_finish(c, it, NULL);
+        return 0;
+}
+
 int change_run(Manager *m, Operation *op) {
         Change *c = (Change *) op;
         Iface *it = op->iface;
@@ -442,6 +398,8 @@ int change_run(Manager *m, Operation *op) {
         bool present;
         int r;
 
+        if (c->kind == CHANGE_POLICY)
+                return policy_change_run(m, c, it);
         /* Checks against the interface as it is when the change's turn comes. */
         if (!c->candidate) {
                 r = check_expect(it, &c->expect, &e);
@@ -461,8 +419,8 @@ int change_run(Manager *m, Operation *op) {
                         r = error_set(&e, EBUSY, "hog_owned",
                                       "%s is declared by the hog %s; remove that file and send clsd SIGHUP",
                                       it->ifname, it->hog_path);
-                if (r >= 0 && c->doc) {
-                        r = resolve(c, &e);
+                if (r >= 0 && c->doc && !c->shared_resolver) {
+                        r = resolution_run(&c->res, c->doc, &e);
                         if (r == -EAGAIN)
                                 return -EAGAIN;
                 }
@@ -487,15 +445,15 @@ int change_run(Manager *m, Operation *op) {
                 c->candidate->ifindex = link.ifindex;
                 attach_context_init(m, c->candidate, rtnl, &ctx);
                 r = attach_observe(&ctx, &obs, &e);
-                if (r >= 0 && c->kind != CHANGE_DRY_RUN)
+                if (r >= 0 && !change_is_dry_run(c))
                         r = attach_kind_cls.check(&ctx, obs.cls, &e);
-                if (r >= 0 && c->kind != CHANGE_DRY_RUN)
+                if (r >= 0 && !change_is_dry_run(c))
                         r = attach_kind_tcx.check(&ctx, obs.tcx, &e);
                 attach_observed_free(&obs);
         }
         if (r < 0)
                 goto fail;
-        if (c->kind == CHANGE_DRY_RUN) {
+        if (change_is_dry_run(c)) {
                 r = dry_run_apply(c, it, rtnl, present, &e);
                 if (r < 0)
                         goto fail;
@@ -511,7 +469,7 @@ int change_run(Manager *m, Operation *op) {
                         goto fail;
         }
         if ((c->kind == CHANGE_DELETE || c->kind == CHANGE_HOG) && !c->candidate->api &&
-            !c->candidate->hog) {
+            !c->candidate->hog && c->candidate->n_policies == 0) {
                 /* Nothing is declared any more: everything of clsd's goes, and the interface with it. */
                 if (present) {
                         r = iface_remove_all(m, it, rtnl, &e);
@@ -552,7 +510,7 @@ int change_run(Manager *m, Operation *op) {
         change_finish(c, it, NULL);
         return 0;
 fail:
-        if (c->kind != CHANGE_DRY_RUN)
+        if (!change_is_dry_run(c))
                 daemon_count_error(m, e.code);
         change_finish(c, it, &e);
         error_done(&e);

@@ -5,13 +5,15 @@
 
 #include "attach.h"
 #include "manager.h"
-#include "resolve.h"
+#include "resolution.h"
 
 typedef enum ChangeKind {
         CHANGE_PUT, /* the API's document becomes doc */
         CHANGE_DRY_RUN, /* what CHANGE_PUT would do */
         CHANGE_DELETE, /* the API's document goes */
         CHANGE_HOG, /* the hog becomes doc (NULL: it goes) */
+        CHANGE_POLICY, /* the policies that match the interface become policies */
+        CHANGE_POLICY_DRY_RUN, /* what CHANGE_POLICY would do */
 } ChangeKind;
 
 typedef struct Change {
@@ -20,13 +22,13 @@ typedef struct Change {
         ChangeKind kind;
         Document *doc;
         char *hog_path;
+        Policy **policies; /* CHANGE_POLICY: references */
+        size_t n_policies;
+        const Resolver *shared_resolver; /* a policy's dry run: its objects, resolved once for all */
+        bool composed; /* CHANGE_POLICY: the interface has them; its reconcile runs */
         DaemonExpect expect;
         char *expect_text;
-        Resolver resolver;
-        size_t inspecting; /* worker jobs in flight for objects to inspect */
-        Error error; /* of a failed inspection */
-        WorkerJob **jobs;
-        size_t n_jobs;
+        ObjectResolution res;
         Iface *candidate; /* the interface as the change makes it */
         DryRun dry_run;
         DaemonDoneFunc done;
@@ -40,6 +42,7 @@ void change_free(Operation *op);
 /* Queues the change behind the interface's others (a new interface is made, not shown until a change
  * stores it); on failure, answers and frees it. */
 void change_queue(Manager *m, Change *c, const char *netns, const char *ifname);
+bool change_is_dry_run(const Change *c);
 /* Answers whoever waits, once. */
 void change_finish(Change *c, Iface *it, const Error *e);
 /* The operation's run: as far as the change can go now (0 done, -EAGAIN waiting for a worker, -ESRCH

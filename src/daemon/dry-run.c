@@ -58,8 +58,10 @@ static void plan_programs(Change *c, Iface *it, Error *reterr, int *ret) {
                         }
                         /* A new load takes over the maps of the program it replaces: the PUT would
                          * refuse an incompatible one, and so does the dry run. */
-                        r = registry_check_reuse(m->registry, &ref, resolver_info(&c->resolver, ref.digest),
-                                                 observed, reterr);
+                        r = registry_check_reuse(
+                                m->registry, &ref,
+                                resolver_info(c->shared_resolver ?: &c->res.resolver, ref.digest), observed,
+                                reterr);
                 }
         }
         *ret = r;

@@ -80,7 +80,11 @@ static void link_event(Manager *m, const char *netns, const struct nlmsghdr *nlh
         /* First what left: a device removed, or renamed away from a document's name. */
         it = iface_table_by_ifindex(m->ifaces, netns, l.ifindex);
         if (it && it->visible) {
-                if (nlh->nlmsg_type == RTM_DELLINK) {
+                if (nlh->nlmsg_type == RTM_DELLINK && !it->api && !it->hog) {
+                        /* Only policies were for it: it goes with its device. */
+                        log_info("%s: interface removed", it->ifname);
+                        manager_forget(m, it);
+                } else if (nlh->nlmsg_type == RTM_DELLINK) {
                         log_info("%s: interface removed; document pending", it->ifname);
                         iface_table_set_ifindex(m->ifaces, it, 0);
                         iface_set_state(it, IFACE_PENDING, NULL);
@@ -98,13 +102,19 @@ static void link_event(Manager *m, const char *netns, const struct nlmsghdr *nlh
                                                     strna(e.message));
                                 error_done(&e);
                         }
-                        iface_table_set_ifindex(m->ifaces, it, 0);
-                        iface_set_state(it, IFACE_PENDING, NULL);
-                        manager_changed(m, it, IFACE_CHANGED_STATE);
+                        if (!it->api && !it->hog)
+                                manager_forget(m, it); /* only policies were for it */
+                        else {
+                                iface_table_set_ifindex(m->ifaces, it, 0);
+                                iface_set_state(it, IFACE_PENDING, NULL);
+                                manager_changed(m, it, IFACE_CHANGED_STATE);
+                        }
                 }
         }
         if (nlh->nlmsg_type == RTM_DELLINK)
                 return;
+        /* The policies that match it now (a new name, kind or master may change them). */
+        manager_policies_link(m, netns, &l);
         /* Then what came: the document that names this interface. */
         it = daemon_iface_get(m, netns, l.ifname);
         if (it && (it->state != IFACE_CONFIGURED || it->ifindex != l.ifindex)) {
@@ -141,11 +151,17 @@ void manager_on_netns_change(const char *netns, bool present, void *userdata) {
 
         if (netns && !present) {
                 links_forget(m->links, netns);
-                /* A followed namespace went: its documents wait for it to come back. */
+                /* A followed namespace went: its documents wait for it to come back; what only policies
+                 * were for goes. */
                 for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
                         Iface *it = iface_table_at(m->ifaces, i);
                         if (!streq_ptr(it->netns, netns))
                                 continue;
+                        if (!it->api && !it->hog && it->n_policies > 0) {
+                                manager_forget(m, it);
+                                i--;
+                                continue;
+                        }
                         if (it->state != IFACE_PENDING && it->visible)
                                 log_info("%s: netns %s is gone; document pending", it->ifname, netns);
                         iface_table_set_ifindex(m->ifaces, it, 0);
@@ -154,7 +170,18 @@ void manager_on_netns_change(const char *netns, bool present, void *userdata) {
                 }
                 return;
         }
-        /* The directory changed: documents whose namespace came are applied. */
+        /* The directory changed: namespaces a policy may match are followed and their links matched. */
+        if (m->n_policies > 0) {
+                char **present_names = NULL;
+                size_t n = 0;
+                (void) netns_set_list_present(m->netns, &present_names, &n);
+                for (size_t i = 0; i < n; i++)
+                        if (!netns_set_follows(m->netns, present_names[i]) &&
+                            manager_policies_want_netns(m, present_names[i]))
+                                manager_policies_netns(m, present_names[i]);
+                strv_free_n(present_names, n);
+        }
+        /* Documents whose namespace came are applied. */
         for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
                 Iface *it = iface_table_at(m->ifaces, i);
                 NlSocket *rtnl;

@@ -76,6 +76,9 @@ Iface *iface_free(Iface *it, Registry *reg) {
         free(it->filters);
         document_unref(it->api);
         document_unref(it->hog);
+        (void) iface_set_policies(it, NULL, 0);
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                free(it->hook_conflict[dir]);
         for (DocumentSource s = 0; s < _SOURCE_MAX; s++)
                 document_facts_done(&it->facts[s]);
         free(it->hog_path);
@@ -136,6 +139,92 @@ int iface_facts_for(const Iface *it, const Document *doc, DocumentFacts *ret) {
         return 0;
 }
 
+static int policy_compare(const void *a, const void *b) {
+        const Policy *x = *(Policy *const *) a, *y = *(Policy *const *) b;
+        if (x->order != y->order)
+                return x->order < y->order ? -1 : 1;
+        return strcmp(x->name, y->name);
+}
+
+int iface_set_policies(Iface *it, Policy *const *v, size_t n) {
+        Policy **copy = NULL;
+
+        if (n > 0) {
+                copy = calloc(n, sizeof(Policy *));
+                if (!copy)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n; i++)
+                        copy[i] = policy_ref(v[i]);
+                qsort(copy, n, sizeof(Policy *), policy_compare);
+        }
+        for (size_t i = 0; i < it->n_policies; i++)
+                policy_unref(it->policies[i]);
+        free(it->policies);
+        it->policies = copy;
+        it->n_policies = n;
+        return 0;
+}
+
+bool iface_has_policy(const Iface *it, const Policy *p) {
+        for (size_t i = 0; i < it->n_policies; i++)
+                if (it->policies[i] == p)
+                        return true;
+        return false;
+}
+
+bool iface_policies_equal(const Iface *it, Policy *const *v, size_t n) {
+        if (n != it->n_policies)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!iface_has_policy(it, v[i]))
+                        return false;
+        return true;
+}
+
+/* The policy that holds the hook when no hog or API document does: the lowest order declaring filters
+ * there; two of that order are a conflict (NULL, and *conflict says which). */
+static const Policy *hook_policy(const Iface *it, Direction dir, char **conflict) {
+        const Policy *first = NULL;
+
+        *conflict = NULL;
+        for (size_t i = 0; i < it->n_policies; i++) {
+                const Policy *p = it->policies[i];
+                if (p->doc->n_filters[dir] == 0)
+                        continue;
+                if (!first) {
+                        first = p;
+                        continue;
+                }
+                if (p->order == first->order) {
+                        if (asprintf(conflict, "%s and %s (both order %d)", first->name, p->name,
+                                     (int) p->order) < 0)
+                                *conflict = NULL;
+                        return NULL;
+                }
+                break;
+        }
+        return first;
+}
+
+const char *iface_policy_hook_state(const Iface *it, const Policy *p, Direction dir, const char **by) {
+        *by = NULL;
+        if (p->doc->n_filters[dir] == 0)
+                return NULL;
+        if (it->hook_policy[dir] == p)
+                return "applied";
+        if (it->hook_conflict[dir]) {
+                *by = it->hook_conflict[dir];
+                return "conflict";
+        }
+        if (hog_holds(it->hog, dir))
+                *by = "hog";
+        else if (it->api && it->api->n_filters[dir] > 0)
+                *by = "document";
+        else if (it->hook_policy[dir])
+                *by = it->hook_policy[dir]->name;
+        return "overridden";
+}
+
 int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts, Document *hog,
                         const char *hog_path, const DocumentFacts *hog_facts, bool tcx, Registry *reg) {
         DocumentFacts facts[_SOURCE_MAX] = { 0 };
@@ -150,8 +239,17 @@ int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts
                 document_facts_done(&facts[SOURCE_HOG]);
                 return -ENOMEM;
         }
-        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
-                total += hog_holds(hog, dir) ? hog->n_filters[dir] : api ? api->n_filters[dir] : 0;
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                free(it->hook_conflict[dir]);
+                it->hook_conflict[dir] = NULL;
+                it->hook_policy[dir] = NULL;
+                if (!hog_holds(hog, dir) && !(api && api->n_filters[dir] > 0))
+                        it->hook_policy[dir] = hook_policy(it, dir, &it->hook_conflict[dir]);
+                total += hog_holds(hog, dir)              ? hog->n_filters[dir]
+                         : api && api->n_filters[dir] > 0 ? api->n_filters[dir]
+                         : it->hook_policy[dir]           ? it->hook_policy[dir]->doc->n_filters[dir]
+                                                          : 0;
+        }
         filters = calloc(total + 1, sizeof(Filter));
         if (!filters) {
                 document_facts_done(&facts[SOURCE_API]);
@@ -159,8 +257,15 @@ int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts
                 return -ENOMEM;
         }
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
-                DocumentSource src = hog_holds(hog, dir) || !api ? SOURCE_HOG : SOURCE_API;
-                const Document *doc = src == SOURCE_HOG ? hog : api;
+                DocumentSource src = hog_holds(hog, dir)              ? SOURCE_HOG
+                                     : api && api->n_filters[dir] > 0 ? SOURCE_API
+                                     : it->hook_policy[dir]           ? SOURCE_POLICY
+                                     : hog || !api                    ? SOURCE_HOG
+                                                                      : SOURCE_API;
+                const Document *doc = src == SOURCE_HOG      ? hog
+                                      : src == SOURCE_API    ? api
+                                      : src == SOURCE_POLICY ? it->hook_policy[dir]->doc
+                                                             : NULL;
 
                 it->hook_source[dir] = src;
                 for (size_t i = 0; doc && i < doc->n_filters[dir]; i++) {
@@ -212,7 +317,8 @@ swap:
         for (DocumentSource s = 0; s < _SOURCE_MAX; s++) {
                 /* clsd's clsact stays clsd's whichever document asks for the interface now. */
                 facts[s].clsact_created = facts[s].clsact_created || it->facts[SOURCE_API].clsact_created ||
-                                          it->facts[SOURCE_HOG].clsact_created;
+                                          it->facts[SOURCE_HOG].clsact_created ||
+                                          it->facts[SOURCE_POLICY].clsact_created;
                 document_facts_done(&it->facts[s]);
                 it->facts[s] = facts[s];
         }
@@ -293,7 +399,7 @@ const Error *iface_error(const Iface *it) {
 }
 
 DocumentSource iface_source(const Iface *it) {
-        return it->hog ? SOURCE_HOG : SOURCE_API;
+        return it->hog ? SOURCE_HOG : it->api || it->n_policies == 0 ? SOURCE_API : SOURCE_POLICY;
 }
 
 const char *iface_hog_path(const Iface *it) {

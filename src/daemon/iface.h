@@ -36,6 +36,12 @@ struct Iface {
         char *hog_path;
         DocumentFacts facts[_SOURCE_MAX]; /* what clsd attached for each document */
         DocumentSource hook_source[_DIRECTION_MAX]; /* whose filters each hook has */
+        Policy **policies; /* the policies that match it (references), by order then name */
+        size_t n_policies;
+        const Policy *hook_policy[_DIRECTION_MAX]; /* the policy a hook has its filters from, or NULL */
+        /* Two policies of the same order want the hook (and nothing above them does): neither is
+         * applied there; "a and b" */
+        char *hook_conflict[_DIRECTION_MAX];
         Filter *filters; /* ingress, then egress */
         size_t n_filters;
         IfaceState state;
@@ -54,6 +60,10 @@ struct Iface {
         struct Request *request; /* its reconcile request, while one is queued or running */
         struct Operation *ops; /* changes waiting for it, in order (queue.c) */
         struct Operation *ops_tail;
+        /* A probe (a policy's programs loaded before it is stored): not in the queue; its loads call
+         * this instead of resuming a request. */
+        void (*on_resume)(void *userdata);
+        void *on_resume_userdata;
 };
 
 /* A new interface of no documents (the caller sets them). */
@@ -62,10 +72,20 @@ int iface_new(const char *netns, const char *ifname, Iface **ret);
 Iface *iface_free(Iface *it, Registry *reg);
 /* Makes api and hog (references taken; either may be NULL) the interface's documents, with what was
  * attached for them, and composes the filters: on each hook a hog's if it declares any there, else the
- * API's. tcx: whether the kernel has tcx ("auto"). Filters whose spec is alike in the old composition
- * keep their programs. */
+ * API's, else the policy of lowest order that declares some (two of that order: a conflict, none). tcx:
+ * whether the kernel has tcx ("auto"). Filters whose spec is alike in the old composition keep their
+ * programs. */
 int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts, Document *hog,
                         const char *hog_path, const DocumentFacts *hog_facts, bool tcx, Registry *reg);
+/* Makes v the policies that match the interface (references taken); iface_set_documents() composes
+ * them. */
+int iface_set_policies(Iface *it, Policy *const *v, size_t n);
+/* Whether the interface's policies are exactly v (in any order). */
+bool iface_policies_equal(const Iface *it, Policy *const *v, size_t n);
+bool iface_has_policy(const Iface *it, const Policy *p);
+/* What a hook of the interface is to policy p: "applied", "overridden" (by what into *by), "conflict",
+ * or NULL when p declares nothing there. */
+const char *iface_policy_hook_state(const Iface *it, const Policy *p, Direction dir, const char **by);
 /* The facts of the interface's API document that a new API document doc may keep: those of filters
  * declared alike (same name, object, program; actions alike up to the first that differs). */
 int iface_facts_for(const Iface *it, const Document *doc, DocumentFacts *ret);

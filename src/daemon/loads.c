@@ -115,6 +115,14 @@ static void hand_over(const Load *x, Iface *target, Program *p) {
         }
 }
 
+/* The waiter's work goes on: its request, or a probe's callback (which must not come back here at once). */
+static void resume(Manager *m, Iface *it) {
+        if (it->on_resume)
+                it->on_resume(it->on_resume_userdata);
+        else
+                request_queue_resume(m->queue, it);
+}
+
 static void on_loaded(WorkerResult *result, void *userdata) {
         Load *x = userdata;
         Manager *m = x->m;
@@ -137,7 +145,7 @@ static void on_loaded(WorkerResult *result, void *userdata) {
                         load_free(m->loads, x);
                         registry_release(m->registry, p);
                         for (size_t i = 0; i < n; i++)
-                                request_queue_resume(m->queue, waiters[i].resume);
+                                resume(m, waiters[i].resume);
                         free(waiters);
                         return;
                 }
@@ -146,7 +154,7 @@ static void on_loaded(WorkerResult *result, void *userdata) {
         x->failed = true;
         log_warning("loading %s of %s failed: %s", x->program, x->digest, strna(x->error.message));
         for (size_t i = 0; i < x->n_waiters; i++)
-                request_queue_resume(m->queue, x->waiters[i].resume);
+                resume(m, x->waiters[i].resume);
         if (x->n_waiters == 0)
                 load_free(m->loads, x);
 }

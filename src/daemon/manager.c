@@ -46,6 +46,7 @@ Manager *daemon_free(Manager *m) {
         if (m->registry)
                 registry_exiting(m->registry);
         loads_free(m->loads);
+        manager_policies_free(m);
         links_free(m->links);
         workers_free(m->workers);
         while (m->ifaces && iface_table_size(m->ifaces) > 0) {
@@ -192,7 +193,7 @@ int manager_link(Manager *m, const char *netns, const char *ifname, NlSocket **r
 }
 
 void manager_release_netns(Manager *m, const char *netns) {
-        if (!netns || !netns_set_follows(m->netns, netns))
+        if (!netns || !netns_set_follows(m->netns, netns) || manager_policies_want_netns(m, netns))
                 return;
         for (size_t i = 0; i < iface_table_size(m->ifaces); i++)
                 if (streq_ptr(iface_table_at(m->ifaces, i)->netns, netns))
@@ -358,6 +359,9 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
         r = manager_hogs_load(m);
         if (r < 0)
                 return error_set(reterr, r, "internal_error", "cannot load hogs: %s", strerror(-r));
+        r = manager_policies_load(m, reterr);
+        if (r < 0)
+                return r;
         r = netns_set_start(m->netns, reterr);
         if (r >= 0)
                 r = manager_resync_start(m, reterr);
@@ -365,6 +369,7 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
                 return r;
         for (size_t i = 0; i < iface_table_size(m->ifaces); i++)
                 request_queue_reconcile(m->queue, iface_table_at(m->ifaces, i), REASON_START);
+        manager_policies_start(m);
         /* Ready once the queue has run dry the first time: checked after each turn of the loop that
          * dispatched something, and once at the first (when there is nothing to do, nothing else runs). */
         r = sd_event_add_post(m->event, &m->start.post, on_started_check, m);

@@ -47,6 +47,8 @@ struct Manager {
         Workers *workers;
         Loads *loads;
         Links *links;
+        Policy **policies; /* by name */
+        size_t n_policies;
         KernelFeatures kernel;
         DaemonCounters counters;
         char status[128]; /* the last STATUS= sent to systemd */
@@ -70,12 +72,27 @@ void manager_forget(Manager *m, Iface *it);
 void manager_save_facts(Manager *m, Iface *it);
 void manager_check_started(Manager *m);
 
+/* policies.c */
+int manager_policies_load(Manager *m, Error *reterr);
+/* Matches every link at start. */
+void manager_policies_start(Manager *m);
+void manager_policies_free(Manager *m);
+/* A link came or changed: the policies that match it now. */
+void manager_policies_link(Manager *m, const char *netns, const NlLink *l);
+/* A namespace appeared: every link in it, if a policy may match there. */
+void manager_policies_netns(Manager *m, const char *netns);
+/* Whether a policy may match links of the namespace (clsd follows it then). */
+bool manager_policies_want_netns(Manager *m, const char *netns);
+
 /* reconcile.c */
 /* One reconcile of the interface (any reason): observe, acquire programs (adopting), plan, apply,
  * verify. -EAGAIN when programs are being loaded (the request runs again when they are in). */
 int iface_reconcile(Manager *m, Iface *it, Error *reterr);
 /* The queue's process function. */
 int manager_process_request(Manager *m, Request *r);
+/* One reconcile, its outcome made the interface's state (logged, counted, told to listeners): 0,
+ * -EAGAIN (programs are being loaded), or <0 (failed: the caller retries after a backoff). */
+int iface_reconcile_and_report(Manager *m, Iface *it);
 /* Acquires every program of target's filters: 0, -EAGAIN (loads started; resume's work goes on when they
  * are in), or a load's failure. The filters' observed facts say what may be adopted. */
 int iface_acquire_programs(Manager *m, Iface *target, Iface *resume, Error *reterr);

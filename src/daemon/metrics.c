@@ -77,6 +77,22 @@ static void emit_own(Manager *d, const MetricWriter *w) {
                   (double) nc.dumps);
         w->sample(w->userdata, "clsd_netlink_requests_total", (const char *const[]){ "type", "other" }, 1,
                   (double) nc.others);
+        w->family(w->userdata, "clsd_policy_interfaces", "gauge",
+                  "Interfaces each policy matches, by their state");
+        for (size_t i = 0; i < d->n_policies; i++) {
+                const Policy *p = d->policies[i];
+                size_t n[_IFACE_STATE_MAX] = { 0 };
+                for (size_t k = 0; k < iface_table_size(d->ifaces); k++) {
+                        const Iface *it = iface_table_at(d->ifaces, k);
+                        if (it->visible && iface_has_policy(it, p))
+                                n[it->state]++;
+                }
+                for (IfaceState s = 0; s < _IFACE_STATE_MAX; s++)
+                        w->sample(w->userdata, "clsd_policy_interfaces",
+                                  (const char *const[]){ "policy", p->name, "state",
+                                                         iface_state_to_string(s) },
+                                  2, (double) n[s]);
+        }
 }
 
 static void filter_labels(const Iface *it, const Filter *f, char pref[8], const char *v[8]) {

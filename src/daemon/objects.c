@@ -204,6 +204,10 @@ int daemon_object_remove(Manager *m, const char *digest, Error *reterr) {
         if (users[0])
                 return error_set(reterr, EBUSY, "object_in_use", "object %s is used by the document of %s%s",
                                  digest, users[0], users[1] ? " and others" : "");
+        for (size_t i = 0; i < m->n_policies; i++)
+                if (document_uses(m->policies[i]->doc, digest))
+                        return error_set(reterr, EBUSY, "object_in_use",
+                                         "object %s is used by the policy %s", digest, m->policies[i]->name);
         r = store_object_remove(m->store, digest, reterr);
         if (r < 0)
                 return r;

@@ -235,7 +235,10 @@ int iface_remove_all(Manager *m, Iface *it, NlSocket *rtnl, Error *reterr) {
 
 /* A reconcile request's turn: the interface's state follows the result. */
 int manager_process_request(Manager *m, Request *req) {
-        Iface *it = req->iface;
+        return iface_reconcile_and_report(m, req->iface);
+}
+
+int iface_reconcile_and_report(Manager *m, Iface *it) {
         IfaceState before = it->state;
         _cleanup_free_ char *error_before = it->error.message ? strdup(it->error.message) : NULL;
         Error e = ERROR_NULL;

@@ -16,6 +16,10 @@ int nl_link_parse(const struct nlmsghdr *nlh, NlLink *ret) {
         if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*ifi))
                 return -EBADMSG;
         ifi = mnl_nlmsg_get_payload(nlh);
+        /* A bridge's messages about its ports (AF_BRIDGE): an RTM_DELLINK of those is a port leaving
+         * the bridge, not the device going. */
+        if (ifi->ifi_family == AF_BRIDGE)
+                return -ENOMSG;
         l.ifindex = ifi->ifi_index;
         l.flags = ifi->ifi_flags;
         mnl_attr_for_each (a, nlh, sizeof(*ifi)) {
@@ -34,7 +38,8 @@ int nl_link_parse(const struct nlmsghdr *nlh, NlLink *ret) {
                                 if (mnl_attr_get_type(b) == IFLA_INFO_KIND &&
                                     mnl_attr_validate(b, MNL_TYPE_STRING) >= 0)
                                         snprintf(l.kind, sizeof(l.kind), "%.*s",
-                                                 (int) strnlen(mnl_attr_get_payload(b), mnl_attr_get_payload_len(b)),
+                                                 (int) strnlen(mnl_attr_get_payload(b),
+                                                               mnl_attr_get_payload_len(b)),
                                                  (const char *) mnl_attr_get_payload(b));
                         break;
                 }

@@ -72,8 +72,8 @@ static bool kind_valid(const char *s) {
         return true;
 }
 
-static int parse_list(json_t *j, const char *path, bool (*valid)(const char *), const char *what, char ***ret,
-                      size_t *ret_n, Error *reterr) {
+static int parse_list(json_t *j, const char *path, bool (*valid)(const char *), const char *what,
+                      char ***ret, size_t *ret_n, Error *reterr) {
         size_t i, n;
         json_t *v;
         char **list;
@@ -94,8 +94,8 @@ static int parse_list(json_t *j, const char *path, bool (*valid)(const char *), 
                 if (!json_is_string(v))
                         r = error_set(reterr, EINVAL, "wrong_type", "%s[%zu]: expected a string", path, i);
                 else if (!valid(json_string_value(v)))
-                        r = error_set(reterr, EINVAL, "invalid_value", "%s[%zu]: \"%s\" is not a valid %s", path, i,
-                                      json_string_value(v), what);
+                        r = error_set(reterr, EINVAL, "invalid_value", "%s[%zu]: \"%s\" is not a valid %s",
+                                      path, i, json_string_value(v), what);
                 else if (!(list[i] = strdup(json_string_value(v))))
                         r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
                 if (r < 0) {
@@ -124,23 +124,26 @@ static int parse_match(json_t *j, PolicyMatch *m, Error *reterr) {
         if (!json_is_object(j))
                 return error_set(reterr, EINVAL, "wrong_type", "match: expected an object");
         json_object_foreach (j, key, v)
-                if (!streq(key, "ifname") && !streq(key, "netns") && !streq(key, "kind") && !streq(key, "master"))
+                if (!streq(key, "ifname") && !streq(key, "netns") && !streq(key, "kind") &&
+                    !streq(key, "master"))
                         return error_set(reterr, EINVAL, "unknown_field", "match.%s: unknown field", key);
         v = json_object_get(j, "ifname");
         if (!v)
                 return error_set(reterr, EINVAL, "missing_field", "match.ifname: required");
-        r = parse_list(v, "match.ifname", ifname_glob_valid, "interface name glob", &m->ifname, &m->n_ifname, reterr);
+        r = parse_list(v, "match.ifname", ifname_glob_valid, "interface name glob", &m->ifname, &m->n_ifname,
+                       reterr);
         if (r < 0)
                 return r;
         if ((v = json_object_get(j, "netns")) && !json_is_null(v)) {
-                r = parse_list(v, "match.netns", netns_glob_valid, "namespace name glob", &m->netns, &m->n_netns,
-                               reterr);
+                r = parse_list(v, "match.netns", netns_glob_valid, "namespace name glob", &m->netns,
+                               &m->n_netns, reterr);
                 if (r < 0)
                         return r;
         }
         if ((v = json_object_get(j, "kind")) && !json_is_null(v)) {
-                r = parse_list(v, "match.kind", kind_valid, "link kind (veth, vlan, bond, bridge, physical, …)",
-                               &m->kind, &m->n_kind, reterr);
+                r = parse_list(v, "match.kind", kind_valid,
+                               "link kind (veth, vlan, bond, bridge, physical, …)", &m->kind, &m->n_kind,
+                               reterr);
                 if (r < 0)
                         return r;
         }
@@ -160,13 +163,15 @@ int policy_from_json(const char *name, json_t *j, Policy **ret, Error *reterr) {
         int r;
 
         if (!policy_name_valid(name))
-                return error_set(reterr, EINVAL, "invalid_value",
-                                 "\"%s\" is not a valid policy name (1 to %d characters of A-Z a-z 0-9 _ . -)",
-                                 strna(name), POLICY_NAME_MAX);
+                return error_set(
+                        reterr, EINVAL, "invalid_value",
+                        "\"%s\" is not a valid policy name (1 to %d characters of A-Z a-z 0-9 _ . -)",
+                        strna(name), POLICY_NAME_MAX);
         if (!json_is_object(j))
                 return error_set(reterr, EINVAL, "wrong_type", "policy: expected a JSON object");
         json_object_foreach (j, key, v)
-                if (!streq(key, "match") && !streq(key, "order") && !streq(key, "ingress") && !streq(key, "egress"))
+                if (!streq(key, "match") && !streq(key, "order") && !streq(key, "ingress") &&
+                    !streq(key, "egress"))
                         return error_set(reterr, EINVAL, "unknown_field", "%s: unknown field", key);
         p = calloc(1, sizeof(*p));
         if (!p || !(p->name = strdup(name)))
@@ -174,7 +179,8 @@ int policy_from_json(const char *name, json_t *j, Policy **ret, Error *reterr) {
         p->n_ref = 1;
         v = json_object_get(j, "match");
         if (!v)
-                return error_set(reterr, EINVAL, "missing_field", "match: required (which interfaces the policy is for)");
+                return error_set(reterr, EINVAL, "missing_field",
+                                 "match: required (which interfaces the policy is for)");
         r = parse_match(v, &p->match, reterr);
         if (r < 0)
                 return r;
@@ -248,7 +254,8 @@ bool policy_matches_netns(const Policy *p, const char *netns) {
         return any_glob(p->match.netns, p->match.n_netns, netns);
 }
 
-bool policy_matches(const Policy *p, const char *netns, const char *ifname, const char *kind, const char *master) {
+bool policy_matches(const Policy *p, const char *netns, const char *ifname, const char *kind,
+                    const char *master) {
         if (!policy_matches_netns(p, netns) || !any_glob(p->match.ifname, p->match.n_ifname, ifname))
                 return false;
         if (p->match.n_kind) {
@@ -292,7 +299,8 @@ int store_policy_remove(Store *s, const char *name, Error *reterr) {
         if (unlinkat(policies_fd(s), file, 0) < 0) {
                 if (errno == ENOENT)
                         return 0;
-                return error_set(reterr, errno, "store_error", "cannot remove %s/policies/%s: %m", s->dir, file);
+                return error_set(reterr, errno, "store_error", "cannot remove %s/policies/%s: %m", s->dir,
+                                 file);
         }
         if (fsync(policies_fd(s)) < 0)
                 return error_set(reterr, errno, "store_error", "cannot sync %s/policies: %m", s->dir);
@@ -329,7 +337,8 @@ int policy_file_parse(const char *text, size_t size, Policy **ret, Error *reterr
                         if (unresolved) {
                                 policy_unref(p);
                                 return error_set(reterr, EINVAL, "store_error",
-                                                 "%s[%zu]: a stored filter names its object by digest and its program",
+                                                 "%s[%zu]: a stored filter names its object by digest and "
+                                                 "its program",
                                                  direction_to_string(dir), i);
                         }
                 }
@@ -346,7 +355,8 @@ int store_policies_load(Store *s, Policy ***ret, size_t *ret_n, StoreProblemFunc
 
         r = store_list_dir(policies_fd(s), ".json", &names, &n_names);
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot list %s/policies: %s", s->dir, strerror(-r));
+                return error_set(reterr, r, "store_error", "cannot list %s/policies: %s", s->dir,
+                                 strerror(-r));
         v = calloc(n_names + 1, sizeof(Policy *));
         if (!v) {
                 strv_free_n(names, n_names);
@@ -366,7 +376,8 @@ int store_policies_load(Store *s, Policy ***ret, size_t *ret_n, StoreProblemFunc
                         continue;
                 }
                 r = policy_file_parse(text, size, &p, &e);
-                if (r >= 0 && (strlen(names[i]) != strlen(p->name) + 5 || strncmp(names[i], p->name, strlen(p->name)))) {
+                if (r >= 0 && (strlen(names[i]) != strlen(p->name) + 5 ||
+                               strncmp(names[i], p->name, strlen(p->name)))) {
                         policy_unref(p);
                         p = NULL;
                         r = error_set(&e, EINVAL, "store_error", "the file's name is not the policy's");

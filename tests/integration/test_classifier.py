@@ -433,8 +433,8 @@ def test_answers_are_rendered_in_a_stable_form(api, bpf, net):
     assert r.status == 200, r
     assert r.headers["Content-Type"] == "application/json"
     assert r.body.endswith(b"}\n")
-    assert list(r.json) == ["ifname", "netns", "ifindex", "state", "source", "hog", "overridden", "generation", "document",
-                            "status", "repairs", "last_repair"]
+    assert list(r.json) == ["ifname", "netns", "ifindex", "state", "source", "hog", "overridden", "policies", "generation",
+                            "document", "status", "repairs", "last_repair"]
     assert list(r.json["document"]["ingress"][0]) == ["name", "object", "digest", "program", "priority",
                                                       "direct_action", "classid"]
     assert list(r.json["status"]["ingress"][0]) == ["name", "source", "attached", "pref", "handle", "id", "tag",

@@ -151,8 +151,25 @@ def test_every_operation_is_served_as_the_spec_says(spec, net, clsd, bpf):
     finally:
         netns_destroy(other)
 
+    pol = {"match": {"ifname": [net.if_a, "nothere*"]}, "order": 5,
+           "egress": [filt("pe", digest, priority=7)]}
+    c.request("PUT", "/policies/pol?dry_run=1", body=pol)
+    c.request("PUT", "/policies/pol", body=pol)
+    c.request("PUT", "/policies/pol", body={"match": {}})
+    c.request("PUT", "/policies/pol", body=pol, headers={"If-Match": '"9"'})
+    c.request("GET", "/policies")
+    c.request("HEAD", "/policies")
+    c.request("GET", "/policies/pol")
+    c.request("HEAD", "/policies/pol")
+    c.request("GET", "/policies/nope")
+    c.request("GET", "/policies/bad!name")
+    c.request("GET", base)
+    c.request("DELETE", "/policies/pol")
+    c.request("DELETE", "/policies/pol")  # 404 now
+
     # Methods a path does not have: 405 with Allow, as each operation lists.
-    for path in ("/healthz", "/version", "/metrics", "/ifaces", base + "/maps", base + "/maps/size_hist", "/netns"):
+    for path in ("/healthz", "/version", "/metrics", "/ifaces", base + "/maps", base + "/maps/size_hist", "/netns",
+                 "/policies"):
         r = api.request("POST", path, body=b"{}")
         assert r.status == 405 and r.headers.get("Allow"), (path, r)
     c.request("DELETE", base)

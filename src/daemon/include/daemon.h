@@ -229,6 +229,45 @@ typedef void (*DryRunDoneFunc)(Manager *m, const DryRun *dr, const Error *e, voi
 void daemon_iface_dry_run(Manager *m, const char *netns, const char *ifname, json_t *body,
                           const DaemonExpect *expect, DryRunDoneFunc done, void *userdata);
 
+/* ---- policies: one document for every interface that matches ---- */
+
+/* What a policy change did (or would do) to one interface it matched before or matches now. */
+typedef struct PolicyResult {
+        char *netns;
+        char ifname[IF_NAMESIZE];
+        bool matched; /* the (new) policy matches it; false: it lost the policy */
+        bool removed; /* nothing is declared for it any more: clsd's filters went */
+        IfaceState state;
+        Error error; /* its state's reason, when failed */
+        DryRun dry_run; /* a dry run's plan */
+} PolicyResult;
+
+typedef struct PolicyOutcome {
+        const Policy *policy; /* the new one (NULL after a DELETE) */
+        bool dry_run;
+        PolicyResult *results;
+        size_t n_results;
+} PolicyOutcome;
+
+typedef void (*PolicyDoneFunc)(Manager *m, const PolicyOutcome *o, const Error *e, void *userdata);
+
+size_t daemon_policy_count(Manager *m);
+Policy *daemon_policy_at(Manager *m, size_t i);
+Policy *daemon_policy_get(Manager *m, const char *name);
+/* PUT /policies/NAME: parsed strictly, its objects resolved and programs loaded and verified before it
+ * is stored (once, durably); then every interface it matches, now or no longer, is applied on its own,
+ * and done tells how each ended. dry_run: the plan of each, nothing loaded, stored or changed. */
+void daemon_policy_put(Manager *m, const char *name, json_t *body, const DaemonExpect *expect, bool dry_run,
+                       PolicyDoneFunc done, void *userdata);
+void daemon_policy_delete(Manager *m, const char *name, const DaemonExpect *expect, PolicyDoneFunc done,
+                          void *userdata);
+/* The interfaces holding the policy (matched), in the table's order. */
+size_t daemon_policy_ifaces(Manager *m, const Policy *p, Iface ***ret);
+/* What each hook of it is to p ("applied", "overridden", "conflict"; NULL: p declares none there). */
+const char *iface_policy_state(const Iface *it, const Policy *p, Direction dir, const char **by);
+size_t iface_policy_count(const Iface *it);
+const Policy *iface_policy_at(const Iface *it, size_t i);
+
 /* ---- objects ---- */
 typedef struct DaemonObject {
         char digest[SHA256_DIGEST_STRING_MAX];

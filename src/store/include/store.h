@@ -261,7 +261,8 @@ json_t *policy_to_json(const Policy *p);
 json_t *policy_match_to_json(const PolicyMatch *m);
 /* Whether the policy is for the link; netns NULL: clsd's own; kind as policy_link_kind() says;
  * master NULL: none. */
-bool policy_matches(const Policy *p, const char *netns, const char *ifname, const char *kind, const char *master);
+bool policy_matches(const Policy *p, const char *netns, const char *ifname, const char *kind,
+                    const char *master);
 /* Whether interfaces of the namespace (NULL: clsd's own) may match. */
 bool policy_matches_netns(const Policy *p, const char *netns);
 

@@ -1,0 +1,185 @@
+/* routes-policies.c: /policies and /policies/{name}: one document for every interface that matches. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api-internal.h"
+
+static const char *const hook_names[] = { "ingress", "egress" };
+
+/* One interface the policy holds: its state, and what each hook the policy declares is to it. */
+static json_t *render_policy_iface(const Iface *it, const Policy *p) {
+        json_t *j = json_pack("{s:o,s:s,s:s}", "netns",
+                              iface_netns(it) ? json_string(iface_netns(it)) : json_null(), "ifname",
+                              iface_ifname(it), "state", iface_state_to_string(iface_state(it)));
+        const Error *e = iface_error(it);
+
+        if (e)
+                json_object_set_new(j, "error",
+                                    json_pack("{s:s,s:s}", "code", e->code, "message", strna(e->message)));
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                const char *by = NULL, *st = iface_policy_state(it, p, dir, &by);
+                if (!st)
+                        continue;
+                json_t *h = json_pack("{s:s}", "state", st);
+                if (by)
+                        json_object_set_new(h, streq(st, "conflict") ? "with" : "by", json_string(by));
+                json_object_set_new(j, hook_names[dir], h);
+        }
+        return j;
+}
+
+json_t *render_policy(Manager *d, const Policy *p) {
+        json_t *j = policy_to_json(p), *ifaces = json_array();
+        Iface **v = NULL;
+        size_t n = daemon_policy_ifaces(d, p, &v);
+        size_t counts[_IFACE_STATE_MAX] = { 0 };
+
+        for (size_t i = 0; i < n; i++) {
+                json_array_append_new(ifaces, render_policy_iface(v[i], p));
+                counts[iface_state(v[i])]++;
+        }
+        free(v);
+        json_object_set_new(j, "name", json_string(p->name));
+        json_object_set_new(j, "generation", json_integer((json_int_t) p->generation));
+        json_object_set_new(j, "summary",
+                            json_pack("{s:I,s:I,s:I,s:I}", "matched", (json_int_t) n, "configured",
+                                      (json_int_t) counts[IFACE_CONFIGURED], "pending",
+                                      (json_int_t) counts[IFACE_PENDING], "failed",
+                                      (json_int_t) counts[IFACE_FAILED]));
+        json_object_set_new(j, "ifaces", ifaces);
+        return j;
+}
+
+static json_t *render_outcome(Manager *d, const PolicyOutcome *o) {
+        json_t *j = o->policy ? render_policy(d, o->policy) : json_object(), *results = json_array();
+
+        for (size_t i = 0; i < o->n_results; i++) {
+                const PolicyResult *r = &o->results[i];
+                json_t *rj = json_pack("{s:o,s:s,s:b,s:s}", "netns",
+                                       r->netns ? json_string(r->netns) : json_null(), "ifname", r->ifname,
+                                       "matched", r->matched, "state",
+                                       r->removed ? "removed" : iface_state_to_string(r->state));
+                if (r->error.code)
+                        json_object_set_new(rj, "error",
+                                            json_pack("{s:s,s:s}", "code", r->error.code, "message",
+                                                      strna(r->error.message)));
+                if (o->dry_run && r->dry_run.doc) {
+                        json_t *plan = render_dry_run(d, &r->dry_run);
+                        /* the interface's plan: the policy is shown once, above */
+                        json_object_del(plan, "ifname");
+                        json_object_del(plan, "dry_run");
+                        json_object_del(plan, "generation");
+                        json_object_del(plan, "document");
+                        json_object_set_new(rj, "plan", plan);
+                }
+                json_array_append_new(results, rj);
+        }
+        if (o->dry_run) {
+                json_object_set_new(j, "dry_run", json_true());
+                json_object_del(j, "ifaces");
+                json_object_del(j, "summary");
+        }
+        json_object_set_new(j, "results", results);
+        return j;
+}
+
+static void on_policy_done(Manager *d, const PolicyOutcome *o, const Error *e, void *userdata) {
+        Request *req = userdata;
+
+        if (e)
+                response_error(&req->deferred, e);
+        else if (!o->policy && !o->dry_run) {
+                req->deferred.status = 200;
+                req->deferred.body = render_outcome(d, o);
+        } else {
+                req->deferred.status = 200;
+                req->deferred.body = render_outcome(d, o);
+                if (!o->dry_run)
+                        snprintf(req->deferred.etag, sizeof(req->deferred.etag), "\"%" PRIu64 "\"",
+                                 o->policy->generation);
+        }
+        request_answer(req);
+}
+
+static void policy_put(Request *req, const char *name, Response *resp) {
+        static const char *const types[] = { "application/json", NULL };
+        json_error_t jerr;
+        const char *dry;
+        json_t *body;
+        bool dry_run;
+
+        if (request_want_content_type(req, types, resp) < 0)
+                return;
+        body = json_loadb(req->body ? req->body : "", req->body_size, JSON_REJECT_DUPLICATES, &jerr);
+        if (!body) {
+                response_errorf(resp, "malformed_json", "malformed JSON at line %d, column %d: %s",
+                                jerr.line, jerr.column, jerr.text);
+                return;
+        }
+        dry = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "dry_run");
+        if (dry && !streq(dry, "1") && !streq(dry, "true") && !streq(dry, "0") && !streq(dry, "false")) {
+                json_decref(body);
+                response_errorf(resp, "invalid_value", "dry_run=%s: expected 1, true, 0 or false", dry);
+                return;
+        }
+        dry_run = dry && (streq(dry, "1") || streq(dry, "true"));
+        DaemonExpect expect = request_expect(req);
+        req->deferring = true;
+        daemon_policy_put(req->api->daemon, name, body, &expect, dry_run, on_policy_done, req);
+        json_decref(body);
+}
+
+static void policies_list(Request *req, Response *resp) {
+        Manager *d = req->api->daemon;
+        json_t *list = json_array();
+
+        for (size_t i = 0; i < daemon_policy_count(d); i++)
+                json_array_append_new(list, render_policy(d, daemon_policy_at(d, i)));
+        resp->status = 200;
+        resp->body = json_pack("{s:o}", "policies", list);
+}
+
+void route_policies(Request *req, const char *rest, Response *resp) {
+        Manager *d = req->api->daemon;
+        const char *name;
+        Policy *p;
+
+        if (rest[0] == 0 || streq(rest, "/")) {
+                if (streq(req->method, "GET") || streq(req->method, "HEAD"))
+                        policies_list(req, resp);
+                else
+                        method_not_allowed(resp, req, "GET, HEAD");
+                return;
+        }
+        name = rest + 1;
+        if (!policy_name_valid(name)) {
+                response_errorf(
+                        resp, "invalid_value",
+                        "\"%s\" is not a valid policy name (1 to %d characters of A-Z a-z 0-9 _ . -)", name,
+                        POLICY_NAME_MAX);
+                return;
+        }
+        if (streq(req->method, "PUT")) {
+                policy_put(req, name, resp);
+                return;
+        }
+        if (streq(req->method, "DELETE")) {
+                DaemonExpect expect = request_expect(req);
+                req->deferring = true;
+                daemon_policy_delete(d, name, &expect, on_policy_done, req);
+                return;
+        }
+        if (!streq(req->method, "GET") && !streq(req->method, "HEAD")) {
+                method_not_allowed(resp, req, "GET, HEAD, PUT, DELETE");
+                return;
+        }
+        p = daemon_policy_get(d, name);
+        if (!p) {
+                response_errorf(resp, "policy_not_found", "no policy %s", name);
+                return;
+        }
+        resp->status = 200;
+        resp->body = render_policy(d, p);
+        snprintf(resp->etag, sizeof(resp->etag), "\"%" PRIu64 "\"", p->generation);
+}

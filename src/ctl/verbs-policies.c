@@ -1,0 +1,232 @@
+/* verbs-policies.c: clsctl policy ls|get|apply|diff|rm: one document for every interface that matches. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "output.h"
+
+static int policy_path(const char *name, bool dry_run, char **ret) {
+        if (asprintf(ret, "/policies/%s%s", name, dry_run ? "?dry_run=1" : "") < 0)
+                return ctl_oom();
+        return 0;
+}
+
+/* One row per interface: its state, and what each hook is to the policy. */
+static int print_ifaces(const json_t *ifaces, bool results) {
+        _cleanup_(table_freep) Table *t =
+                table_new("NETNS", "IFNAME", "STATE", results ? "MATCHED" : "INGRESS",
+                          results ? "ERROR" : "EGRESS", NULL);
+        const json_t *v;
+        size_t i;
+        int r = 0;
+
+        if (!t)
+                return ctl_oom();
+        json_array_foreach (ifaces, i, v) {
+                const json_t *netns = json_object_get(v, "netns");
+                r = table_add(t, json_is_string(netns) ? json_string_value(netns) : "-");
+                r = r ?: table_add_json(t, json_object_get(v, "ifname"));
+                r = r ?: table_add_json(t, json_object_get(v, "state"));
+                if (results) {
+                        const json_t *e = json_object_get(v, "error");
+                        r = r ?: table_add(t, json_is_true(json_object_get(v, "matched")) ? "yes" : "no");
+                        r = r
+                                    ?: e ? table_addf(t, "%s: %s",
+                                                      json_string_value(json_object_get(e, "code")),
+                                                      json_string_value(json_object_get(e, "message")))
+                                         : table_add(t, NULL);
+                        continue;
+                }
+                for (int k = 0; k < 2 && r >= 0; k++) {
+                        const json_t *h = json_object_get(v, k == 0 ? "ingress" : "egress");
+                        const char *st = json_string_value(json_object_get(h, "state"));
+                        const char *by = json_string_value(json_object_get(h, "by"))
+                                                 ?: json_string_value(json_object_get(h, "with"));
+                        r = !st  ? table_add(t, NULL)
+                            : by ? table_addf(t, "%s (%s)", st, by)
+                                 : table_add(t, st);
+                }
+        }
+        if (r < 0)
+                return ctl_oom();
+        if (table_rows(t) == 0) {
+                puts("(no interface matches)");
+                return 0;
+        }
+        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
+}
+
+int verb_policy_list(const Ctl *c, char **args _unused_) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        const json_t *v;
+        size_t i;
+        int r;
+
+        r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = "/policies" }, NULL, &answer);
+        if (r < 0)
+                return r;
+        if (c->json)
+                return ctl_print_json(answer);
+        t = table_new("NAME", "GENERATION", "ORDER", "MATCHED", "CONFIGURED", "PENDING", "FAILED", NULL);
+        if (!t)
+                return ctl_oom();
+        json_array_foreach (json_object_get(answer, "policies"), i, v) {
+                const json_t *s = json_object_get(v, "summary");
+                r = table_add_json(t, json_object_get(v, "name"));
+                r = r ?: table_add_json(t, json_object_get(v, "generation"));
+                r = r ?: table_add_json(t, json_object_get(v, "order"));
+                r = r ?: table_add_json(t, json_object_get(s, "matched"));
+                r = r ?: table_add_json(t, json_object_get(s, "configured"));
+                r = r ?: table_add_json(t, json_object_get(s, "pending"));
+                r = r ?: table_add_json(t, json_object_get(s, "failed"));
+                if (r < 0)
+                        return ctl_oom();
+        }
+        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
+}
+
+int verb_policy_get(const Ctl *c, char **args) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        r = policy_path(args[0], false, &path);
+        if (r < 0)
+                return r;
+        r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = path }, args[0], &answer);
+        if (r < 0)
+                return r;
+        if (c->json)
+                return ctl_print_json(answer);
+        printf("%s: generation %lld, order %lld\n", args[0],
+               (long long) json_integer_value(json_object_get(answer, "generation")),
+               (long long) json_integer_value(json_object_get(answer, "order")));
+        return print_ifaces(json_object_get(answer, "ifaces"), false);
+}
+
+static int put_policy(const Ctl *c, char **args, bool dry_run, json_t **ret_answer) {
+        _cleanup_free_ char *path = NULL, *data = NULL, *if_match = NULL;
+        _cleanup_(json_decrefp) json_t *doc = NULL;
+        const char *headers[2] = { NULL, NULL };
+        json_error_t e;
+        size_t size;
+        int r;
+
+        r = policy_path(args[0], dry_run, &path);
+        if (r < 0)
+                return r;
+        r = ctl_read_input(args[1], &data, &size);
+        if (r < 0)
+                return r;
+        doc = json_loadb(data, size, 0, &e);
+        if (!doc)
+                return ctl_error(-EINVAL, "%s:%d:%d: %s", streq(args[1], "-") ? "stdin" : args[1], e.line,
+                                 e.column, e.text);
+        if (c->if_match) {
+                if (asprintf(&if_match, "If-Match: \"%s\"", c->if_match) < 0)
+                        return ctl_oom();
+                headers[0] = if_match;
+        }
+        return ctl_call(c,
+                        &(HttpRequest){ .method = "PUT",
+                                        .path = path,
+                                        .content_type = "application/json",
+                                        .body = data,
+                                        .body_size = size,
+                                        .headers = headers },
+                        args[0], ret_answer);
+}
+
+/* Exit 1 when an interface failed: accepted but not in force everywhere is not success for a script. */
+static int report_failed(const Ctl *c, const json_t *answer, const char *name) {
+        const json_t *v;
+        size_t i, failed = 0;
+        const json_t *first = NULL;
+
+        json_array_foreach (json_object_get(answer, "results"), i, v)
+                if (json_object_get(v, "error")) {
+                        failed++;
+                        first = first ?: v;
+                }
+        if (!failed)
+                return 0;
+        (void) c;
+        return ctl_error(-EREMOTEIO, "%s: %zu interface(s) failed, %s first: %s", name, failed,
+                         json_string_value(json_object_get(first, "ifname")),
+                         json_string_value(json_object_get(json_object_get(first, "error"), "code")));
+}
+
+int verb_policy_apply(const Ctl *c, char **args) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        int r;
+
+        r = put_policy(c, args, false, &answer);
+        if (r < 0)
+                return r;
+        r = c->json ? ctl_print_json(answer) : print_ifaces(json_object_get(answer, "results"), true);
+        if (r < 0)
+                return r;
+        return report_failed(c, answer, args[0]);
+}
+
+int verb_policy_diff(const Ctl *c, char **args) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        const json_t *v, *s;
+        size_t i, k;
+        int r;
+
+        r = put_policy(c, args, true, &answer);
+        if (r < 0)
+                return r;
+        if (c->json)
+                return ctl_print_json(answer);
+        printf("%s: dry run, nothing changed\n", args[0]);
+        t = table_new("IFNAME", "ACTION", "DIRECTION", "PREF", "NAME", "REASON", NULL);
+        if (!t)
+                return ctl_oom();
+        json_array_foreach (json_object_get(answer, "results"), i, v) {
+                const json_t *e = json_object_get(v, "error");
+                if (e) {
+                        r = table_add_json(t, json_object_get(v, "ifname"));
+                        r = r ?: table_add(t, "fail");
+                        r = r ?: table_add(t, NULL);
+                        r = r ?: table_add(t, NULL);
+                        r = r ?: table_add_json(t, json_object_get(e, "code"));
+                        r = r ?: table_add_json(t, json_object_get(e, "message"));
+                        if (r < 0)
+                                return ctl_oom();
+                        continue;
+                }
+                json_array_foreach (json_object_get(json_object_get(v, "plan"), "filters"), k, s) {
+                        r = table_add_json(t, json_object_get(v, "ifname"));
+                        r = r ?: table_add_json(t, json_object_get(s, "action"));
+                        r = r ?: table_add_json(t, json_object_get(s, "direction"));
+                        r = r ?: table_add_json(t, json_object_get(s, "pref"));
+                        r = r ?: table_add_json(t, json_object_get(s, "name"));
+                        r = r ?: table_add_json(t, json_object_get(s, "reason"));
+                        if (r < 0)
+                                return ctl_oom();
+                }
+        }
+        if (table_rows(t) == 0) {
+                puts("(no interface would change)");
+                return 0;
+        }
+        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
+}
+
+int verb_policy_remove(const Ctl *c, char **args) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        r = policy_path(args[0], false, &path);
+        if (r < 0)
+                return r;
+        r = ctl_call(c, &(HttpRequest){ .method = "DELETE", .path = path }, args[0], &answer);
+        if (r < 0)
+                return r;
+        return c->json ? ctl_print_json(answer) : 0;
+}

@@ -1,0 +1,293 @@
+"""Policies: one document for every interface that matches (PUT /policies/{name}), now and later;
+precedence per hook (a hog, then the interface's document, then policies by order); conflicts; the
+per-interface answer; dry runs; restarts."""
+
+import os
+import signal
+
+import pytest
+
+from conftest import assert_error, filt, wait_for
+
+
+def policy(match, ingress=None, egress=None, order=None):
+    p = {"match": match}
+    if ingress is not None:
+        p["ingress"] = ingress
+    if egress is not None:
+        p["egress"] = egress
+    if order is not None:
+        p["order"] = order
+    return p
+
+
+def put_policy(api, name, body, **kw):
+    return api.request("PUT", "/policies/%s" % name, body=body, **kw)
+
+
+def results(r):
+    return {x["ifname"]: x for x in r.json["results"]}
+
+
+def veths(ns, prefix, n):
+    """n veth pairs prefix0/zprefix0 … in ns, up."""
+    lines = []
+    for i in range(n):
+        lines.append("link add %s%d type veth peer name z%s%d" % (prefix, i, prefix, i))
+    for i in range(n):
+        lines.append("link set %s%d up" % (prefix, i))
+    ns.run("ip", "-batch", "-", input="\n".join(lines) + "\n")
+    return ["%s%d" % (prefix, i) for i in range(n)]
+
+
+def clsd_filters(ns, dev, hook="ingress"):
+    return [f for f in ns.filters(dev, hook) if f.name and f.name.startswith("clsd:")]
+
+
+def test_a_policy_applies_to_every_matching_interface_and_answers_for_each(api, bpf, net):
+    names = veths(net.a, "pa", 3)
+    veths(net.a, "other", 1)
+    r = put_policy(api, "web", policy({"ifname": ["pa*"]}, ingress=[filt("count", bpf.count, priority=10)]))
+    assert r.status == 200, r
+    assert r.headers["ETag"] == '"1"'
+    got = results(r)
+    assert sorted(got) == sorted(names), got
+    assert all(x["state"] == "configured" and x["matched"] for x in got.values()), got
+    for dev in names:
+        (f,) = clsd_filters(net.a, dev)
+        assert f.name == "clsd:count" and f.pref == 10
+    assert clsd_filters(net.a, "other0") == []
+    # One program, loaded once, shared by every interface.
+    assert len({clsd_filters(net.a, dev)[0].id for dev in names}) == 1
+    g = api.get("/policies/web")
+    assert g.status == 200 and g.headers["ETag"] == '"1"'
+    assert g.json["summary"] == {"matched": 3, "configured": 3, "pending": 0, "failed": 0}
+    assert {i["ifname"]: i["ingress"]["state"] for i in g.json["ifaces"]} == {n: "applied" for n in names}
+    assert [p["name"] for p in api.get("/policies").json["policies"]] == ["web"]
+
+
+def test_interfaces_that_appear_later_or_are_renamed_or_vanish_follow_the_policy(api, bpf, net):
+    r = put_policy(api, "late", policy({"ifname": ["lt*"]}, ingress=[filt("count", bpf.count, priority=10)]))
+    assert r.status == 200 and r.json["results"] == [], r
+    veths(net.a, "lt", 2)
+    wait_for(lambda: all(len(clsd_filters(net.a, d)) == 1 for d in ("lt0", "lt1")), what="applied to new links")
+    wait_for(lambda: api.get("/policies/late").json["summary"]["configured"] == 2)
+    # Renamed away: the policy's filters go with the name.
+    net.a.run("ip", "link", "set", "lt0", "down")
+    net.a.run("ip", "link", "set", "lt0", "name", "zz0")
+    wait_for(lambda: clsd_filters(net.a, "zz0") == [], what="filters removed from a renamed link")
+    wait_for(lambda: [i["ifname"] for i in api.get("/policies/late").json["ifaces"]] == ["lt1"])
+    # Renamed back: applied again.
+    net.a.run("ip", "link", "set", "zz0", "name", "lt0")
+    wait_for(lambda: len(clsd_filters(net.a, "lt0")) == 1, what="applied to a link renamed into the match")
+    # Vanished: forgotten.
+    net.a.run("ip", "link", "del", "lt1")
+    wait_for(lambda: [i["ifname"] for i in api.get("/policies/late").json["ifaces"]] == ["lt0"])
+    assert [i["ifname"] for i in api.get("/ifaces").json["ifaces"] if i["ifname"].startswith("lt")] == ["lt0"]
+
+
+def test_kind_and_master_select_links(api, bpf, net):
+    veths(net.a, "k", 2)
+    net.a.run("ip", "link", "add", "br0", "type", "bridge")
+    net.a.run("ip", "link", "set", "k1", "master", "br0")
+    r = put_policy(api, "bridged", policy({"ifname": ["*"], "kind": ["veth"], "master": ["br*"]},
+                                          egress=[filt("count", bpf.count, priority=5)]))
+    assert r.status == 200, r
+    assert sorted(results(r)) == ["k1"], r.json
+    # Enslaving another link brings it into the match; releasing takes it out.
+    net.a.run("ip", "link", "set", "k0", "master", "br0")
+    wait_for(lambda: len(clsd_filters(net.a, "k0", "egress")) == 1, what="applied on enslave")
+    net.a.run("ip", "link", "set", "k1", "nomaster")
+    wait_for(lambda: clsd_filters(net.a, "k1", "egress") == [], what="removed on release")
+
+
+def test_precedence_hog_then_document_then_policies_by_order(api, bpf, net):
+    (dev,) = veths(net.a, "pr", 1)
+    low = put_policy(api, "low", policy({"ifname": ["pr*"]}, order=10,
+                                        ingress=[filt("p-low", bpf.count, priority=30)],
+                                        egress=[filt("p-egress", bpf.count, priority=30)]))
+    assert low.status == 200, low
+    high = put_policy(api, "high", policy({"ifname": ["pr*"]}, order=1,
+                                          ingress=[filt("p-high", bpf.count, priority=20)]))
+    assert high.status == 200, high
+    assert [f.name for f in clsd_filters(net.a, dev)] == ["clsd:p-high"]
+    assert [f.name for f in clsd_filters(net.a, dev, "egress")] == ["clsd:p-egress"]
+    g = api.get("/policies/low").json
+    (i,) = g["ifaces"]
+    assert i["ingress"] == {"state": "overridden", "by": "high"} and i["egress"] == {"state": "applied"}
+    # The interface's own document wins over every policy on the hooks it declares, only there.
+    r = api.put_classifier(dev, {"ingress": [filt("doc", bpf.count, priority=10)]})
+    assert r.status == 200, r
+    assert [f.name for f in clsd_filters(net.a, dev)] == ["clsd:doc"]
+    assert [f.name for f in clsd_filters(net.a, dev, "egress")] == ["clsd:p-egress"]
+    (i,) = api.get("/policies/high").json["ifaces"]
+    assert i["ingress"] == {"state": "overridden", "by": "document"}
+    # The document goes: the policies hold the interface again.
+    assert api.delete_classifier(dev).status == 204
+    wait_for(lambda: [f.name for f in clsd_filters(net.a, dev)] == ["clsd:p-high"])
+    # DELETE a policy: the next one in order takes the hook.
+    r = api.delete("/policies/high")
+    assert r.status == 200, r
+    assert [f.name for f in clsd_filters(net.a, dev)] == ["clsd:p-low"]
+    assert_error(api.get("/policies/high"), 404, "policy_not_found")
+
+
+def test_equal_order_on_one_hook_is_a_conflict_reported_on_both(api, bpf, net):
+    (dev,) = veths(net.a, "cf", 1)
+    assert put_policy(api, "a", policy({"ifname": ["cf*"]}, ingress=[filt("a", bpf.count, priority=10)])).status == 200
+    r = put_policy(api, "b", policy({"ifname": ["cf0"]}, ingress=[filt("b", bpf.count, priority=20)],
+                                   egress=[filt("b-e", bpf.count, priority=20)]))
+    assert r.status == 200, r
+    assert clsd_filters(net.a, dev) == [], "a conflict applied one of the two"
+    assert [f.name for f in clsd_filters(net.a, dev, "egress")] == ["clsd:b-e"]
+    for name, other in (("a", "b"), ("b", "a")):
+        (i,) = api.get("/policies/%s" % name).json["ifaces"]
+        assert i["ingress"]["state"] == "conflict" and other in i["ingress"]["with"], i
+    # Resolved by an order: applied at once.
+    r = put_policy(api, "b", policy({"ifname": ["cf0"]}, order=-1, ingress=[filt("b", bpf.count, priority=20)]))
+    assert r.status == 200, r
+    assert [f.name for f in clsd_filters(net.a, dev)] == ["clsd:b"]
+
+
+def test_bad_policies_are_refused_and_nothing_is_lost(api, bpf, net):
+    (dev,) = veths(net.a, "bd", 1)
+    good = policy({"ifname": ["bd*"]}, ingress=[filt("count", bpf.count, priority=10)])
+    assert put_policy(api, "keep", good).status == 200
+    before = repr(clsd_filters(net.a, dev))
+    for body, code in (
+            ({"ingress": [filt("x", bpf.count)]}, "missing_field"),
+            (policy({"ifname": []}, ingress=[filt("x", bpf.count)]), "invalid_value"),
+            (policy({"ifname": ["a/b"]}, ingress=[filt("x", bpf.count)]), "invalid_value"),
+            (policy({"ifname": ["bd*"], "colour": ["red"]}, ingress=[filt("x", bpf.count)]), "unknown_field"),
+            (policy({"ifname": ["bd*"]}), "invalid_value"),
+            (policy({"ifname": ["bd*"]}, order="first", ingress=[filt("x", bpf.count)]), "wrong_type"),
+            (dict(good, extra=1), "unknown_field")):
+        assert_error(put_policy(api, "keep", body), 400, code)
+    assert_error(put_policy(api, "keep", policy({"ifname": ["bd*"]}, ingress=[filt("x", "/nonexistent.o")])),
+                 404, "object_file_not_found")
+    assert_error(put_policy(api, "keep", policy({"ifname": ["bd*"]}, ingress=[filt("x", bpf.rejected)])),
+                 422, "verifier_rejected")
+    assert_error(put_policy(api, "bad%20name", good), 400, "invalid_value")
+    assert_error(put_policy(api, "keep", good, headers={"If-Match": '"7"'}), 412, "precondition_failed")
+    assert_error(api.request("PATCH", "/policies/keep"), 405, "method_not_allowed")
+    assert_error(api.delete("/policies/nope"), 404, "policy_not_found")
+    assert api.get("/policies/keep").json["generation"] == 1
+    assert repr(clsd_filters(net.a, dev)) == before
+    r = put_policy(api, "keep", good, headers={"If-Match": '"1"'})
+    assert r.status == 200 and r.json["generation"] == 2
+
+
+def test_a_dry_run_plans_each_interface_and_changes_nothing(api, bpf, net):
+    names = veths(net.a, "dr", 2)
+    r = api.request("PUT", "/policies/plan?dry_run=1",
+                    body=policy({"ifname": ["dr*"]}, ingress=[filt("count", bpf.count, priority=10)]))
+    assert r.status == 200, r
+    assert r.json["dry_run"] is True
+    got = results(r)
+    assert sorted(got) == names
+    for x in got.values():
+        assert [s["action"] for s in x["plan"]["filters"]] == ["add"], x
+    assert all(clsd_filters(net.a, d) == [] for d in names)
+    assert_error(api.get("/policies/plan"), 404, "policy_not_found")
+
+
+def test_a_foreign_filter_fails_that_interface_only_and_it_is_retried(api, bpf, net):
+    a, b = veths(net.a, "ff", 2)
+    net.a.add_foreign_filter(b, 10, bpf.drop_port)
+    r = put_policy(api, "fx", policy({"ifname": ["ff*"]}, ingress=[filt("count", bpf.count, priority=10)]))
+    assert r.status == 200, r
+    got = results(r)
+    assert got[a]["state"] == "configured"
+    assert got[b]["state"] == "failed" and got[b]["error"]["code"] == "priority_taken", got[b]
+    # The foreign filter goes: the policy is applied there too (a retry, like a document's).
+    net.a.run("tc", "filter", "del", "dev", b, "ingress", "pref", "10")
+    wait_for(lambda: len(clsd_filters(net.a, b)) == 1, timeout=5, what="applied after the foreign filter went")
+
+
+def test_policies_survive_a_restart_without_reloading(net, clsd_factory, bpf):
+    c = clsd_factory(net.a)
+    names = veths(net.a, "rs", 3)
+    r = put_policy(c.api, "keep", policy({"ifname": ["rs*"]}, ingress=[filt("count", bpf.count, priority=10)]))
+    assert r.status == 200, r
+    ids = {d: clsd_filters(net.a, d)[0].id for d in names}
+    c.stop(signal.SIGTERM)
+    c.start()
+    wait_for(lambda: c.api.get("/policies/keep").json["summary"]["configured"] == 3, timeout=5)
+    assert {d: clsd_filters(net.a, d)[0].id for d in names} == ids
+    assert "loaded program" not in c.log().split("listening")[-1]
+    # A link that came while clsd was stopped is matched at start.
+    c.stop(signal.SIGTERM)
+    veths(net.a, "rsx", 1)
+    net.a.run("ip", "link", "set", "rsx0", "name", "rs9")
+    c.start()
+    wait_for(lambda: len(clsd_filters(net.a, "rs9")) == 1, timeout=5)
+
+
+def test_a_port_leaving_a_bridge_is_not_its_device_going(clsd, api, bpf, net):
+    """The bridge tells of a port leaving with an AF_BRIDGE RTM_DELLINK: the device is still there, and
+    its document stays configured (it once went pending)."""
+    (dev,) = veths(net.a, "bp", 1)
+    net.a.run("ip", "link", "add", "br1", "type", "bridge")
+    net.a.run("ip", "link", "set", dev, "master", "br1")
+    assert api.put_classifier(dev, {"ingress": [filt("count", bpf.count, priority=10)]}).status == 200
+    net.a.run("ip", "link", "set", dev, "nomaster")
+    net.a.run("ip", "link", "set", dev, "master", "br1")
+    net.a.run("ip", "link", "set", dev, "nomaster")
+    r = api.get_classifier(dev)
+    assert r.json["state"] == "configured", r.json
+    assert len(clsd_filters(net.a, dev)) == 1
+    assert "interface removed" not in clsd.log()
+
+
+def test_clsctl_policy_apply_diff_get_ls_rm(clsd, bpf, net, workdir):
+    from test_clsctl import find_table, write_doc
+    a, b = veths(net.a, "ct", 2)
+    net.a.add_foreign_filter(b, 10, bpf.drop_port)
+    doc = write_doc(workdir, "p.json", policy({"ifname": ["ct*"]}, ingress=[filt("count", bpf.count, priority=10)]))
+    p = clsd.ctl("policy", "diff", "web", doc, check=0)
+    assert "dry run, nothing changed" in p.stdout
+    rows = find_table(p.stdout, ["IFNAME", "ACTION", "DIRECTION", "PREF", "NAME", "REASON"])
+    assert [r[:2] for r in rows[1:]] == [[a, "add"], [b, "conflict"]], rows
+    assert clsd_filters(net.a, a) == []
+    # apply: one row per interface; the one that failed makes the exit status 1, with one line.
+    p = clsd.ctl("policy", "apply", "web", doc, check=1)
+    rows = find_table(p.stdout, ["NETNS", "IFNAME", "STATE", "MATCHED", "ERROR"])
+    assert [r[1:4] for r in rows[1:]] == [[a, "configured", "yes"], [b, "failed", "yes"]], rows
+    assert p.stderr.count("\n") == 1 and "priority_taken" in p.stderr, p.stderr
+    assert len(clsd_filters(net.a, a)) == 1
+    p = clsd.ctl("policy", "ls", check=0)
+    assert find_table(p.stdout, ["NAME", "GENERATION", "ORDER", "MATCHED", "CONFIGURED", "PENDING",
+                                 "FAILED"])[1] == ["web", "1", "0", "2", "1", "0", "1"]
+    p = clsd.ctl("policy", "get", "web", check=0)
+    rows = find_table(p.stdout, ["NETNS", "IFNAME", "STATE", "INGRESS", "EGRESS"])
+    assert rows[1][1:4] == [a, "configured", "applied"], rows
+    p = clsd.ctl("--if-match", "5", "policy", "apply", "web", doc, check=1)
+    assert "precondition_failed" in p.stderr
+    clsd.ctl("policy", "rm", "web", check=0)
+    assert clsd_filters(net.a, a) == []
+    p = clsd.ctl("policy", "get", "web", check=1)
+    assert p.stderr.startswith("clsctl: web: policy_not_found"), p.stderr
+    p = clsd.ctl("policy", check=2)
+    assert "missing command after 'policy'" in p.stderr
+
+
+def test_an_object_a_policy_uses_cannot_be_removed(api, bpf, net):
+    veths(net.a, "ou", 1)
+    digest = api.upload_ok(bpf.count)
+    assert put_policy(api, "uses", policy({"ifname": ["ou*"]}, ingress=[filt("c", digest, priority=10)])).status == 200
+    err = assert_error(api.delete("/objects/" + digest), 409, "object_in_use")
+    assert "policy uses" in err["message"]
+    assert api.delete("/policies/uses").status == 200
+    assert api.delete("/objects/" + digest).status == 204
+
+
+def test_metrics_count_each_policys_interfaces_by_state(api, bpf, net):
+    from test_metrics import parse_exposition, scrape, value
+    a, b = veths(net.a, "mt", 2)
+    net.a.add_foreign_filter(b, 10, bpf.drop_port)
+    assert put_policy(api, "m", policy({"ifname": ["mt*"]}, ingress=[filt("c", bpf.count, priority=10)])).status == 200
+    samples, types = parse_exposition(scrape(api))
+    assert types["clsd_policy_interfaces"] == "gauge"
+    assert value(samples, "clsd_policy_interfaces", policy="m", state="configured") == 1
+    assert value(samples, "clsd_policy_interfaces", policy="m", state="failed") == 1
+    assert value(samples, "clsd_documents", source="policy", state="configured") == 1
