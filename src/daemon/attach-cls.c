@@ -215,11 +215,20 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
         const ClsObserved *o = observed;
         const ClsPlan *pl = plan;
         bool on_clsact = false;
+        NlFilter *after;
+        size_t n_after;
         int r, changes = 0;
 
         for (size_t i = 0; i < pl->plan.n_steps; i++)
                 if (pl->plan.steps[i].action == PLAN_CONFLICT)
                         return conflict_error(c->it, &o->filters[pl->plan.steps[i].observed], reterr);
+        /* What the kernel will have: what was observed, with each filter made as the kernel echoes it. */
+        free(c->cls_after);
+        c->cls_after = after = calloc(o->n + pl->plan.n_steps + 1, sizeof(NlFilter));
+        c->n_cls_after = 0;
+        if (after)
+                memcpy(after, o->filters, o->n * sizeof(NlFilter));
+        n_after = o->n;
         for (size_t i = 0; i < pl->n_desired; i++)
                 on_clsact = on_clsact || pl->desired[i].parent == nl_hook_parent(pl->desired[i].hook);
         if (on_clsact) {
@@ -237,6 +246,7 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
                 error_done(&e);
                 if (r >= 0) {
                         clsact_created(c->it);
+                        c->clsact_added = true;
                         changes++;
                         attach_what(c, "clsact qdisc missing");
                         log_info("%s: created clsact qdisc", c->it->ifname);
@@ -275,9 +285,16 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
                                         return r;
                                 replace = false;
                         }
-                        r = nl_bpf_filter_set(c->rtnl, &spec, replace, reterr);
+                        NlFilter made;
+                        r = nl_bpf_filter_set_echo(c->rtnl, &spec, replace, &made, reterr);
                         if (r < 0)
                                 return r;
+                        if (after) {
+                                if (s->action == PLAN_REPLACE)
+                                        after[s->observed] = made;
+                                else
+                                        after[n_after++] = made;
+                        }
                         changes++;
                         attach_what(c, "%s pref %u %s", hook, w->pref,
                                     s->action == PLAN_ADD ? "missing" : "not as declared");
@@ -290,23 +307,37 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
                                           have->handle, reterr);
                         if (r < 0 && r != -ENOENT)
                                 return r;
+                        if (after)
+                                after[s->observed].pref = 0; /* gone */
                         changes++;
                         attach_what(c, "%s pref %u not declared", hook, s->pref);
                         log_info("%s: removed %s pref %u (%s)", c->it->ifname, hook, s->pref, have->name);
                 }
+        }
+        if (after) {
+                size_t k = 0;
+                for (size_t i = 0; i < n_after; i++)
+                        if (after[i].pref != 0)
+                                after[k++] = after[i];
+                c->n_cls_after = k;
         }
         return changes;
 }
 
 /* The kernel is the source of truth: after applying, read back and check each filter. */
 static int cls_verify(AttachContext *c, Error *reterr) {
-        _cleanup_free_ NlFilter *all = NULL;
-        size_t n = 0;
+        _cleanup_free_ NlFilter *dumped = NULL;
+        const NlFilter *all = c->cls_after;
+        size_t n = c->n_cls_after;
         int r;
 
-        r = nl_filter_dump(c->rtnl, c->it->ifindex, &all, &n, reterr);
-        if (r < 0)
-                return r;
+        /* Read back in the apply's own round trips (each filter made was echoed): no dump. */
+        if (!all) {
+                r = nl_filter_dump(c->rtnl, c->it->ifindex, &dumped, &n, reterr);
+                if (r < 0)
+                        return r;
+                all = dumped;
+        }
         for (size_t i = 0; i < c->it->n_filters; i++) {
                 Filter *f = &c->it->filters[i];
                 if (f->tcx)
@@ -431,8 +462,9 @@ static int cls_snapshot(AttachContext *c, const void *observed, void **ret, Erro
 }
 
 static int cls_restore(AttachContext *c, const void *snapshot, Error *reterr) {
-        const ClsSnapshot *s = snapshot;
-        return snapshot_restore(&s->s, c->it->ifname, reterr);
+        Snapshot s = ((const ClsSnapshot *) snapshot)->s;
+        s.had_clsact = !c->clsact_added;
+        return snapshot_restore(&s, c->it->ifname, reterr);
 }
 
 static void cls_snapshot_free(void *p) {

@@ -250,8 +250,10 @@ static int store_change(Change *c, Iface *it, Iface *cand, Error *reterr) {
         return 0;
 }
 
-/* Applies the candidate (programs held) to the kernel and the store, rolling back on failure. */
-static int apply_candidate(Change *c, Iface *it, NlSocket *rtnl, bool present, Error *reterr) {
+/* Applies the candidate (programs held) to the kernel and the store, rolling back on failure. seen:
+ * what the kernel had, read in this same turn of the loop (taken), or NULL to read it now. */
+static int apply_candidate(Change *c, Iface *it, NlSocket *rtnl, bool present, AttachObserved *seen,
+                           Error *reterr) {
         Manager *m = c->m;
         Iface *cand = c->candidate;
         AttachObserved obs = { 0 };
@@ -261,7 +263,14 @@ static int apply_candidate(Change *c, Iface *it, NlSocket *rtnl, bool present, E
 
         if (present) {
                 attach_context_init(m, cand, rtnl, &ctx);
-                r = attach_observe(&ctx, &obs, reterr);
+                if (seen && (seen->cls || seen->tcx)) {
+                        /* the filters' facts were filled then, with no programs held: again with them */
+                        obs = *seen;
+                        *seen = (AttachObserved){ 0 };
+                        attach_kind_cls.settle(&ctx, obs.cls);
+                        attach_kind_tcx.settle(&ctx, obs.tcx);
+                } else
+                        r = attach_observe(&ctx, &obs, reterr);
                 if (r >= 0)
                         r = attach_kind_cls.snapshot(&ctx, obs.cls, &rb.cls, reterr);
                 if (r >= 0)
@@ -392,6 +401,7 @@ static int policy_change_run(Manager *m, Change *c, Iface *it) {
 int change_run(Manager *m, Operation *op) {
         Change *c = (Change *) op;
         Iface *it = op->iface;
+        AttachObserved obs = { 0 };
         Error e = ERROR_NULL;
         NlSocket *rtnl = NULL;
         NlLink link = { 0 };
@@ -440,7 +450,6 @@ int change_run(Manager *m, Operation *op) {
                 r = 0;
         }
         if (r >= 0 && present && c->candidate->n_filters > 0) {
-                AttachObserved obs = { 0 };
                 AttachContext ctx;
                 c->candidate->ifindex = link.ifindex;
                 attach_context_init(m, c->candidate, rtnl, &ctx);
@@ -449,11 +458,11 @@ int change_run(Manager *m, Operation *op) {
                         r = attach_kind_cls.check(&ctx, obs.cls, &e);
                 if (r >= 0 && !change_is_dry_run(c))
                         r = attach_kind_tcx.check(&ctx, obs.tcx, &e);
-                attach_observed_free(&obs);
         }
         if (r < 0)
                 goto fail;
         if (change_is_dry_run(c)) {
+                attach_observed_free(&obs);
                 r = dry_run_apply(c, it, rtnl, present, &e);
                 if (r < 0)
                         goto fail;
@@ -463,14 +472,17 @@ int change_run(Manager *m, Operation *op) {
         /* Every program is loaded and verified before anything changes. */
         if (!c->candidate->programs_held) {
                 r = iface_acquire_programs(m, c->candidate, it, &e);
-                if (r == -EAGAIN)
+                if (r == -EAGAIN) {
+                        attach_observed_free(&obs); /* the kernel is read again when they are in */
                         return -EAGAIN;
+                }
                 if (r < 0)
                         goto fail;
         }
         if ((c->kind == CHANGE_DELETE || c->kind == CHANGE_HOG) && !c->candidate->api &&
             !c->candidate->hog && c->candidate->n_policies == 0) {
                 /* Nothing is declared any more: everything of clsd's goes, and the interface with it. */
+                attach_observed_free(&obs);
                 if (present) {
                         r = iface_remove_all(m, it, rtnl, &e);
                         if (r < 0)
@@ -486,7 +498,8 @@ int change_run(Manager *m, Operation *op) {
                 manager_forget(m, it);
                 return -ESRCH;
         }
-        r = apply_candidate(c, it, rtnl, present, &e);
+        r = apply_candidate(c, it, rtnl, present, &obs, &e);
+        attach_observed_free(&obs);
         if (r < 0)
                 goto fail;
         {
@@ -510,6 +523,7 @@ int change_run(Manager *m, Operation *op) {
         change_finish(c, it, NULL);
         return 0;
 fail:
+        attach_observed_free(&obs);
         if (!change_is_dry_run(c))
                 daemon_count_error(m, e.code);
         change_finish(c, it, &e);

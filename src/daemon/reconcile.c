@@ -69,15 +69,16 @@ int attach_apply_all(AttachContext *c, AttachObserved *o, Error *reterr) {
                 if (r >= 0)
                         r = k->apply(c, *observed_of(o, k), plan, reterr);
                 k->plan_free(plan);
-                if (r < 0)
-                        return r;
-                changes += r;
-                if (r == 0) {
+                if (r > 0)
+                        changes += r;
+                if (r == 0)
                         /* nothing changed: what was just observed stands */
                         k->settle(c, *observed_of(o, k));
-                        continue;
-                }
-                r = k->verify(c, reterr);
+                else if (r > 0)
+                        r = k->verify(c, reterr);
+                free(c->cls_after);
+                c->cls_after = NULL;
+                c->n_cls_after = 0;
                 if (r < 0)
                         return r;
         }

@@ -21,12 +21,12 @@ void snapshot_done(Snapshot *s) {
 int snapshot_take(NlSocket *rtnl, int ifindex, const NlFilter *all, size_t n_all, Snapshot *ret,
                   Error *reterr) {
         Snapshot s = { .ifindex = ifindex };
-        int r;
+        int r = 0;
 
         s.rtnl = rtnl;
-        r = nl_clsact_exists(rtnl, ifindex, &s.had_clsact, reterr);
-        if (r < 0)
-                return r;
+        /* The change itself tells whether it created clsact (its exclusive add succeeded): no qdisc
+         * dump, which walks every interface of the namespace. */
+        s.had_clsact = true;
         s.filters = calloc(n_all + 1, sizeof(NlFilter));
         s.programs = calloc(n_all + 1, sizeof(NlProgram *));
         s.action_programs = calloc((n_all + 1) * NL_ACTIONS_MAX, sizeof(NlProgram *));

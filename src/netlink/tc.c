@@ -142,6 +142,34 @@ int nl_bpf_filter_set(NlSocket *s, const NlBpfFilterSpec *f, bool replace, Error
                           replace ? "replace filter" : "add filter", reterr);
 }
 
+typedef struct Echo {
+        NlFilter *filter;
+        bool found;
+} Echo;
+
+static int echo_cb(const struct nlmsghdr *nlh, void *data) {
+        Echo *e = data;
+        if (nlh->nlmsg_type == RTM_NEWTFILTER && nl_filter_parse(nlh, e->filter) >= 0)
+                e->found = true;
+        return MNL_CB_OK;
+}
+
+int nl_bpf_filter_set_echo(NlSocket *s, const NlBpfFilterSpec *f, bool replace, NlFilter *ret,
+                           Error *reterr) {
+        char buf[NL_MSG_BUFFER_SIZE];
+        struct nlmsghdr *nlh = nl_msg_bpf_filter(buf, f, replace, nl_socket_next_seq(s));
+        Echo e = { .filter = ret };
+        int r;
+
+        nlh->nlmsg_flags |= NLM_F_ECHO;
+        r = nl_request(s, nlh, echo_cb, &e, replace ? "replace filter" : "add filter", reterr);
+        if (r < 0)
+                return r;
+        if (!e.found)
+                return error_set(reterr, EIO, "kernel_error", "the kernel did not echo the filter it made");
+        return 0;
+}
+
 int nl_filter_del(NlSocket *s, int ifindex, uint32_t parent, uint16_t pref, uint16_t protocol,
                   uint32_t handle, Error *reterr) {
         char buf[NL_MSG_BUFFER_SIZE];

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import filt, file_digest, status_of
+from conftest import assert_error, filt, file_digest, status_of
 
 
 def test_documents_survive_a_restart(net, clsd_factory, bpf):
@@ -154,3 +154,18 @@ def test_object_file_whose_bytes_do_not_match_its_name_is_not_served(net, clsd_f
     assert r.status == 404, r
     assert _quarantined(c, digest[len("sha256:"):] + ".o")
     assert "do not match its sha256 name" in c.log_this_run()
+
+
+def test_a_failed_first_put_takes_back_the_clsact_it_made_and_only_that(api, bpf, net, clsd):
+    """The rollback removes the clsact qdisc only when the failed change created it (known from its
+    exclusive add, not from a qdisc dump)."""
+    from test_tcx import block_store_write
+    block_store_write(clsd, net.if_a)
+    assert_error(api.put_classifier(net.if_a, {"ingress": [filt("a", bpf.count, priority=10)]}), 500, "store_error")
+    assert net.a.filters(net.if_a) == []
+    assert not net.a.has_clsact(net.if_a), net.a.qdiscs(net.if_a)
+    # An operator's clsact stays.
+    net.a.run("tc", "qdisc", "add", "dev", net.if_a, "clsact")
+    assert_error(api.put_classifier(net.if_a, {"ingress": [filt("a", bpf.count, priority=10)]}), 500, "store_error")
+    assert net.a.filters(net.if_a) == []
+    assert net.a.has_clsact(net.if_a)

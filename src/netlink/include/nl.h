@@ -147,6 +147,10 @@ int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Erro
 /* Adds (replace=false, NLM_F_EXCL) or replaces in place (NLM_F_REPLACE) a cls_bpf filter, with its
  * actions: a replace swaps the classifier and its actions at once. */
 int nl_bpf_filter_set(NlSocket *s, const NlBpfFilterSpec *f, bool replace, Error *reterr);
+/* The same, read back in the same round trip: the kernel echoes the filter as it made it (NLM_F_ECHO)
+ * into *ret; -EIO when it did not. */
+int nl_bpf_filter_set_echo(NlSocket *s, const NlBpfFilterSpec *f, bool replace, NlFilter *ret,
+                           Error *reterr);
 int nl_filter_del(NlSocket *s, int ifindex, uint32_t parent, uint16_t pref, uint16_t protocol,
                   uint32_t handle, Error *reterr);
 
