@@ -229,8 +229,12 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
         if (after)
                 memcpy(after, o->filters, o->n * sizeof(NlFilter));
         n_after = o->n;
-        for (size_t i = 0; i < pl->n_desired; i++)
-                on_clsact = on_clsact || pl->desired[i].parent == nl_hook_parent(pl->desired[i].hook);
+        /* Only a filter to add or replace on a clsact hook needs clsact (one that is there has it). */
+        for (size_t i = 0; i < pl->plan.n_steps; i++) {
+                const PlanStep *s = &pl->plan.steps[i];
+                on_clsact = on_clsact || ((s->action == PLAN_ADD || s->action == PLAN_REPLACE) &&
+                                          s->parent == nl_hook_parent(s->hook));
+        }
         if (on_clsact) {
                 /* Added exclusively: EEXIST says it is there, without a qdisc dump (which walks every
                  * interface) and without a change the kernel would report. */

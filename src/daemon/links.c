@@ -223,6 +223,14 @@ int links_get(Links *l, NlSocket *rtnl, const char *netns, bool with_filters, co
         return 0;
 }
 
+const NlLink *links_find_name(Links *l, const char *netns, const char *ifname) {
+        LinksNs *ns = ns_find(l, netns);
+        for (size_t i = 0; ns && ns->known && i < ns->n; i++)
+                if (streq(ns->v[i].link.ifname, ifname))
+                        return &ns->v[i].link;
+        return NULL;
+}
+
 const NlLink *links_find(Links *l, const char *netns, int ifindex) {
         LinksNs *ns = ns_find(l, netns);
         const LinkEntry *e = ns && ns->known ? ns_entry(ns, ifindex) : NULL;

@@ -183,6 +183,13 @@ int manager_link(Manager *m, const char *netns, const char *ifname, NlSocket **r
         }
         if (r < 0)
                 return r;
+        /* The namespace's links as events keep them, when clsd has looked at them: no request. */
+        const NlLink *known = links_find_name(m->links, netns, ifname);
+        if (known) {
+                *ret_link = *known;
+                *ret_rtnl = rtnl;
+                return 0;
+        }
         r = nl_link_by_name(rtnl, ifname, ret_link, reterr);
         if (r == -ENODEV)
                 error_done(reterr);

@@ -4,6 +4,7 @@ per-interface answer; dry runs; restarts."""
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -291,3 +292,32 @@ def test_metrics_count_each_policys_interfaces_by_state(api, bpf, net):
     assert value(samples, "clsd_policy_interfaces", policy="m", state="configured") == 1
     assert value(samples, "clsd_policy_interfaces", policy="m", state="failed") == 1
     assert value(samples, "clsd_documents", source="policy", state="configured") == 1
+
+
+def test_a_policy_changed_over_1000_interfaces_applies_only_the_difference(api, bpf, net):
+    from test_metrics import parse_exposition, scrape, value
+    names = veths(net.a, "m", 1000)
+    t = time.monotonic()
+    r = put_policy(api, "many", policy({"ifname": ["m*"]}, ingress=[filt("count", bpf.count, priority=10)]))
+    first = time.monotonic() - t
+    assert r.status == 200, r
+    assert sum(1 for x in r.json["results"] if x["state"] == "configured") == 1000
+    before = {d: net.a.filter_at(d, 10).id for d in ("m0", "m500", "m999")}
+    samples, _ = parse_exposition(scrape(api))
+    changes = value(samples, "clsd_netlink_requests_total", type="other")
+    # The same filters, eleven interfaces fewer (m99 and m990-m999 leave the match).
+    t = time.monotonic()
+    r = put_policy(api, "many", policy({"ifname": ["m[0-8]*", "m9[0-8]*", "m9"]},
+                                       ingress=[filt("count", bpf.count, priority=10)]))
+    second = time.monotonic() - t
+    assert r.status == 200, r
+    removed = sorted(x["ifname"] for x in r.json["results"] if not x["matched"])
+    assert removed == ["m99"] + ["m99%d" % i for i in range(10)], removed
+    samples, _ = parse_exposition(scrape(api))
+    made = value(samples, "clsd_netlink_requests_total", type="other") - changes
+    print("1000 interfaces: first PUT %.0f ms, second %.0f ms, %d netlink changes for the second"
+          % (first * 1000, second * 1000, made))
+    # Only the difference reached the kernel: eleven filters (and their clsact) removed, nothing else.
+    assert made <= 30, made
+    assert net.a.filter_at("m999", 10) is None
+    assert {d: net.a.filter_at(d, 10).id for d in ("m0", "m500")} == {d: before[d] for d in ("m0", "m500")}
