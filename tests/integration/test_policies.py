@@ -321,3 +321,40 @@ def test_a_policy_changed_over_1000_interfaces_applies_only_the_difference(api, 
     assert made <= 30, made
     assert net.a.filter_at("m999", 10) is None
     assert {d: net.a.filter_at(d, 10).id for d in ("m0", "m500")} == {d: before[d] for d in ("m0", "m500")}
+
+
+@pytest.mark.parametrize("delay_ms", [0, 5, 20, 60])
+def test_a_kill_during_a_bulk_apply_leaves_the_old_or_the_new_policy_and_the_kernel_matching(
+        net, clsd_factory, bpf, delay_ms):
+    """kill -9 while a policy is applied to 200 interfaces; after the restart the store holds the
+    old or the new policy, and every interface runs exactly what the stored one declares."""
+    import threading
+    c = clsd_factory(net.a)
+    names = veths(net.a, "k", 200)
+    old = policy({"ifname": ["k*"]}, ingress=[filt("f", bpf.count, priority=10)])
+    new = policy({"ifname": ["k*"]}, ingress=[filt("f", bpf.drop_port, priority=10)])
+    assert put_policy(c.api, "bulk", old).status == 200
+    answers = []
+
+    def put():
+        try:
+            answers.append(put_policy(c.api, "bulk", new).status)
+        except OSError:
+            answers.append(None)
+
+    t = threading.Thread(target=put)
+    t.start()
+    time.sleep(delay_ms / 1000)
+    c.proc.kill()
+    c.proc.wait()
+    c.proc = None
+    t.join(10)
+    c.start()
+    g = c.api.get("/policies/bulk").json
+    assert g["generation"] in (1, 2), g
+    want = "count_pkts" if g["generation"] == 1 else "drop_port"
+    if answers == [200]:
+        assert g["generation"] == 2, "answered 200 but the store lost the policy"
+    wait_for(lambda: c.api.get("/policies/bulk").json["summary"]["configured"] == 200, timeout=10)
+    progs = {net.a.filter_at(d, 10).prog_name for d in names}
+    assert progs == {want}, (g["generation"], progs)
