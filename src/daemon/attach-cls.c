@@ -120,7 +120,19 @@ static int cls_observe(AttachContext *c, void **ret, Error *reterr) {
 
         if (!o)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        r = nl_filter_dump(c->rtnl, c->it->ifindex, &o->filters, &o->n, reterr);
+        unsigned what = NL_DUMP_INGRESS | NL_DUMP_EGRESS | NL_DUMP_ROOT;
+        if (c->fresh) {
+                what = 0;
+                for (size_t i = 0; i < c->it->n_filters; i++) {
+                        const Filter *f = &c->it->filters[i];
+                        if (f->tcx)
+                                continue;
+                        what |= f->spec->has_parent           ? NL_DUMP_ROOT
+                                : f->dir == DIRECTION_INGRESS ? NL_DUMP_INGRESS
+                                                              : NL_DUMP_EGRESS;
+                }
+        }
+        r = nl_filter_dump_some(c->rtnl, c->it->ifindex, what, &o->filters, &o->n, reterr);
         if (r < 0) {
                 free(o);
                 return r;

@@ -14,6 +14,7 @@ typedef struct AttachContext {
         NetnsSet *netns; /* to enter it (tcx acts on the caller's namespace) */
         const char *bpffs_dir; /* where tcx links are pinned */
         bool tcx; /* the kernel has tcx */
+        bool fresh; /* read only what the interface's filters use (Iface.fresh) */
         bool clsact_added; /* this change created the clsact qdisc (a rollback removes it) */
         /* cls_bpf after an apply: what was observed with the kernel's echo of each filter it made, and
          * without those it removed; verify reads it instead of dumping again (NULL: dump). */

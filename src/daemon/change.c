@@ -385,8 +385,10 @@ static int policy_change_run(Manager *m, Change *c, Iface *it) {
                         return -ESRCH;
                 }
                 it->visible = true;
-                if (!was_visible)
+                if (!was_visible) {
+                        it->fresh = !it->api && !it->hog;
                         manager_changed(m, it, IFACE_ADDED);
+                }
         }
         r = iface_reconcile_and_report(m, it);
         if (r == -EAGAIN)

@@ -56,14 +56,37 @@ static int map_add_user(DaemonMap *dm, const Iface *it, const Filter *f) {
         return 0;
 }
 
+typedef struct DaemonMapsProgram {
+        uint32_t prog_id;
+        uint32_t *map_ids;
+        size_t n_maps;
+} DaemonMapsProgram;
+
+static DaemonMapsProgram *program_seen(DaemonMaps *m, uint32_t prog_id) {
+        for (size_t i = 0; i < m->n_programs; i++)
+                if (m->programs[i].prog_id == prog_id)
+                        return &m->programs[i];
+        return NULL;
+}
+
 /* The maps of the program with this id, each once in m, with the filter as one more user. */
 static int maps_add_program(DaemonMaps *m, uint32_t prog_id, const Iface *it, const Filter *f,
                             Error *reterr) {
+        DaemonMapsProgram *seen = program_seen(m, prog_id), *pv;
         NlMap *maps = NULL;
         size_t n = 0;
         DaemonMap *v;
         int r;
 
+        if (seen) {
+                /* shared by another filter: the maps are in, the filter is one more user */
+                for (size_t k = 0; k < seen->n_maps; k++) {
+                        DaemonMap *dm = maps_find_id(m, seen->map_ids[k]);
+                        if (dm && map_add_user(dm, it, f) < 0)
+                                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                }
+                return 0;
+        }
         r = nl_program_maps_by_id(prog_id, &maps, &n, reterr);
         if (r == -ENOENT) {
                 error_done(reterr);
@@ -77,6 +100,16 @@ static int maps_add_program(DaemonMaps *m, uint32_t prog_id, const Iface *it, co
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
         m->maps = v;
+        pv = realloc(m->programs, (m->n_programs + 1) * sizeof(*pv));
+        if (!pv) {
+                nl_maps_free(maps, n);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        m->programs = pv;
+        pv = &m->programs[m->n_programs++];
+        *pv = (DaemonMapsProgram){ .prog_id = prog_id, .map_ids = calloc(n + 1, sizeof(uint32_t)) };
+        for (size_t k = 0; k < n && pv->map_ids; k++)
+                pv->map_ids[pv->n_maps++] = maps[k].id;
         for (size_t k = 0; k < n; k++) {
                 DaemonMap *dm = maps_find_id(m, maps[k].id);
                 if (dm) {
@@ -150,6 +183,9 @@ void daemon_maps_done(DaemonMaps *m) {
                 nl_btf_free(m->btfs[i]);
         free(m->btfs);
         free(m->btf_ids);
+        for (size_t i = 0; i < m->n_programs; i++)
+                free(m->programs[i].map_ids);
+        free(m->programs);
         *m = (DaemonMaps){ 0 };
 }
 

@@ -509,6 +509,11 @@ int daemon_metrics(Manager *d, const MetricWriter *w) {
                         error_done(&e);
                         continue;
                 }
+                bool metrics = false;
+                for (size_t k = 0; k < it->n_filters && !metrics; k++)
+                        metrics = it->filters[k].spec->n_metrics > 0;
+                if (!metrics)
+                        continue; /* no map-derived metrics: its maps are not looked at */
                 if (daemon_maps_add(d, it, &st[i], &maps, &e) < 0) {
                         d->counters.map_metric_failures++;
                         log_debug("%s: maps: %s", it->ifname, strna(e.message));

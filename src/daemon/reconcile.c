@@ -178,6 +178,7 @@ int iface_reconcile(Manager *m, Iface *it, Error *reterr) {
         attach_context_init(m, it, rtnl, &c);
         c.what = what;
         c.what_size = sizeof(what);
+        c.fresh = it->fresh;
         r = attach_observe(&c, &obs, reterr);
         if (r < 0)
                 return r;
@@ -192,6 +193,7 @@ int iface_reconcile(Manager *m, Iface *it, Error *reterr) {
         attach_observed_free(&obs);
         if (changes < 0)
                 return changes;
+        it->fresh = false;
         for (size_t i = 0; i < it->n_filters; i++)
                 it->filters[i].state = FILTER_CONFIGURED;
         manager_save_facts(m, it);

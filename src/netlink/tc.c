@@ -99,6 +99,12 @@ static int filter_cb(const struct nlmsghdr *nlh, void *data) {
 }
 
 int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Error *reterr) {
+        return nl_filter_dump_some(s, ifindex, NL_DUMP_INGRESS | NL_DUMP_EGRESS | NL_DUMP_ROOT, ret, ret_n,
+                                   reterr);
+}
+
+int nl_filter_dump_some(NlSocket *s, int ifindex, unsigned what, NlFilter **ret, size_t *ret_n,
+                        Error *reterr) {
         char buf[NL_MSG_BUFFER_SIZE];
         FilterList fl = { 0 };
         size_t n_hooks;
@@ -107,6 +113,8 @@ int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Erro
         /* No qdisc dump first: the kernel's walks every interface of the namespace, which made a start
          * over N interfaces cost N². A hook without clsact dumps empty. */
         for (NlHook h = 0; h < _NL_HOOK_MAX; h++) {
+                if (!(what & (h == NL_HOOK_INGRESS ? NL_DUMP_INGRESS : NL_DUMP_EGRESS)))
+                        continue;
                 fl.hook = h;
                 r = nl_request(s, nl_msg_filter_dump(buf, ifindex, nl_hook_parent(h), nl_socket_next_seq(s)),
                                filter_cb, &fl, "dump filters", reterr);
@@ -119,8 +127,9 @@ int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Erro
          * classless one). The answer says parent 0 too, so only then is the root's handle looked up. */
         n_hooks = fl.n;
         fl.hook = NL_HOOK_EGRESS;
-        (void) nl_request(s, nl_msg_filter_dump(buf, ifindex, 0, nl_socket_next_seq(s)), filter_cb, &fl,
-                          "dump root qdisc filters", NULL);
+        if (what & NL_DUMP_ROOT)
+                (void) nl_request(s, nl_msg_filter_dump(buf, ifindex, 0, nl_socket_next_seq(s)), filter_cb,
+                                  &fl, "dump root qdisc filters", NULL);
         if (fl.n > n_hooks) {
                 QdiscScan q;
                 r = qdisc_scan(s, ifindex, &q, reterr);

@@ -333,6 +333,10 @@ typedef struct DaemonMaps {
         struct btf **btfs;
         uint32_t *btf_ids;
         size_t n_btfs;
+        /* Programs whose maps are in already, each with the ids of its maps: a program shared by many
+         * filters is asked for its maps once. */
+        struct DaemonMapsProgram *programs;
+        size_t n_programs;
 } DaemonMaps;
 
 /* Adds the maps of the programs the kernel has attached for the document (st: its status). */

@@ -144,6 +144,14 @@ int nl_clsact_add(NlSocket *s, int ifindex, Error *reterr);
 int nl_clsact_del(NlSocket *s, int ifindex, Error *reterr);
 /* Dumps all filters of both clsact hooks and of the root qdisc (where classic-mode filters go). */
 int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Error *reterr);
+/* Only some of them: a dump per clsact hook asked for, and the root qdisc's (classic mode). */
+enum {
+        NL_DUMP_INGRESS = 1 << 0,
+        NL_DUMP_EGRESS = 1 << 1,
+        NL_DUMP_ROOT = 1 << 2,
+};
+int nl_filter_dump_some(NlSocket *s, int ifindex, unsigned what, NlFilter **ret, size_t *ret_n,
+                        Error *reterr);
 /* Adds (replace=false, NLM_F_EXCL) or replaces in place (NLM_F_REPLACE) a cls_bpf filter, with its
  * actions: a replace swaps the classifier and its actions at once. */
 int nl_bpf_filter_set(NlSocket *s, const NlBpfFilterSpec *f, bool replace, Error *reterr);
