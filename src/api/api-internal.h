@@ -4,6 +4,7 @@
 #include <microhttpd.h>
 
 #include "api.h"
+#include "json-writer.h"
 
 typedef enum MHD_Result MHD_RESULT;
 
@@ -107,7 +108,8 @@ json_t *render_object(Manager *d, const DaemonObject *o);
 json_t *render_iface(Manager *d, const Iface *it, const IfaceStatus *status);
 /* The document the interface applies (each hook's filters, the hog's or the API's), as JSON. */
 json_t *render_iface_document(const Iface *it);
-json_t *render_link(Manager *d, const char *netns, const LinkView *v);
+/* One link of GET /ifaces, written straight into w (read often, and large). */
+void write_link(JsonWriter *w, Manager *d, const char *netns, const LinkView *v);
 json_t *render_netns_list(const NetnsView *v, size_t n);
 json_t *render_error(const Error *e);
 json_t *render_version(Manager *d);

@@ -160,60 +160,87 @@ json_t *render_iface(Manager *d, const Iface *it, const IfaceStatus *status) {
         return j;
 }
 
-static json_t *render_kernel_filter(const NlFilter *f) {
-        json_t *j = json_object();
+static void write_kernel_filter(JsonWriter *w, const NlFilter *f) {
         char buf[16];
 
-        json_object_set_new(j, "direction", json_string(f->hook == NL_HOOK_INGRESS ? "ingress" : "egress"));
-        json_object_set_new(j, "pref", json_integer(f->pref));
-        json_object_set_new(j, "handle", json_integer(f->handle));
-        json_object_set_new(j, "kind", json_string(f->kind));
+        jw_begin_object(w);
+        jw_key(w, "direction");
+        jw_string(w, f->hook == NL_HOOK_INGRESS ? "ingress" : "egress");
+        jw_key(w, "pref");
+        jw_int(w, f->pref);
+        jw_key(w, "handle");
+        jw_int(w, f->handle);
+        jw_key(w, "kind");
+        jw_string(w, f->kind);
         if (streq(f->kind, "bpf")) {
-                json_object_set_new(j, "name", json_string(f->name));
-                json_object_set_new(j, "id", json_integer(f->prog_id));
-                json_object_set_new(j, "tag", json_string(f->tag));
-                json_object_set_new(j, "direct_action", json_boolean(f->direct_action));
+                jw_key(w, "name");
+                jw_string(w, f->name);
+                jw_key(w, "id");
+                jw_int(w, f->prog_id);
+                jw_key(w, "tag");
+                jw_string(w, f->tag);
+                jw_key(w, "direct_action");
+                jw_bool(w, f->direct_action);
                 if (f->classid) {
                         classid_format(f->classid, buf);
-                        json_object_set_new(j, "classid", json_string(buf));
+                        jw_key(w, "classid");
+                        jw_string(w, buf);
                 }
                 if (f->n_actions > 0) {
-                        json_t *acts = json_array();
+                        jw_key(w, "actions");
+                        jw_begin_array(w);
                         for (size_t k = 0; k < f->n_actions; k++) {
                                 const NlAction *a = &f->actions[k];
-                                json_t *aj = json_pack("{s:s,s:I}", "kind", a->kind, "index",
-                                                       (json_int_t) a->index);
+                                jw_begin_object(w);
+                                jw_key(w, "kind");
+                                jw_string(w, a->kind);
+                                jw_key(w, "index");
+                                jw_int(w, a->index);
                                 if (streq(a->kind, "bpf")) {
-                                        json_object_set_new(aj, "name", json_string(a->name));
-                                        json_object_set_new(aj, "id", json_integer(a->prog_id));
-                                        json_object_set_new(aj, "tag", json_string(a->tag));
+                                        jw_key(w, "name");
+                                        jw_string(w, a->name);
+                                        jw_key(w, "id");
+                                        jw_int(w, a->prog_id);
+                                        jw_key(w, "tag");
+                                        jw_string(w, a->tag);
                                 }
-                                json_array_append_new(acts, aj);
+                                jw_end_object(w);
                         }
-                        json_object_set_new(j, "actions", acts);
+                        jw_end_array(w);
                 }
         }
-        json_object_set_new(j, "owner", json_string(f->clsd_owned ? "clsd" : "foreign"));
-        return j;
+        jw_key(w, "owner");
+        jw_string(w, f->clsd_owned ? "clsd" : "foreign");
+        jw_end_object(w);
 }
 
-json_t *render_link(Manager *d, const char *netns, const LinkView *v) {
+void write_link(JsonWriter *w, Manager *d, const char *netns, const LinkView *v) {
         const Iface *it = daemon_iface_get(d, netns, v->link.ifname);
-        json_t *j = json_object(), *filters = json_array();
 
-        json_object_set_new(j, "ifname", json_string(v->link.ifname));
-        json_object_set_new(j, "ifindex", v->link.ifindex > 0 ? json_integer(v->link.ifindex) : json_null());
-        json_object_set_new(j, "state",
-                            json_string(it ? iface_state_to_string(iface_state(it)) : "unmanaged"));
-        if (it)
-                json_object_set_new(j, "source", json_string(document_source_to_string(iface_source(it))));
-        if (it && iface_api_document(it))
-                json_object_set_new(j, "generation",
-                                    json_integer((json_int_t) iface_api_document(it)->generation));
+        jw_begin_object(w);
+        jw_key(w, "ifname");
+        jw_string(w, v->link.ifname);
+        jw_key(w, "ifindex");
+        if (v->link.ifindex > 0)
+                jw_int(w, v->link.ifindex);
+        else
+                jw_null(w);
+        jw_key(w, "state");
+        jw_string(w, it ? iface_state_to_string(iface_state(it)) : "unmanaged");
+        if (it) {
+                jw_key(w, "source");
+                jw_string(w, document_source_to_string(iface_source(it)));
+        }
+        if (it && iface_api_document(it)) {
+                jw_key(w, "generation");
+                jw_int(w, (int64_t) iface_api_document(it)->generation);
+        }
+        jw_key(w, "filters");
+        jw_begin_array(w);
         for (size_t i = 0; i < v->n_filters; i++)
-                json_array_append_new(filters, render_kernel_filter(&v->filters[i]));
-        json_object_set_new(j, "filters", filters);
-        return j;
+                write_kernel_filter(w, &v->filters[i]);
+        jw_end_array(w);
+        jw_end_object(w);
 }
 
 json_t *render_dry_run(Manager *d, const DryRun *dr) {

@@ -52,8 +52,9 @@ static void ifaces_list(Request *req, const char *netns, Response *resp) {
         Manager *d = req->api->daemon;
         LinkView *links = NULL;
         Error e = ERROR_NULL;
-        json_t *list;
-        size_t n = 0, n_docs = 0;
+        size_t n = 0, n_docs = 0, size = 0;
+        char *text = NULL;
+        JsonWriter w = { 0 };
 
         for (size_t i = 0; i < daemon_iface_count(d); i++)
                 n_docs += streq_ptr(iface_netns(daemon_iface_at(d, i)), netns);
@@ -66,26 +67,56 @@ static void ifaces_list(Request *req, const char *netns, Response *resp) {
                 }
                 error_done(&e);
         }
-        list = json_array();
+        /* Read at every poll of a dashboard, with hundreds of links: written straight out, no tree. */
+        w.f = open_memstream(&text, &size);
+        if (!w.f) {
+                daemon_links_done(d, netns, links);
+                response_errorf(resp, "internal_error", "out of memory");
+                return;
+        }
+        jw_begin_object(&w);
+        jw_key(&w, "ifaces");
+        jw_begin_array(&w);
         for (size_t i = 0; i < n; i++)
-                json_array_append_new(list, render_link(d, netns, &links[i]));
+                write_link(&w, d, netns, &links[i]);
         /* Documents of interfaces that do not exist (yet) are part of the picture too. */
         for (size_t i = 0; i < daemon_iface_count(d); i++) {
                 Iface *it = daemon_iface_at(d, i);
                 bool seen = false;
                 if (!streq_ptr(iface_netns(it), netns))
                         continue;
-                for (size_t k = 0; k < n; k++)
-                        seen = seen || streq(links[k].link.ifname, iface_ifname(it));
+                if (iface_ifindex(it) > 0) {
+                        /* daemon_links() lists them by ifindex */
+                        size_t lo = 0, hi = n;
+                        while (lo < hi) {
+                                size_t mid = lo + (hi - lo) / 2;
+                                if (links[mid].link.ifindex < iface_ifindex(it))
+                                        lo = mid + 1;
+                                else
+                                        hi = mid;
+                        }
+                        seen = lo < n && links[lo].link.ifindex == iface_ifindex(it) &&
+                               streq(links[lo].link.ifname, iface_ifname(it));
+                }
                 if (!seen) {
                         LinkView v = { 0 };
                         snprintf(v.link.ifname, sizeof(v.link.ifname), "%s", iface_ifname(it));
-                        json_array_append_new(list, render_link(d, netns, &v));
+                        write_link(&w, d, netns, &v);
                 }
         }
+        jw_end_array(&w);
+        jw_end_object(&w);
+        fputc('\n', w.f);
         daemon_links_done(d, netns, links);
+        if (fclose(w.f) != 0 || !text) {
+                free(text);
+                response_errorf(resp, "internal_error", "out of memory");
+                return;
+        }
         resp->status = 200;
-        resp->body = json_pack("{s:o}", "ifaces", list);
+        resp->text = text;
+        resp->text_size = size;
+        resp->content_type = "application/json";
 }
 
 static void respond_iface(Request *req, const Iface *it, unsigned status, Response *resp) {

@@ -385,6 +385,7 @@ static int policy_change_run(Manager *m, Change *c, Iface *it) {
                         return -ESRCH;
                 }
                 it->visible = true;
+                iface_table_touch(m->ifaces);
                 if (!was_visible) {
                         it->fresh = !it->api && !it->hog;
                         manager_changed(m, it, IFACE_ADDED);
@@ -509,6 +510,7 @@ int change_run(Manager *m, Operation *op) {
                 commit(m, it, c->candidate);
                 iface_set_state(it, present ? IFACE_CONFIGURED : IFACE_PENDING, NULL);
                 it->visible = true;
+                iface_table_touch(m->ifaces);
                 iface_table_set_ifindex(m->ifaces, it, present ? link.ifindex : 0);
                 for (size_t i = 0; i < it->n_filters; i++)
                         it->filters[i].state = FILTER_CONFIGURED;

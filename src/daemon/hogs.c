@@ -235,6 +235,7 @@ static int hog_set_at_start(Manager *m, Hog *h) {
                 goto finish;
         }
         it->visible = true;
+        iface_table_touch(m->ifaces);
         if (new)
                 iface_table_add(m->ifaces, it);
         log_info("%s: hog %s", h->doc->ifname, h->path);

@@ -11,6 +11,7 @@ struct IfaceTable {
         Hashmap *by_ifindex; /* it -> it, hashed and compared by (netns, ifindex) */
         Iface **list;
         size_t n, capacity;
+        uint64_t version; /* changes with every add, remove and touch */
 };
 
 static uint64_t name_hash(const void *key, uint64_t seed) {
@@ -72,7 +73,16 @@ int iface_table_reserve(IfaceTable *t) {
         return 0;
 }
 
+void iface_table_touch(IfaceTable *t) {
+        t->version++;
+}
+
+uint64_t iface_table_version(const IfaceTable *t) {
+        return t->version;
+}
+
 void iface_table_add(IfaceTable *t, Iface *it) {
+        t->version++;
         t->list[t->n++] = it;
         (void) hashmap_put(t->by_name, it->key, it);
         if (it->ifindex > 0)
@@ -80,6 +90,7 @@ void iface_table_add(IfaceTable *t, Iface *it) {
 }
 
 void iface_table_remove(IfaceTable *t, Iface *it) {
+        t->version++;
         for (size_t i = 0; i < t->n; i++)
                 if (t->list[i] == it) {
                         memmove(t->list + i, t->list + i + 1, (t->n - i - 1) * sizeof(Iface *));

@@ -18,4 +18,7 @@ Iface *iface_table_by_ifindex(const IfaceTable *t, const char *netns, int ifinde
 /* Sets it->ifindex and indexes it so (0: not indexed). */
 void iface_table_set_ifindex(IfaceTable *t, Iface *it, int ifindex);
 size_t iface_table_size(const IfaceTable *t);
+/* An interface's visibility changed: the faces' list of visible ones is made again. */
+void iface_table_touch(IfaceTable *t);
+uint64_t iface_table_version(const IfaceTable *t);
 Iface *iface_table_at(const IfaceTable *t, size_t i);

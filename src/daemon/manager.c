@@ -48,6 +48,7 @@ Manager *daemon_free(Manager *m) {
         loads_free(m->loads);
         manager_policies_free(m);
         links_free(m->links);
+        free(m->visible.list);
         workers_free(m->workers);
         while (m->ifaces && iface_table_size(m->ifaces) > 0) {
                 Iface *it = iface_table_at(m->ifaces, iface_table_size(m->ifaces) - 1);
@@ -109,22 +110,42 @@ size_t daemon_workers_running(Manager *m) {
 
 /* The faces see the interfaces a document (or hog) was stored for: a change in flight for a new one
  * shows only once it is stored. */
-size_t daemon_iface_count(Manager *m) {
+/* The visible interfaces in the table's order, made again when the table changed: the faces walk
+ * them with daemon_iface_at() in O(1) each. */
+static void visible_index(Manager *m) {
+        uint64_t v = iface_table_version(m->ifaces) + 1; /* never 0: 0 is "not made yet" */
         size_t n = 0;
-        for (size_t i = 0; i < iface_table_size(m->ifaces); i++)
-                n += iface_table_at(m->ifaces, i)->visible;
-        return n;
+
+        if (m->visible.version == v)
+                return;
+        if (m->visible.capacity < iface_table_size(m->ifaces)) {
+                size_t cap = iface_table_size(m->ifaces) * 2;
+                Iface **list = realloc(m->visible.list, cap * sizeof(Iface *));
+                if (!list) {
+                        m->visible.n = 0;
+                        m->visible.version = 0;
+                        return;
+                }
+                m->visible.list = list;
+                m->visible.capacity = cap;
+        }
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
+                Iface *it = iface_table_at(m->ifaces, i);
+                if (it->visible)
+                        m->visible.list[n++] = it;
+        }
+        m->visible.n = n;
+        m->visible.version = v;
+}
+
+size_t daemon_iface_count(Manager *m) {
+        visible_index(m);
+        return m->visible.n;
 }
 
 Iface *daemon_iface_at(Manager *m, size_t i) {
-        for (size_t k = 0; k < iface_table_size(m->ifaces); k++) {
-                Iface *it = iface_table_at(m->ifaces, k);
-                if (!it->visible)
-                        continue;
-                if (i-- == 0)
-                        return it;
-        }
-        return NULL;
+        visible_index(m);
+        return i < m->visible.n ? m->visible.list[i] : NULL;
 }
 
 Iface *daemon_iface_get(Manager *m, const char *netns, const char *ifname) {
@@ -279,6 +300,7 @@ static int load_documents(Manager *m, Error *reterr) {
                         continue;
                 }
                 it->visible = true;
+                iface_table_touch(m->ifaces);
                 iface_table_add(m->ifaces, it);
         }
         stored_documents_free(docs, n);
@@ -431,6 +453,7 @@ int daemon_iface_status(Manager *m, const Iface *it_const, IfaceStatus *ret, Err
                 const Filter *f = &it->filters[i];
                 FilterStatus *fs = &s.filters[i];
                 NlProgramStats ps;
+                uint64_t now = 0;
                 int r;
 
                 if (it->ifindex <= 0)
@@ -438,11 +461,21 @@ int daemon_iface_status(Manager *m, const Iface *it_const, IfaceStatus *ret, Err
                 fs->observed = f->observed;
                 if (!fs->observed.classifier_attached)
                         continue;
-                /* The kernel's counts for what is attached (0 unless BPF_ENABLE_STATS is held). */
-                if (f->program && program_id(f->program) == fs->observed.prog_id)
+                /* The kernel's counts for what is attached (0 unless BPF_ENABLE_STATS is held): a
+                 * program's, so that one shared by many filters is asked once per turn of the loop (a
+                 * scrape's). */
+                (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+                if (m->stats_memo.prog_id == fs->observed.prog_id && m->stats_memo.usec == now) {
+                        ps = m->stats_memo.stats;
+                        r = 0;
+                } else if (f->program && program_id(f->program) == fs->observed.prog_id)
                         r = nl_program_stats_fd(program_fd(f->program), &ps, NULL);
                 else
                         r = nl_program_stats(fs->observed.prog_id, &ps, NULL);
+                if (r >= 0)
+                        m->stats_memo = (typeof(m->stats_memo)){ .prog_id = fs->observed.prog_id,
+                                                                 .usec = now,
+                                                                 .stats = ps };
                 if (r >= 0) {
                         fs->has_stats = true;
                         fs->run_count = ps.run_count;

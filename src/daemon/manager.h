@@ -47,6 +47,16 @@ struct Manager {
         Workers *workers;
         Loads *loads;
         Links *links;
+        struct {
+                Iface **list;
+                size_t n, capacity;
+                uint64_t version; /* the table's version + 1 it was made at */
+        } visible; /* the interfaces the faces see, in order */
+        struct {
+                uint32_t prog_id;
+                uint64_t usec; /* the loop's now it was read at */
+                NlProgramStats stats;
+        } stats_memo; /* the last program's run counts, for the filters that share it */
         Policy **policies; /* by name */
         size_t n_policies;
         KernelFeatures kernel;

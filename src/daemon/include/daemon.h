@@ -294,7 +294,8 @@ typedef struct LinkView {
 } LinkView;
 
 /* 404 netns_not_found for a named namespace that does not exist. */
-/* From clsd's view of the namespace's links, kept by events (a dump only for what it has not seen). */
+/* From clsd's view of the namespace's links, kept by events (a dump only for what it has not seen);
+ * sorted by ifindex. */
 int daemon_links(Manager *m, const char *netns, LinkView **ret, size_t *ret_n, Error *reterr);
 /* Frees the views; a namespace that was only looked at (no document follows it) is let go. */
 void daemon_links_done(Manager *m, const char *netns, LinkView *v);
