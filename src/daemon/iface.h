@@ -57,9 +57,9 @@ struct Iface {
         unsigned repair_loops;
         bool programs_held; /* every filter's programs acquired */
         bool visible; /* in the table and the faces' view (a new interface becomes so once stored) */
-        /* Only policies brought it, and clsd has not looked at its kernel state yet: its first reconcile
-         * reads only the hooks its filters use (nothing of clsd's can be elsewhere that matters now;
-         * the periodic resync looks at everything). */
+        /* Loaded at start or brought by a policy, and clsd has not looked at its kernel state yet: its
+         * first reconcile reads only the hooks its filters use (a change that moved filters away
+         * removed them then; the periodic resync looks at everything). */
         bool fresh;
         struct Request *request; /* its reconcile request, while one is queued or running */
         struct Operation *ops; /* changes waiting for it, in order (queue.c) */

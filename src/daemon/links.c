@@ -7,14 +7,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashmap.h"
 #include "links.h"
 #include "log.h"
+
+/* A name of the namespace's links, for finding one by name (the key lives in it). */
+typedef struct LinkName {
+        char name[IF_NAMESIZE];
+        int ifindex;
+} LinkName;
+
+static uint64_t name_hash(const void *key, uint64_t seed) {
+        return hash_bytes(key, strlen(key), seed);
+}
+
+static bool name_equal(const void *a, const void *b) {
+        return streq(a, b);
+}
+
+static const HashmapOps name_ops = { .hash = name_hash, .equal = name_equal };
 
 typedef struct LinksNs {
         char *netns; /* NULL: clsd's own */
         bool known; /* links dumped and followed since */
         LinkEntry *v; /* by ifindex */
         size_t n, cap;
+        Hashmap *by_name; /* name -> LinkName */
 } LinksNs;
 
 struct Links {
@@ -37,9 +55,34 @@ static void entry_done(LinkEntry *e) {
         e->filters_known = false;
 }
 
+static void name_forget(LinksNs *ns, const char *name) {
+        free(ns->by_name ? hashmap_remove(ns->by_name, name) : NULL);
+}
+
+static void name_set(LinksNs *ns, const NlLink *link) {
+        LinkName *ln;
+
+        if (!ns->by_name && hashmap_new(&name_ops, &ns->by_name) < 0)
+                return;
+        ln = hashmap_get(ns->by_name, link->ifname);
+        if (ln) {
+                ln->ifindex = link->ifindex;
+                return;
+        }
+        ln = calloc(1, sizeof(*ln));
+        if (!ln)
+                return;
+        snprintf(ln->name, sizeof(ln->name), "%s", link->ifname);
+        ln->ifindex = link->ifindex;
+        if (hashmap_put(ns->by_name, ln->name, ln) < 0)
+                free(ln);
+}
+
 static void ns_clear(LinksNs *ns) {
-        for (size_t i = 0; i < ns->n; i++)
+        for (size_t i = 0; i < ns->n; i++) {
+                name_forget(ns, ns->v[i].link.ifname);
                 entry_done(&ns->v[i]);
+        }
         ns->n = 0;
         ns->known = false;
 }
@@ -48,6 +91,7 @@ static void ns_free(LinksNs *ns) {
         if (!ns)
                 return;
         ns_clear(ns);
+        hashmap_free(ns->by_name);
         free(ns->v);
         free(ns->netns);
         free(ns);
@@ -110,7 +154,10 @@ static int ns_upsert(LinksNs *ns, const NlLink *link) {
         size_t i = ns_slot(ns, link->ifindex);
 
         if (i < ns->n && ns->v[i].link.ifindex == link->ifindex) {
+                if (!streq(ns->v[i].link.ifname, link->ifname))
+                        name_forget(ns, ns->v[i].link.ifname);
                 ns->v[i].link = *link;
+                name_set(ns, link);
                 return 0;
         }
         if (ns->n == ns->cap) {
@@ -124,6 +171,7 @@ static int ns_upsert(LinksNs *ns, const NlLink *link) {
         memmove(&ns->v[i + 1], &ns->v[i], (ns->n - i) * sizeof(*ns->v));
         ns->v[i] = (LinkEntry){ .link = *link };
         ns->n++;
+        name_set(ns, link);
         return 0;
 }
 
@@ -132,6 +180,7 @@ static void ns_remove(LinksNs *ns, int ifindex) {
 
         if (i >= ns->n || ns->v[i].link.ifindex != ifindex)
                 return;
+        name_forget(ns, ns->v[i].link.ifname);
         entry_done(&ns->v[i]);
         memmove(&ns->v[i], &ns->v[i + 1], (ns->n - i - 1) * sizeof(*ns->v));
         ns->n--;
@@ -223,12 +272,20 @@ int links_get(Links *l, NlSocket *rtnl, const char *netns, bool with_filters, co
         return 0;
 }
 
+bool links_known(Links *l, const char *netns) {
+        LinksNs *ns = ns_find(l, netns);
+        return ns && ns->known;
+}
+
 const NlLink *links_find_name(Links *l, const char *netns, const char *ifname) {
         LinksNs *ns = ns_find(l, netns);
-        for (size_t i = 0; ns && ns->known && i < ns->n; i++)
-                if (streq(ns->v[i].link.ifname, ifname))
-                        return &ns->v[i].link;
-        return NULL;
+        const LinkName *ln;
+        const LinkEntry *e;
+
+        if (!ns || !ns->known || !ns->by_name || !(ln = hashmap_get(ns->by_name, ifname)))
+                return NULL;
+        e = ns_entry(ns, ln->ifindex);
+        return e && streq(e->link.ifname, ifname) ? &e->link : NULL;
 }
 
 const NlLink *links_find(Links *l, const char *netns, int ifindex) {

@@ -26,6 +26,8 @@ void links_forget(Links *l, const char *netns);
  * what is not known yet. Valid until the next event or call. */
 int links_get(Links *l, NlSocket *rtnl, const char *netns, bool with_filters, const LinkEntry **ret,
               size_t *ret_n, Error *reterr);
+/* Whether the namespace's links were dumped and are followed since. */
+bool links_known(Links *l, const char *netns);
 /* A link of a namespace already looked at, by name (a linear scan), or NULL. */
 const NlLink *links_find_name(Links *l, const char *netns, const char *ifname);
 /* A link of a namespace already looked at, or NULL. */

@@ -47,6 +47,7 @@ Manager *daemon_free(Manager *m) {
                 registry_exiting(m->registry);
         loads_free(m->loads);
         manager_policies_free(m);
+        sd_event_source_disable_unref(m->status_source);
         links_free(m->links);
         free(m->visible.list);
         workers_free(m->workers);
@@ -179,13 +180,25 @@ int daemon_add_change_listener(Manager *m, DaemonChangeFunc f, void *userdata) {
         return 0;
 }
 
+static int on_status(sd_event_source *s, void *userdata) {
+        (void) s;
+        daemon_notify_status(userdata);
+        return 0;
+}
+
 void manager_changed(Manager *m, Iface *it, unsigned changes) {
         if (!it->visible && !(changes & IFACE_REMOVED))
                 return;
         for (size_t i = 0; i < m->n_listeners; i++)
                 m->listeners[i].f(m, it, changes, m->listeners[i].userdata);
-        if (changes & (IFACE_CHANGED_STATE | IFACE_ADDED | IFACE_REMOVED))
-                daemon_notify_status(m);
+        /* STATUS= counts every interface: once per turn of the loop, not once per change (a start over
+         * N interfaces would count N times N). */
+        if (changes & (IFACE_CHANGED_STATE | IFACE_ADDED | IFACE_REMOVED)) {
+                if (!m->status_source && sd_event_add_defer(m->event, &m->status_source, on_status, m) < 0)
+                        daemon_notify_status(m);
+                else
+                        (void) sd_event_source_set_enabled(m->status_source, SD_EVENT_ONESHOT);
+        }
 }
 
 /* ---- what the parts need of each other ---- */
@@ -204,7 +217,11 @@ int manager_link(Manager *m, const char *netns, const char *ifname, NlSocket **r
         }
         if (r < 0)
                 return r;
-        /* The namespace's links as events keep them, when clsd has looked at them: no request. */
+        /* The namespace's links as events keep them (one dump the first time, then none). */
+        const LinkEntry *all;
+        size_t n_all;
+        if (!links_known(m->links, netns))
+                (void) links_get(m->links, rtnl, netns, false, &all, &n_all, NULL);
         const NlLink *known = links_find_name(m->links, netns, ifname);
         if (known) {
                 *ret_link = *known;
@@ -300,6 +317,8 @@ static int load_documents(Manager *m, Error *reterr) {
                         continue;
                 }
                 it->visible = true;
+                /* Its first reconcile reads the hooks it uses; the periodic resync reads them all. */
+                it->fresh = true;
                 iface_table_touch(m->ifaces);
                 iface_table_add(m->ifaces, it);
         }

@@ -63,6 +63,7 @@ struct Manager {
         DaemonCounters counters;
         char status[128]; /* the last STATUS= sent to systemd */
         sd_event_source *resync_source;
+        sd_event_source *status_source; /* STATUS= once per turn of the loop */
         ChangeListener *listeners;
         size_t n_listeners;
         Startup start;
