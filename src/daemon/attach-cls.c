@@ -238,7 +238,7 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
         free(c->cls_after);
         c->cls_after = after = calloc(o->n + pl->plan.n_steps + 1, sizeof(NlFilter));
         c->n_cls_after = 0;
-        if (after)
+        if (after && o->n > 0)
                 memcpy(after, o->filters, o->n * sizeof(NlFilter));
         n_after = o->n;
         /* Only a filter to add or replace on a clsact hook needs clsact (one that is there has it). */

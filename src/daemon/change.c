@@ -363,9 +363,19 @@ static int policy_change_run(Manager *m, Change *c, Iface *it) {
 
         if (!c->composed) {
                 bool was_visible = it->visible;
-                if (iface_set_policies(it, c->policies, c->n_policies) < 0 ||
-                    iface_set_documents(it, it->api, &it->facts[SOURCE_API], it->hog, it->hog_path,
-                                        &it->facts[SOURCE_HOG], m->kernel.tcx, m->registry) < 0) {
+                /* The old policies stay alive until the filters are composed again: the filters point
+                 * into their documents. */
+                _cleanup_free_ Policy **old = calloc(it->n_policies + 1, sizeof(Policy *));
+                size_t n_old = old ? it->n_policies : 0;
+                for (size_t i = 0; i < n_old; i++)
+                        old[i] = policy_ref(it->policies[i]);
+                r = !old ? -ENOMEM : iface_set_policies(it, c->policies, c->n_policies);
+                if (r >= 0)
+                        r = iface_set_documents(it, it->api, &it->facts[SOURCE_API], it->hog, it->hog_path,
+                                                &it->facts[SOURCE_HOG], m->kernel.tcx, m->registry);
+                for (size_t i = 0; i < n_old; i++)
+                        policy_unref(old[i]);
+                if (r < 0) {
                         error_set(&e, ENOMEM, "internal_error", "out of memory");
                         change_finish(c, it, &e);
                         error_done(&e);
@@ -391,7 +401,9 @@ static int policy_change_run(Manager *m, Change *c, Iface *it) {
                         manager_changed(m, it, IFACE_ADDED);
                 }
         }
+        it->changing = true;
         r = iface_reconcile_and_report(m, it);
+        it->changing = false;
         if (r == -EAGAIN)
                 return -EAGAIN;
         if (r < 0)

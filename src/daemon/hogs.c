@@ -21,6 +21,8 @@ typedef struct Hog {
 typedef struct HogSet {
         Hog *hogs;
         size_t n_hogs;
+        Policy **policies; /* hogs with "match": policies of the configuration */
+        size_t n_policies;
         char **bad_paths; /* files that could not be used this time */
         size_t n_bad;
 } HogSet;
@@ -31,6 +33,9 @@ static void hog_set_done(HogSet *s) {
                 document_unref(s->hogs[i].doc);
         }
         free(s->hogs);
+        for (size_t i = 0; i < s->n_policies; i++)
+                policy_unref(s->policies[i]);
+        free(s->policies);
         strv_free_n(s->bad_paths, s->n_bad);
         *s = (HogSet){ 0 };
 }
@@ -102,9 +107,36 @@ static int hog_resolve(Manager *m, ObjectCache *cache, Store *store, Document *d
         return r;
 }
 
-/* One hog file: parsed, its objects read (and with store, stored) and their programs resolved. */
+/* A hog with "match" instead of "ifname": a policy of the configuration, named by its file (its name
+ * without ".json"). */
+static int hog_policy_read(Manager *m, ObjectCache *cache, Store *store, const char *path, json_t *j,
+                           Policy **ret, Error *reterr) {
+        _cleanup_(policy_unrefp) Policy *p = NULL;
+        _cleanup_free_ char *name = NULL;
+        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        int r;
+
+        name = strndup(base, strlen(base) - 5);
+        if (!name)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = policy_from_json(name, j, &p, reterr);
+        if (r < 0)
+                return r;
+        r = hog_resolve(m, cache, store, p->doc, reterr);
+        if (r < 0)
+                return r;
+        p->generation = 1;
+        p->doc->generation = 1;
+        if (!(p->hog_path = strdup(path)))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+/* One hog file: parsed, its objects read (and with store, stored) and their programs resolved; one
+ * with "match" is a policy (*ret_policy), any other a document of one interface (*ret). */
 static int hog_read(Manager *m, ObjectCache *cache, Store *store, const char *path, Document **ret,
-                    Error *reterr) {
+                    Policy **ret_policy, Error *reterr) {
         _cleanup_(document_freep) Document *doc = NULL;
         _cleanup_free_ char *text = NULL;
         size_t size;
@@ -114,6 +146,17 @@ static int hog_read(Manager *m, ObjectCache *cache, Store *store, const char *pa
         if (r < 0)
                 return error_set(reterr, r, "invalid_value", "cannot read: %s",
                                  r == -EBADFD ? "not a regular file" : strerror(-r));
+        {
+                json_t *j = json_loadb(text, size, JSON_REJECT_DUPLICATES, NULL);
+                if (json_is_object(j) && json_object_get(j, "match")) {
+                        r = hog_policy_read(m, cache, store, path, j, ret_policy, reterr);
+                        json_decref(j);
+                        if (r >= 0)
+                                *ret = NULL;
+                        return r;
+                }
+                json_decref(j);
+        }
         r = document_hog_from_string(text, size, &doc, reterr);
         if (r < 0)
                 return r;
@@ -147,20 +190,27 @@ static int hogs_read(Manager *m, ObjectCache *cache, Store *store, const char *d
                 return 0;
         }
         s.hogs = calloc((size_t) n + 1, sizeof(Hog));
+        s.policies = calloc((size_t) n + 1, sizeof(Policy *));
         s.bad_paths = calloc((size_t) n + 1, sizeof(char *));
         for (int i = 0; i < n; i++) {
                 _cleanup_free_ char *path = NULL;
                 Document *doc = NULL;
+                Policy *policy = NULL;
                 Error e = ERROR_NULL;
                 const Hog *other;
                 int r;
 
-                if (asprintf(&path, "%s/%s", dir, entries[i]->d_name) < 0 || !s.hogs || !s.bad_paths) {
+                if (asprintf(&path, "%s/%s", dir, entries[i]->d_name) < 0 || !s.hogs || !s.bad_paths ||
+                    !s.policies) {
                         path = NULL;
                         error_set(&e, ENOMEM, "internal_error", "out of memory");
                         r = -ENOMEM;
                 } else
-                        r = hog_read(m, cache, store, path, &doc, &e);
+                        r = hog_read(m, cache, store, path, &doc, &policy, &e);
+                if (r >= 0 && policy) {
+                        s.policies[s.n_policies++] = policy;
+                        continue;
+                }
                 if (r >= 0 && (other = hog_set_find(&s, doc->netns, doc->ifname))) {
                         r = error_set(
                                 &e, EEXIST, "invalid_value",
@@ -206,7 +256,7 @@ int daemon_hogs_check(const char *dir, size_t object_size_max) {
         }
         (void) hogs_read(&m, cache, NULL, dir, true, &s, &problems);
         if (problems == 0)
-                printf("%s: %zu hog(s), all valid\n", dir, s.n_hogs);
+                printf("%s: %zu hog(s), all valid\n", dir, s.n_hogs + s.n_policies);
         hog_set_done(&s);
         object_cache_free(cache);
         return (int) MIN(problems, (size_t) INT32_MAX);
@@ -256,6 +306,8 @@ int manager_hogs_load(Manager *m) {
         (void) hogs_read(m, m->objects, m->store, m->config.hogs_dir, false, &s, &problems);
         for (size_t i = 0; i < s.n_hogs && r >= 0; i++)
                 r = hog_set_at_start(m, &s.hogs[i]);
+        if (r >= 0)
+                r = manager_policies_set_hogs(m, s.policies, s.n_policies, false);
         /* A hog whose file went while clsd was down leaves filters of clsd's behind: take them away (a
          * document the API still has for the interface is reconciled anyway, which does it). Not while a
          * file cannot be read: it may be that hog's. */
@@ -309,8 +361,8 @@ typedef struct HogReload {
 } HogReload;
 
 static void reload_said(HogReload *rl) {
-        log_info("hogs re-read: %zu hog(s), %zu changed, %zu file(s) with problems", rl->n_hogs, rl->changed,
-                 rl->problems);
+        log_info("hogs re-read: %zu hog(s) of one interface, %zu changed, %zu file(s) with problems",
+                 rl->n_hogs, rl->changed, rl->problems);
         free(rl);
 }
 
@@ -364,6 +416,8 @@ int daemon_hogs_reload(Manager *m) {
                 manager_hog_change_done(m, s.hogs[i].doc->netns, s.hogs[i].doc->ifname, s.hogs[i].doc,
                                         s.hogs[i].path, on_hog_applied, rl);
         }
+        /* Hogs with "match": the policies of the configuration, only those that changed applied. */
+        (void) manager_policies_set_hogs(m, s.policies, s.n_policies, true);
         hog_set_done(&s);
         if (--rl->waiting == 0)
                 reload_said(rl);

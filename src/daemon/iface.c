@@ -181,15 +181,15 @@ bool iface_policies_equal(const Iface *it, Policy *const *v, size_t n) {
         return true;
 }
 
-/* The policy that holds the hook when no hog or API document does: the lowest order declaring filters
- * there; two of that order are a conflict (NULL, and *conflict says which). */
-static const Policy *hook_policy(const Iface *it, Direction dir, char **conflict) {
+/* Among the hog policies (hogs with "match") or the API's, the one that holds the hook: the lowest
+ * order declaring filters there; two of that order are a conflict (NULL, and *conflict says which). */
+static const Policy *hook_policy(const Iface *it, Direction dir, bool hogs, char **conflict) {
         const Policy *first = NULL;
 
         *conflict = NULL;
         for (size_t i = 0; i < it->n_policies; i++) {
                 const Policy *p = it->policies[i];
-                if (p->doc->n_filters[dir] == 0)
+                if (p->doc->n_filters[dir] == 0 || !!p->hog_path != hogs)
                         continue;
                 if (!first) {
                         first = p;
@@ -218,10 +218,10 @@ const char *iface_policy_hook_state(const Iface *it, const Policy *p, Direction 
         }
         if (hog_holds(it->hog, dir))
                 *by = "hog";
-        else if (it->api && it->api->n_filters[dir] > 0)
-                *by = "document";
         else if (it->hook_policy[dir])
                 *by = it->hook_policy[dir]->name;
+        else if (it->api && it->api->n_filters[dir] > 0)
+                *by = "document";
         return "overridden";
 }
 
@@ -243,11 +243,17 @@ int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts
                 free(it->hook_conflict[dir]);
                 it->hook_conflict[dir] = NULL;
                 it->hook_policy[dir] = NULL;
-                if (!hog_holds(hog, dir) && !(api && api->n_filters[dir] > 0))
-                        it->hook_policy[dir] = hook_policy(it, dir, &it->hook_conflict[dir]);
+                /* A hog; then a hog's policy (configuration); then the interface's document; then the
+                 * API's policies. */
+                if (!hog_holds(hog, dir))
+                        it->hook_policy[dir] = hook_policy(it, dir, true, &it->hook_conflict[dir]);
+                if (!hog_holds(hog, dir) && !it->hook_policy[dir] && !it->hook_conflict[dir] &&
+                    !(api && api->n_filters[dir] > 0))
+                        it->hook_policy[dir] = hook_policy(it, dir, false, &it->hook_conflict[dir]);
                 total += hog_holds(hog, dir)              ? hog->n_filters[dir]
-                         : api && api->n_filters[dir] > 0 ? api->n_filters[dir]
                          : it->hook_policy[dir]           ? it->hook_policy[dir]->doc->n_filters[dir]
+                         : it->hook_conflict[dir]         ? 0
+                         : api && api->n_filters[dir] > 0 ? api->n_filters[dir]
                                                           : 0;
         }
         filters = calloc(total + 1, sizeof(Filter));
@@ -258,13 +264,14 @@ int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts
         }
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
                 DocumentSource src = hog_holds(hog, dir)              ? SOURCE_HOG
-                                     : api && api->n_filters[dir] > 0 ? SOURCE_API
                                      : it->hook_policy[dir]           ? SOURCE_POLICY
+                                     : it->hook_conflict[dir]         ? SOURCE_POLICY
+                                     : api && api->n_filters[dir] > 0 ? SOURCE_API
                                      : hog || !api                    ? SOURCE_HOG
                                                                       : SOURCE_API;
                 const Document *doc = src == SOURCE_HOG      ? hog
                                       : src == SOURCE_API    ? api
-                                      : src == SOURCE_POLICY ? it->hook_policy[dir]->doc
+                                      : it->hook_policy[dir] ? it->hook_policy[dir]->doc
                                                              : NULL;
 
                 it->hook_source[dir] = src;
@@ -411,7 +418,7 @@ const Document *iface_api_document(const Iface *it) {
 }
 
 bool iface_overridden(const Iface *it, Direction dir) {
-        return it->api && it->hook_source[dir] == SOURCE_HOG && it->api->n_filters[dir] > 0;
+        return it->api && it->api->n_filters[dir] > 0 && it->hook_source[dir] != SOURCE_API;
 }
 
 unsigned iface_repairs(const Iface *it) {

@@ -61,6 +61,7 @@ struct Iface {
          * first reconcile reads only the hooks its filters use (a change that moved filters away
          * removed them then; the periodic resync looks at everything). */
         bool fresh;
+        bool changing; /* its reconcile applies a change (a policy's), not a repair of drift */
         struct Request *request; /* its reconcile request, while one is queued or running */
         struct Operation *ops; /* changes waiting for it, in order (queue.c) */
         struct Operation *ops_tail;

@@ -404,12 +404,12 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
         r = load_documents(m, reterr);
         if (r < 0)
                 return r;
-        r = manager_hogs_load(m);
-        if (r < 0)
-                return error_set(reterr, r, "internal_error", "cannot load hogs: %s", strerror(-r));
         r = manager_policies_load(m, reterr);
         if (r < 0)
                 return r;
+        r = manager_hogs_load(m);
+        if (r < 0)
+                return error_set(reterr, r, "internal_error", "cannot load hogs: %s", strerror(-r));
         r = netns_set_start(m->netns, reterr);
         if (r >= 0)
                 r = manager_resync_start(m, reterr);

@@ -94,6 +94,10 @@ void manager_policies_link(Manager *m, const char *netns, const NlLink *l);
 void manager_policies_netns(Manager *m, const char *netns);
 /* Whether a policy may match links of the namespace (clsd follows it then). */
 bool manager_policies_want_netns(Manager *m, const char *netns);
+/* The hogs with "match" become the configuration's policies (references taken; one unchanged keeps
+ * the policy it was, so that its interfaces are not touched); with apply, every interface whose
+ * policies changed is changed. */
+int manager_policies_set_hogs(Manager *m, Policy *const *v, size_t n, bool apply);
 
 /* reconcile.c */
 /* One reconcile of the interface (any reason): observe, acquire programs (adopting), plan, apply,

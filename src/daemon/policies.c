@@ -43,11 +43,15 @@ Policy *daemon_policy_at(Manager *m, size_t i) {
         return i < m->n_policies ? m->policies[i] : NULL;
 }
 
-Policy *daemon_policy_get(Manager *m, const char *name) {
-        for (size_t i = 0; i < m->n_policies; i++)
-                if (streq(m->policies[i]->name, name))
-                        return m->policies[i];
+static Policy *daemon_policy_get_from(Policy *const *v, size_t n, const char *name) {
+        for (size_t i = 0; i < n; i++)
+                if (streq(v[i]->name, name))
+                        return v[i];
         return NULL;
+}
+
+Policy *daemon_policy_get(Manager *m, const char *name) {
+        return daemon_policy_get_from(m->policies, m->n_policies, name);
 }
 
 const char *iface_policy_state(const Iface *it, const Policy *p, Direction dir, const char **by) {
@@ -283,6 +287,67 @@ int manager_policies_load(Manager *m, Error *reterr) {
 void manager_policies_start(Manager *m) {
         if (m->n_policies > 0)
                 sweep(m, m->policies, m->n_policies, NULL);
+}
+
+static bool policy_same(const Policy *a, const Policy *b) {
+        json_t *x, *y;
+        bool eq;
+
+        if (!streq(a->name, b->name) || !streq_ptr(a->hog_path, b->hog_path))
+                return false;
+        x = policy_to_json(a);
+        y = policy_to_json(b);
+        eq = json_equal(x, y);
+        json_decref(x);
+        json_decref(y);
+        return eq;
+}
+
+int manager_policies_set_hogs(Manager *m, Policy *const *v, size_t n, bool apply) {
+        Policy **set = calloc(m->n_policies + n + 1, sizeof(Policy *));
+        size_t k = 0, changed = 0;
+
+        if (!set)
+                return -ENOMEM;
+        for (size_t i = 0; i < m->n_policies; i++)
+                if (!m->policies[i]->hog_path)
+                        set[k++] = policy_ref(m->policies[i]);
+        for (size_t i = 0; i < n; i++) {
+                Policy *old = daemon_policy_get(m, v[i]->name), *use = v[i];
+                bool taken = false;
+                for (size_t j = 0; j < k; j++)
+                        taken = taken || streq(set[j]->name, v[i]->name);
+                if (taken) {
+                        log_error("%s: the API has a policy named %s; this hog is not applied",
+                                  v[i]->hog_path, v[i]->name);
+                        continue;
+                }
+                if (old && old->hog_path && policy_same(old, v[i]))
+                        use = old; /* unchanged: its interfaces stay as they are */
+                else {
+                        changed++;
+                        log_info("policy %s: %s hog %s", v[i]->name, old ? "changed" : "new",
+                                 v[i]->hog_path);
+                }
+                set[k++] = policy_ref(use);
+        }
+        for (size_t i = 0; i < m->n_policies; i++)
+                if (m->policies[i]->hog_path) {
+                        bool kept = false;
+                        for (size_t j = 0; j < k; j++)
+                                kept = kept || set[j] == m->policies[i];
+                        if (!kept && !daemon_policy_get_from(set, k, m->policies[i]->name)) {
+                                changed++;
+                                log_info("policy %s: hog %s removed", m->policies[i]->name,
+                                         m->policies[i]->hog_path);
+                        }
+                }
+        manager_policies_free(m);
+        m->policies = set;
+        m->n_policies = k;
+        if (apply && changed > 0)
+                sweep(m, m->policies, m->n_policies, NULL);
+        return 0;
 }
 
 void manager_policies_free(Manager *m) {
@@ -543,7 +608,12 @@ void daemon_policy_put(Manager *m, const char *name, json_t *body, const DaemonE
                 error_done(&e);
                 return;
         }
-        if (check_expect(txn->old, expect, &e) < 0 || policy_from_json(name, body, &txn->policy, &e) < 0) {
+        if (txn->old && txn->old->hog_path)
+                error_set(&e, EBUSY, "hog_owned",
+                          "policy %s is declared by the hog %s; change that file and send clsd SIGHUP", name,
+                          txn->old->hog_path);
+        if (e.code || check_expect(txn->old, expect, &e) < 0 ||
+            policy_from_json(name, body, &txn->policy, &e) < 0) {
                 txn_fail(txn, &e);
                 error_done(&e);
                 return;
@@ -566,6 +636,10 @@ void daemon_policy_delete(Manager *m, const char *name, const DaemonExpect *expe
         }
         if (!txn->old)
                 error_set(&e, ENOENT, "policy_not_found", "no policy %s", name);
+        else if (txn->old->hog_path)
+                error_set(&e, EBUSY, "hog_owned",
+                          "policy %s is declared by the hog %s; remove that file and send clsd SIGHUP", name,
+                          txn->old->hog_path);
         if (e.code || check_expect(txn->old, expect, &e) < 0 ||
             store_policy_remove(m->store, name, &e) < 0) {
                 txn_fail(txn, &e);

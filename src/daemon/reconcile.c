@@ -200,7 +200,7 @@ int iface_reconcile(Manager *m, Iface *it, Error *reterr) {
         if (changes > 0)
                 manager_changed(m, it, IFACE_CHANGED_FILTERS);
         bool in_loop = it->state == IFACE_FAILED && streq_ptr(it->error.code, "repair_loop");
-        if (changes > 0 && (it->state == IFACE_CONFIGURED || in_loop)) {
+        if (changes > 0 && !it->changing && (it->state == IFACE_CONFIGURED || in_loop)) {
                 /* The kernel had drifted from a document it matched: that is a repair. */
                 count_repair(m, it, what);
                 if (it->repair_window_count > REPAIR_LOOP_MAX || in_loop) {

@@ -38,6 +38,7 @@ Policy *policy_unref(Policy *p) {
         if (!p || --p->n_ref > 0)
                 return NULL;
         free(p->name);
+        free(p->hog_path);
         strv_free_counted(p->match.ifname, p->match.n_ifname);
         strv_free_counted(p->match.netns, p->match.n_netns);
         strv_free_counted(p->match.kind, p->match.n_kind);

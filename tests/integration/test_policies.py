@@ -2,13 +2,14 @@
 precedence per hook (a hog, then the interface's document, then policies by order); conflicts; the
 per-interface answer; dry runs; restarts."""
 
+import json
 import os
 import signal
 import time
 
 import pytest
 
-from conftest import assert_error, filt, wait_for
+from conftest import CLSD, assert_error, filt, run, wait_for
 
 
 def policy(match, ingress=None, egress=None, order=None):
@@ -358,3 +359,55 @@ def test_a_kill_during_a_bulk_apply_leaves_the_old_or_the_new_policy_and_the_ker
     wait_for(lambda: c.api.get("/policies/bulk").json["summary"]["configured"] == 200, timeout=10)
     progs = {net.a.filter_at(d, 10).prog_name for d in names}
     assert progs == {want}, (g["generation"], progs)
+
+
+def write_match_hog(hogs_dir, file, body):
+    os.makedirs(hogs_dir, exist_ok=True)
+    path = os.path.join(hogs_dir, file)
+    with open(path + ".tmp", "w") as f:
+        json.dump(body, f)
+    os.rename(path + ".tmp", path)
+    return path
+
+
+def test_a_hog_with_match_is_a_policy_of_the_configuration(net, clsd_factory, bpf, workdir):
+    """A file of hogs.d with "match" instead of "ifname": applied like a policy, read-only to the API,
+    winning over an interface's own document on its hooks; SIGHUP applies what changed."""
+    from test_hogs import reload
+    hogs_dir = os.path.join(workdir, "hogs.d")
+    a, b = veths(net.a, "hg", 2)
+    path = write_match_hog(hogs_dir, "edge.json", policy({"ifname": ["hg*"]},
+                                                        ingress=[filt("cfg", bpf.count, priority=10)]))
+    c = clsd_factory(net.a, name="clsd", args=("--hogs-dir", hogs_dir))
+    assert [f.name for f in clsd_filters(net.a, a)] == ["clsd:cfg"]
+    g = c.api.get("/policies/edge").json
+    assert g["hog"] == path and g["summary"]["configured"] == 2, g
+    # Read-only to the API.
+    assert_error(put_policy(c.api, "edge", policy({"ifname": ["x"]}, ingress=[filt("x", bpf.count)])),
+                 409, "hog_owned")
+    assert_error(c.api.delete("/policies/edge"), 409, "hog_owned")
+    # It wins over the interface's own document on its hook; the document is kept, overridden.
+    r = c.api.put_classifier(a, {"ingress": [filt("doc", bpf.count, priority=20)]})
+    assert r.status == 200, r
+    assert r.json["overridden"] == ["ingress"], r.json
+    assert [f.name for f in clsd_filters(net.a, a)] == ["clsd:cfg"]
+    # An API policy ranks below it.
+    assert put_policy(c.api, "api", policy({"ifname": ["hg*"]}, order=-100,
+                                           ingress=[filt("p", bpf.count, priority=30)])).status == 200
+    assert [f.name for f in clsd_filters(net.a, b)] == ["clsd:cfg"]
+    # SIGHUP after the file changed: applied; an unchanged one would touch nothing.
+    write_match_hog(hogs_dir, "edge.json", policy({"ifname": ["hg1"]}, ingress=[filt("cfg", bpf.count, priority=10)]))
+    reload(c)
+    wait_for(lambda: [f.name for f in clsd_filters(net.a, a)] == ["clsd:doc"], timeout=5,
+             what="the document back on hg0")
+    assert c.api.get_classifier(a).json["repairs"] == 0, "a policy's change was counted as a repair"
+    assert [f.name for f in clsd_filters(net.a, b)] == ["clsd:cfg"]
+    # The file goes: the API's policy takes hg1.
+    os.unlink(path)
+    reload(c)
+    wait_for(lambda: [f.name for f in clsd_filters(net.a, b)] == ["clsd:p"], timeout=5)
+    assert_error(c.api.get("/policies/edge"), 404, "policy_not_found")
+    # clsd --check validates such files too.
+    write_match_hog(hogs_dir, "bad.json", policy({"ifname": []}, ingress=[filt("x", bpf.count)]))
+    p = run([CLSD, "--check", "--hogs-dir", hogs_dir], check=False)
+    assert p.returncode == 1 and "bad.json" in p.stderr and "match.ifname" in p.stderr, p.stderr

@@ -248,6 +248,8 @@ typedef struct Policy {
         int32_t order; /* on a hook two policies want, the lower order holds it; equal: a conflict */
         PolicyMatch match;
         Document *doc; /* the filters; doc->ifname is the policy's name, doc->source SOURCE_POLICY */
+        char *hog_path; /* declared by this hog file (hogs.d, with "match"): read-only to the API, and
+                         * on its hooks it wins over interfaces' own documents; NULL: the API's */
 } Policy;
 
 int policy_name_valid(const char *s);
