@@ -32,6 +32,15 @@ struct Api {
         DaemonErrorCount errors[64]; /* error answers by code */
         size_t n_errors;
         ApiDbus *dbus; /* NULL: not on D-Bus */
+        /* GET /ifaces's last answer per namespace, with what it was made from (links' version and the
+         * namespace's interfaces): a poll that finds nothing changed is a copy. */
+        struct IfacesAnswer {
+                char *netns; /* NULL: clsd's own */
+                uint64_t made_of;
+                char *text;
+                size_t size;
+        } ifaces_answers[8];
+        size_t n_ifaces_answers;
 };
 
 /* A response: status, JSON body (may be NULL for 204), extra headers. */

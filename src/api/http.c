@@ -516,6 +516,10 @@ Api *api_free(Api *a) {
         for (size_t i = 0; i < a->n_listeners; i++)
                 listener_free(a->listeners[i]);
         api_dbus_free(a->dbus);
+        for (size_t i = 0; i < a->n_ifaces_answers; i++) {
+                free(a->ifaces_answers[i].netns);
+                free(a->ifaces_answers[i].text);
+        }
         free(a->token);
         free(a);
         return NULL;

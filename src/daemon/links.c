@@ -38,6 +38,7 @@ typedef struct LinksNs {
 struct Links {
         LinksNs **ns;
         size_t n;
+        uint64_t version; /* changes with anything a read of the links could show */
 };
 
 int links_new(Links **ret) {
@@ -186,6 +187,10 @@ static void ns_remove(LinksNs *ns, int ifindex) {
         ns->n--;
 }
 
+uint64_t links_version(const Links *l) {
+        return l->version;
+}
+
 void links_on_event(Links *l, const char *netns, const struct nlmsghdr *nlh) {
         LinksNs *ns = ns_find(l, netns);
         LinkEntry *e;
@@ -194,6 +199,7 @@ void links_on_event(Links *l, const char *netns, const struct nlmsghdr *nlh) {
 
         if (!ns || !ns->known)
                 return; /* not looked at yet: the first read dumps */
+        l->version++;
         if (nl_tc_event_parse(nlh, &ifindex) >= 0) {
                 if (nlh->nlmsg_type == RTM_NEWACTION || nlh->nlmsg_type == RTM_DELACTION) {
                         /* actions belong to the namespace; any filter may show one */
@@ -216,11 +222,13 @@ void links_on_event(Links *l, const char *netns, const struct nlmsghdr *nlh) {
 
 void links_lost(Links *l, const char *netns) {
         LinksNs *ns = ns_find(l, netns);
+        l->version++;
         if (ns)
                 ns_clear(ns);
 }
 
 void links_forget(Links *l, const char *netns) {
+        l->version++;
         for (size_t i = 0; i < l->n; i++)
                 if (streq_ptr(l->ns[i]->netns, netns)) {
                         ns_free(l->ns[i]);
@@ -256,6 +264,8 @@ int links_get(Links *l, NlSocket *rtnl, const char *netns, bool with_filters, co
 
         if (!ns)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        if (!ns->known)
+                l->version++;
         r = ns_load(ns, rtnl, reterr);
         if (r < 0)
                 return r;
@@ -264,6 +274,7 @@ int links_get(Links *l, NlSocket *rtnl, const char *netns, bool with_filters, co
                 if (e->filters_known)
                         continue;
                 /* A link can vanish between the dumps: it shows without filters until its event. */
+                l->version++;
                 if (nl_filter_dump(rtnl, e->link.ifindex, &e->filters, &e->n_filters, NULL) >= 0)
                         e->filters_known = true;
         }

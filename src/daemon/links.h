@@ -14,6 +14,8 @@ typedef struct LinkEntry {
 } LinkEntry;
 
 int links_new(Links **ret);
+/* Changes with anything a read of the links could show (an event, a dump, a namespace let go). */
+uint64_t links_version(const Links *l);
 Links *links_free(Links *l);
 /* An event of a namespace clsd follows (NULL: its own): a link came, changed or went; a tc event makes
  * the link's filters (an action's: every link's) to be read again at the next look. */

@@ -542,6 +542,10 @@ int daemon_links(Manager *m, const char *netns, LinkView **ret, size_t *ret_n, E
         return 0;
 }
 
+uint64_t daemon_links_version(Manager *m) {
+        return links_version(m->links);
+}
+
 void daemon_links_done(Manager *m, const char *netns, LinkView *v) {
         free(v);
         /* Looking is not following: a namespace nothing follows is let go again, and its view with it. */

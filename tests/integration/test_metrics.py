@@ -141,6 +141,14 @@ def test_reads_and_scrapes_ask_the_kernel_for_no_dump(net, clsd, bpf):
               "classid", "1:1")
     (a,) = [i for i in api.get("/ifaces").json["ifaces"] if i["ifname"] == net.if_a]
     assert {f["pref"] for f in a["filters"] if f["owner"] == "foreign"} == {7}, a
+    # An answer kept from an earlier GET is never served once something it shows changed.
+    net.a.run("ip", "link", "add", "nv0", "type", "veth", "peer", "name", "nv1")
+    assert {"nv0", "nv1"} <= {i["ifname"] for i in api.get("/ifaces").json["ifaces"]}
+    assert api.put_classifier("nv0", {"ingress": [filt("n", bpf.count, priority=3)]}).status == 200
+    (nv,) = [i for i in api.get("/ifaces").json["ifaces"] if i["ifname"] == "nv0"]
+    assert nv["state"] == "configured" and [f["name"] for f in nv["filters"] if f["owner"] == "clsd"] == ["clsd:n"]
+    net.a.run("ip", "link", "del", "nv0")
+    assert "nv0" not in {i["ifname"] for i in api.get("/ifaces").json["ifaces"] if i["ifindex"]}
 
 
 def test_errors_and_requests_are_counted_by_route_template(net, clsd, bpf):

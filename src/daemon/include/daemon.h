@@ -297,6 +297,8 @@ typedef struct LinkView {
 /* From clsd's view of the namespace's links, kept by events (a dump only for what it has not seen);
  * sorted by ifindex. */
 int daemon_links(Manager *m, const char *netns, LinkView **ret, size_t *ret_n, Error *reterr);
+/* Changes with anything daemon_links() could show differently. */
+uint64_t daemon_links_version(Manager *m);
 /* Frees the views; a namespace that was only looked at (no document follows it) is let go. */
 void daemon_links_done(Manager *m, const char *netns, LinkView *v);
 
