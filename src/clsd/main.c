@@ -392,7 +392,7 @@ int main(int argc, char *argv[]) {
         /* A read builds and frees a few hundred KiB of JSON each time: kept in the heap rather than
          * given back to the kernel and faulted in again page by page on the next (a third of a GET
          * /ifaces at 100 interfaces was page faults). A few MiB at most, as the RSS figures show. */
-        (void) mallopt(M_TRIM_THRESHOLD, 2 * 1024 * 1024);
+        (void) mallopt(M_TRIM_THRESHOLD, 8 * 1024 * 1024);
         (void) mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
         (void) take_passed_fds(&ac, &passed, &n_passed);
         dc.passed = passed;
