@@ -98,6 +98,9 @@ void route_ifaces(Request *req, const char *netns, const char *rest, Response *r
 void route_netns(Request *req, const char *rest, Response *resp);
 void route_policies(Request *req, const char *rest, Response *resp);
 json_t *render_policy(Manager *d, const Policy *p);
+/* A change's body (JSON, sent as one of types) and its ?dry_run: 0, or <0 with the 4xx in resp. */
+int request_change_body(Request *req, const char *const *types, json_t **ret_body, bool *ret_dry_run,
+                        Response *resp);
 /* HTTP's If-Match as the daemon's precondition on a generation. */
 DaemonExpect request_expect(const Request *req);
 /* routes-maps.c: what NULL lists every map; else one map, by name or id. */

@@ -235,34 +235,46 @@ static void on_dry_run(Manager *d, const DryRun *dr, const Error *e, void *userd
         request_answer(req);
 }
 
+int request_change_body(Request *req, const char *const *types, json_t **ret_body, bool *ret_dry_run,
+                        Response *resp) {
+        json_error_t jerr;
+        const char *dry;
+        json_t *body;
+
+        if (request_want_content_type(req, types, resp) < 0)
+                return -EINVAL;
+        body = json_loadb(req->body ? req->body : "", req->body_size, JSON_REJECT_DUPLICATES, &jerr);
+        if (!body) {
+                response_errorf(resp, "malformed_json", "malformed JSON at line %d, column %d: %s",
+                                jerr.line, jerr.column, jerr.text);
+                return -EINVAL;
+        }
+        dry = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "dry_run");
+        if (dry && !streq(dry, "1") && !streq(dry, "true") && !streq(dry, "0") && !streq(dry, "false")) {
+                json_decref(body);
+                response_errorf(resp, "invalid_value", "dry_run=%s: expected 1, true, 0 or false", dry);
+                return -EINVAL;
+        }
+        *ret_body = body;
+        *ret_dry_run = dry && (streq(dry, "1") || streq(dry, "true"));
+        return 0;
+}
+
 static void classifier_put(Request *req, const char *netns, const char *ifname, Response *resp) {
         static const char *const types[] = { "application/json",
                                              /* curl's default for --data: accepted so that the README's
                                               * one-liner works as written */
                                              "application/x-www-form-urlencoded", NULL };
         Manager *d = req->api->daemon;
-        json_error_t jerr;
-        const char *dry;
         json_t *body;
+        bool dry_run;
 
-        if (request_want_content_type(req, types, resp) < 0)
+        if (request_change_body(req, types, &body, &dry_run, resp) < 0)
                 return;
-        body = json_loadb(req->body ? req->body : "", req->body_size, JSON_REJECT_DUPLICATES, &jerr);
-        if (!body) {
-                response_errorf(resp, "malformed_json", "malformed JSON at line %d, column %d: %s",
-                                jerr.line, jerr.column, jerr.text);
-                return;
-        }
-        dry = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "dry_run");
-        if (dry && !streq(dry, "1") && !streq(dry, "true") && !streq(dry, "0") && !streq(dry, "false")) {
-                json_decref(body);
-                response_errorf(resp, "invalid_value", "dry_run=%s: expected 1, true, 0 or false", dry);
-                return;
-        }
         /* The change waits for its interface's turn (and for workers): the answer comes later. */
         DaemonExpect expect = request_expect(req);
         req->deferring = true;
-        if (dry && (streq(dry, "1") || streq(dry, "true")))
+        if (dry_run)
                 daemon_iface_dry_run(d, netns, ifname, body, &expect, on_dry_run, req);
         else
                 daemon_iface_put(d, netns, ifname, body, &expect, on_changed, req);

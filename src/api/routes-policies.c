@@ -105,26 +105,11 @@ static void on_policy_done(Manager *d, const PolicyOutcome *o, const Error *e, v
 
 static void policy_put(Request *req, const char *name, Response *resp) {
         static const char *const types[] = { "application/json", NULL };
-        json_error_t jerr;
-        const char *dry;
         json_t *body;
         bool dry_run;
 
-        if (request_want_content_type(req, types, resp) < 0)
+        if (request_change_body(req, types, &body, &dry_run, resp) < 0)
                 return;
-        body = json_loadb(req->body ? req->body : "", req->body_size, JSON_REJECT_DUPLICATES, &jerr);
-        if (!body) {
-                response_errorf(resp, "malformed_json", "malformed JSON at line %d, column %d: %s",
-                                jerr.line, jerr.column, jerr.text);
-                return;
-        }
-        dry = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "dry_run");
-        if (dry && !streq(dry, "1") && !streq(dry, "true") && !streq(dry, "0") && !streq(dry, "false")) {
-                json_decref(body);
-                response_errorf(resp, "invalid_value", "dry_run=%s: expected 1, true, 0 or false", dry);
-                return;
-        }
-        dry_run = dry && (streq(dry, "1") || streq(dry, "true"));
         DaemonExpect expect = request_expect(req);
         req->deferring = true;
         daemon_policy_put(req->api->daemon, name, body, &expect, dry_run, on_policy_done, req);
