@@ -179,6 +179,37 @@ int ctl_read_input(const char *path, char **ret_data, size_t *ret_size) {
         return 0;
 }
 
+int ctl_put_file(const Ctl *c, const char *path, const char *file, const char *context, json_t **ret_json) {
+        _cleanup_free_ char *data = NULL, *if_match = NULL;
+        _cleanup_(json_decrefp) json_t *doc = NULL;
+        const char *headers[2] = { NULL, NULL };
+        json_error_t e;
+        size_t size = 0;
+        int r;
+
+        r = ctl_read_input(file, &data, &size);
+        if (r < 0)
+                return r;
+        /* The daemon would refuse it too, but only we can point at the line and column in the file. */
+        doc = json_loadb(data, size, 0, &e);
+        if (!doc)
+                return ctl_error(-EINVAL, "%s:%d:%d: %s", streq(file, "-") ? "stdin" : file, e.line,
+                                 e.column, e.text);
+        if (c->if_match) {
+                if (asprintf(&if_match, "If-Match: \"%s\"", c->if_match) < 0)
+                        return ctl_oom();
+                headers[0] = if_match;
+        }
+        return ctl_call(c,
+                        &(HttpRequest){ .method = "PUT",
+                                        .path = path,
+                                        .content_type = "application/json",
+                                        .body = data,
+                                        .body_size = size,
+                                        .headers = headers },
+                        context, ret_json);
+}
+
 static void help(void) {
         printf("NAME\n"
                "       clsctl - control clsd, the tc cls_bpf classifier daemon\n"

@@ -36,6 +36,10 @@ int ctl_call(const Ctl *c, const HttpRequest *req, const char *context, json_t *
 /* Pretty-prints v on stdout (for --json). */
 int ctl_print_json(const json_t *v);
 
+/* PUTs the JSON of FILE ("-": stdin) to path, with If-Match when --if-match was given; a file that
+ * is not JSON is reported here, pointing at its line and column. context as for ctl_call(). */
+int ctl_put_file(const Ctl *c, const char *path, const char *file, const char *context, json_t **ret_json);
+
 /* Reads a whole file, or stdin for "-"; reports failures itself. */
 int ctl_read_input(const char *path, char **ret_data, size_t *ret_size);
 

@@ -164,11 +164,7 @@ int verb_iface_get(const Ctl *c, char **args) {
 
 /* PUTs FILE (args[1]) as the document of IFNAME (args[0]), or only asks what it would do. */
 static int put_document(const Ctl *c, char **args, bool dry_run, json_t **ret_answer) {
-        _cleanup_(json_decrefp) json_t *doc = NULL;
-        _cleanup_free_ char *path = NULL, *data = NULL, *if_match = NULL;
-        const char *headers[2] = {};
-        json_error_t e;
-        size_t size = 0;
+        _cleanup_free_ char *path = NULL;
         int r;
 
         r = ctl_iface_path(c, args[0], &path);
@@ -181,29 +177,7 @@ static int put_document(const Ctl *c, char **args, bool dry_run, json_t **ret_an
                 free(path);
                 path = p;
         }
-        r = ctl_read_input(args[1], &data, &size);
-        if (r < 0)
-                return r;
-        /* The daemon would refuse it too, but only we can point at the line and column in the file. */
-        doc = json_loadb(data, size, 0, &e);
-        if (!doc)
-                return ctl_error(-EINVAL, "%s:%d:%d: %s", streq(args[1], "-") ? "stdin" : args[1], e.line,
-                                 e.column, e.text);
-        if (c->if_match) {
-                if (asprintf(&if_match, "If-Match: \"%s\"", c->if_match) < 0)
-                        return ctl_oom();
-                headers[0] = if_match;
-        }
-
-        r = ctl_call(c,
-                     &(HttpRequest){ .method = "PUT",
-                                     .path = path,
-                                     .content_type = "application/json",
-                                     .body = data,
-                                     .body_size = size,
-                                     .headers = headers },
-                     args[0], ret_answer);
-        return r;
+        return ctl_put_file(c, path, args[1], args[0], ret_answer);
 }
 
 int verb_iface_apply(const Ctl *c, char **args) {

@@ -106,36 +106,13 @@ int verb_policy_get(const Ctl *c, char **args) {
 }
 
 static int put_policy(const Ctl *c, char **args, bool dry_run, json_t **ret_answer) {
-        _cleanup_free_ char *path = NULL, *data = NULL, *if_match = NULL;
-        _cleanup_(json_decrefp) json_t *doc = NULL;
-        const char *headers[2] = { NULL, NULL };
-        json_error_t e;
-        size_t size;
+        _cleanup_free_ char *path = NULL;
         int r;
 
         r = policy_path(args[0], dry_run, &path);
         if (r < 0)
                 return r;
-        r = ctl_read_input(args[1], &data, &size);
-        if (r < 0)
-                return r;
-        doc = json_loadb(data, size, 0, &e);
-        if (!doc)
-                return ctl_error(-EINVAL, "%s:%d:%d: %s", streq(args[1], "-") ? "stdin" : args[1], e.line,
-                                 e.column, e.text);
-        if (c->if_match) {
-                if (asprintf(&if_match, "If-Match: \"%s\"", c->if_match) < 0)
-                        return ctl_oom();
-                headers[0] = if_match;
-        }
-        return ctl_call(c,
-                        &(HttpRequest){ .method = "PUT",
-                                        .path = path,
-                                        .content_type = "application/json",
-                                        .body = data,
-                                        .body_size = size,
-                                        .headers = headers },
-                        args[0], ret_answer);
+        return ctl_put_file(c, path, args[1], args[0], ret_answer);
 }
 
 /* Exit 1 when an interface failed: accepted but not in force everywhere is not success for a script. */
