@@ -162,3 +162,13 @@ void *hashmap_remove(Hashmap *h, const void *key) {
         h->n--;
         return value;
 }
+
+static uint64_t string_hash(const void *key, uint64_t seed) {
+        return hash_bytes(key, strlen(key), seed);
+}
+
+static bool string_equal(const void *a, const void *b) {
+        return streq(a, b);
+}
+
+const HashmapOps hashmap_string_ops = { .hash = string_hash, .equal = string_equal };

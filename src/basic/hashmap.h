@@ -31,3 +31,6 @@ size_t hashmap_capacity(const Hashmap *h);
 
 /* FNV-1a over bytes, from seed: for the ops' hash functions. */
 uint64_t hash_bytes(const void *data, size_t size, uint64_t seed);
+
+/* Keys that are NUL-terminated strings. */
+extern const HashmapOps hashmap_string_ops;

@@ -14,16 +14,6 @@ struct IfaceTable {
         uint64_t version; /* changes with every add, remove and touch */
 };
 
-static uint64_t name_hash(const void *key, uint64_t seed) {
-        return hash_bytes(key, strlen(key), seed);
-}
-
-static bool name_equal(const void *a, const void *b) {
-        return streq(a, b);
-}
-
-static const HashmapOps name_ops = { .hash = name_hash, .equal = name_equal };
-
 /* The ifindex index is keyed by an Iface (or a look-up key shaped like one). */
 static uint64_t ifindex_hash(const void *key, uint64_t seed) {
         const Iface *it = key;
@@ -41,7 +31,8 @@ static const HashmapOps ifindex_ops = { .hash = ifindex_hash, .equal = ifindex_e
 int iface_table_new(IfaceTable **ret) {
         IfaceTable *t = calloc(1, sizeof(*t));
 
-        if (!t || hashmap_new(&name_ops, &t->by_name) < 0 || hashmap_new(&ifindex_ops, &t->by_ifindex) < 0) {
+        if (!t || hashmap_new(&hashmap_string_ops, &t->by_name) < 0 ||
+            hashmap_new(&ifindex_ops, &t->by_ifindex) < 0) {
                 iface_table_free(t);
                 return -ENOMEM;
         }

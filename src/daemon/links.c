@@ -17,16 +17,6 @@ typedef struct LinkName {
         int ifindex;
 } LinkName;
 
-static uint64_t name_hash(const void *key, uint64_t seed) {
-        return hash_bytes(key, strlen(key), seed);
-}
-
-static bool name_equal(const void *a, const void *b) {
-        return streq(a, b);
-}
-
-static const HashmapOps name_ops = { .hash = name_hash, .equal = name_equal };
-
 typedef struct LinksNs {
         char *netns; /* NULL: clsd's own */
         bool known; /* links dumped and followed since */
@@ -63,7 +53,7 @@ static void name_forget(LinksNs *ns, const char *name) {
 static void name_set(LinksNs *ns, const NlLink *link) {
         LinkName *ln;
 
-        if (!ns->by_name && hashmap_new(&name_ops, &ns->by_name) < 0)
+        if (!ns->by_name && hashmap_new(&hashmap_string_ops, &ns->by_name) < 0)
                 return;
         ln = hashmap_get(ns->by_name, link->ifname);
         if (ln) {
