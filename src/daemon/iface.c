@@ -206,7 +206,7 @@ static const Policy *hook_policy(const Iface *it, Direction dir, bool hogs, char
         return first;
 }
 
-const char *iface_policy_hook_state(const Iface *it, const Policy *p, Direction dir, const char **by) {
+const char *iface_policy_state(const Iface *it, const Policy *p, Direction dir, const char **by) {
         *by = NULL;
         if (p->doc->n_filters[dir] == 0)
                 return NULL;

@@ -88,9 +88,6 @@ int iface_set_policies(Iface *it, Policy *const *v, size_t n);
 /* Whether the interface's policies are exactly v (in any order). */
 bool iface_policies_equal(const Iface *it, Policy *const *v, size_t n);
 bool iface_has_policy(const Iface *it, const Policy *p);
-/* What a hook of the interface is to policy p: "applied", "overridden" (by what into *by), "conflict",
- * or NULL when p declares nothing there. */
-const char *iface_policy_hook_state(const Iface *it, const Policy *p, Direction dir, const char **by);
 /* The facts of the interface's API document that a new API document doc may keep: those of filters
  * declared alike (same name, object, program; actions alike up to the first that differs). */
 int iface_facts_for(const Iface *it, const Document *doc, DocumentFacts *ret);

@@ -54,10 +54,6 @@ Policy *daemon_policy_get(Manager *m, const char *name) {
         return daemon_policy_get_from(m->policies, m->n_policies, name);
 }
 
-const char *iface_policy_state(const Iface *it, const Policy *p, Direction dir, const char **by) {
-        return iface_policy_hook_state(it, p, dir, by);
-}
-
 size_t iface_policy_count(const Iface *it) {
         return it->n_policies;
 }
@@ -199,6 +195,27 @@ void manager_policies_link(Manager *m, const char *netns, const NlLink *l) {
 
 /* Every link of a namespace set may match, and every interface that holds a policy now: each gets the
  * policies of set that match it. */
+/* Every link of the namespace (NULL: clsd's own, which it follows), matched against set. */
+static void rematch_netns(Manager *m, Policy *const *set, size_t n, const char *netns, PolicyTxn *txn) {
+        const LinkEntry *links;
+        NlSocket *rtnl;
+        Error e = ERROR_NULL;
+        size_t nl;
+
+        if (netns_set_rtnl(m->netns, netns, &rtnl, &e) < 0 ||
+            links_get(m->links, rtnl, netns, false, &links, &nl, &e) < 0) {
+                log_warning("netns %s: cannot match policies: %s", strna(netns), strna(e.message));
+                error_done(&e);
+                return;
+        }
+        /* The list is the table's: copy it, as queueing may look links up again. */
+        _cleanup_free_ NlLink *copy = calloc(nl + 1, sizeof(NlLink));
+        for (size_t k = 0; copy && k < nl; k++)
+                copy[k] = links[k].link;
+        for (size_t k = 0; copy && k < nl; k++)
+                rematch_link(m, set, n, netns, &copy[k], txn);
+}
+
 static void sweep(Manager *m, Policy *const *set, size_t n, PolicyTxn *txn) {
         char **present = NULL;
         size_t n_present = 0;
@@ -206,32 +223,8 @@ static void sweep(Manager *m, Policy *const *set, size_t n, PolicyTxn *txn) {
         (void) netns_set_list_present(m->netns, &present, &n_present);
         for (size_t i = 0; i <= n_present; i++) {
                 const char *netns = i < n_present ? present[i] : NULL;
-                const LinkEntry *links;
-                NlSocket *rtnl;
-                Error e = ERROR_NULL;
-                size_t nl;
-
-                if (!set_wants_netns(set, n, netns))
-                        continue;
-                if (netns && netns_set_rtnl(m->netns, netns, &rtnl, &e) < 0) {
-                        log_warning("netns %s: cannot follow it for policies: %s", netns, strna(e.message));
-                        error_done(&e);
-                        continue;
-                }
-                if (!netns)
-                        rtnl = netns_set_rtnl_followed(m->netns, NULL);
-                if (links_get(m->links, rtnl, netns, false, &links, &nl, &e) < 0) {
-                        log_warning("%s: cannot list links for policies: %s", strna(netns),
-                                    strna(e.message));
-                        error_done(&e);
-                        continue;
-                }
-                /* The list is the table's: copy it, as queueing may look links up again. */
-                _cleanup_free_ NlLink *copy = calloc(nl + 1, sizeof(NlLink));
-                for (size_t k = 0; copy && k < nl; k++)
-                        copy[k] = links[k].link;
-                for (size_t k = 0; copy && k < nl; k++)
-                        rematch_link(m, set, n, netns, &copy[k], txn);
+                if (set_wants_netns(set, n, netns))
+                        rematch_netns(m, set, n, netns, txn);
         }
         strv_free_n(present, n_present);
         /* Interfaces that hold a policy but whose link is not among those (gone, or its namespace no
@@ -250,24 +243,8 @@ static void sweep(Manager *m, Policy *const *set, size_t n, PolicyTxn *txn) {
 }
 
 void manager_policies_netns(Manager *m, const char *netns) {
-        const LinkEntry *links;
-        NlSocket *rtnl;
-        Error e = ERROR_NULL;
-        size_t n;
-
-        if (!set_wants_netns(m->policies, m->n_policies, netns))
-                return;
-        if (netns_set_rtnl(m->netns, netns, &rtnl, &e) < 0 ||
-            links_get(m->links, rtnl, netns, false, &links, &n, &e) < 0) {
-                log_warning("netns %s: cannot match policies: %s", strna(netns), strna(e.message));
-                error_done(&e);
-                return;
-        }
-        _cleanup_free_ NlLink *copy = calloc(n + 1, sizeof(NlLink));
-        for (size_t k = 0; copy && k < n; k++)
-                copy[k] = links[k].link;
-        for (size_t k = 0; copy && k < n; k++)
-                rematch_link(m, m->policies, m->n_policies, netns, &copy[k], NULL);
+        if (set_wants_netns(m->policies, m->n_policies, netns))
+                rematch_netns(m, m->policies, m->n_policies, netns, NULL);
 }
 
 static void store_problem(const char *path, const char *reason, void *userdata) {
@@ -581,11 +558,18 @@ static int check_expect(const Policy *old, const DaemonExpect *expect, Error *re
         return 0;
 }
 
-static PolicyTxn *txn_new(Manager *m, const char *name, bool dry_run, PolicyDoneFunc done, void *userdata) {
+/* A transaction on the policy name, or NULL when it was answered already: out of memory, a hog's
+ * policy (which the API does not change: fix tells what to do instead), If-Match not met. */
+static PolicyTxn *txn_begin(Manager *m, const char *name, const DaemonExpect *expect, bool dry_run,
+                            const char *fix, PolicyDoneFunc done, void *userdata) {
         PolicyTxn *txn = calloc(1, sizeof(*txn));
+        Error e = ERROR_NULL;
 
         if (!txn || !(txn->name = strdup(name))) {
                 free(txn);
+                error_set(&e, ENOMEM, "internal_error", "out of memory");
+                done(m, NULL, &e, userdata);
+                error_done(&e);
                 return NULL;
         }
         txn->m = m;
@@ -594,26 +578,26 @@ static PolicyTxn *txn_new(Manager *m, const char *name, bool dry_run, PolicyDone
         txn->userdata = userdata;
         resolution_init(&txn->res, m, dry_run, on_resolved);
         txn->old = policy_ref(daemon_policy_get(m, name));
+        if (txn->old && txn->old->hog_path)
+                error_set(&e, EBUSY, "hog_owned",
+                          "policy %s is declared by the hog %s; %s that file and send clsd SIGHUP", name,
+                          txn->old->hog_path, fix);
+        if (e.code || check_expect(txn->old, expect, &e) < 0) {
+                txn_fail(txn, &e);
+                error_done(&e);
+                return NULL;
+        }
         return txn;
 }
 
 void daemon_policy_put(Manager *m, const char *name, json_t *body, const DaemonExpect *expect, bool dry_run,
                        PolicyDoneFunc done, void *userdata) {
-        PolicyTxn *txn = txn_new(m, name, dry_run, done, userdata);
+        PolicyTxn *txn = txn_begin(m, name, expect, dry_run, "change", done, userdata);
         Error e = ERROR_NULL;
 
-        if (!txn) {
-                error_set(&e, ENOMEM, "internal_error", "out of memory");
-                done(m, NULL, &e, userdata);
-                error_done(&e);
+        if (!txn)
                 return;
-        }
-        if (txn->old && txn->old->hog_path)
-                error_set(&e, EBUSY, "hog_owned",
-                          "policy %s is declared by the hog %s; change that file and send clsd SIGHUP", name,
-                          txn->old->hog_path);
-        if (e.code || check_expect(txn->old, expect, &e) < 0 ||
-            policy_from_json(name, body, &txn->policy, &e) < 0) {
+        if (policy_from_json(name, body, &txn->policy, &e) < 0) {
                 txn_fail(txn, &e);
                 error_done(&e);
                 return;
@@ -625,23 +609,20 @@ void daemon_policy_put(Manager *m, const char *name, json_t *body, const DaemonE
 
 void daemon_policy_delete(Manager *m, const char *name, const DaemonExpect *expect, PolicyDoneFunc done,
                           void *userdata) {
-        PolicyTxn *txn = txn_new(m, name, false, done, userdata);
+        PolicyTxn *txn;
         Error e = ERROR_NULL;
 
-        if (!txn) {
-                error_set(&e, ENOMEM, "internal_error", "out of memory");
+        if (!daemon_policy_get(m, name)) {
+                error_set(&e, ENOENT, "policy_not_found", "no policy %s", name);
+                daemon_count_error(m, e.code);
                 done(m, NULL, &e, userdata);
                 error_done(&e);
                 return;
         }
-        if (!txn->old)
-                error_set(&e, ENOENT, "policy_not_found", "no policy %s", name);
-        else if (txn->old->hog_path)
-                error_set(&e, EBUSY, "hog_owned",
-                          "policy %s is declared by the hog %s; remove that file and send clsd SIGHUP", name,
-                          txn->old->hog_path);
-        if (e.code || check_expect(txn->old, expect, &e) < 0 ||
-            store_policy_remove(m->store, name, &e) < 0) {
+        txn = txn_begin(m, name, expect, false, "remove", done, userdata);
+        if (!txn)
+                return;
+        if (store_policy_remove(m->store, name, &e) < 0) {
                 txn_fail(txn, &e);
                 error_done(&e);
                 return;
