@@ -455,6 +455,7 @@ int daemon_iface_status(Manager *m, const Iface *it_const, IfaceStatus *ret, Err
         Iface *it = (Iface *) it_const; /* observing fills the filters' facts: the kernel's view, not ours */
         IfaceStatus s = { .n_filters = it->n_filters };
         NlSocket *rtnl;
+        uint64_t now = 0;
 
         s.filters = calloc(it->n_filters + 1, sizeof(FilterStatus));
         if (!s.filters)
@@ -468,11 +469,11 @@ int daemon_iface_status(Manager *m, const Iface *it_const, IfaceStatus *ret, Err
                 if (attach_observe(&c, &obs, NULL) >= 0)
                         attach_observed_free(&obs);
         }
+        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
         for (size_t i = 0; i < it->n_filters; i++) {
                 const Filter *f = &it->filters[i];
                 FilterStatus *fs = &s.filters[i];
                 NlProgramStats ps;
-                uint64_t now = 0;
                 int r;
 
                 if (it->ifindex <= 0)
@@ -483,7 +484,6 @@ int daemon_iface_status(Manager *m, const Iface *it_const, IfaceStatus *ret, Err
                 /* The kernel's counts for what is attached (0 unless BPF_ENABLE_STATS is held): a
                  * program's, so that one shared by many filters is asked once per turn of the loop (a
                  * scrape's). */
-                (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
                 if (m->stats_memo.prog_id == fs->observed.prog_id && m->stats_memo.usec == now) {
                         ps = m->stats_memo.stats;
                         r = 0;

@@ -30,19 +30,15 @@ Policy *policy_ref(Policy *p) {
         return p;
 }
 
-static void strv_free_counted(char **v, size_t n) {
-        strv_free_n(v, n);
-}
-
 Policy *policy_unref(Policy *p) {
         if (!p || --p->n_ref > 0)
                 return NULL;
         free(p->name);
         free(p->hog_path);
-        strv_free_counted(p->match.ifname, p->match.n_ifname);
-        strv_free_counted(p->match.netns, p->match.n_netns);
-        strv_free_counted(p->match.kind, p->match.n_kind);
-        strv_free_counted(p->match.master, p->match.n_master);
+        strv_free_n(p->match.ifname, p->match.n_ifname);
+        strv_free_n(p->match.netns, p->match.n_netns);
+        strv_free_n(p->match.kind, p->match.n_kind);
+        strv_free_n(p->match.master, p->match.n_master);
         document_unref(p->doc);
         free(p);
         return NULL;
