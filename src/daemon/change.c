@@ -84,7 +84,8 @@ static void share_programs(Manager *m, Iface *candidate, const Iface *it) {
                 for (size_t k = 0; k < it->n_filters; k++) {
                         const Filter *o = &it->filters[k];
                         const FilterSpec *a = f->spec, *b = o->spec;
-                        if (f->dir != o->dir || f->tcx != o->tcx || !streq(a->name, b->name))
+                        if (f->dir != o->dir || f->tcx != o->tcx || !streq(f->instance, o->instance) ||
+                            !streq(a->name, b->name))
                                 continue;
                         if (!f->program && o->program && streq_ptr(a->digest, b->digest) &&
                             streq_ptr(a->program, b->program))

@@ -31,7 +31,7 @@ static void plan_programs(Change *c, Iface *it, Error *reterr, int *ret) {
                 Filter *f = &cand->filters[i];
                 const FilterSpec *old = it->api ? document_find_filter(it->api, f->spec->name, NULL) : NULL;
                 for (int a = -1; a < (int) f->spec->n_actions && r >= 0; a++) {
-                        ProgramRef ref = program_ref(f->spec, a, &f->fact);
+                        ProgramRef ref = program_ref(f->spec, a, &f->fact, f->instance);
                         DryRunProgram *dp = &dr->programs[dr->n_programs++];
                         Program *p = a < 0 ? f->program : f->actions[a];
                         AttachedFact *planned = a < 0 ? &f->planned : &f->planned_actions[a];
@@ -42,7 +42,7 @@ static void plan_programs(Change *c, Iface *it, Error *reterr, int *ret) {
                                 .filter = f->spec, .direction = f->dir, .action = a, .load = DRY_RUN_LOAD
                         };
                         if (!p)
-                                p = registry_find(m->registry, ref.digest, ref.program, ref.kind);
+                                p = registry_find(m->registry, &ref);
                         if (p) {
                                 dp->load = DRY_RUN_SHARED;
                                 planned->prog_id = program_id(p);

@@ -95,9 +95,9 @@ Iface *iface_free(Iface *it, Registry *reg) {
 static bool filter_alike(const Filter *a, const Filter *b) {
         const FilterSpec *x = a->spec, *y = b->spec;
 
-        if (a->dir != b->dir || a->tcx != b->tcx || !streq(x->name, y->name) ||
-            !streq_ptr(x->digest, y->digest) || !streq_ptr(x->program, y->program) ||
-            x->n_actions != y->n_actions)
+        if (a->dir != b->dir || a->tcx != b->tcx || !streq(a->instance, b->instance) ||
+            !streq(x->name, y->name) || !streq_ptr(x->digest, y->digest) ||
+            !streq_ptr(x->program, y->program) || x->n_actions != y->n_actions)
                 return false;
         for (size_t k = 0; k < x->n_actions; k++)
                 if (!streq_ptr(x->actions[k].digest, y->actions[k].digest) ||
@@ -107,7 +107,7 @@ static bool filter_alike(const Filter *a, const Filter *b) {
 }
 
 /* The facts of the old document's filters that the new one declares alike (same name, object, program,
- * actions): what was attached for them may be adopted. */
+ * actions, shared or own maps): what was attached for them may be adopted. */
 int iface_facts_for(const Iface *it, const Document *doc, DocumentFacts *ret) {
         DocumentFacts f = { .clsact_created = it->facts[SOURCE_API].clsact_created };
 
@@ -118,8 +118,10 @@ int iface_facts_for(const Iface *it, const Document *doc, DocumentFacts *ret) {
                         const FilterSpec *was =
                                 it->api ? document_find_filter(it->api, s->name, NULL) : NULL;
                         FilterFact fact;
+                        /* maps of its own (or no longer) is another program instance */
                         if (!old || !was || !streq_ptr(was->digest, s->digest) ||
-                            !streq_ptr(was->program, s->program))
+                            !streq_ptr(was->program, s->program) ||
+                            filter_has_own_maps(was) != filter_has_own_maps(s))
                                 continue;
                         fact = *old;
                         fact.n_actions = 0;
@@ -281,6 +283,8 @@ int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts
 
                         *f = (Filter){ .spec = &doc->filters[dir][i], .dir = dir, .source = src };
                         f->tcx = filter_spec_uses_tcx(f->spec, tcx);
+                        if (filter_has_own_maps(f->spec))
+                                program_instance_name(it->key, dir, f->spec->name, f->instance);
                         if (fact)
                                 f->fact = *fact;
                         else

@@ -17,6 +17,7 @@ struct Filter {
         Direction dir;
         DocumentSource source;
         bool tcx; /* "attach": "tcx", or "auto" where the kernel has tcx */
+        char instance[17]; /* its own program instance, when "maps" gives it maps of its own; else "" */
         FilterState state;
         Program *program; /* NULL until acquired */
         Program *actions[NL_ACTIONS_MAX];

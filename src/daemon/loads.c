@@ -1,6 +1,7 @@
-/* loads.c: program loads in flight, one per (object, program, kind) however many interfaces wait for it;
- * a worker loads, the registry takes the program, the interfaces that waited go on. A load that failed
- * is remembered until each interface that waited has been told. */
+/* loads.c: program loads in flight, one per (object, program, kind, instance) however many interfaces
+ * wait for it; a worker loads, the registry takes the program, the interfaces that waited go on. A load
+ * that failed is remembered until each interface that waited has been told. The first load of a program
+ * makes the maps its instances share: while it runs, a load of another instance waits for it. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 typedef struct Waiter {
         Iface *target;
         Iface *resume;
+        bool sibling; /* waits for another instance's load (its shared maps), not for this program */
 } Waiter;
 
 typedef struct Load {
@@ -20,6 +22,7 @@ typedef struct Load {
         char *digest;
         char *program;
         NlProgKind kind;
+        char *instance; /* NULL: the shared program */
         const FilterSpec *filter; /* of the first who asked: whose "maps" say what is taken over */
         WorkerJob *job; /* NULL once done */
         bool failed;
@@ -52,6 +55,7 @@ static void load_free(Loads *l, Load *x) {
         free(x->waiters);
         free(x->digest);
         free(x->program);
+        free(x->instance);
         free(x);
 }
 
@@ -64,9 +68,21 @@ Loads *loads_free(Loads *l) {
         return NULL;
 }
 
+static bool load_of(const Load *x, const ProgramRef *ref) {
+        return streq(x->digest, ref->digest) && streq(x->program, ref->program) && x->kind == ref->kind;
+}
+
 static Load *load_find(Loads *l, const ProgramRef *ref) {
         for (Load *x = l->loads; x; x = x->next)
-                if (streq(x->digest, ref->digest) && streq(x->program, ref->program) && x->kind == ref->kind)
+                if (load_of(x, ref) && streq_ptr(x->instance, ref->instance))
+                        return x;
+        return NULL;
+}
+
+/* A load of another instance of ref's program, running. */
+static Load *load_find_sibling(Loads *l, const ProgramRef *ref) {
+        for (Load *x = l->loads; x; x = x->next)
+                if (load_of(x, ref) && !streq_ptr(x->instance, ref->instance) && !x->failed)
                         return x;
         return NULL;
 }
@@ -78,7 +94,7 @@ static bool waiting(const Load *x, const Iface *target) {
         return false;
 }
 
-static int add_waiter(Load *x, Iface *target, Iface *resume) {
+static int add_waiter(Load *x, Iface *target, Iface *resume, bool sibling) {
         Waiter *v;
 
         if (waiting(x, target))
@@ -87,7 +103,7 @@ static int add_waiter(Load *x, Iface *target, Iface *resume) {
         if (!v)
                 return -ENOMEM;
         x->waiters = v;
-        x->waiters[x->n_waiters++] = (Waiter){ .target = target, .resume = resume };
+        x->waiters[x->n_waiters++] = (Waiter){ .target = target, .resume = resume, .sibling = sibling };
         return 0;
 }
 
@@ -105,6 +121,8 @@ static void hand_over(const Load *x, Iface *target, Program *p) {
         for (size_t i = 0; i < target->n_filters; i++) {
                 Filter *f = &target->filters[i];
                 const FilterSpec *s = f->spec;
+                if (!streq(f->instance, strempty(x->instance)))
+                        continue;
                 if (x->kind == NL_PROG_CLASSIFIER && !f->program && streq_ptr(s->digest, x->digest) &&
                     streq_ptr(s->program, x->program))
                         f->program = registry_ref(p);
@@ -126,9 +144,11 @@ static void resume(Manager *m, Iface *it) {
 static void on_loaded(WorkerResult *result, void *userdata) {
         Load *x = userdata;
         Manager *m = x->m;
-        ProgramRef ref = {
-                .digest = x->digest, .program = x->program, .kind = x->kind, .filter = x->filter
-        };
+        ProgramRef ref = { .digest = x->digest,
+                           .program = x->program,
+                           .kind = x->kind,
+                           .instance = x->instance,
+                           .filter = x->filter };
         Waiter *waiters;
         size_t n;
 
@@ -138,7 +158,8 @@ static void on_loaded(WorkerResult *result, void *userdata) {
                 /* The load's reference keeps it until every waiting filter holds one of its own. */
                 if (registry_add(m->registry, &ref, TAKE_PTR(result->program), &p, &x->error) >= 0) {
                         for (size_t i = 0; i < x->n_waiters; i++)
-                                hand_over(x, x->waiters[i].target, p);
+                                if (!x->waiters[i].sibling)
+                                        hand_over(x, x->waiters[i].target, p);
                         waiters = TAKE_PTR(x->waiters);
                         n = x->n_waiters;
                         x->n_waiters = 0;
@@ -153,10 +174,20 @@ static void on_loaded(WorkerResult *result, void *userdata) {
                 x->error = result->error, result->error = (Error){ 0 };
         x->failed = true;
         log_warning("loading %s of %s failed: %s", x->program, x->digest, strna(x->error.message));
-        for (size_t i = 0; i < x->n_waiters; i++)
-                resume(m, x->waiters[i].resume);
+        waiters = x->waiters;
+        n = x->n_waiters;
+        x->waiters = NULL;
+        x->n_waiters = 0;
+        /* Those that waited for this very program are told when they ask again; the others load their
+         * own. */
+        for (size_t i = 0; i < n; i++)
+                if (!waiters[i].sibling)
+                        (void) add_waiter(x, waiters[i].target, waiters[i].resume, false);
         if (x->n_waiters == 0)
                 load_free(m->loads, x);
+        for (size_t i = 0; i < n; i++)
+                resume(m, waiters[i].resume);
+        free(waiters);
 }
 
 int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *waiter, Iface *resume,
@@ -189,8 +220,10 @@ int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *w
                         load_free(m->loads, x);
                 x = NULL;
         }
+        if (!x && !registry_has_sibling(m->registry, ref))
+                x = load_find_sibling(m->loads, ref);
         if (x) {
-                if (add_waiter(x, waiter, resume) < 0)
+                if (add_waiter(x, waiter, resume, !streq_ptr(x->instance, ref->instance)) < 0)
                         return error_set(reterr, ENOMEM, "internal_error", "out of memory");
                 return -EAGAIN;
         }
@@ -202,9 +235,12 @@ int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *w
                 return error_set(reterr, errno, errno == ENOENT ? "object_not_found" : "store_error",
                                  "cannot read object %s: %m", ref->digest);
         x = calloc(1, sizeof(*x));
-        if (!x || !(x->digest = strdup(ref->digest)) || !(x->program = strdup(ref->program))) {
-                if (x)
+        if (!x || !(x->digest = strdup(ref->digest)) || !(x->program = strdup(ref->program)) ||
+            (ref->instance && !(x->instance = strdup(ref->instance)))) {
+                if (x) {
                         free(x->digest);
+                        free(x->program);
+                }
                 free(x);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
@@ -213,7 +249,7 @@ int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *w
         x->filter = ref->filter;
         x->next = m->loads->loads;
         m->loads->loads = x;
-        if (add_waiter(x, waiter, resume) < 0) {
+        if (add_waiter(x, waiter, resume, false) < 0) {
                 load_free(m->loads, x);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }

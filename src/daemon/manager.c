@@ -339,7 +339,8 @@ void manager_check_started(Manager *m) {
                         continue;
                 for (size_t k = 0; k < it->n_filters; k++)
                         for (int a = -1; a < (int) it->filters[k].spec->n_actions; a++) {
-                                ProgramRef ref = program_ref(it->filters[k].spec, a, &it->filters[k].fact);
+                                ProgramRef ref = program_ref(it->filters[k].spec, a, &it->filters[k].fact,
+                                                             it->filters[k].instance);
                                 kept = kept || registry_kept(m->registry, &ref);
                         }
                 if (!kept)
@@ -347,7 +348,7 @@ void manager_check_started(Manager *m) {
                 for (size_t k = 0; k < it->n_filters; k++) {
                         Filter *f = &it->filters[k];
                         for (int a = -1; a < (int) f->spec->n_actions; a++) {
-                                ProgramRef ref = program_ref(f->spec, a, &f->fact);
+                                ProgramRef ref = program_ref(f->spec, a, &f->fact, f->instance);
                                 Program **slot = a < 0 ? &f->program : &f->actions[a];
                                 if (!*slot)
                                         (void) registry_acquire(m->registry, &ref, 0, slot, NULL);

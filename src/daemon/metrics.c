@@ -103,6 +103,21 @@ static void filter_labels(const Iface *it, const Filter *f, char pref[8], const 
         v[6] = "name", v[7] = f->spec->name;
 }
 
+/* A map's series carry its filter's labels; a map its filters share (the default "maps") is one set of
+ * series, and a label its users disagree on reads "*" (not the first user's: an egress filter's counts
+ * are not ingress ones). */
+static void map_labels(const DaemonMap *map, char pref[8], const char *v[8]) {
+        filter_labels(map->users[0].iface, map->users[0].filter, pref, v);
+        for (size_t u = 1; u < map->n_users; u++) {
+                const char *w[8];
+                char p[8];
+                filter_labels(map->users[u].iface, map->users[u].filter, p, w);
+                for (size_t k = 1; k < 8; k += 2)
+                        if (!streq(v[k], w[k]))
+                                v[k] = "*";
+        }
+}
+
 static void emit_filters(Manager *d, const MetricWriter *w, IfaceStatus *st) {
         static const char *const names[] = { "clsd_filter_attached", "clsd_filter_run_count_total",
                                              "clsd_filter_run_time_seconds_total" };
@@ -383,7 +398,7 @@ static void emit_task(Manager *d, const MapMetricTask *t, const MetricWriter *w)
                 log_debug("%s: metric %s: %s", t->user->iface->ifname, s->name, why);
                 return;
         }
-        filter_labels(t->user->iface, t->user->filter, pref, v);
+        map_labels(t->map, pref, v);
         /* A label of the whole key makes every entry's labels different (keys are unique, and their
          * text tells them apart): no merging needed, each entry goes straight out. */
         for (size_t k = 0; k < s->n_labels && s->type != METRIC_HISTOGRAM; k++)
@@ -448,7 +463,7 @@ static void emit_map_metrics(Manager *d, const MetricWriter *w, DaemonMaps *maps
                                 bool dup = false;
                                 if (!map_named(&maps->maps[i], s->map))
                                         continue;
-                                /* a map shared by several filters is exported once, as its first user's */
+                                /* a map shared by several filters is exported once (map_labels()) */
                                 for (size_t j = 0; j < n && !dup; j++)
                                         dup = tasks[j].map == &maps->maps[i] &&
                                               streq(tasks[j].spec->name, s->name);

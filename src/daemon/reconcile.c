@@ -98,7 +98,7 @@ int iface_acquire_programs(Manager *m, Iface *target, Iface *resume, Error *rete
                 Filter *f = &target->filters[i];
                 for (int a = -1; a < (int) f->spec->n_actions; a++) {
                         Program **slot = a < 0 ? &f->program : &f->actions[a];
-                        ProgramRef ref = program_ref(f->spec, a, &f->fact);
+                        ProgramRef ref = program_ref(f->spec, a, &f->fact, f->instance);
                         uint32_t observed = a < 0 ? f->observed.prog_id : f->observed.actions[a].prog_id;
 
                         if (*slot)

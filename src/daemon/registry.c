@@ -1,6 +1,9 @@
 /* registry.c: loaded programs shared by (object digest, program name, kind): attaching one program to
  * 500 interfaces loads and verifies it once; a classifier and an action of the same program are two
- * loads (sched_cls and sched_act), each with its own maps. Each program is kept where a restart finds it
+ * loads (sched_cls and sched_act), each with its own maps. A filter whose "maps" gives it maps of its own
+ * ("shared": false) has a program instance of its own (one more load), named by the filter; its other
+ * maps are those every instance of the program shares: a load takes them over from a program already
+ * here. Each program is kept where a restart finds it
  * again: in systemd's fd store (with its maps) and pinned in bpffs. A restart takes a program back from
  * there, or by the id the kernel shows attached; only when none of them has it is it loaded (by a
  * worker), reusing the maps of the program it replaces. */
@@ -16,6 +19,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "registry.h"
+#include "sha256.h"
 
 /* systemd refuses an FDNAME longer than this. */
 #define FDNAME_MAX 255
@@ -27,8 +31,10 @@ struct Program {
         char *digest;
         char *name;
         NlProgKind kind;
+        char *instance; /* the filter's, when it has maps of its own; NULL: shared by every filter */
         NlProgram *prog;
         NlMap *maps; /* in the fd store beside the program */
+        bool *own; /* per map: this instance's own, not shared with the program's other instances */
         size_t n_maps;
         unsigned n_ref;
 };
@@ -55,25 +61,72 @@ uint32_t program_id(const Program *p) {
         return nl_program_id(p->prog);
 }
 
-ProgramRef program_ref(const FilterSpec *f, int action, const FilterFact *fact) {
+ProgramRef program_ref(const FilterSpec *f, int action, const FilterFact *fact, const char *instance) {
+        const char *inst = instance && instance[0] ? instance : NULL;
+
         if (action < 0)
                 return (ProgramRef){ .digest = f->digest,
                                      .program = f->program,
                                      .kind = NL_PROG_CLASSIFIER,
+                                     .instance = inst,
                                      .fact = fact ? &fact->program : NULL,
                                      .filter = f };
         return (ProgramRef){ .digest = f->actions[action].digest,
                              .program = f->actions[action].program,
                              .kind = NL_PROG_ACTION,
+                             .instance = inst,
                              .fact = fact && (size_t) action < fact->n_actions ? &fact->actions[action]
                                                                                : NULL,
                              .filter = f };
 }
 
-Program *registry_find(Registry *r, const char *digest, const char *program, NlProgKind kind) {
+void program_instance_name(const char *iface_key, Direction dir, const char *filter, char ret[17]) {
+        char digest[SHA256_DIGEST_STRING_MAX], *s = NULL;
+
+        if (asprintf(&s, "%s/%s/%s", iface_key, direction_to_string(dir), filter) < 0) {
+                snprintf(ret, 17, "%016x", 0u);
+                return;
+        }
+        sha256_digest_string(s, strlen(s), digest);
+        free(s);
+        snprintf(ret, 17, "%.16s", digest + strlen("sha256:"));
+}
+
+Program *registry_find(Registry *r, const ProgramRef *ref) {
+        for (size_t i = 0; i < r->n_programs; i++) {
+                Program *p = r->programs[i];
+                if (streq(p->digest, ref->digest) && streq(p->name, ref->program) && p->kind == ref->kind &&
+                    streq_ptr(p->instance, ref->instance))
+                        return p;
+        }
+        return NULL;
+}
+
+bool registry_has_sibling(Registry *r, const ProgramRef *ref) {
+        for (size_t i = 0; i < r->n_programs; i++) {
+                Program *p = r->programs[i];
+                if (streq(p->digest, ref->digest) && streq(p->name, ref->program) && p->kind == ref->kind)
+                        return true;
+        }
+        return false;
+}
+
+/* The map of this name that ref's program shares with its other instances, from one here, or NULL. */
+static const NlMap *sibling_shared_map(Registry *r, const ProgramRef *ref, const char *name) {
+        for (size_t i = 0; i < r->n_programs; i++) {
+                Program *p = r->programs[i];
+                if (!streq(p->digest, ref->digest) || !streq(p->name, ref->program) || p->kind != ref->kind)
+                        continue;
+                for (size_t k = 0; k < p->n_maps; k++)
+                        if (!p->own[k] && streq(p->maps[k].name, name))
+                                return &p->maps[k];
+        }
+        return NULL;
+}
+
+static Program *registry_find_id(Registry *r, uint32_t id) {
         for (size_t i = 0; i < r->n_programs; i++)
-                if (streq(r->programs[i]->digest, digest) && streq(r->programs[i]->name, program) &&
-                    r->programs[i]->kind == kind)
+                if (program_id(r->programs[i]) == id)
                         return r->programs[i];
         return NULL;
 }
@@ -83,21 +136,37 @@ static const char *digest_hex(const char *digest) {
 }
 
 /* "prog.<hex>.<program>" and "map.<hex>.<program>.<map>" (an action's: "act." and "actmap."): what each
- * fd in the store is. */
-static bool fdname(char buf[FDNAME_MAX + 1], const char *digest, const char *program, NlProgKind kind,
-                   const char *map) {
-        const char *act = kind == NL_PROG_ACTION ? "act" : "";
-        int n = map ? snprintf(buf, FDNAME_MAX + 1, "%smap.%s.%s.%s", act, digest_hex(digest), program, map)
-                    : snprintf(buf, FDNAME_MAX + 1, "%s.%s.%s", kind == NL_PROG_ACTION ? "act" : "prog",
-                               digest_hex(digest), program);
+ * fd in the store is; an instance's "iprog.<hex>.<instance>.<program>", "imap.<hex>.<instance>.<program>.
+ * <map>" ("iact.", "iactmap."). */
+static bool fdname(char buf[FDNAME_MAX + 1], const ProgramRef *ref, const char *map) {
+        const char *act = ref->kind == NL_PROG_ACTION ? "act" : "", *i = ref->instance ? "i" : "";
+        char inst[20] = "";
+        int n;
+
+        if (ref->instance)
+                snprintf(inst, sizeof(inst), "%s.", ref->instance);
+        n = map ? snprintf(buf, FDNAME_MAX + 1, "%s%smap.%s.%s%s.%s", i, act, digest_hex(ref->digest), inst,
+                           ref->program, map)
+                : snprintf(buf, FDNAME_MAX + 1, "%s%s.%s.%s%s", i,
+                           ref->kind == NL_PROG_ACTION ? "act" : "prog", digest_hex(ref->digest), inst,
+                           ref->program);
         return n > 0 && n <= FDNAME_MAX;
 }
 
-static bool pin_path(Registry *r, char buf[PATH_MAX], const char *digest, const char *program,
-                     NlProgKind kind) {
-        const char *act = kind == NL_PROG_ACTION ? PIN_ACTION_PREFIX : "";
-        int n = snprintf(buf, PATH_MAX, "%s/progs/%s-%s%s", r->bpffs_dir, digest_hex(digest), act, program);
-        return r->pin_programs && n > 0 && n < PATH_MAX && strlen(program) + strlen(act) + 65 <= NAME_MAX;
+/* "<hex>-<program>", an action's "<hex>-act-<program>", an instance's "…-<program>-<instance>". */
+static bool pin_path(Registry *r, char buf[PATH_MAX], const ProgramRef *ref) {
+        const char *act = ref->kind == NL_PROG_ACTION ? PIN_ACTION_PREFIX : "";
+        int n = snprintf(buf, PATH_MAX, "%s/progs/%s-%s%s%s%s", r->bpffs_dir, digest_hex(ref->digest), act,
+                         ref->program, ref->instance ? "-" : "", strempty(ref->instance));
+        return r->pin_programs && n > 0 && n < PATH_MAX &&
+               strlen(ref->program) + strlen(act) + 65 + (ref->instance ? 17 : 0) <= NAME_MAX;
+}
+
+/* What p is, as a reference (for its names). */
+static ProgramRef program_self(const Program *p) {
+        return (ProgramRef){
+                .digest = p->digest, .program = p->name, .kind = p->kind, .instance = p->instance
+        };
 }
 
 /* The fd the store gave back under name, now the caller's; -1 when there is none. */
@@ -134,8 +203,9 @@ static void fdstore_put(const char *name, int fd, bool map) {
 }
 
 /* Makes p findable after a restart: fd store (unless it came from there) and bpffs pin. */
-static void program_keep(Registry *r, Program *p, bool from_store) {
+static void program_keep(Registry *r, Program *p, const FilterSpec *spec, bool from_store) {
         char name[FDNAME_MAX + 1], path[PATH_MAX];
+        ProgramRef self = program_self(p);
         Error e = ERROR_NULL;
         struct stat st;
 
@@ -143,14 +213,22 @@ static void program_keep(Registry *r, Program *p, bool from_store) {
                 log_warning("program %s: %s", p->name, e.message);
                 error_done(&e);
         }
-        if (!from_store && fdname(name, p->digest, p->name, p->kind, NULL)) {
+        p->own = calloc(p->n_maps + 1, sizeof(bool));
+        for (size_t i = 0; p->own && i < p->n_maps; i++)
+                p->own[i] = p->instance && spec && !filter_map_shared(spec, p->maps[i].name);
+        if (!p->own) {
+                /* no room to say which are its own: none is offered to other instances */
+                nl_maps_free(p->maps, p->n_maps);
+                p->maps = NULL;
+                p->n_maps = 0;
+        }
+        if (!from_store && fdname(name, &self, NULL)) {
                 fdstore_put(name, program_fd(p), false);
                 for (size_t i = 0; i < p->n_maps; i++)
-                        if (fdname(name, p->digest, p->name, p->kind, p->maps[i].name))
+                        if (fdname(name, &self, p->maps[i].name))
                                 fdstore_put(name, p->maps[i].fd, true);
         }
-        if (pin_path(r, path, p->digest, p->name, p->kind) && stat(path, &st) < 0 &&
-            nl_program_pin(p->prog, path, &e) < 0) {
+        if (pin_path(r, path, &self) && stat(path, &st) < 0 && nl_program_pin(p->prog, path, &e) < 0) {
                 log_warning("%s", e.message);
                 error_done(&e);
         }
@@ -159,52 +237,88 @@ static void program_keep(Registry *r, Program *p, bool from_store) {
 /* Forgets p's fd store entries and its pin: a stopped clsd keeps only what is attached. */
 static void program_unkeep(Registry *r, Program *p) {
         char name[FDNAME_MAX + 1], path[PATH_MAX];
+        ProgramRef self = program_self(p);
 
-        if (fdname(name, p->digest, p->name, p->kind, NULL))
+        if (fdname(name, &self, NULL))
                 fdstore_remove(name);
         for (size_t i = 0; i < p->n_maps; i++)
-                if (fdname(name, p->digest, p->name, p->kind, p->maps[i].name))
+                if (fdname(name, &self, p->maps[i].name))
                         fdstore_remove(name);
-        if (pin_path(r, path, p->digest, p->name, p->kind) && unlink(path) < 0 && errno != ENOENT)
+        if (pin_path(r, path, &self) && unlink(path) < 0 && errno != ENOENT)
                 log_warning("cannot unpin %s: %m", path);
+}
+
+/* Whether p shares its map of this name with the program's other instances. */
+static bool program_map_shared(const Program *p, const char *name) {
+        for (size_t i = 0; i < p->n_maps; i++)
+                if (streq(p->maps[i].name, name))
+                        return !p->own[i];
+        return true;
 }
 
 int registry_reuse_candidates(Registry *r, const ProgramRef *ref, uint32_t reuse_id, bool loading,
                               NlMap **ret, size_t *ret_n) {
         _cleanup_(nl_program_freep) NlProgram *old = NULL;
         const FilterSpec *f = ref->filter;
-        NlMap *v = NULL;
-        size_t n = 0, k = 0;
+        const Program *was = reuse_id ? registry_find_id(r, reuse_id) : NULL;
+        NlMap *v = NULL, *out;
+        size_t n = 0, k = 0, room = 0;
 
         if (reuse_id && nl_program_open_id(reuse_id, &old, NULL) >= 0)
                 (void) nl_program_maps(nl_program_fd(old), &v, &n, NULL);
         if (!v) {
                 char prefix[FDNAME_MAX + 1];
-                if (!fdname(prefix, ref->digest, ref->program, ref->kind, "")) {
-                        *ret = NULL;
-                        *ret_n = 0;
-                        return 0;
+                if (fdname(prefix, ref, "")) {
+                        v = calloc(r->n_passed + 1, sizeof(NlMap));
+                        if (!v)
+                                return -ENOMEM;
+                        for (size_t i = 0; i < r->n_passed; i++) {
+                                if (strncmp(r->passed[i].name, prefix, strlen(prefix)) != 0)
+                                        continue;
+                                if (nl_map_from_fd(r->passed[i].fd, &v[n], NULL) >= 0)
+                                        n++;
+                        }
                 }
-                v = calloc(r->n_passed + 1, sizeof(NlMap));
-                if (!v)
-                        return -ENOMEM;
-                for (size_t i = 0; i < r->n_passed; i++) {
-                        if (strncmp(r->passed[i].name, prefix, strlen(prefix)) != 0)
-                                continue;
-                        if (nl_map_from_fd(r->passed[i].fd, &v[n], NULL) >= 0)
-                                n++;
-                }
+        }
+        for (size_t i = 0; i < r->n_programs; i++)
+                room += r->programs[i]->n_maps;
+        out = calloc(n + room + 1, sizeof(NlMap));
+        if (!out) {
+                nl_maps_free(v, n);
+                return -ENOMEM;
         }
         for (size_t i = 0; i < n; i++) {
-                if (filter_map_reused(f, v[i].name)) {
-                        v[k++] = v[i];
+                bool shared = filter_map_shared(f, v[i].name);
+                bool was_shared = was ? program_map_shared(was, v[i].name) : shared;
+                const char *why = !filter_map_reused(f, v[i].name) ? "\"reuse\": false"
+                                  : shared != was_shared ? (shared ? "now shared" : "now the filter's own")
+                                                         : NULL;
+
+                if (!why && !(shared && sibling_shared_map(r, ref, v[i].name))) {
+                        out[k++] = v[i];
                         continue;
                 }
-                if (loading)
-                        log_info("filter %s: map %s starts empty (\"reuse\": false)", f->name, v[i].name);
+                if (why && loading)
+                        log_info("filter %s: map %s starts empty (%s)", f->name, v[i].name, why);
                 safe_close(v[i].fd);
         }
-        *ret = v;
+        free(v);
+        /* What the program's other instances share, this one shares too. */
+        for (size_t i = 0; i < r->n_programs; i++) {
+                Program *p = r->programs[i];
+                if (!streq(p->digest, ref->digest) || !streq(p->name, ref->program) || p->kind != ref->kind)
+                        continue;
+                for (size_t m = 0; m < p->n_maps; m++) {
+                        bool have = false;
+                        if (p->own[m] || !filter_map_shared(f, p->maps[m].name))
+                                continue;
+                        for (size_t j = 0; j < k && !have; j++)
+                                have = streq(out[j].name, p->maps[m].name);
+                        if (!have && nl_map_from_fd(p->maps[m].fd, &out[k], NULL) >= 0)
+                                k++;
+                }
+        }
+        *ret = out;
         *ret_n = k;
         return 0;
 }
@@ -237,9 +351,12 @@ static int program_add(Registry *r, const ProgramRef *ref, NlProgram *np, bool f
 
         if (n)
                 r->programs = n;
-        if (!p || !n || !(p->digest = strdup(ref->digest)) || !(p->name = strdup(ref->program))) {
-                if (p)
+        if (!p || !n || !(p->digest = strdup(ref->digest)) || !(p->name = strdup(ref->program)) ||
+            (ref->instance && !(p->instance = strdup(ref->instance)))) {
+                if (p) {
                         free(p->digest);
+                        free(p->name);
+                }
                 free(p);
                 nl_program_free(np);
                 return -ENOMEM;
@@ -248,14 +365,14 @@ static int program_add(Registry *r, const ProgramRef *ref, NlProgram *np, bool f
         p->prog = np;
         p->n_ref = 1;
         r->programs[r->n_programs++] = p;
-        program_keep(r, p, from_store);
+        program_keep(r, p, ref->filter, from_store);
         *ret = p;
         return 0;
 }
 
 int registry_acquire(Registry *r, const ProgramRef *ref, uint32_t adopt_id, Program **ret, Error *reterr) {
         _cleanup_(nl_program_freep) NlProgram *np = NULL;
-        Program *p = registry_find(r, ref->digest, ref->program, ref->kind);
+        Program *p = registry_find(r, ref);
         const char *what = ref->kind == NL_PROG_ACTION ? " as an action" : "";
         char name[FDNAME_MAX + 1], path[PATH_MAX];
         const char *how = NULL;
@@ -268,7 +385,7 @@ int registry_acquire(Registry *r, const ProgramRef *ref, uint32_t adopt_id, Prog
                 return 0;
         }
         /* Where a restart finds the program, in order: the fd store, bpffs, the kernel's filters. */
-        if (fdname(name, ref->digest, ref->program, ref->kind, NULL)) {
+        if (fdname(name, ref, NULL)) {
                 int fd = passed_take(r, name);
                 if (fd >= 0 && nl_program_from_fd(fd, ref->kind, &np, &e) < 0) {
                         log_warning("fd store: %s: %s", name, e.message);
@@ -278,8 +395,8 @@ int registry_acquire(Registry *r, const ProgramRef *ref, uint32_t adopt_id, Prog
                 if ((np = candidate(np, adopt_id)))
                         how = "from the fd store", from_store = true;
         }
-        if (!np && pin_path(r, path, ref->digest, ref->program, ref->kind) &&
-            nl_program_open_pinned(path, ref->kind, &np, NULL) >= 0 && (np = candidate(np, adopt_id)))
+        if (!np && pin_path(r, path, ref) && nl_program_open_pinned(path, ref->kind, &np, NULL) >= 0 &&
+            (np = candidate(np, adopt_id)))
                 how = "from its bpffs pin";
         if (!np && adopt_id) {
                 /* The kernel holds a program with the tag we attached last time: take it, do not reload. */
@@ -291,7 +408,8 @@ int registry_acquire(Registry *r, const ProgramRef *ref, uint32_t adopt_id, Prog
         }
         if (!np)
                 return -EAGAIN;
-        log_info("adopted program %s%s (id %u, tag %s) of %s, %s", ref->program, what, nl_program_id(np),
+        log_info("adopted program %s%s%s%s (id %u, tag %s) of %s, %s", ref->program, what,
+                 ref->instance ? ", instance " : "", strempty(ref->instance), nl_program_id(np),
                  nl_program_tag(np), ref->digest, how);
         if (program_add(r, ref, TAKE_PTR(np), from_store, ret) < 0)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
@@ -299,7 +417,7 @@ int registry_acquire(Registry *r, const ProgramRef *ref, uint32_t adopt_id, Prog
 }
 
 int registry_add(Registry *r, const ProgramRef *ref, NlProgram *np, Program **ret, Error *reterr) {
-        Program *p = registry_find(r, ref->digest, ref->program, ref->kind);
+        Program *p = registry_find(r, ref);
 
         if (p) {
                 /* Two loads of one program raced; the one the registry has won. */
@@ -308,9 +426,9 @@ int registry_add(Registry *r, const ProgramRef *ref, NlProgram *np, Program **re
                 *ret = p;
                 return 0;
         }
-        log_info("loaded program %s%s (id %u, tag %s) of %s", ref->program,
-                 ref->kind == NL_PROG_ACTION ? " as an action" : "", nl_program_id(np), nl_program_tag(np),
-                 ref->digest);
+        log_info("loaded program %s%s%s%s (id %u, tag %s) of %s", ref->program,
+                 ref->kind == NL_PROG_ACTION ? " as an action" : "", ref->instance ? ", instance " : "",
+                 strempty(ref->instance), nl_program_id(np), nl_program_tag(np), ref->digest);
         if (program_add(r, ref, np, false, ret) < 0)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         return 0;
@@ -324,6 +442,8 @@ Program *registry_ref(Program *p) {
 
 static void program_free(Program *p) {
         nl_maps_free(p->maps, p->n_maps);
+        free(p->own);
+        free(p->instance);
         nl_program_free(p->prog);
         free(p->digest);
         free(p->name);
@@ -349,11 +469,11 @@ bool registry_kept(Registry *r, const ProgramRef *ref) {
 
         if (!ref->digest || !ref->program)
                 return false;
-        if (fdname(name, ref->digest, ref->program, ref->kind, NULL))
+        if (fdname(name, ref, NULL))
                 for (size_t i = 0; i < r->n_passed; i++)
                         if (streq(r->passed[i].name, name))
                                 return true;
-        return pin_path(r, path, ref->digest, ref->program, ref->kind) && access(path, F_OK) == 0;
+        return pin_path(r, path, ref) && access(path, F_OK) == 0;
 }
 
 int registry_new(const char *bpffs_dir, const DaemonPassedFd *passed, size_t n_passed, Registry **ret) {
@@ -449,9 +569,18 @@ void registry_settle(Registry *r) {
                         continue;
                 if (dash && dash - de->d_name == 64) {
                         const char *action = startswith(dash + 1, PIN_ACTION_PREFIX);
+                        char program[NAME_MAX + 1];
                         snprintf(digest, sizeof(digest), "sha256:%.64s", de->d_name);
-                        used = registry_find(r, digest, action ?: dash + 1,
-                                             action ? NL_PROG_ACTION : NL_PROG_CLASSIFIER) != NULL;
+                        snprintf(program, sizeof(program), "%s", action ?: dash + 1);
+                        /* a C name has no '-': what follows one is the instance */
+                        char *instance = strchr(program, '-');
+                        if (instance)
+                                *instance++ = 0;
+                        ProgramRef ref = { .digest = digest,
+                                           .program = program,
+                                           .kind = action ? NL_PROG_ACTION : NL_PROG_CLASSIFIER,
+                                           .instance = instance };
+                        used = registry_find(r, &ref) != NULL;
                 }
                 if (!used && unlinkat(dirfd(dh), de->d_name, 0) >= 0)
                         log_info("unpinned %s/%s: no document uses it", dir, de->d_name);

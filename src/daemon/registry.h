@@ -14,11 +14,18 @@ typedef struct ProgramRef {
         const char *digest;
         const char *program;
         NlProgKind kind;
+        /* The filter's own instance (program_instance_name()) when "maps" gives it maps of its own;
+         * NULL: the program every filter shares. */
+        const char *instance;
         const AttachedFact *fact; /* what was attached last (NULL: nothing known) */
         const FilterSpec *filter; /* whose "maps" say which maps a new load takes over */
 } ProgramRef;
 
-ProgramRef program_ref(const FilterSpec *f, int action, const FilterFact *fact);
+/* instance NULL or "": the shared program. */
+ProgramRef program_ref(const FilterSpec *f, int action, const FilterFact *fact, const char *instance);
+/* The instance name of a filter with maps of its own: 16 hex digits of a hash of where it is (the
+ * interface's table key, hook, filter name), the same at every start. */
+void program_instance_name(const char *iface_key, Direction dir, const char *filter, char ret[17]);
 
 /* Takes the fds systemd's fd store gave back (names copied). bpffs_dir NULL: nothing is pinned. */
 int registry_new(const char *bpffs_dir, const DaemonPassedFd *passed, size_t n_passed, Registry **ret);
@@ -32,7 +39,8 @@ void registry_exiting(Registry *r);
  * -EAGAIN when none of them has it: it must be loaded. */
 int registry_acquire(Registry *r, const ProgramRef *ref, uint32_t adopt_id, Program **ret, Error *reterr);
 /* The maps a new load of ref takes over: those of the program it replaces (reuse_id), or else those the
- * fd store gave back for ref's program; minus those the filter's "maps" opts out of. */
+ * fd store gave back for ref's program, minus those the filter's "maps" opts out of and those whose
+ * scope changed (shared, or the filter's own); and the maps the program's other loaded instances share. */
 int registry_reuse_candidates(Registry *r, const ProgramRef *ref, uint32_t reuse_id, bool loading,
                               NlMap **ret, size_t *ret_n);
 /* A program a worker loaded for ref becomes the registry's (and is kept for restarts). If another load
@@ -48,7 +56,9 @@ void registry_settle(Registry *r);
 Program *registry_ref(Program *p);
 void registry_release(Registry *r, Program *p);
 /* The loaded program, if any, without taking a reference. */
-Program *registry_find(Registry *r, const char *digest, const char *program, NlProgKind kind);
+Program *registry_find(Registry *r, const ProgramRef *ref);
+/* Whether any instance of ref's program (the shared one or a filter's own) is loaded. */
+bool registry_has_sibling(Registry *r, const ProgramRef *ref);
 int program_fd(const Program *p);
 const char *program_tag(const Program *p);
 uint32_t program_id(const Program *p);

@@ -250,12 +250,13 @@ static int check_tcx(const Resolver *rs, const Document *doc, Error *reterr) {
                         for (size_t k = 0; k < i; k++) {
                                 const FilterSpec *a = &doc->filters[dir][k];
                                 if (filter_spec_uses_tcx(a, rs->tcx) && filter_spec_uses_tcx(b, rs->tcx) &&
-                                    streq_ptr(a->digest, b->digest) && streq_ptr(a->program, b->program))
+                                    streq_ptr(a->digest, b->digest) && streq_ptr(a->program, b->program) &&
+                                    !filter_has_own_maps(a) && !filter_has_own_maps(b))
                                         return error_set(
                                                 reterr, EEXIST, "duplicate_program",
                                                 "%s[%zu]: tcx runs a program at most once per hook, and "
                                                 "\"%s\" runs %s of %s already; attach one of them as "
-                                                "cls_bpf",
+                                                "cls_bpf, or give one maps of its own (\"shared\": false)",
                                                 direction_to_string(dir), i, a->name, strna(a->program),
                                                 strna(a->digest));
                         }

@@ -1,5 +1,7 @@
-/* map-policy.c: a filter's "maps": {"NAME": {"reuse": false}}: which maps of the program it replaces
- * the new program takes over (by default all of them), parsed strictly and written back normalised. */
+/* map-policy.c: a filter's "maps": {"NAME": {"reuse": false, "shared": false}}: which maps of the
+ * program it replaces the new program takes over (by default all of them), and which maps each filter
+ * has its own of instead of sharing one with every filter of the same program (by default none), parsed
+ * strictly and written back normalised. */
 #include <string.h>
 
 #include "store.h"
@@ -36,7 +38,7 @@ int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret
         if (!v)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         json_object_foreach (j, name, m) {
-                json_t *reuse = json_object_get(m, "reuse");
+                json_t *reuse = json_object_get(m, "reuse"), *shared = json_object_get(m, "shared");
                 int r = 0;
 
                 if (!map_name_valid(name))
@@ -44,21 +46,25 @@ int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret
                                       "%s: \"%.64s\" is not a map name (1 to 255 of A-Z a-z 0-9 _ .)", path,
                                       name);
                 else if (!json_is_object(m))
-                        r = error_set(reterr, EINVAL, "wrong_type", "%s.%s: expected {\"reuse\": BOOL}",
-                                      path, name);
-                else if (json_object_size(m) != (reuse ? 1u : 0u))
-                        r = error_set(reterr, EINVAL, "unknown_field", "%s.%s: only \"reuse\" is known",
-                                      path, name);
-                else if (!json_is_boolean(reuse))
-                        r = error_set(reterr, EINVAL, reuse ? "wrong_type" : "missing_field",
-                                      "%s.%s.reuse: expected true or false", path, name);
+                        r = error_set(reterr, EINVAL, "wrong_type",
+                                      "%s.%s: expected {\"reuse\": BOOL, \"shared\": BOOL}", path, name);
+                else if (json_object_size(m) != (reuse ? 1u : 0u) + (shared ? 1u : 0u))
+                        r = error_set(reterr, EINVAL, "unknown_field",
+                                      "%s.%s: only \"reuse\" and \"shared\" are known", path, name);
+                else if (!reuse && !shared)
+                        r = error_set(reterr, EINVAL, "missing_field",
+                                      "%s.%s: expected \"reuse\" or \"shared\" (true or false)", path, name);
+                else if ((reuse && !json_is_boolean(reuse)) || (shared && !json_is_boolean(shared)))
+                        r = error_set(reterr, EINVAL, "wrong_type", "%s.%s.%s: expected true or false", path,
+                                      name, reuse && !json_is_boolean(reuse) ? "reuse" : "shared");
                 else if (!(v[n].name = strdup(name)))
                         r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
                 if (r < 0) {
                         map_policies_free(v, n);
                         return r;
                 }
-                v[n++].reuse = json_is_true(reuse);
+                v[n].reuse = !reuse || json_is_true(reuse);
+                v[n++].shared = !shared || json_is_true(shared);
         }
         *ret = v;
         *ret_n = n;
@@ -69,15 +75,35 @@ json_t *map_policies_to_json(const MapPolicy *v, size_t n) {
         json_t *j = json_object();
 
         for (size_t i = 0; i < n; i++)
-                json_object_set_new(j, v[i].name, json_pack("{s:b}", "reuse", v[i].reuse));
+                json_object_set_new(j, v[i].name,
+                                    v[i].shared
+                                            ? json_pack("{s:b}", "reuse", v[i].reuse)
+                                            : json_pack("{s:b,s:b}", "reuse", v[i].reuse, "shared", false));
         return j;
 }
 
-bool filter_map_reused(const FilterSpec *f, const char *map) {
-        /* A kernel map name is the object's cut to 15 characters. */
+/* The filter's "maps" entry for a kernel map name (the object's cut to 15 characters), or NULL. */
+static const MapPolicy *map_policy_find(const FilterSpec *f, const char *map) {
         for (size_t i = 0; i < f->n_maps; i++)
                 if (strncmp(f->maps[i].name, map, 15) == 0 &&
                     strlen(map) == MIN(strlen(f->maps[i].name), 15u))
-                        return f->maps[i].reuse;
-        return true;
+                        return &f->maps[i];
+        return NULL;
+}
+
+bool filter_map_reused(const FilterSpec *f, const char *map) {
+        const MapPolicy *p = map_policy_find(f, map);
+        return !p || p->reuse;
+}
+
+bool filter_map_shared(const FilterSpec *f, const char *map) {
+        const MapPolicy *p = map_policy_find(f, map);
+        return !p || p->shared;
+}
+
+bool filter_has_own_maps(const FilterSpec *f) {
+        for (size_t i = 0; i < f->n_maps; i++)
+                if (!f->maps[i].shared)
+                        return true;
+        return false;
 }

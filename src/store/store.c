@@ -170,12 +170,15 @@ static void document_file_name(const char *netns, const char *ifname, char buf[D
         strcpy(p, ".json");
 }
 
-/* The lowest format that holds the document: 4 with "actions", 3 with "metrics", 2 with "maps", else 1. */
+/* The lowest format that holds the document: 5 with maps of a filter's own ("shared": false), 4 with
+ * "actions", 3 with "metrics", 2 with "maps", else 1. */
 static int document_format(const Document *d) {
         int format = 1;
 
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < d->n_filters[dir]; i++) {
+                        if (filter_has_own_maps(&d->filters[dir][i]))
+                                format = MAX(format, 5);
                         if (d->filters[dir][i].n_actions > 0)
                                 format = MAX(format, 4);
                         if (d->filters[dir][i].n_metrics > 0)

@@ -146,10 +146,38 @@ static void test_maps(void **state) {
         assert_int_equal(document_from_string("eth0", text, strlen(text), &d2, &e), 0);
         assert_int_equal(d2->filters[DIRECTION_INGRESS][0].n_maps, 0);
         assert_true(filter_map_reused(&d2->filters[DIRECTION_INGRESS][0], "counters"));
+        assert_true(filter_map_shared(&d2->filters[DIRECTION_INGRESS][0], "counters"));
+        assert_false(filter_has_own_maps(&d2->filters[DIRECTION_INGRESS][0]));
+        assert_false(filter_has_own_maps(&d->filters[DIRECTION_INGRESS][0]));
+}
+
+static void test_maps_shared(void **state) {
+        const char *text = F_MAPS("{\"counters\":{\"shared\":false},\"seen_by_port\":{\"shared\":true}}");
+        _cleanup_(document_freep) Document *d = NULL;
+        _cleanup_free_ char *a = NULL;
+        Error e = ERROR_NULL;
+        json_t *j;
+
+        (void) state;
+        assert_int_equal(document_from_string("eth0", text, strlen(text), &d, &e), 0);
+        /* "shared" alone: the map is still taken over from the program replaced */
+        assert_true(filter_map_reused(&d->filters[DIRECTION_INGRESS][0], "counters"));
+        assert_false(filter_map_shared(&d->filters[DIRECTION_INGRESS][0], "counters"));
+        assert_true(filter_map_shared(&d->filters[DIRECTION_INGRESS][0], "seen_by_port"));
+        assert_true(filter_map_shared(&d->filters[DIRECTION_INGRESS][0], "other"));
+        assert_true(filter_has_own_maps(&d->filters[DIRECTION_INGRESS][0]));
+        /* written back normalised: "reuse" always, "shared" only when false */
+        j = filter_spec_to_json(&d->filters[DIRECTION_INGRESS][0]);
+        a = json_dumps(json_object_get(j, "maps"), JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(j);
+        assert_string_equal(
+                a, "{\"counters\":{\"reuse\":true,\"shared\":false},\"seen_by_port\":{\"reuse\":true}}");
 
         expect_error(F_MAPS("[]"), "wrong_type", "ingress[0].maps");
         expect_error(F_MAPS("{\"c\":true}"), "wrong_type", "ingress[0].maps.c");
-        expect_error(F_MAPS("{\"c\":{}}"), "missing_field", "ingress[0].maps.c.reuse");
+        expect_error(F_MAPS("{\"c\":{}}"), "missing_field",
+                     "ingress[0].maps.c: expected \"reuse\" or \"shared\"");
+        expect_error(F_MAPS("{\"c\":{\"shared\":1}}"), "wrong_type", "ingress[0].maps.c.shared");
         expect_error(F_MAPS("{\"c\":{\"reuse\":0}}"), "wrong_type", "ingress[0].maps.c.reuse");
         expect_error(F_MAPS("{\"c\":{\"reuse\":true,\"x\":1}}"), "unknown_field", "ingress[0].maps.c");
         expect_error(F_MAPS("{\"a b\":{\"reuse\":true}}"), "invalid_value", "ingress[0].maps");
@@ -387,7 +415,7 @@ int main(void) {
                 cmocka_unit_test(test_ifname_valid), cmocka_unit_test(test_classid),
                 cmocka_unit_test(test_parent),       cmocka_unit_test(test_too_many_filters),
                 cmocka_unit_test(test_hog),          cmocka_unit_test(test_maps),
-                cmocka_unit_test(test_metrics),
+                cmocka_unit_test(test_maps_shared),  cmocka_unit_test(test_metrics),
         };
         return cmocka_run_group_tests_name("document", tests, NULL, NULL);
 }

@@ -15,7 +15,7 @@
 /* Version of the files under the state directory; a newer one is refused, never guessed at. Format 2
  * adds a filter's "maps", format 3 its "metrics", format 4 its "actions"; a document is written in the
  * lowest format that holds it, so that the clsd before reads what it can. */
-#define STORE_FORMAT 4
+#define STORE_FORMAT 5
 
 /* Interface names: the kernel's IFNAMSIZ (16) less the NUL. */
 #define IFNAME_MAX 15
@@ -59,10 +59,12 @@ typedef enum FilterAttach {
 const char *filter_attach_to_string(FilterAttach a);
 int filter_attach_from_string(const char *s);
 
-/* One entry of a filter's "maps": whether the map of the program it replaces is taken over. */
+/* One entry of a filter's "maps": whether the map of the program it replaces is taken over, and whether
+ * the map is one for every filter of the program (shared) or each filter's own. */
 typedef struct MapPolicy {
         char *name;
         bool reuse;
+        bool shared;
 } MapPolicy;
 
 /* One entry of a filter's "metrics": a Prometheus metric derived from one of its program's maps. */
@@ -196,6 +198,11 @@ void map_policies_free(MapPolicy *v, size_t n);
 /* Whether the filter's new program takes over the map of this (kernel) name: true unless "maps" says
  * "reuse": false. */
 bool filter_map_reused(const FilterSpec *f, const char *map);
+/* Whether every filter of the program shares the map of this (kernel) name: true unless "maps" says
+ * "shared": false, which gives each filter (interface and hook) a program instance with its own. */
+bool filter_map_shared(const FilterSpec *f, const char *map);
+/* Whether "maps" gives the filter a map of its own (then its program is its own load). */
+bool filter_has_own_maps(const FilterSpec *f);
 
 int ifname_valid(const char *s);
 /* 1 to 64 characters of A-Z a-z 0-9 _ . -, not "." or "..". */
