@@ -132,6 +132,8 @@ static int cls_observe(AttachContext *c, void **ret, Error *reterr) {
                                                               : NL_DUMP_EGRESS;
                 }
         }
+        if (c->fresh && c->hooks_absent && !(what & NL_DUMP_ROOT))
+                what = 0; /* no clsact: nothing on its hooks */
         r = nl_filter_dump_some(c->rtnl, c->it->ifindex, what, &o->filters, &o->n, reterr);
         if (r < 0) {
                 free(o);
@@ -223,10 +225,51 @@ static void clsact_created(Iface *it) {
                 it->facts[s].clsact_created = true;
 }
 
+/* The answer to the exclusive clsact add: 1 if it made one, 0 if one was there; -ESTALE if one was there
+ * although the links' view said there was none (nothing was read: the caller reads and tries again). */
+static int clsact_answer(AttachContext *c, int r, Error *e, Error *reterr) {
+        if (r == -EEXIST && c->hooks_absent) {
+                error_done(e);
+                return error_set(reterr, ESTALE, "internal_error",
+                                 "%s: a clsact qdisc appeared before its event", c->it->ifname);
+        }
+        if (r < 0 && r != -EEXIST) {
+                if (reterr && !reterr->code)
+                        *reterr = *e;
+                else
+                        error_done(e);
+                return r;
+        }
+        error_done(e);
+        if (r < 0)
+                return 0;
+        clsact_created(c->it);
+        c->clsact_added = true;
+        attach_what(c, "clsact qdisc missing");
+        log_info("%s: created clsact qdisc", c->it->ifname);
+        return 1;
+}
+
+/* Whether the plan's first kernel request is a filter made in one request (add, or replace in place). */
+static bool first_step_makes(const ClsObserved *o, const ClsPlan *pl) {
+        for (size_t i = 0; i < pl->plan.n_steps; i++) {
+                const PlanStep *s = &pl->plan.steps[i];
+                if (s->action == PLAN_ADD)
+                        return true;
+                if (s->action == PLAN_REPLACE)
+                        return o->filters[s->observed].protocol == ETH_P_ALL;
+                if (s->action == PLAN_REMOVE)
+                        return false;
+        }
+        return false;
+}
+
 static int cls_apply(AttachContext *c, const void *observed, const void *plan, Error *reterr) {
         const ClsObserved *o = observed;
         const ClsPlan *pl = plan;
-        bool on_clsact = false;
+        bool on_clsact = false, clsact_deferred = false;
+        Error clsact_e = ERROR_NULL;
+        int clsact_r = 0;
         NlFilter *after;
         size_t n_after;
         int r, changes = 0;
@@ -249,23 +292,16 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
         }
         if (on_clsact) {
                 /* Added exclusively: EEXIST says it is there, without a qdisc dump (which walks every
-                 * interface) and without a change the kernel would report. */
-                Error e = ERROR_NULL;
-                r = nl_clsact_add(c->rtnl, c->it->ifindex, &e);
-                if (r < 0 && r != -EEXIST) {
-                        if (reterr && !reterr->code)
-                                *reterr = e;
-                        else
-                                error_done(&e);
-                        return r;
-                }
-                error_done(&e);
-                if (r >= 0) {
-                        clsact_created(c->it);
-                        c->clsact_added = true;
-                        changes++;
-                        attach_what(c, "clsact qdisc missing");
-                        log_info("%s: created clsact qdisc", c->it->ifname);
+                 * interface) and without a change the kernel would report. It goes out in one sendmsg
+                 * with the first filter made, when that is the first request. */
+                clsact_deferred = first_step_makes(o, pl) &&
+                                  nl_clsact_add_deferred(c->rtnl, c->it->ifindex, &clsact_r, &clsact_e) >= 0;
+                if (!clsact_deferred) {
+                        r = clsact_answer(c, nl_clsact_add(c->rtnl, c->it->ifindex, &clsact_e), &clsact_e,
+                                          reterr);
+                        if (r < 0)
+                                return r;
+                        changes += r;
                 }
         }
         for (size_t i = 0; i < pl->plan.n_steps; i++) {
@@ -303,6 +339,17 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
                         }
                         NlFilter made;
                         r = nl_bpf_filter_set_echo(c->rtnl, &spec, replace, &made, reterr);
+                        if (clsact_deferred) {
+                                int k = clsact_answer(c, clsact_r, &clsact_e, reterr);
+                                clsact_deferred = false;
+                                if (k == -ESTALE && r >= 0)
+                                        /* made beside filters nobody read: undone, and read first */
+                                        (void) nl_filter_del(c->rtnl, c->it->ifindex, made.parent, made.pref,
+                                                             made.protocol, made.handle, NULL);
+                                if (k < 0)
+                                        return k;
+                                changes += k;
+                        }
                         if (r < 0)
                                 return r;
                         if (after) {
@@ -329,6 +376,14 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
                         attach_what(c, "%s pref %u not declared", hook, s->pref);
                         log_info("%s: removed %s pref %u (%s)", c->it->ifname, hook, s->pref, have->name);
                 }
+        }
+        if (clsact_deferred) {
+                /* not taken along by a filter (the plan had none to make first, after all) */
+                (void) nl_flush(c->rtnl);
+                r = clsact_answer(c, clsact_r, &clsact_e, reterr);
+                if (r < 0)
+                        return r;
+                changes += r;
         }
         if (after) {
                 size_t k = 0;

@@ -15,6 +15,10 @@ typedef struct AttachContext {
         const char *bpffs_dir; /* where tcx links are pinned */
         bool tcx; /* the kernel has tcx */
         bool fresh; /* read only what the interface's filters use (Iface.fresh) */
+        /* With fresh: the links' view knows the link has no clsact qdisc, so its clsact hooks have no
+         * filter to read. If the exclusive clsact add then finds one, apply fails with -ESTALE (nothing
+         * changed) and the caller observes again with a dump. */
+        bool hooks_absent;
         bool clsact_added; /* this change created the clsact qdisc (a rollback removes it) */
         /* cls_bpf after an apply: what was observed with the kernel's echo of each filter it made, and
          * without those it removed; verify reads it instead of dumping again (NULL: dump). */

@@ -44,6 +44,7 @@ static void entry_done(LinkEntry *e) {
         e->filters = NULL;
         e->n_filters = 0;
         e->filters_known = false;
+        e->hooks_known = false;
 }
 
 static void name_forget(LinksNs *ns, const char *name) {
@@ -160,7 +161,9 @@ static int ns_upsert(LinksNs *ns, const NlLink *link) {
                 ns->cap = cap;
         }
         memmove(&ns->v[i + 1], &ns->v[i], (ns->n - i) * sizeof(*ns->v));
-        ns->v[i] = (LinkEntry){ .link = *link };
+        /* A link seen appearing (the namespace followed) has no qdisc yet: one added since comes as a tc
+         * event after this one. */
+        ns->v[i] = (LinkEntry){ .link = *link, .hooks_known = ns->known };
         ns->n++;
         name_set(ns, link);
         return 0;
@@ -271,6 +274,31 @@ int links_get(Links *l, NlSocket *rtnl, const char *netns, bool with_filters, co
         *ret = ns->v;
         *ret_n = ns->n;
         return 0;
+}
+
+bool links_hooks_absent(Links *l, NlSocket *rtnl, const char *netns, int ifindex) {
+        LinksNs *ns = ns_find(l, netns);
+        LinkEntry *e = ns && ns->known ? ns_entry(ns, ifindex) : NULL;
+        _cleanup_free_ int *with = NULL;
+        size_t n = 0;
+
+        if (!e)
+                return false;
+        if (e->hooks_known)
+                return !e->has_hooks;
+        if (nl_hook_qdiscs(rtnl, &with, &n, NULL) < 0)
+                return false;
+        for (size_t i = 0; i < ns->n; i++)
+                if (!ns->v[i].hooks_known)
+                        ns->v[i].has_hooks = false;
+        for (size_t k = 0; k < n; k++) {
+                LinkEntry *w = ns_entry(ns, with[k]);
+                if (w && !w->hooks_known)
+                        w->has_hooks = true;
+        }
+        for (size_t i = 0; i < ns->n; i++)
+                ns->v[i].hooks_known = true;
+        return !e->has_hooks;
 }
 
 bool links_known(Links *l, const char *netns) {

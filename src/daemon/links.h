@@ -11,6 +11,10 @@ typedef struct LinkEntry {
         NlFilter *filters; /* every tc filter of the link, clsd's and foreign */
         size_t n_filters;
         bool filters_known; /* dumped, and no tc event about the link since */
+        /* Whether it has a clsact (or ingress) qdisc, known from a qdisc dump or from seeing the link
+         * appear, with no tc event about the link since. */
+        bool hooks_known;
+        bool has_hooks;
 } LinkEntry;
 
 int links_new(Links **ret);
@@ -30,6 +34,10 @@ int links_get(Links *l, NlSocket *rtnl, const char *netns, bool with_filters, co
               size_t *ret_n, Error *reterr);
 /* Whether the namespace's links were dumped and are followed since. */
 bool links_known(Links *l, const char *netns);
+/* Whether the link is known to have no clsact (or ingress) qdisc, and so no filter on a clsact hook.
+ * Asks the kernel (one dump of the namespace's qdiscs, for every link not known) only when this link
+ * is not known; false when that fails. */
+bool links_hooks_absent(Links *l, NlSocket *rtnl, const char *netns, int ifindex);
 /* A link of a namespace already looked at, by name (a linear scan), or NULL. */
 const NlLink *links_find_name(Links *l, const char *netns, const char *ifname);
 /* A link of a namespace already looked at, or NULL. */

@@ -77,6 +77,11 @@ static void emit_own(Manager *d, const MetricWriter *w) {
                   (double) nc.dumps);
         w->sample(w->userdata, "clsd_netlink_requests_total", (const char *const[]){ "type", "other" }, 1,
                   (double) nc.others);
+        w->family(w->userdata, "clsd_netlink_sends_total", "counter",
+                  "sendmsg calls to rtnetlink: a request each, or two in one (a clsact qdisc with the "
+                  "filter it "
+                  "carries)");
+        w->sample(w->userdata, "clsd_netlink_sends_total", NULL, 0, (double) nc.sends);
         w->family(w->userdata, "clsd_policy_interfaces", "gauge",
                   "Interfaces each policy matches, by their state");
         for (size_t i = 0; i < d->n_policies; i++) {

@@ -179,6 +179,8 @@ int iface_reconcile(Manager *m, Iface *it, Error *reterr) {
         c.what = what;
         c.what_size = sizeof(what);
         c.fresh = it->fresh;
+        c.hooks_absent = it->fresh && links_hooks_absent(m->links, rtnl, it->netns, link.ifindex);
+again:
         r = attach_observe(&c, &obs, reterr);
         if (r < 0)
                 return r;
@@ -191,6 +193,14 @@ int iface_reconcile(Manager *m, Iface *it, Error *reterr) {
         }
         changes = attach_apply_all(&c, &obs, reterr);
         attach_observed_free(&obs);
+        if (changes == -ESTALE && c.hooks_absent) {
+                /* the links' view was behind the kernel: read it this time */
+                log_debug("%s: %s; reading its filters", it->ifname, strna(reterr ? reterr->message : NULL));
+                if (reterr)
+                        error_done(reterr);
+                c.hooks_absent = false;
+                goto again;
+        }
         if (changes < 0)
                 return changes;
         it->fresh = false;

@@ -78,15 +78,11 @@ static int link_cb(const struct nlmsghdr *nlh, void *data) {
 
 int nl_link_list(NlSocket *s, NlLink **ret, size_t *ret_n, Error *reterr) {
         char buf[NL_MSG_BUFFER_SIZE];
-        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
         LinkList ll = { 0 };
         int r;
 
-        nlh->nlmsg_type = RTM_GETLINK;
-        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-        nlh->nlmsg_seq = nl_socket_next_seq(s);
-        mnl_nlmsg_put_extra_header(nlh, sizeof(struct ifinfomsg));
-        r = nl_request(s, nlh, link_cb, &ll, "dump links", reterr);
+        r = nl_request(s, nl_msg_dump(buf, RTM_GETLINK, sizeof(struct ifinfomsg), s), link_cb, &ll,
+                       "dump links", reterr);
         if (r < 0) {
                 free(ll.links);
                 return r;

@@ -146,20 +146,13 @@ NlRequestCounts nl_request_counts(void) {
         return request_counts;
 }
 
-int nl_request(NlSocket *s, struct nlmsghdr *nlh, mnl_cb_t cb, void *userdata, const char *what,
-               Error *reterr) {
+/* Reads the answer to the request seq: its messages to cb, then its ack. */
+static int read_answer(NlSocket *s, uint32_t seq, mnl_cb_t cb, void *userdata, const char *what,
+                       Error *reterr) {
         mnl_cb_t ctl[NLMSG_MIN_TYPE] = { [NLMSG_ERROR] = run_error_cb, [NLMSG_DONE] = run_done_cb };
         RunContext rc = { .cb = cb, .userdata = userdata };
-        uint32_t seq = nlh->nlmsg_seq;
         int r;
 
-        nlh->nlmsg_flags |= NLM_F_ACK;
-        if ((nlh->nlmsg_flags & NLM_F_DUMP) == NLM_F_DUMP)
-                request_counts.dumps++;
-        else
-                request_counts.others++;
-        if (mnl_socket_sendto(s->mnl, nlh, nlh->nlmsg_len) < 0)
-                return error_set(reterr, errno, "kernel_error", "%s: cannot send to rtnetlink: %m", what);
         for (;;) {
                 ssize_t n = mnl_socket_recvfrom(s->mnl, s->buf, NL_RECV_BUFFER_SIZE);
                 if (n < 0) {
@@ -190,6 +183,86 @@ int nl_request(NlSocket *s, struct nlmsghdr *nlh, mnl_cb_t cb, void *userdata, c
                 if (r == MNL_CB_STOP)
                         return 0;
         }
+}
+
+struct nlmsghdr *nl_msg_dump(void *buf, uint16_t type, size_t extra, NlSocket *s) {
+        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+
+        nlh->nlmsg_type = type;
+        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+        nlh->nlmsg_seq = nl_socket_next_seq(s);
+        (void) mnl_nlmsg_put_extra_header(nlh, extra);
+        return nlh;
+}
+
+static void count_request(const struct nlmsghdr *nlh) {
+        if ((nlh->nlmsg_flags & NLM_F_DUMP) == NLM_F_DUMP)
+                request_counts.dumps++;
+        else
+                request_counts.others++;
+}
+
+int nl_defer(NlSocket *s, const struct nlmsghdr *nlh, const char *what, int *ret, Error *reterr) {
+        if (s->has_deferred || nlh->nlmsg_len > sizeof(s->deferred_buf))
+                return -EBUSY;
+        memcpy(s->deferred_buf, nlh, nlh->nlmsg_len);
+        ((struct nlmsghdr *) s->deferred_buf)->nlmsg_flags |= NLM_F_ACK;
+        s->deferred_len = nlh->nlmsg_len;
+        s->deferred = (NlDeferred){ .seq = nlh->nlmsg_seq, .what = what, .ret = ret, .error = reterr };
+        s->has_deferred = true;
+        *ret = 0;
+        return 0;
+}
+
+/* The deferred request's answer, read ahead of the request it went out with. */
+static void deferred_answer(NlSocket *s, int send_error) {
+        NlDeferred d = s->deferred;
+
+        s->has_deferred = false;
+        s->deferred_len = 0;
+        if (send_error)
+                *d.ret = error_set(d.error, send_error, "kernel_error", "%s: cannot send to rtnetlink: %s",
+                                   d.what, strerror(send_error));
+        else
+                *d.ret = read_answer(s, d.seq, NULL, NULL, d.what, d.error);
+}
+
+int nl_flush(NlSocket *s) {
+        int e = 0;
+
+        if (!s->has_deferred)
+                return 0;
+        request_counts.sends++;
+        if (mnl_socket_sendto(s->mnl, s->deferred_buf, s->deferred_len) < 0)
+                e = errno;
+        deferred_answer(s, e);
+        return 0;
+}
+
+int nl_request(NlSocket *s, struct nlmsghdr *nlh, mnl_cb_t cb, void *userdata, const char *what,
+               Error *reterr) {
+        ssize_t sent;
+
+        nlh->nlmsg_flags |= NLM_F_ACK;
+        count_request(nlh);
+        request_counts.sends++;
+        if (s->has_deferred) {
+                /* Both in one sendmsg: the kernel handles them in order, and answers in order. */
+                struct iovec iov[2] = { { s->deferred_buf, s->deferred_len }, { nlh, nlh->nlmsg_len } };
+                struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+                struct msghdr mh = {
+                        .msg_name = &sa, .msg_namelen = sizeof(sa), .msg_iov = iov, .msg_iovlen = 2
+                };
+                count_request((const struct nlmsghdr *) s->deferred_buf);
+                sent = sendmsg(mnl_socket_get_fd(s->mnl), &mh, 0);
+                int e = sent < 0 ? errno : 0;
+                deferred_answer(s, e);
+                errno = e;
+        } else
+                sent = mnl_socket_sendto(s->mnl, nlh, nlh->nlmsg_len);
+        if (sent < 0)
+                return error_set(reterr, errno, "kernel_error", "%s: cannot send to rtnetlink: %m", what);
+        return read_answer(s, nlh->nlmsg_seq, cb, userdata, what, reterr);
 }
 
 bool nl_msg_ok(const struct nlmsghdr *nlh, size_t len) {

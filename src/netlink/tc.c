@@ -35,22 +35,58 @@ static int qdisc_cb(const struct nlmsghdr *nlh, void *data) {
         return MNL_CB_OK;
 }
 
-static int qdisc_scan(NlSocket *s, int ifindex, QdiscScan *ret, Error *reterr) {
+/* Dumps the qdiscs of ifindex (0: of every interface) to cb. */
+static int qdisc_dump(NlSocket *s, int ifindex, mnl_cb_t cb, void *data, Error *reterr) {
         char buf[NL_MSG_BUFFER_SIZE];
-        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-        struct tcmsg *tcm;
+        struct nlmsghdr *nlh = nl_msg_dump(buf, RTM_GETQDISC, sizeof(struct tcmsg), s);
+        struct tcmsg *tcm = mnl_nlmsg_get_payload(nlh);
+
+        tcm->tcm_ifindex = ifindex; /* with NETLINK_GET_STRICT_CHK the kernel filters by interface */
+        return nl_request(s, nlh, cb, data, "dump qdiscs", reterr);
+}
+
+static int qdisc_scan(NlSocket *s, int ifindex, QdiscScan *ret, Error *reterr) {
         QdiscScan q = { .ifindex = ifindex };
         int r;
 
-        nlh->nlmsg_type = RTM_GETQDISC;
-        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-        nlh->nlmsg_seq = nl_socket_next_seq(s);
-        tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
-        tcm->tcm_ifindex = ifindex; /* with NETLINK_GET_STRICT_CHK the kernel filters by interface */
-        r = nl_request(s, nlh, qdisc_cb, &q, "dump qdiscs", reterr);
+        r = qdisc_dump(s, ifindex, qdisc_cb, &q, reterr);
         if (r < 0)
                 return r;
         *ret = q;
+        return 0;
+}
+
+typedef struct HookScan {
+        int *v;
+        size_t n, allocated;
+} HookScan;
+
+static int hook_cb(const struct nlmsghdr *nlh, void *data) {
+        const struct tcmsg *tcm = mnl_nlmsg_get_payload(nlh);
+        HookScan *h = data;
+
+        if (nlh->nlmsg_type != RTM_NEWQDISC || mnl_nlmsg_get_payload_len(nlh) < sizeof(*tcm) ||
+            tcm->tcm_parent != TC_H_CLSACT) /* TC_H_INGRESS is the same: clsact's and ingress' */
+                return MNL_CB_OK;
+        if (greedy_realloc((void **) &h->v, &h->allocated, h->n + 1, sizeof(int)) < 0) {
+                errno = ENOMEM;
+                return MNL_CB_ERROR;
+        }
+        h->v[h->n++] = tcm->tcm_ifindex;
+        return MNL_CB_OK;
+}
+
+int nl_hook_qdiscs(NlSocket *s, int **ret, size_t *ret_n, Error *reterr) {
+        HookScan h = { 0 };
+        int r;
+
+        r = qdisc_dump(s, 0, hook_cb, &h, reterr);
+        if (r < 0) {
+                free(h.v);
+                return r;
+        }
+        *ret = h.v;
+        *ret_n = h.n;
         return 0;
 }
 
@@ -67,6 +103,12 @@ int nl_clsact_add(NlSocket *s, int ifindex, Error *reterr) {
         char buf[NL_MSG_BUFFER_SIZE];
         return nl_request(s, nl_msg_clsact(buf, ifindex, true, nl_socket_next_seq(s)), NULL, NULL,
                           "add clsact qdisc", reterr);
+}
+
+int nl_clsact_add_deferred(NlSocket *s, int ifindex, int *ret, Error *reterr) {
+        char buf[NL_MSG_BUFFER_SIZE];
+        return nl_defer(s, nl_msg_clsact(buf, ifindex, true, nl_socket_next_seq(s)), "add clsact qdisc", ret,
+                        reterr);
 }
 
 int nl_clsact_del(NlSocket *s, int ifindex, Error *reterr) {

@@ -140,7 +140,16 @@ int nl_filter_parse(const struct nlmsghdr *nlh, NlFilter *ret);
 int nl_tc_event_parse(const struct nlmsghdr *nlh, int *ret_ifindex);
 
 int nl_clsact_exists(NlSocket *s, int ifindex, bool *ret, Error *reterr);
+/* The interfaces of the namespace that have a clsact (or ingress) qdisc, from one dump of its qdiscs:
+ * only those can have filters on a clsact hook. */
+int nl_hook_qdiscs(NlSocket *s, int **ret, size_t *ret_n, Error *reterr);
 int nl_clsact_add(NlSocket *s, int ifindex, Error *reterr);
+/* nl_clsact_add() sent in one sendmsg with the socket's next request, ahead of it (one round trip for
+ * both); its answer is in *ret and reterr when that request returns, or after nl_flush(). -EBUSY: a
+ * request is deferred already (send this one alone). */
+int nl_clsact_add_deferred(NlSocket *s, int ifindex, int *ret, Error *reterr);
+/* Sends a deferred request that no other took along, and reads its answer. */
+int nl_flush(NlSocket *s);
 int nl_clsact_del(NlSocket *s, int ifindex, Error *reterr);
 /* Dumps all filters of both clsact hooks and of the root qdisc (where classic-mode filters go). */
 int nl_filter_dump(NlSocket *s, int ifindex, NlFilter **ret, size_t *ret_n, Error *reterr);
@@ -285,10 +294,12 @@ int nl_program_stats(uint32_t prog_id, NlProgramStats *ret, Error *reterr);
 int nl_program_stats_fd(int fd, NlProgramStats *ret, Error *reterr);
 
 /* What clsd has asked rtnetlink, since it started: dumps (reads of a whole table) and the rest (gets and
- * changes). Reads served from clsd's own view ask nothing. */
+ * changes), and the sendmsg calls that carried them (two requests can go in one). Reads served from
+ * clsd's own view ask nothing. */
 typedef struct NlRequestCounts {
         uint64_t dumps;
         uint64_t others;
+        uint64_t sends;
 } NlRequestCounts;
 
 NlRequestCounts nl_request_counts(void);
