@@ -2,16 +2,19 @@
  * to its faces. */
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "daemon.h"
 #include "log.h"
+#include "nl.h"
 
 #define DEFAULT_STATE_DIR "/var/lib/clsd"
 #define DEFAULT_SOCKET "/run/clsd/clsd.sock"
@@ -345,6 +348,24 @@ static int take_passed_fds(ApiConfig *ac, DaemonPassedFd **ret, size_t *ret_n) {
         return 0;
 }
 
+/* The workers' program: clsd-worker beside clsd (a build tree), else the one installed; NULL: clsd
+ * itself (clsd --worker), which starts slower (it links what the API needs too). */
+static const char *worker_exe(char *buf, size_t size) {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        char *slash;
+
+        if (n > 0) {
+                self[n] = 0;
+                slash = strrchr(self, '/');
+                if (slash &&
+                    snprintf(buf, size, "%.*s/clsd-worker", (int) (slash - self), self) < (int) size &&
+                    access(buf, X_OK) == 0)
+                        return buf;
+        }
+        return access(CLSD_WORKER_PATH, X_OK) == 0 ? CLSD_WORKER_PATH : NULL;
+}
+
 static void passed_fds_free(DaemonPassedFd *v, size_t n) {
         for (size_t i = 0; v && i < n; i++)
                 free(v[i].name); /* the fds went to the daemon */
@@ -372,13 +393,14 @@ int main(int argc, char *argv[]) {
         DaemonPassedFd *passed = NULL;
         size_t n_passed = 0;
         bool check = false, flush = false;
+        char worker_path[PATH_MAX];
         sigset_t mask;
         int r;
 
         log_open();
-        /* A worker (see src/daemon/worker.c): one job on fd 3, nothing else of clsd's. */
+        /* A worker (see src/daemon/worker.c) when clsd-worker is not installed: one job on fd 3. */
         if (argc == 2 && streq(argv[1], "--worker"))
-                return daemon_worker_main(3);
+                nl_worker_main(3);
         r = parse_argv(argc, argv, &dc, &ac, &check, &flush);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
@@ -397,6 +419,8 @@ int main(int argc, char *argv[]) {
         (void) take_passed_fds(&ac, &passed, &n_passed);
         dc.passed = passed;
         dc.n_passed = n_passed;
+        dc.worker_exe = worker_exe(worker_path, sizeof(worker_path));
+        log_info("workers: %s", dc.worker_exe ?: "clsd --worker");
 
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);

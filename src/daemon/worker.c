@@ -7,8 +7,6 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -20,8 +18,6 @@
 
 /* The fd a worker finds its socket on. */
 #define WORKER_FD 3
-/* Workers yield to the loop (and to everything else on the host). */
-#define WORKER_NICE 10
 
 struct WorkerJob {
         Workers *workers;
@@ -68,19 +64,6 @@ typedef struct SpawnAnswer {
 static void start_waiting(Workers *w);
 static int on_spawned(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 static void *spawner_main(void *userdata);
-
-int daemon_worker_main(int fd) {
-        /* Dies with clsd (a clsd gone before this line leaves it a parent that is not clsd), and
-         * yields to clsd's loop and to everything else on the host. */
-        pid_t parent = getppid();
-        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-                _exit(1);
-        (void) setpriority(PRIO_PROCESS, 0, WORKER_NICE);
-        /* _exit(): a confined worker has nothing to flush, and no exit handler may run (a leak
-         * checker's would need system calls the seccomp filter refuses). */
-        _exit(nl_worker_serve(fd));
-}
 
 /* In a sanitizer build, a worker killed by its input dies of the signal, as it would otherwise: the
  * sanitizer reports only what it finds itself. */

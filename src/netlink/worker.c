@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -449,6 +450,19 @@ static int serve_load(int sock, const JobRequest *req, const char *data, size_t 
                 return r;
         }
         return reply(sock, 0, NULL, nl_program_fd(p), NULL, 0);
+}
+
+int nl_worker_main(int fd) {
+        /* Dies with clsd (a clsd gone before this line leaves it a parent that is not clsd), and
+         * yields to clsd's loop and to everything else on the host. */
+        pid_t parent = getppid();
+        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+                _exit(1);
+        (void) setpriority(PRIO_PROCESS, 0, NL_WORKER_NICE);
+        /* _exit(): a confined worker has nothing to flush, and no exit handler may run (a leak
+         * checker's would need system calls the seccomp filter refuses). */
+        _exit(nl_worker_serve(fd));
 }
 
 int nl_worker_serve(int sock) {

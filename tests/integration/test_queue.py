@@ -207,3 +207,31 @@ def test_keep_alive_changes_are_answered_at_once(clsd, api, bpf, net):
         conn.close()
     print("keep-alive PUTs: %s ms" % ", ".join("%.1f" % (t * 1000) for t in times))
     assert max(times[1:]) < 0.1, times
+
+
+@pytest.mark.parametrize("beside", [True, False], ids=["clsd-worker", "clsd--worker"])
+def test_workers_are_clsd_worker_beside_clsd_else_clsd_itself(net, clsd_factory, bpf, workdir, beside):
+    """clsd starts its workers from clsd-worker beside it (it links only libbpf and libseccomp and starts
+    in a fraction of clsd's time), else from the one installed, else as `clsd --worker`: each does the
+    work (an inspection, a load, a crasher's death) the same."""
+    import shutil
+    from conftest import BUILD_DIR
+    bindir = os.path.join(workdir, "bin")
+    os.makedirs(bindir)
+    shutil.copy(os.path.join(BUILD_DIR, "clsd"), bindir)
+    if beside:
+        shutil.copy(os.path.join(BUILD_DIR, "clsd-worker"), bindir)
+    c = clsd_factory(net.a, start=False)
+    c.binary = os.path.join(bindir, "clsd")
+    c.start()
+    (line,) = [x for x in c.log().splitlines() if "workers: " in x]
+    used = line.split("workers: ", 1)[1]
+    if beside:
+        assert used == os.path.join(bindir, "clsd-worker"), line
+    else:  # clsd itself, unless a clsd-worker is installed on this machine
+        assert used == "clsd --worker" or used.endswith("/libexec/clsd/clsd-worker"), line
+    assert c.api.upload(bpf.count).status == 201
+    r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=10)]})
+    assert r.status == 200 and status_of(r.json, "web")["attached"], r
+    assert_error(c.api.upload(CRASHERS[0]), 422, "invalid_object")
+    assert c.proc.poll() is None

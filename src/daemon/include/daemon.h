@@ -73,9 +73,6 @@ int daemon_hogs_check(const char *dir, size_t object_size_max);
 /* clsd --flush: removes every filter, tcx link and pin of clsd's from the kernel and keeps the store;
  * prints what it removed. -EBUSY when a clsd runs on the state directory. */
 int daemon_flush(const DaemonConfig *config);
-/* The child's side of a worker (clsd --worker): reads one job from fd, answers, and exits (it does
- * not return). */
-_noreturn_ int daemon_worker_main(int fd);
 
 /* ---- change notifications: a face learns of a change where it happens ---- */
 typedef enum IfaceChange {

@@ -412,6 +412,11 @@ int nl_job_read_reply(int sock, NlJobKind kind, NlJobReply *ret);
 void nl_job_reply_done(NlJobReply *r);
 /* The worker's side: reads one job from sock, does it, answers; the exit status. */
 int nl_worker_serve(int sock);
+/* Workers yield to clsd's loop (and to everything else on the host). */
+#define NL_WORKER_NICE 10
+/* A worker process's whole life (clsd-worker, or clsd --worker): dies with its parent, niced, serves
+ * the job on fd and exits; never returns. */
+_noreturn_ int nl_worker_main(int fd);
 /* An object's description as an inspection sends it back; parse checks every field (names printable). */
 int nl_object_info_serialize(const NlObjectInfo *info, char **ret, size_t *ret_size);
 int nl_object_info_parse(const void *buf, size_t size, NlObjectInfo **ret, Error *reterr);
