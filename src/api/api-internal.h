@@ -24,6 +24,7 @@ struct Api {
         Manager *daemon;
         sd_event *event;
         ApiConfig config;
+        size_t metrics_size; /* the last scrape's: the next one's buffer starts that large */
         char *token;
         struct Listener *listeners[3];
         size_t n_listeners;

@@ -1,11 +1,13 @@
 /* manager.c: the Manager: its parts made and wired at start (store, interfaces, namespaces, registry,
  * objects, queue, workers), the first reconcile of every document queued, READY once it is done; and
  * what the faces read of it: interfaces, links, namespaces, kernel features, counters, STATUS=. */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include "attach.h"
 #include "log.h"
@@ -83,6 +85,21 @@ bool daemon_bpf_stats(Manager *m) {
         return m->kernel.bpf_stats_fd >= 0;
 }
 
+/* Whether run counts mean anything: clsd holds BPF_ENABLE_STATS, or someone does (the sysctl shows
+ * it on). Read once per turn of the loop. */
+static bool stats_counting(Manager *m, uint64_t now) {
+        char buf[4] = "";
+
+        if (m->kernel.bpf_stats_fd >= 0)
+                return true;
+        if (m->counting.usec != now || now == 0) {
+                _cleanup_close_ int fd = open("/proc/sys/kernel/bpf_stats_enabled", O_RDONLY | O_CLOEXEC);
+                m->counting.on = fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0 && buf[0] == '1';
+                m->counting.usec = now;
+        }
+        return m->counting.on;
+}
+
 bool daemon_has_act_bpf(Manager *m) {
         return m->kernel.act_bpf;
 }
@@ -142,6 +159,12 @@ static void visible_index(Manager *m) {
 size_t daemon_iface_count(Manager *m) {
         visible_index(m);
         return m->visible.n;
+}
+
+Iface *const *daemon_ifaces(Manager *m, size_t *ret_n) {
+        visible_index(m);
+        *ret_n = m->visible.n;
+        return m->visible.list;
 }
 
 Iface *daemon_iface_at(Manager *m, size_t i) {
@@ -471,6 +494,7 @@ int daemon_iface_status(Manager *m, const Iface *it_const, IfaceStatus *ret, Err
                         attach_observed_free(&obs);
         }
         (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+        bool counting = stats_counting(m, now);
         for (size_t i = 0; i < it->n_filters; i++) {
                 const Filter *f = &it->filters[i];
                 FilterStatus *fs = &s.filters[i];
@@ -480,11 +504,10 @@ int daemon_iface_status(Manager *m, const Iface *it_const, IfaceStatus *ret, Err
                 if (it->ifindex <= 0)
                         continue; /* pending: nothing is attached */
                 fs->observed = f->observed;
-                if (!fs->observed.classifier_attached)
-                        continue;
-                /* The kernel's counts for what is attached (0 unless BPF_ENABLE_STATS is held): a
-                 * program's, so that one shared by many filters is asked once per turn of the loop (a
-                 * scrape's). */
+                if (!fs->observed.classifier_attached || !counting)
+                        continue; /* not counted: no run counts (null, and not in /metrics), not zeros */
+                /* The kernel's counts for what is attached: a program's, so that one shared by many
+                 * filters is asked once per turn of the loop (a scrape's). */
                 if (m->stats_memo.prog_id == fs->observed.prog_id && m->stats_memo.usec == now) {
                         ps = m->stats_memo.stats;
                         r = 0;

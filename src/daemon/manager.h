@@ -57,6 +57,10 @@ struct Manager {
                 uint64_t usec; /* the loop's now it was read at */
                 NlProgramStats stats;
         } stats_memo; /* the last program's run counts, for the filters that share it */
+        struct {
+                uint64_t usec; /* the turn of the loop it was read in */
+                bool on;
+        } counting; /* whether the kernel counts programs' runs (BPF_ENABLE_STATS held by anyone) */
         Policy **policies; /* by name */
         size_t n_policies;
         KernelFeatures kernel;

@@ -20,6 +20,8 @@ typedef struct MapMetricTask {
 } MapMetricTask;
 
 static void emit_own(Manager *d, const MetricWriter *w) {
+        size_t n_ifaces;
+        Iface *const *ifaces = daemon_ifaces(d, &n_ifaces);
         const DaemonCounters *c = &d->counters;
         size_t by_state[_IFACE_STATE_MAX][_SOURCE_MAX] = { { 0 } };
         NlRequestCounts nc = nl_request_counts();
@@ -40,8 +42,8 @@ static void emit_own(Manager *d, const MetricWriter *w) {
         for (size_t i = 0; i < c->n_errors; i++)
                 w->sample(w->userdata, "clsd_errors_total",
                           (const char *const[]){ "code", c->errors[i].code }, 1, (double) c->errors[i].n);
-        for (size_t i = 0; i < daemon_iface_count(d); i++) {
-                const Iface *it = daemon_iface_at(d, i);
+        for (size_t i = 0; i < n_ifaces; i++) {
+                const Iface *it = ifaces[i];
                 by_state[it->state][iface_source(it)]++;
         }
         w->family(w->userdata, "clsd_documents", "gauge", "Documents by state and source");
@@ -79,8 +81,7 @@ static void emit_own(Manager *d, const MetricWriter *w) {
                   (double) nc.others);
         w->family(w->userdata, "clsd_netlink_sends_total", "counter",
                   "sendmsg calls to rtnetlink: a request each, or two in one (a clsact qdisc with the "
-                  "filter it "
-                  "carries)");
+                  "filter it carries)");
         w->sample(w->userdata, "clsd_netlink_sends_total", NULL, 0, (double) nc.sends);
         w->family(w->userdata, "clsd_policy_interfaces", "gauge",
                   "Interfaces each policy matches, by their state");
@@ -101,7 +102,14 @@ static void emit_own(Manager *d, const MetricWriter *w) {
 }
 
 static void filter_labels(const Iface *it, const Filter *f, char pref[8], const char *v[8]) {
-        snprintf(pref, 8, "%u", f->spec->priority);
+        char *p = pref + 7;
+        uint32_t x = MIN(f->spec->priority, 9999999u); /* 1 to 65535 */
+
+        *p = 0;
+        do
+                *--p = (char) ('0' + x % 10);
+        while ((x /= 10) && p > pref);
+        memmove(pref, p, (size_t) (pref + 8 - p));
         v[0] = "netns", v[1] = it->netns ? it->netns : "";
         v[2] = "ifname", v[3] = it->ifname;
         v[4] = "direction", v[5] = direction_to_string(f->dir);
@@ -124,6 +132,8 @@ static void map_labels(const DaemonMap *map, char pref[8], const char *v[8]) {
 }
 
 static void emit_filters(Manager *d, const MetricWriter *w, IfaceStatus *st) {
+        size_t n_ifaces;
+        Iface *const *ifaces = daemon_ifaces(d, &n_ifaces);
         static const char *const names[] = { "clsd_filter_attached", "clsd_filter_run_count_total",
                                              "clsd_filter_run_time_seconds_total" };
         static const char *const types[] = { "gauge", "counter", "counter" };
@@ -133,27 +143,45 @@ static void emit_filters(Manager *d, const MetricWriter *w, IfaceStatus *st) {
                 "Time the filter's program ran (counted while --bpf-stats is on)",
         };
 
+        size_t n = 0;
+        bool counted = false;
+
+        for (size_t i = 0; i < n_ifaces; i++) {
+                n += ifaces[i]->n_filters;
+                for (size_t k = 0; k < st[i].n_filters && !counted; k++)
+                        counted = st[i].filters[k].has_stats;
+        }
+        /* with run counts, each filter's labels are written out once for its three families */
+        _cleanup_free_ const void **sets = counted && w->label_set ? calloc(n + 1, sizeof(void *)) : NULL;
         for (int m = 0; m < 3; m++) {
+                size_t j = 0;
                 w->family(w->userdata, names[m], types[m], helps[m]);
-                for (size_t i = 0; i < daemon_iface_count(d); i++) {
-                        const Iface *it = daemon_iface_at(d, i);
-                        for (size_t k = 0; k < it->n_filters; k++) {
+                for (size_t i = 0; i < n_ifaces; i++) {
+                        const Iface *it = ifaces[i];
+                        for (size_t k = 0; k < it->n_filters; k++, j++) {
                                 const Filter *f = &it->filters[k];
                                 const FilterStatus *fs = k < st[i].n_filters ? &st[i].filters[k] : NULL;
                                 const char *v[12];
                                 char pref[8];
+                                double x;
 
+                                if (m > 0 && (!fs || !fs->observed.classifier_attached || !fs->has_stats))
+                                        continue;
+                                x = m == 0   ? (fs && fs->observed.attached)
+                                    : m == 1 ? (double) fs->run_count
+                                             : (double) fs->run_time_ns / 1e9;
+                                if (sets && sets[j]) {
+                                        w->sample_set(w->userdata, names[m], sets[j], x);
+                                        continue;
+                                }
                                 filter_labels(it, f, pref, v);
                                 v[8] = "pref", v[9] = pref;
                                 v[10] = "attach", v[11] = f->tcx ? "tcx" : "cls_bpf";
-                                if (m == 0) {
-                                        w->sample(w->userdata, names[m], v, 6, fs && fs->observed.attached);
+                                if (sets && (sets[j] = w->label_set(w->userdata, v, 6))) {
+                                        w->sample_set(w->userdata, names[m], sets[j], x);
                                         continue;
                                 }
-                                if (!fs || !fs->observed.classifier_attached || !fs->has_stats)
-                                        continue;
-                                w->sample(w->userdata, names[m], v, 6,
-                                          m == 1 ? (double) fs->run_count : (double) fs->run_time_ns / 1e9);
+                                w->sample(w->userdata, names[m], v, 6, x);
                         }
                 }
         }
@@ -161,6 +189,8 @@ static void emit_filters(Manager *d, const MetricWriter *w, IfaceStatus *st) {
 
 /* Each act_bpf action of a filter: whether it is in place, and what the kernel counted through it. */
 static void emit_actions(Manager *d, const MetricWriter *w, IfaceStatus *st) {
+        size_t n_ifaces;
+        Iface *const *ifaces = daemon_ifaces(d, &n_ifaces);
         static const char *const names[] = { "clsd_action_attached", "clsd_action_packets_total",
                                              "clsd_action_bytes_total", "clsd_action_drops_total" };
         static const char *const types[] = { "gauge", "counter", "counter", "counter" };
@@ -172,14 +202,14 @@ static void emit_actions(Manager *d, const MetricWriter *w, IfaceStatus *st) {
         };
         bool any = false;
 
-        for (size_t i = 0; i < daemon_iface_count(d) && !any; i++)
-                any = iface_uses_actions(daemon_iface_at(d, i));
+        for (size_t i = 0; i < n_ifaces && !any; i++)
+                any = iface_uses_actions(ifaces[i]);
         if (!any)
                 return;
         for (int m = 0; m < 4; m++) {
                 w->family(w->userdata, names[m], types[m], helps[m]);
-                for (size_t i = 0; i < daemon_iface_count(d); i++) {
-                        const Iface *it = daemon_iface_at(d, i);
+                for (size_t i = 0; i < n_ifaces; i++) {
+                        const Iface *it = ifaces[i];
                         for (size_t k = 0; k < it->n_filters; k++) {
                                 const Filter *f = &it->filters[k];
                                 for (size_t a = 0; a < f->spec->n_actions; a++) {
@@ -515,15 +545,18 @@ static void emit_map_metrics(Manager *d, const MetricWriter *w, DaemonMaps *maps
 }
 
 int daemon_metrics(Manager *d, const MetricWriter *w) {
-        size_t n = daemon_iface_count(d);
+        size_t n_ifaces;
+        Iface *const *ifaces = daemon_ifaces(d, &n_ifaces);
+        size_t n = n_ifaces;
         _cleanup_free_ IfaceStatus *st = calloc(n + 1, sizeof(IfaceStatus));
+
         DaemonMaps maps = { 0 };
 
         if (!st)
                 return -ENOMEM;
         emit_own(d, w);
         for (size_t i = 0; i < n; i++) {
-                const Iface *it = daemon_iface_at(d, i);
+                const Iface *it = ifaces[i];
                 Error e = ERROR_NULL;
                 if (daemon_iface_status(d, it, &st[i], &e) < 0) {
                         error_done(&e);

@@ -90,6 +90,8 @@ int daemon_add_change_listener(Manager *m, DaemonChangeFunc f, void *userdata);
 /* ---- interfaces: the runtime side of an interface's documents ---- */
 size_t daemon_iface_count(Manager *m);
 /* In the order the documents came (the store's at start, then each new one). */
+/* Every interface the faces see, in order (good until the table changes). */
+Iface *const *daemon_ifaces(Manager *m, size_t *ret_n);
 Iface *daemon_iface_at(Manager *m, size_t i);
 /* netns: a named network namespace (/run/netns/NAME), or NULL for clsd's own. */
 Iface *daemon_iface_get(Manager *m, const char *netns, const char *ifname);
@@ -367,6 +369,10 @@ typedef struct MetricWriter {
         /* labels: n_labels (name, value) pairs. */
         void (*sample)(void *userdata, const char *name, const char *const *labels, size_t n_labels,
                        double value);
+        /* Optional: a label set written out once for the samples of several families (a filter's): a
+         * handle good until the scrape ends, or NULL (out of memory: sample() then). */
+        const void *(*label_set)(void *userdata, const char *const *labels, size_t n_labels);
+        void (*sample_set)(void *userdata, const char *name, const void *set, double value);
         void *userdata;
 } MetricWriter;
 
