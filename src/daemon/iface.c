@@ -285,6 +285,9 @@ int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts
                         f->tcx = filter_spec_uses_tcx(f->spec, tcx);
                         if (filter_has_own_maps(f->spec))
                                 program_instance_name(it->key, dir, f->spec->name, f->instance);
+                        /* what was attached for another instance (shared, or own) is not this one's */
+                        if (fact && !streq(fact->instance, f->instance))
+                                fact = NULL;
                         if (fact)
                                 f->fact = *fact;
                         else
@@ -354,6 +357,7 @@ bool iface_update_facts(Iface *it) {
                 if (!f->program)
                         continue;
                 snprintf(fact.name, sizeof(fact.name), "%s", f->spec->name);
+                memcpy(fact.instance, f->instance, sizeof(fact.instance));
                 snprintf(fact.program.tag, sizeof(fact.program.tag), "%s", program_tag(f->program));
                 fact.program.prog_id = program_id(f->program);
                 fact.n_actions = f->spec->n_actions;

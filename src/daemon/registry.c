@@ -263,10 +263,12 @@ int registry_reuse_candidates(Registry *r, const ProgramRef *ref, uint32_t reuse
         const Program *was = reuse_id ? registry_find_id(r, reuse_id) : NULL;
         NlMap *v = NULL, *out;
         size_t n = 0, k = 0, room = 0;
+        bool from_store = false;
 
         if (reuse_id && nl_program_open_id(reuse_id, &old, NULL) >= 0)
                 (void) nl_program_maps(nl_program_fd(old), &v, &n, NULL);
         if (!v) {
+                from_store = true; /* kept under this very instance's names: its maps as they were */
                 char prefix[FDNAME_MAX + 1];
                 if (fdname(prefix, ref, "")) {
                         v = calloc(r->n_passed + 1, sizeof(NlMap));
@@ -289,7 +291,9 @@ int registry_reuse_candidates(Registry *r, const ProgramRef *ref, uint32_t reuse
         }
         for (size_t i = 0; i < n; i++) {
                 bool shared = filter_map_shared(f, v[i].name);
-                bool was_shared = was ? program_map_shared(was, v[i].name) : shared;
+                /* a program not held any more (a restart between): shared, as programs are unless
+                 * told otherwise, so that no map of everyone's becomes one filter's own */
+                bool was_shared = was ? program_map_shared(was, v[i].name) : from_store ? shared : true;
                 const char *why = !filter_map_reused(f, v[i].name) ? "\"reuse\": false"
                                   : shared != was_shared ? (shared ? "now shared" : "now the filter's own")
                                                          : NULL;

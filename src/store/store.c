@@ -212,6 +212,8 @@ static json_t *document_file_to_json(const Document *d, const DocumentFacts *fac
                         if (!ff || !ff->program.tag[0])
                                 continue;
                         a = fact_to_json(&ff->program);
+                        if (ff->instance[0])
+                                json_object_set_new(a, "instance", json_string(ff->instance));
                         if (ff->n_actions > 0) {
                                 json_t *acts = json_array();
                                 for (size_t k = 0; k < ff->n_actions; k++)
@@ -389,6 +391,9 @@ int document_file_parse(const char *text, size_t size, StoredDocument *ret, Erro
                                 continue;
                         snprintf(ff.name, sizeof(ff.name), "%s", f->name);
                         attached_parse(a, &ff.program);
+                        json_t *inst = json_object_get(a, "instance");
+                        if (json_is_string(inst) && strlen(json_string_value(inst)) == 16)
+                                memcpy(ff.instance, json_string_value(inst), 17);
                         for (size_t k = 0; k < f->n_actions && k < json_array_size(acts); k++)
                                 attached_parse(json_array_get(acts, k), &ff.actions[ff.n_actions++]);
                         if (document_facts_set(&facts, &ff) < 0) {

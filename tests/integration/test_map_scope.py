@@ -142,3 +142,26 @@ def test_shared_is_checked_strictly_and_nothing_is_lost(net, clsd, bpf):
     r = api.put_classifier(net.if_a, {"ingress": [filt("c", bpf.count, maps={"nope": {"shared": False}})]})
     assert_error(r, 422, "map_not_found")
     assert api.get_classifier(net.if_a).json["document"] == before
+
+
+def test_a_hog_that_turns_its_map_its_own_while_clsd_is_stopped_is_not_given_the_shared_program(
+        net, clsd_factory, bpf, workdir):
+    """The store remembers which instance a filter's program was: a hog edited between two runs from
+    shared maps to a map of its own does not adopt the shared program attached (its counters would
+    still be everyone's) but loads its own instance."""
+    from test_hogs import write_hog
+    net.quiet()
+    hogs_dir = os.path.join(workdir, "hogs.d")
+    write_hog(hogs_dir, "a.json", net.if_a, ingress=[filt("c", bpf.count_v2, priority=10)])
+    c = clsd_factory(net.a, args=("--hogs-dir", hogs_dir))
+    wait_for(lambda: c.api.get_classifier(net.if_a).json.get("state") == "configured", timeout=5)
+    shared = net.a.filter_at(net.if_a, 10).id
+    ping(net.b, ADDR_A, count=5)
+    c.stop(signal.SIGTERM)
+    write_hog(hogs_dir, "a.json", net.if_a, ingress=[filt("c", bpf.count_v2, priority=10, maps=OWN)])
+    c.start()
+    wait_for(lambda: c.api.get_classifier(net.if_a).json.get("state") == "configured", timeout=5)
+    own = net.a.filter_at(net.if_a, 10).id
+    assert own != shared
+    assert "loaded program count_pkts, instance " in c.log().split("listening")[-1]
+    assert read_counter(prog_map_id(own, "counters"))[0] == 0

@@ -159,6 +159,7 @@ typedef struct AttachedFact {
 
 typedef struct FilterFact {
         char name[FILTER_NAME_MAX + 1];
+        char instance[17]; /* the program instance's name when the filter had maps of its own, else "" */
         AttachedFact program;
         AttachedFact actions[ACTIONS_PER_FILTER_MAX];
         size_t n_actions;
