@@ -569,23 +569,38 @@ static int cls_remove_all(AttachContext *c, Error *reterr) {
                 if (r >= 0)
                         log_info("%s: removed %s pref %u (%s)", c->it->ifname, hook_name(s->hook), s->pref,
                                  all[s->observed].name);
+                all[s->observed].pref = 0; /* gone */
         }
         plan_done(&plan);
         if (r < 0)
                 return r;
-        if (!c->it->facts[SOURCE_API].clsact_created && !c->it->facts[SOURCE_HOG].clsact_created)
+        if (!c->it->facts[SOURCE_API].clsact_created && !c->it->facts[SOURCE_HOG].clsact_created &&
+            !c->it->facts[SOURCE_POLICY].clsact_created)
                 return 0;
-        return clsact_remove_if_unused(c->rtnl, c->it->ifindex, c->it->ifname, reterr);
+        /* what is left: the dump above without what was just deleted (each delete acked) */
+        size_t n_left = 0;
+        for (size_t i = 0; i < n; i++)
+                if (all[i].pref != 0)
+                        all[n_left++] = all[i];
+        return clsact_remove_unless_used(c->rtnl, c->it->ifindex, c->it->ifname, all, n_left, reterr);
 }
 
 int clsact_remove_if_unused(NlSocket *rtnl, int ifindex, const char *ifname, Error *reterr) {
         _cleanup_free_ NlFilter *left = NULL;
-        size_t n_left = 0, on_clsact = 0;
+        size_t n_left = 0;
         int r;
 
         r = nl_filter_dump(rtnl, ifindex, &left, &n_left, reterr);
         if (r < 0)
                 return r;
+        return clsact_remove_unless_used(rtnl, ifindex, ifname, left, n_left, reterr);
+}
+
+int clsact_remove_unless_used(NlSocket *rtnl, int ifindex, const char *ifname, const NlFilter *left,
+                              size_t n_left, Error *reterr) {
+        size_t on_clsact = 0;
+        int r;
+
         /* Filters under a classful root qdisc do not use clsact. */
         for (size_t i = 0; i < n_left; i++)
                 on_clsact += left[i].parent == nl_hook_parent(left[i].hook);
