@@ -420,7 +420,7 @@ int main(int argc, char *argv[]) {
         dc.passed = passed;
         dc.n_passed = n_passed;
         dc.worker_exe = worker_exe(worker_path, sizeof(worker_path));
-        log_info("workers: %s", dc.worker_exe ?: "clsd --worker");
+        log_debug("workers: %s", dc.worker_exe ?: "clsd --worker");
 
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
