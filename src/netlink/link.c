@@ -79,10 +79,12 @@ static int link_cb(const struct nlmsghdr *nlh, void *data) {
 int nl_link_list(NlSocket *s, NlLink **ret, size_t *ret_n, Error *reterr) {
         char buf[NL_MSG_BUFFER_SIZE];
         LinkList ll = { 0 };
+        struct nlmsghdr *nlh = nl_msg_dump(buf, RTM_GETLINK, sizeof(struct ifinfomsg), s);
         int r;
 
-        r = nl_request(s, nl_msg_dump(buf, RTM_GETLINK, sizeof(struct ifinfomsg), s), link_cb, &ll,
-                       "dump links", reterr);
+        /* name, kind and master are all clsd reads: no statistics (each device's counters, read for them) */
+        mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+        r = nl_request(s, nlh, link_cb, &ll, "dump links", reterr);
         if (r < 0) {
                 free(ll.links);
                 return r;
