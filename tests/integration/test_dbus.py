@@ -2,6 +2,7 @@
 policy file systemd/org.clsd1.conf), busctl as the client: introspection, every method and property,
 PropertiesChanged after a DELETE, and an unprivileged caller refused on Reconcile."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -135,17 +136,35 @@ def test_introspection_methods_and_properties(net, bus, dclsd, bpf):
     assert e.returncode != 0 and "no classifier document for nothere" in e.stderr
 
 
-def test_properties_changed_after_a_delete_and_a_repair(net, bus, dclsd, bpf):
-    api = dclsd.api
-    assert api.put_classifier(net.if_a, {"ingress": [filt("c", bpf.count, priority=10)]}).status == 200
+@contextlib.contextmanager
+def monitor(bus):
+    """busctl monitor on org.clsd1 while the block runs; yields a function giving the messages seen so far
+    (decoded). It is in place once it shows a call of ours (a fixed sleep is not enough under ASan)."""
     mon = subprocess.Popen(["busctl", "--address=" + bus.address, "monitor", "org.clsd1", "--json=short"],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     lines = []
-    t = threading.Thread(target=lambda: lines.extend(mon.stdout), daemon=True)
-    t.start()
+    threading.Thread(target=lambda: lines.extend(mon.stdout), daemon=True).start()
+
+    def messages():
+        got = []
+        for line in list(lines):
+            try:
+                got.append(json.loads(line))
+            except ValueError:
+                continue
+        return got
     try:
-        # The monitor is in place once it shows a call of ours (a fixed sleep is not enough under ASan).
         wait_for(lambda: bus.prop("InterfaceCount") is not None and lines, timeout=10, what="busctl monitor")
+        yield messages
+    finally:
+        mon.kill()
+        mon.wait()
+
+
+def test_properties_changed_after_a_delete_and_a_repair(net, bus, dclsd, bpf):
+    api = dclsd.api
+    assert api.put_classifier(net.if_a, {"ingress": [filt("c", bpf.count, priority=10)]}).status == 200
+    with monitor(bus) as messages:
         # A repair: the filter is deleted behind clsd's back and put back; Repairs goes to 1.
         net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress", "pref", "10")
         wait_for(lambda: api.get_classifier(net.if_a).json["repairs"] == 1, timeout=5, what="the repair")
@@ -153,11 +172,7 @@ def test_properties_changed_after_a_delete_and_a_repair(net, bus, dclsd, bpf):
 
         def signals():
             got = []
-            for line in list(lines):
-                try:
-                    m = json.loads(line)
-                except ValueError:
-                    continue
+            for m in messages():
                 if m.get("member") in ("PropertiesChanged", "InterfacesRemoved"):
                     got.append((m["member"], m["path"], json.dumps(m.get("payload", {}))))
             return got
@@ -169,9 +184,6 @@ def test_properties_changed_after_a_delete_and_a_repair(net, bus, dclsd, bpf):
                     any(p == "/org/clsd1" and m == "PropertiesChanged" and "InterfaceCount" in b for m, p, b in s) and
                     any(m == "InterfacesRemoved" and link in b for m, p, b in s))
         wait_for(seen, timeout=5, what="PropertiesChanged and InterfacesRemoved: %r" % signals())
-    finally:
-        mon.kill()
-        mon.wait()
     assert bus.prop("InterfaceCount") == 0
 
 
@@ -217,14 +229,7 @@ def test_an_error_that_changes_alone_is_announced(net, bus, dclsd, bpf):
     first = bus.prop("Error", path=link, iface="org.clsd1.Link")
     assert first[0] == "priority_taken" and "priority 10" in first[1], first
 
-    mon = subprocess.Popen(["busctl", "--address=" + bus.address, "monitor", "org.clsd1", "--json=short"],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    lines = []
-    t = threading.Thread(target=lambda: lines.extend(mon.stdout), daemon=True)
-    t.start()
-    try:
-        # The monitor is in place once it shows a call of ours (a fixed sleep is not enough under ASan).
-        wait_for(lambda: bus.prop("InterfaceCount") is not None and lines, timeout=10, what="busctl monitor")
+    with monitor(bus) as messages:
         # The foreign filter at 10 goes: the retry now fails on 20, still "failed".
         net.a.run("tc", "filter", "del", "dev", "vx", "ingress", "pref", "10")
         wait_for(lambda: "priority 20" in bus.prop("Error", path=link, iface="org.clsd1.Link")[1], timeout=5,
@@ -232,19 +237,12 @@ def test_an_error_that_changes_alone_is_announced(net, bus, dclsd, bpf):
         assert bus.prop("State", path=link, iface="org.clsd1.Link") == "failed"
 
         def announced():
-            for line in list(lines):
-                try:
-                    m = json.loads(line)
-                except ValueError:
-                    continue
+            for m in messages():
                 body = json.dumps(m.get("payload", {}))
                 if m.get("member") == "PropertiesChanged" and m.get("path") == link and "priority 20" in body:
                     return True
             return False
         wait_for(announced, timeout=5, what="PropertiesChanged with the new Error")
-    finally:
-        mon.kill()
-        mon.wait()
 
 
 def test_a_link_shows_the_policies_that_match_it(net, bus, dclsd, bpf):
