@@ -259,8 +259,8 @@ int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *w
         }
         /* libbpf names maps after the object: a short digest keeps them recognisable in bpftool. */
         snprintf(object_name, sizeof(object_name), "clsd_%.8s", ref->digest + strlen("sha256:"));
-        r = worker_load(m->workers, fd, object_name, ref->program, ref->kind, reuse, n_reuse, on_loaded, x,
-                        &x->job);
+        r = worker_load(m->workers, fd, ref->digest, object_name, ref->program, ref->kind, reuse, n_reuse,
+                        on_loaded, x, &x->job);
         nl_maps_free(reuse, n_reuse);
         if (r < 0) {
                 load_free(m->loads, x);

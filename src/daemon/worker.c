@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "sha256.h"
 #include "daemon.h"
 #include "worker.h"
 
@@ -31,6 +32,7 @@ struct WorkerJob {
         sd_event_source *io_source;
         sd_event_source *child_source;
         bool answered, exited;
+        char digest[SHA256_DIGEST_STRING_MAX]; /* a load's object: its worker may go on with the next */
         int exit_code; /* once exited: its status, or */
         int signal; /* the signal that killed it (0: none) */
         WorkerResult result;
@@ -62,6 +64,7 @@ typedef struct SpawnAnswer {
 } SpawnAnswer;
 
 static void start_waiting(Workers *w);
+static int on_answer(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 static int on_spawned(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 static void *spawner_main(void *userdata);
 
@@ -251,6 +254,40 @@ static void job_finish(WorkerJob *j) {
         nl_program_free(result.program);
 }
 
+/* The oldest load waiting for a worker that is of j's object. */
+static WorkerJob *next_of_same_object(Workers *w, const WorkerJob *j) {
+        WorkerJob *oldest = NULL;
+
+        for (WorkerJob *k = w->jobs; k; k = k->next)
+                if (!k->slot && k->kind == NL_JOB_LOAD && k->done && streq(k->digest, j->digest))
+                        oldest = k;
+        return oldest;
+}
+
+/* j's worker answered a load: it goes on with k (its request waits in k's socket, which the worker is
+ * handed), in j's slot, with j's end watched for k. j is over as if its worker had exited. */
+static int hand_over(WorkerJob *j, WorkerJob *k) {
+        Workers *w = j->workers;
+        int r;
+
+        r = nl_job_send_next(j->sock, k->child_sock);
+        if (r < 0)
+                return r;
+        r = sd_event_add_io(w->event, &k->io_source, k->sock, EPOLLIN, on_answer, k);
+        if (r < 0) {
+                (void) kill(j->pid, SIGKILL); /* it waits in a socket nobody will answer */
+                return r;
+        }
+        k->child_sock = safe_close(k->child_sock);
+        k->slot = true, j->slot = false;
+        k->pid = j->pid, j->pid = 0;
+        k->child_source = TAKE_PTR(j->child_source);
+        (void) sd_event_source_set_userdata(k->child_source, k);
+        j->exited = true;
+        log_debug("worker %d goes on with the next load of %s", (int) k->pid, k->digest);
+        return 0;
+}
+
 static int on_answer(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         WorkerJob *j = userdata;
         NlJobReply reply = { 0 };
@@ -271,6 +308,12 @@ static int on_answer(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 j->result.r = r;
                 error_set(&j->result.error, -r, "internal_error", "the worker answered nonsense: %s",
                           strerror(-r));
+        }
+        if (r >= 0 && j->kind == NL_JOB_LOAD && !j->exited) {
+                /* A load's worker waits for the next load of its object, or for the end of its socket. */
+                WorkerJob *k = next_of_same_object(j->workers, j);
+                if (!k || hand_over(j, k) < 0)
+                        (void) shutdown(j->sock, SHUT_WR);
         }
         job_finish(j);
         return 0;
@@ -463,14 +506,16 @@ int worker_inspect(Workers *w, const void *data, size_t size, WorkerDoneFunc don
         return 0;
 }
 
-int worker_load(Workers *w, int object_fd, const char *object_name, const char *program, NlProgKind kind,
-                const NlMap *reuse, size_t n_reuse, WorkerDoneFunc done, void *userdata, WorkerJob **ret) {
+int worker_load(Workers *w, int object_fd, const char *digest, const char *object_name, const char *program,
+                NlProgKind kind, const NlMap *reuse, size_t n_reuse, WorkerDoneFunc done, void *userdata,
+                WorkerJob **ret) {
         WorkerJob *j;
         int r;
 
         r = job_start(w, NL_JOB_LOAD, done, userdata, &j);
         if (r < 0)
                 return r;
+        snprintf(j->digest, sizeof(j->digest), "%s", digest);
         r = nl_job_send_load(j->sock, object_fd, object_name, program, kind, reuse,
                              MIN(n_reuse, NL_JOB_REUSE_MAX));
         if (r < 0) {

@@ -191,6 +191,11 @@ int nl_job_send_load(int sock, int object_fd, const char *object_name, const cha
         return send_msg(sock, &req, sizeof(req), fds, n_reuse + 1);
 }
 
+int nl_job_send_next(int sock, int next_sock) {
+        JobRequest req = { .magic = JOB_MAGIC, .kind = NL_JOB_NEXT };
+        return send_msg(sock, &req, sizeof(req), &next_sock, 1);
+}
+
 void nl_job_reply_done(NlJobReply *r) {
         error_done(&r->error);
         r->info = nl_object_info_free(r->info);
@@ -427,9 +432,11 @@ static int serve_load(int sock, const JobRequest *req, const char *data, size_t 
         _cleanup_(nl_program_freep) NlProgram *p = NULL;
         NlMap reuse[NL_JOB_REUSE_MAX] = { 0 };
         Error e = ERROR_NULL;
+        static bool confined = false; /* once: a worker that loads again keeps its filter */
         int r;
 
-        r = load_confine();
+        r = confined ? 0 : load_confine();
+        confined = confined || r >= 0;
         if (r < 0) {
                 error_set(&e, -r, "internal_error", "cannot confine the load: %s", strerror(-r));
                 return reply(sock, r, &e, -1, NULL, 0);
@@ -465,14 +472,16 @@ int nl_worker_main(int fd) {
         _exit(nl_worker_serve(fd));
 }
 
-int nl_worker_serve(int sock) {
+/* One job from sock; NL_JOB_LOAD in *ret_kind when it was a load (after which the parent may send the
+ * next job's socket). The exit status on failure. */
+static int serve_one(int sock, NlJobKind *ret_kind) {
         _cleanup_free_ char *data = NULL;
         int fds[NL_JOB_REUSE_MAX + 1];
         size_t n_fds = 0, size;
         JobRequest req;
         int r;
 
-        libbpf_set_print(quiet_print);
+        *ret_kind = 0;
         r = recv_msg(sock, &req, sizeof(req), fds, ELEMENTSOF(fds), &n_fds);
         if (r < 0)
                 return 1;
@@ -481,8 +490,11 @@ int nl_worker_serve(int sock) {
         for (size_t i = 0; i < NL_JOB_REUSE_MAX; i++)
                 req.reuse_names[i][sizeof(req.reuse_names[i]) - 1] = 0;
         if (req.magic != JOB_MAGIC || n_fds < 1 || req.n_reuse > NL_JOB_REUSE_MAX ||
-            n_fds != req.n_reuse + 1)
+            n_fds != req.n_reuse + 1) {
+                for (size_t i = 0; i < n_fds; i++)
+                        close(fds[i]);
                 return 1;
+        }
         r = read_fd_all(fds[0], NL_OBJECT_SIZE_MAX, &data, &size);
         close(fds[0]);
         if (r < 0) {
@@ -499,7 +511,31 @@ int nl_worker_serve(int sock) {
                 r = serve_load(sock, &req, data, size, fds + 1, req.n_reuse);
         else
                 r = -EINVAL;
+        *ret_kind = (NlJobKind) req.kind;
         return r < 0 ? 1 : 0;
+}
+
+int nl_worker_serve(int sock) {
+        libbpf_set_print(quiet_print);
+        for (;;) {
+                NlJobKind kind;
+                JobRequest next;
+                size_t n_fds = 0;
+                int fd = -1, r = serve_one(sock, &kind);
+
+                /* After a load the parent may hand over the next load of the same object: the socket it
+                 * waits in (NL_JOB_NEXT). Anything else, or the socket closed, ends the worker. */
+                if (r != 0 || kind != NL_JOB_LOAD)
+                        return r;
+                if (recv_msg(sock, &next, sizeof(next), &fd, 1, &n_fds) < 0 || next.magic != JOB_MAGIC ||
+                    next.kind != NL_JOB_NEXT || n_fds != 1) {
+                        if (n_fds == 1)
+                                close(fd);
+                        return 0;
+                }
+                close(sock);
+                sock = fd;
+        }
 }
 
 /* ---- an inspection in a forked worker, waited for (clsd --check, the fuzz harness) ---- */

@@ -60,7 +60,7 @@ def test_by_default_one_program_and_one_table_serve_every_hook(net, clsd, bpf):
     assert clsd.log_this_run().count("loaded program count_pkts") == 1
 
 
-def test_a_policy_gives_each_interface_its_own_counters_and_metrics_label_them_honestly(api, bpf, net):
+def test_a_policy_gives_each_interface_its_own_counters_and_metrics_label_them_honestly(clsd, api, bpf, net):
     names = veths(net.a, "mo", 3)
     f = filt("c", bpf.count_v2, priority=10, maps=OWN, metrics=METRICS)
     r = put_policy(api, "own", policy({"ifname": ["mo*"]}, ingress=[f]))
@@ -68,6 +68,8 @@ def test_a_policy_gives_each_interface_its_own_counters_and_metrics_label_them_h
     assert all(x["state"] == "configured" for x in results(r).values()), r.json
     ids = {d: clsd_filters(net.a, d)[0].id for d in names}
     assert len(set(ids.values())) == 3
+    # The instances' loads waited their turn and went on in the worker of the load before them.
+    assert "goes on with the next load of sha256:" in clsd.log_this_run()
     counters = {prog_map_id(i, "counters") for i in ids.values()}
     shared = {prog_map_id(i, "v2_packets") for i in ids.values()}
     assert len(counters) == 3 and len(shared) == 1

@@ -395,6 +395,7 @@ int nl_pins_list(const char *dir, char ***ret, size_t *ret_n);
 typedef enum NlJobKind {
         NL_JOB_INSPECT = 1, /* describe an object: no privileges, a tight seccomp filter */
         NL_JOB_LOAD = 2, /* load one program of it */
+        NL_JOB_NEXT = 3, /* after a load: the socket of the next load of the same object (one fd) */
 } NlJobKind;
 
 typedef struct NlJobReply {
@@ -407,6 +408,9 @@ typedef struct NlJobReply {
 int nl_job_send_inspect(int sock, const void *data, size_t size);
 int nl_job_send_load(int sock, int object_fd, const char *object_name, const char *program, NlProgKind kind,
                      const NlMap *reuse, size_t n_reuse);
+/* Hands a worker that answered a load the socket of the next load job of the same object, in which its
+ * request already waits: one process for several loads. */
+int nl_job_send_next(int sock, int next_sock);
 /* The worker's answer (one message): -EBADMSG when it is not one. */
 int nl_job_read_reply(int sock, NlJobKind kind, NlJobReply *ret);
 void nl_job_reply_done(NlJobReply *r);
