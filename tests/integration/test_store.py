@@ -169,3 +169,30 @@ def test_a_failed_first_put_takes_back_the_clsact_it_made_and_only_that(api, bpf
     assert_error(api.put_classifier(net.if_a, {"ingress": [filt("a", bpf.count, priority=10)]}), 500, "store_error")
     assert net.a.filters(net.if_a) == []
     assert net.a.has_clsact(net.if_a)
+
+
+def test_a_store_of_many_documents_loads_every_one_in_order_and_sets_aside_the_corrupt(net, clsd_factory, bpf):
+    """Past 64 documents a second thread parses every other one: each document still comes back (its
+    generation and filter), and a corrupt file among them is set aside, the others kept."""
+    from test_policies import veths
+    c = clsd_factory(net.a)
+    names = veths(net.a, "st", 100)
+    digest = c.api.upload_ok(bpf.count)
+    for i, dev in enumerate(names):
+        for _ in range(i % 3 + 1):  # generations 1 to 3
+            r = c.api.put_classifier(dev, {"ingress": [filt("f", digest, priority=10 + i % 5)]})
+            assert r.status == 200, r
+    want = {dev: (c.api.get_classifier(dev).json["generation"], 10 + i % 5) for i, dev in enumerate(names)}
+    assert c.stop() == 0
+    docs = os.path.join(c.state_dir, "documents")
+    with open(os.path.join(docs, "st5z.json"), "wb") as f:
+        f.write(b"{ not json")
+    c.start()
+    got = {}
+    for dev in names:
+        g = c.api.get_classifier(dev)
+        assert g.status == 200, (dev, g)
+        got[dev] = (g.json["generation"], g.json["document"]["ingress"][0]["priority"])
+    assert got == want
+    assert glob.glob(os.path.join(c.state_dir, "quarantine", "st5z.json*"))
+    assert "loaded program" not in c.log_this_run()
