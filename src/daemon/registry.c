@@ -92,22 +92,22 @@ void program_instance_name(const char *iface_key, Direction dir, const char *fil
         snprintf(ret, 17, "%.16s", digest + strlen("sha256:"));
 }
 
+/* Whether p is an instance (any) of ref's program: same object, program and kind. */
+static bool program_of(const Program *p, const ProgramRef *ref) {
+        return streq(p->digest, ref->digest) && streq(p->name, ref->program) && p->kind == ref->kind;
+}
+
 Program *registry_find(Registry *r, const ProgramRef *ref) {
-        for (size_t i = 0; i < r->n_programs; i++) {
-                Program *p = r->programs[i];
-                if (streq(p->digest, ref->digest) && streq(p->name, ref->program) && p->kind == ref->kind &&
-                    streq_ptr(p->instance, ref->instance))
-                        return p;
-        }
+        for (size_t i = 0; i < r->n_programs; i++)
+                if (program_of(r->programs[i], ref) && streq_ptr(r->programs[i]->instance, ref->instance))
+                        return r->programs[i];
         return NULL;
 }
 
 bool registry_has_sibling(Registry *r, const ProgramRef *ref) {
-        for (size_t i = 0; i < r->n_programs; i++) {
-                Program *p = r->programs[i];
-                if (streq(p->digest, ref->digest) && streq(p->name, ref->program) && p->kind == ref->kind)
+        for (size_t i = 0; i < r->n_programs; i++)
+                if (program_of(r->programs[i], ref))
                         return true;
-        }
         return false;
 }
 
@@ -115,7 +115,7 @@ bool registry_has_sibling(Registry *r, const ProgramRef *ref) {
 static const NlMap *sibling_shared_map(Registry *r, const ProgramRef *ref, const char *name) {
         for (size_t i = 0; i < r->n_programs; i++) {
                 Program *p = r->programs[i];
-                if (!streq(p->digest, ref->digest) || !streq(p->name, ref->program) || p->kind != ref->kind)
+                if (!program_of(p, ref))
                         continue;
                 for (size_t k = 0; k < p->n_maps; k++)
                         if (!p->own[k] && streq(p->maps[k].name, name))
@@ -310,7 +310,7 @@ int registry_reuse_candidates(Registry *r, const ProgramRef *ref, uint32_t reuse
         /* What the program's other instances share, this one shares too. */
         for (size_t i = 0; i < r->n_programs; i++) {
                 Program *p = r->programs[i];
-                if (!streq(p->digest, ref->digest) || !streq(p->name, ref->program) || p->kind != ref->kind)
+                if (!program_of(p, ref))
                         continue;
                 for (size_t m = 0; m < p->n_maps; m++) {
                         bool have = false;
