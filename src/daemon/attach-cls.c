@@ -574,8 +574,7 @@ static int cls_remove_all(AttachContext *c, Error *reterr) {
         plan_done(&plan);
         if (r < 0)
                 return r;
-        if (!c->it->facts[SOURCE_API].clsact_created && !c->it->facts[SOURCE_HOG].clsact_created &&
-            !c->it->facts[SOURCE_POLICY].clsact_created)
+        if (!iface_clsact_created(c->it))
                 return 0;
         /* what is left: the dump above without what was just deleted (each delete acked) */
         size_t n_left = 0;

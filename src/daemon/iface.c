@@ -35,6 +35,13 @@ bool hog_holds(const Document *hog, Direction dir) {
         return hog && hog->n_filters[dir] > 0;
 }
 
+bool iface_clsact_created(const Iface *it) {
+        for (DocumentSource s = 0; s < _SOURCE_MAX; s++)
+                if (it->facts[s].clsact_created)
+                        return true;
+        return false;
+}
+
 int iface_new(const char *netns, const char *ifname, Iface **ret) {
         Iface *it = calloc(1, sizeof(*it));
 
@@ -230,6 +237,7 @@ const char *iface_policy_state(const Iface *it, const Policy *p, Direction dir, 
 int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts, Document *hog,
                         const char *hog_path, const DocumentFacts *hog_facts, bool tcx, Registry *reg) {
         DocumentFacts facts[_SOURCE_MAX] = { 0 };
+        const Document *docs[_DIRECTION_MAX];
         _cleanup_free_ char *path = NULL;
         Filter *filters;
         size_t n = 0, total = 0;
@@ -252,11 +260,18 @@ int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts
                 if (!hog_holds(hog, dir) && !it->hook_policy[dir] && !it->hook_conflict[dir] &&
                     !(api && api->n_filters[dir] > 0))
                         it->hook_policy[dir] = hook_policy(it, dir, false, &it->hook_conflict[dir]);
-                total += hog_holds(hog, dir)              ? hog->n_filters[dir]
-                         : it->hook_policy[dir]           ? it->hook_policy[dir]->doc->n_filters[dir]
-                         : it->hook_conflict[dir]         ? 0
-                         : api && api->n_filters[dir] > 0 ? api->n_filters[dir]
-                                                          : 0;
+                /* Whose filters the hook has (a conflict: a policy's, none of them). */
+                it->hook_source[dir] = hog_holds(hog, dir)              ? SOURCE_HOG
+                                       : it->hook_policy[dir]           ? SOURCE_POLICY
+                                       : it->hook_conflict[dir]         ? SOURCE_POLICY
+                                       : api && api->n_filters[dir] > 0 ? SOURCE_API
+                                       : hog || !api                    ? SOURCE_HOG
+                                                                        : SOURCE_API;
+                docs[dir] = it->hook_source[dir] == SOURCE_HOG   ? hog
+                            : it->hook_source[dir] == SOURCE_API ? api
+                            : it->hook_policy[dir]               ? it->hook_policy[dir]->doc
+                                                                 : NULL;
+                total += docs[dir] ? docs[dir]->n_filters[dir] : 0;
         }
         filters = calloc(total + 1, sizeof(Filter));
         if (!filters) {
@@ -265,18 +280,9 @@ int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts
                 return -ENOMEM;
         }
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
-                DocumentSource src = hog_holds(hog, dir)              ? SOURCE_HOG
-                                     : it->hook_policy[dir]           ? SOURCE_POLICY
-                                     : it->hook_conflict[dir]         ? SOURCE_POLICY
-                                     : api && api->n_filters[dir] > 0 ? SOURCE_API
-                                     : hog || !api                    ? SOURCE_HOG
-                                                                      : SOURCE_API;
-                const Document *doc = src == SOURCE_HOG      ? hog
-                                      : src == SOURCE_API    ? api
-                                      : it->hook_policy[dir] ? it->hook_policy[dir]->doc
-                                                             : NULL;
+                DocumentSource src = it->hook_source[dir];
+                const Document *doc = docs[dir];
 
-                it->hook_source[dir] = src;
                 for (size_t i = 0; doc && i < doc->n_filters[dir]; i++) {
                         Filter *f = &filters[n++];
                         const FilterFact *fact = document_facts_find(&facts[src], doc->filters[dir][i].name);
@@ -328,11 +334,10 @@ swap:
         it->hog = hog;
         free(it->hog_path);
         it->hog_path = TAKE_PTR(path);
+        /* clsd's clsact stays clsd's whichever document asks for the interface now. */
+        bool created = iface_clsact_created(it);
         for (DocumentSource s = 0; s < _SOURCE_MAX; s++) {
-                /* clsd's clsact stays clsd's whichever document asks for the interface now. */
-                facts[s].clsact_created = facts[s].clsact_created || it->facts[SOURCE_API].clsact_created ||
-                                          it->facts[SOURCE_HOG].clsact_created ||
-                                          it->facts[SOURCE_POLICY].clsact_created;
+                facts[s].clsact_created = facts[s].clsact_created || created;
                 document_facts_done(&it->facts[s]);
                 it->facts[s] = facts[s];
         }

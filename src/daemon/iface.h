@@ -100,6 +100,8 @@ bool iface_update_facts(Iface *it);
 bool iface_uses_actions(const Iface *it);
 bool iface_uses_tcx(const Iface *it);
 bool hog_holds(const Document *hog, Direction dir);
+/* Whether clsd created the interface's clsact qdisc (whichever document it did it for). */
+bool iface_clsact_created(const Iface *it);
 /* The kernel name of the filter, "clsd:<name>": the mark that makes it clsd's. */
 void filter_kernel_name(const FilterSpec *f, char buf[256]);
 /* The kernel name of the filter's action k: "clsd:<name>/<k + 1>", so that `tc actions ls` says whose. */
