@@ -114,7 +114,7 @@ static bool filter_alike(const Filter *a, const Filter *b) {
 }
 
 /* The facts of the old document's filters that the new one declares alike (same name, object, program,
- * actions, shared or own maps): what was attached for them may be adopted. */
+ * actions): what was attached for them may be adopted (if the same instance: see iface_set_documents()). */
 int iface_facts_for(const Iface *it, const Document *doc, DocumentFacts *ret) {
         DocumentFacts f = { .clsact_created = it->facts[SOURCE_API].clsact_created };
 
@@ -125,10 +125,8 @@ int iface_facts_for(const Iface *it, const Document *doc, DocumentFacts *ret) {
                         const FilterSpec *was =
                                 it->api ? document_find_filter(it->api, s->name, NULL) : NULL;
                         FilterFact fact;
-                        /* maps of its own (or no longer) is another program instance */
                         if (!old || !was || !streq_ptr(was->digest, s->digest) ||
-                            !streq_ptr(was->program, s->program) ||
-                            filter_has_own_maps(was) != filter_has_own_maps(s))
+                            !streq_ptr(was->program, s->program))
                                 continue;
                         fact = *old;
                         fact.n_actions = 0;
