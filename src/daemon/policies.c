@@ -193,8 +193,6 @@ void manager_policies_link(Manager *m, const char *netns, const NlLink *l) {
         rematch_link(m, m->policies, m->n_policies, netns, l, NULL);
 }
 
-/* Every link of a namespace set may match, and every interface that holds a policy now: each gets the
- * policies of set that match it. */
 /* Every link of the namespace (NULL: clsd's own, which it follows), matched against set. */
 static void rematch_netns(Manager *m, Policy *const *set, size_t n, const char *netns, PolicyTxn *txn) {
         const LinkEntry *links;
@@ -216,6 +214,8 @@ static void rematch_netns(Manager *m, Policy *const *set, size_t n, const char *
                 rematch_link(m, set, n, netns, &copy[k], txn);
 }
 
+/* Every link of a namespace set may match, and every interface that holds a policy now: each gets the
+ * policies of set that match it. */
 static void sweep(Manager *m, Policy *const *set, size_t n, PolicyTxn *txn) {
         char **present = NULL;
         size_t n_present = 0;
@@ -291,10 +291,7 @@ int manager_policies_set_hogs(Manager *m, Policy *const *v, size_t n, bool apply
                         set[k++] = policy_ref(m->policies[i]);
         for (size_t i = 0; i < n; i++) {
                 Policy *old = daemon_policy_get(m, v[i]->name), *use = v[i];
-                bool taken = false;
-                for (size_t j = 0; j < k; j++)
-                        taken = taken || streq(set[j]->name, v[i]->name);
-                if (taken) {
+                if (daemon_policy_get_from(set, k, v[i]->name)) {
                         log_error("%s: the API has a policy named %s; this hog is not applied",
                                   v[i]->hog_path, v[i]->name);
                         continue;
@@ -308,16 +305,12 @@ int manager_policies_set_hogs(Manager *m, Policy *const *v, size_t n, bool apply
                 }
                 set[k++] = policy_ref(use);
         }
+        /* a hog policy the new set has none of that name of: removed (kept or changed ones are there) */
         for (size_t i = 0; i < m->n_policies; i++)
-                if (m->policies[i]->hog_path) {
-                        bool kept = false;
-                        for (size_t j = 0; j < k; j++)
-                                kept = kept || set[j] == m->policies[i];
-                        if (!kept && !daemon_policy_get_from(set, k, m->policies[i]->name)) {
-                                changed++;
-                                log_info("policy %s: hog %s removed", m->policies[i]->name,
-                                         m->policies[i]->hog_path);
-                        }
+                if (m->policies[i]->hog_path && !daemon_policy_get_from(set, k, m->policies[i]->name)) {
+                        changed++;
+                        log_info("policy %s: hog %s removed", m->policies[i]->name,
+                                 m->policies[i]->hog_path);
                 }
         manager_policies_free(m);
         m->policies = set;
