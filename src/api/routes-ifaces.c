@@ -53,10 +53,12 @@ DaemonExpect request_expect(const Request *req) {
  * state, source, generation and ifindex (FNV-1a). */
 static uint64_t ifaces_made_of(Manager *d, const char *netns) {
         uint64_t h = 1469598103934665603ULL, v = daemon_links_version(d);
+        size_t n;
+        Iface *const *ifaces = daemon_ifaces(d, &n);
 
         h = hash_bytes(&v, sizeof(v), h);
-        for (size_t i = 0; i < daemon_iface_count(d); i++) {
-                const Iface *it = daemon_iface_at(d, i);
+        for (size_t i = 0; i < n; i++) {
+                const Iface *it = ifaces[i];
                 const Document *api;
                 uint64_t x[4];
                 if (!streq_ptr(iface_netns(it), netns))

@@ -38,7 +38,7 @@ bool links_known(Links *l, const char *netns);
  * Asks the kernel (one dump of the namespace's qdiscs, for every link not known) only when this link
  * is not known; false when that fails. */
 bool links_hooks_absent(Links *l, NlSocket *rtnl, const char *netns, int ifindex);
-/* A link of a namespace already looked at, by name (a linear scan), or NULL. */
+/* A link of a namespace already looked at, by name (its name index), or NULL. */
 const NlLink *links_find_name(Links *l, const char *netns, const char *ifname);
 /* A link of a namespace already looked at, or NULL. */
 const NlLink *links_find(Links *l, const char *netns, int ifindex);

@@ -18,7 +18,7 @@ struct NlSocket {
         uint32_t portid;
         uint32_t seq;
         char *buf; /* NL_RECV_BUFFER_SIZE bytes */
-        char deferred_buf[NL_MSG_BUFFER_SIZE]; /* the deferred requests, one after the other */
+        char deferred_buf[NL_MSG_BUFFER_SIZE]; /* the deferred request (one at a time) */
         size_t deferred_len;
         NlDeferred deferred;
         bool has_deferred;
