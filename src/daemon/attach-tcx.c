@@ -169,7 +169,9 @@ static int tcx_observe(AttachContext *c, void **ret, Error *reterr) {
 
         if (!o)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        if (c->tcx && c->bpffs_dir) {
+        /* A first reconcile (fresh) reads only what the interface's filters use, as cls_observe() does:
+         * a link that a filter no longer tcx left behind is found by the next resync. */
+        if (c->tcx && c->bpffs_dir && (!c->fresh || iface_uses_tcx(c->it))) {
                 tcx_dir(c->bpffs_dir, c->it->netns, dir);
                 r = tcx_ours_list(dir, c->it->ifindex, &o->ours, &o->n, reterr);
                 if (r < 0) {

@@ -271,7 +271,7 @@ int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts
                                                                  : NULL;
                 total += docs[dir] ? docs[dir]->n_filters[dir] : 0;
         }
-        filters = calloc(total + 1, sizeof(Filter));
+        filters = calloc(total ?: 1, sizeof(Filter)); /* a Filter is 1 KiB: none spare */
         if (!filters) {
                 document_facts_done(&facts[SOURCE_API]);
                 document_facts_done(&facts[SOURCE_HOG]);

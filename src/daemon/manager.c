@@ -317,12 +317,12 @@ static void store_problem(const char *path, const char *reason, void *userdata) 
 }
 
 /* The documents of the store become interfaces (resolved against the objects the store has). */
-static int load_documents(Manager *m, Error *reterr) {
+static int load_documents(Manager *m, StoreLoad *load, Error *reterr) {
         StoredDocument *docs = NULL;
         size_t n = 0;
         int r;
 
-        r = store_documents_load(m->store, SOURCE_API, &docs, &n, store_problem, m, reterr);
+        r = store_documents_load_end(load, &docs, &n, store_problem, m, reterr);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n; i++) {
@@ -398,8 +398,17 @@ static int on_started_check(sd_event_source *s, void *userdata) {
 }
 
 int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reterr) {
+        const LinkEntry *links;
+        size_t n_links;
+        StoreLoad *load;
         int r;
 
+        /* The store's documents are read and parsed on a thread while this one probes the kernel,
+         * subscribes to its events and dumps the links of its namespace (with a thousand documents,
+         * each of the two is a third of a start). */
+        r = store_documents_load_begin(m->store, SOURCE_API, &load, reterr);
+        if (r < 0)
+                return r;
         m->start.ready = ready;
         m->start.userdata = userdata;
         (void) nl_act_bpf_probe(netns_set_rtnl_followed(m->netns, NULL), &m->kernel.act_bpf);
@@ -421,11 +430,23 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
         r = registry_new(m->config.bpffs_dir, m->config.passed, m->config.n_passed, &m->registry);
         m->config.passed = NULL, m->config.n_passed = 0;
         if (r < 0)
-                return error_set(reterr, r, "internal_error", "out of memory");
-        r = manager_objects_load(m);
-        if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot load objects: %s", strerror(-r));
-        r = load_documents(m, reterr);
+                r = error_set(reterr, r, "internal_error", "out of memory");
+        else if ((r = manager_objects_load(m)) < 0)
+                r = error_set(reterr, r, "store_error", "cannot load objects: %s", strerror(-r));
+        /* Subscribed before the dump, so that no change falls between the two. */
+        if (r >= 0)
+                r = netns_set_start(m->netns, reterr);
+        if (r >= 0)
+                (void) links_get(m->links, netns_set_rtnl_followed(m->netns, NULL), NULL, false, &links,
+                                 &n_links, NULL);
+        if (r < 0) {
+                StoredDocument *docs = NULL;
+                size_t n = 0;
+                if (store_documents_load_end(load, &docs, &n, store_problem, m, NULL) >= 0)
+                        stored_documents_free(docs, n);
+                return r;
+        }
+        r = load_documents(m, load, reterr);
         if (r < 0)
                 return r;
         r = manager_policies_load(m, reterr);
@@ -434,9 +455,7 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
         r = manager_hogs_load(m);
         if (r < 0)
                 return error_set(reterr, r, "internal_error", "cannot load hogs: %s", strerror(-r));
-        r = netns_set_start(m->netns, reterr);
-        if (r >= 0)
-                r = manager_resync_start(m, reterr);
+        r = manager_resync_start(m, reterr);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < iface_table_size(m->ifaces); i++)

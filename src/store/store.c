@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -407,57 +408,133 @@ int document_file_parse(const char *text, size_t size, StoredDocument *ret, Erro
         return 0;
 }
 
-int store_documents_load(Store *s, DocumentSource source, StoredDocument **ret, size_t *ret_n,
-                         StoreProblemFunc problem, void *userdata, Error *reterr) {
-        char **names = NULL;
-        StoredDocument *docs = NULL;
-        size_t n = 0, n_docs = 0;
+/* One document file read and parsed, or why not. */
+typedef struct LoadSlot {
+        char *name;
+        StoredDocument d;
+        Error e;
+        int r;
+} LoadSlot;
+
+struct StoreLoad {
+        Store *store;
+        DocumentSource source;
+        int dir_fd;
         const char *subdir;
-        int dir_fd = source_fd(s, source, &subdir);
+        LoadSlot *slots;
+        size_t n;
+        size_t next; /* the next slot to take, by either thread (atomic) */
+        pthread_t helper;
+        bool helping;
+};
+
+static void load_one(int dir_fd, LoadSlot *slot) {
+        _cleanup_free_ char *text = NULL;
+        _cleanup_close_ int fd = openat(dir_fd, slot->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        size_t size;
         int r;
 
-        r = store_list_dir(dir_fd, ".json", &names, &n);
+        r = fd < 0 ? -errno : read_full_fd(fd, DOCUMENT_FILE_MAX, &text, &size);
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot list %s/%s: %s", s->dir, subdir,
+                /* Too big is corrupt; anything else (EMFILE, EIO, ENOMEM) says nothing of the file. */
+                error_set(&slot->e, r, r == -EFBIG ? "corrupt" : "unreadable", "cannot read: %s",
+                          strerror(-r));
+        else
+                r = document_file_parse(text, size, &slot->d, &slot->e);
+        slot->r = r;
+}
+
+/* Takes slots until none is left; run by the helper thread and, in store_documents_load_end(), by the
+ * caller's. Each slot is written by the one thread that took it. */
+static void *load_slots(void *userdata) {
+        StoreLoad *l = userdata;
+        size_t i;
+
+        while ((i = __atomic_fetch_add(&l->next, 1, __ATOMIC_RELAXED)) < l->n)
+                load_one(l->dir_fd, &l->slots[i]);
+        return NULL;
+}
+
+/* Below this many documents, a thread costs more than it saves. */
+#define LOAD_THREAD_MIN 32
+
+int store_documents_load_begin(Store *s, DocumentSource source, StoreLoad **ret, Error *reterr) {
+        _cleanup_free_ StoreLoad *l = calloc(1, sizeof(*l));
+        char **names = NULL;
+        size_t n = 0;
+        int r;
+
+        if (!l)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        l->store = s;
+        l->source = source;
+        l->dir_fd = source_fd(s, source, &l->subdir);
+        r = store_list_dir(l->dir_fd, ".json", &names, &n);
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot list %s/%s: %s", s->dir, l->subdir,
                                  strerror(-r));
-        docs = calloc(n + 1, sizeof(StoredDocument));
-        if (!docs) {
+        l->slots = calloc(n + 1, sizeof(LoadSlot));
+        if (!l->slots) {
                 strv_free_n(names, n);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *text = NULL, *qpath = NULL, *path = NULL;
-                _cleanup_close_ int fd = openat(dir_fd, names[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-                Error e = ERROR_NULL;
-                StoredDocument d = { 0 };
-                size_t size;
+        for (size_t i = 0; i < n; i++)
+                l->slots[i].name = names[i];
+        free(names);
+        l->n = n;
+        l->helping = n >= LOAD_THREAD_MIN && pthread_create(&l->helper, NULL, load_slots, l) == 0;
+        *ret = TAKE_PTR(l);
+        return 0;
+}
 
-                (void) asprintf(&path, "%s/%s/%s", s->dir, subdir, names[i]);
-                r = fd < 0 ? -errno : read_full_fd(fd, DOCUMENT_FILE_MAX, &text, &size);
-                if (r < 0)
-                        /* Too big is corrupt; anything else (EMFILE, EIO, ENOMEM) says nothing of the file.
-                         */
-                        error_set(&e, r, r == -EFBIG ? "corrupt" : "unreadable", "cannot read: %s",
-                                  strerror(-r));
-                else
-                        r = document_file_parse(text, size, &d, &e);
-                if (r < 0) {
+int store_documents_load_end(StoreLoad *l, StoredDocument **ret, size_t *ret_n, StoreProblemFunc problem,
+                             void *userdata, Error *reterr) {
+        StoredDocument *docs = calloc(l->n + 1, sizeof(StoredDocument));
+        size_t n_docs = 0;
+
+        load_slots(l);
+        if (l->helping)
+                (void) pthread_join(l->helper, NULL);
+        for (size_t i = 0; i < l->n; i++) {
+                LoadSlot *slot = &l->slots[i];
+                _cleanup_free_ char *qpath = NULL, *path = NULL;
+
+                if (slot->r >= 0 && docs) {
+                        slot->d.doc->source = l->source;
+                        docs[n_docs++] = slot->d;
+                } else if (slot->r >= 0)
+                        stored_documents_free(&slot->d, 1);
+                else {
+                        (void) asprintf(&path, "%s/%s/%s", l->store->dir, l->subdir, slot->name);
                         /* Only a file known to be corrupt moves; one from a newer clsd stays for that clsd.
                          */
-                        if (streq(e.code, "corrupt") && store_quarantine(s, dir_fd, names[i], &qpath) >= 0)
-                                log_problem(problem, userdata, path, e.message, qpath);
+                        if (streq(slot->e.code, "corrupt") &&
+                            store_quarantine(l->store, l->dir_fd, slot->name, &qpath) >= 0)
+                                log_problem(problem, userdata, path, slot->e.message, qpath);
                         else
-                                log_problem(problem, userdata, path, e.message, NULL);
-                        error_done(&e);
-                        continue;
+                                log_problem(problem, userdata, path, slot->e.message, NULL);
+                        error_done(&slot->e);
                 }
-                d.doc->source = source;
-                docs[n_docs++] = d;
+                free(slot->name);
         }
-        strv_free_n(names, n);
+        free(l->slots);
+        free(l);
+        if (!docs)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         *ret = docs;
         *ret_n = n_docs;
         return 0;
+}
+
+int store_documents_load(Store *s, DocumentSource source, StoredDocument **ret, size_t *ret_n,
+                         StoreProblemFunc problem, void *userdata, Error *reterr) {
+        StoreLoad *l;
+        int r;
+
+        r = store_documents_load_begin(s, source, &l, reterr);
+        if (r < 0)
+                return r;
+        return store_documents_load_end(l, ret, ret_n, problem, userdata, reterr);
 }
 
 void log_problem(StoreProblemFunc problem, void *userdata, const char *path, const char *reason,

@@ -172,7 +172,7 @@ def test_a_failed_first_put_takes_back_the_clsact_it_made_and_only_that(api, bpf
 
 
 def test_a_store_of_many_documents_loads_every_one_in_order_and_sets_aside_the_corrupt(net, clsd_factory, bpf):
-    """Past 64 documents a second thread parses every other one: each document still comes back (its
+    """Past 32 documents a second thread reads and parses them beside the loop's: each document still comes back (its
     generation and filter), and a corrupt file among them is set aside, the others kept."""
     from test_policies import veths
     c = clsd_factory(net.a)

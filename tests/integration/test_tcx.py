@@ -219,3 +219,21 @@ def test_two_tcx_filters_can_swap_their_programs(api, bpf, net):
     assert r.status == 200, r
     assert [p for p, _ in net.a.tcx("va")] == [count_id, drop_id]
     assert api.get_classifier("va").json["state"] == "configured"
+
+
+def test_a_link_left_by_a_hog_filter_made_cls_bpf_between_runs_goes_at_the_resync(bpf, net, workdir, clsd_factory):
+    """A start reads only the hooks an interface's filters use (tcx pins are listed for filters that are
+    tcx): a link that an edited hog's filter left behind is found and taken away by the resync, and the
+    filter runs as cls_bpf meanwhile."""
+    from test_hogs import write_hog
+    hogs_dir = os.path.join(workdir, "hogs.d")
+    write_hog(hogs_dir, "va.json", "va", ingress=[filt("count", bpf.count, priority=20, attach="tcx")])
+    c = clsd_factory(net.a, name="clsd", args=("--hogs-dir", hogs_dir, "--resync-interval", "1"))
+    assert len(net.a.tcx("va")) == 1 and net.a.filters("va") == []
+    assert c.stop() == 0
+    write_hog(hogs_dir, "va.json", "va", ingress=[filt("count", bpf.count, priority=20)])
+    c.start()
+    assert [f.name for f in net.a.filters("va")] == ["clsd:count"]
+    wait_for(lambda: net.a.tcx("va") == [], timeout=5, what="the tcx link left by the edited hog taken away")
+    assert os.listdir(os.path.join(c.bpffs_dir, "tcx")) == []
+    assert status_of(c.api.get_classifier("va").json, "count")["attached"]

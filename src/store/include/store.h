@@ -297,6 +297,14 @@ void stored_documents_free(StoredDocument *v, size_t n);
 typedef void (*StoreProblemFunc)(const char *path, const char *reason, void *userdata);
 int store_documents_load(Store *s, DocumentSource source, StoredDocument **ret, size_t *ret_n,
                          StoreProblemFunc problem, void *userdata, Error *reterr);
+/* The same in two steps, for a start: _begin() lists the files and has a thread read and parse them
+ * while the caller does other work (nothing of the store's); _end() parses what is left on the caller's
+ * thread too, waits for the thread, then moves and reports the corrupt files and returns the documents in
+ * the directory's order. _end() frees the StoreLoad whatever it returns. */
+typedef struct StoreLoad StoreLoad;
+int store_documents_load_begin(Store *s, DocumentSource source, StoreLoad **ret, Error *reterr);
+int store_documents_load_end(StoreLoad *l, StoredDocument **ret, size_t *ret_n, StoreProblemFunc problem,
+                             void *userdata, Error *reterr);
 /* An API document is kept under documents/; for a hog (whose document is configuration), what it
  * attached last is kept under hogs/, so that a restart adopts it too. facts may be NULL (none). */
 int store_document_save(Store *s, const Document *d, const DocumentFacts *facts, Error *reterr);
