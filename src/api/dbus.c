@@ -258,11 +258,22 @@ static int prop_degraded(sd_bus *bus, const char *path, const char *interface, c
         return sd_bus_message_append(reply, "b", daemon_degraded(b->api->daemon));
 }
 
+static int prop_fleet(sd_bus *bus, const char *path, const char *interface, const char *property,
+                      sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        ApiDbus *b = userdata;
+        const DaemonFleet *f = daemon_fleet(b->api->daemon);
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        /* (enabled, connected, node, revision applied, last error) */
+        return sd_bus_message_append(reply, "(bbsts)", f->enabled, f->connected, f->node, f->revision,
+                                     f->last_error);
+}
+
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Version", "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("InterfaceCount", "u", prop_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Degraded", "b", prop_degraded, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Fleet", "(bbsts)", prop_fleet, 0, 0),
         SD_BUS_METHOD_WITH_ARGS("ListInterfaces", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssso)", interfaces),
                                 method_list, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetInterface", SD_BUS_ARGS("s", netns, "s", ifname),

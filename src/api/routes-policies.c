@@ -42,6 +42,8 @@ json_t *render_policy(Manager *d, const Policy *p) {
         free(v);
         json_object_set_new(j, "name", json_string(p->name));
         json_object_set_new(j, "hog", p->hog_path ? json_string(p->hog_path) : json_null());
+        json_object_set_new(j, "fleet_revision",
+                            p->fleet_revision ? json_integer((json_int_t) p->fleet_revision) : json_null());
         json_object_set_new(j, "generation", json_integer((json_int_t) p->generation));
         json_object_set_new(j, "summary",
                             json_pack("{s:I,s:I,s:I,s:I}", "matched", (json_int_t) n, "configured",

@@ -10,6 +10,7 @@ static const struct {
         const char *code;
         unsigned status;
 } status_table[] = {
+        /* clang-format off */
         { "malformed_json", 400 },
         { "unknown_field", 400 },
         { "wrong_type", 400 },
@@ -29,6 +30,8 @@ static const struct {
         { "priority_taken", 409 },
         { "object_in_use", 409 },
         { "hog_owned", 409 },
+        { "fleet_owned", 409 },
+        { "name_taken", 409 },
         { "device_taken", 409 },
         { "repair_loop", 409 },
         { "map_ambiguous", 409 },
@@ -51,6 +54,7 @@ static const struct {
         { "kernel_error", 500 },
         { "store_error", 500 },
         { "internal_error", 500 },
+        /* clang-format on */
 };
 
 unsigned api_status_of(const char *code) {

@@ -13,6 +13,7 @@
 
 #include "api.h"
 #include "daemon.h"
+#include "fleet.h"
 #include "log.h"
 #include "nl.h"
 
@@ -96,6 +97,18 @@ static void help(void) {
                "       --request-timeout SEC  Idle time before a connection is dropped (default %u)\n"
                "       --resync-interval SEC  Full resync of every interface, the backstop for lost\n"
                "                              events (default %u; 0: never)\n"
+               "       --fleet URL[,URL…]     Take fleet policies from etcd (its v3 gateway) and write\n"
+               "                              this node's record and status there; without it,\n"
+               "                              nothing of the fleet runs\n"
+               "       --fleet-prefix PATH    The fleet's keys in etcd (default %s)\n"
+               "       --node NAME            This node's name in the fleet (default: the host name)\n"
+               "       --node-labels K=V,…    Its labels, which fleet policies select nodes by\n"
+               "       --fleet-ca FILE, --fleet-cert FILE, --fleet-key FILE\n"
+               "                              TLS to etcd (https:// endpoints): the CA to trust, and\n"
+               "                              this node's client certificate and key\n"
+               "       --fleet-lease-ttl SEC  The lease the node's record and status are bound to: a\n"
+               "                              node gone for this long leaves the fleet's view\n"
+               "                              (default %u)\n"
                "       --log-level LEVEL      error, warning, notice, info or debug (default info)\n"
                "       -h, --help             Show this help\n"
                "       --version              Show the version\n"
@@ -105,12 +118,14 @@ static void help(void) {
                "error.\n",
                DEFAULT_STATE_DIR, DAEMON_HOGS_DIR_DEFAULT, DAEMON_BPFFS_DIR_DEFAULT, DEFAULT_SOCKET,
                API_OBJECT_SIZE_MAX_DEFAULT, API_JSON_SIZE_MAX_DEFAULT, API_CONNECTIONS_MAX_DEFAULT,
-               API_TIMEOUT_SEC_DEFAULT, DAEMON_RESYNC_SEC_DEFAULT);
+               API_TIMEOUT_SEC_DEFAULT, DAEMON_RESYNC_SEC_DEFAULT, ETCD_PREFIX_DEFAULT,
+               FLEET_LEASE_TTL_DEFAULT);
 }
 
 typedef struct Context {
         Manager *daemon;
         Api *api;
+        Fleet *fleet; /* NULL: no --fleet */
 } Context;
 
 static int on_exit_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -143,6 +158,8 @@ static void on_ready(Manager *m, void *userdata) {
 
         api_start(c->api);
         (void) api_dbus_start(c->api);
+        if (c->fleet)
+                fleet_start(c->fleet);
         (void) sd_notify(0, "READY=1");
         daemon_notify_status(m);
 }
@@ -179,9 +196,18 @@ enum {
         ARG_RESYNC,
         ARG_LOG_LEVEL,
         ARG_VERSION,
+        ARG_FLEET,
+        ARG_FLEET_PREFIX,
+        ARG_NODE,
+        ARG_NODE_LABELS,
+        ARG_FLEET_CA,
+        ARG_FLEET_CERT,
+        ARG_FLEET_KEY,
+        ARG_FLEET_TTL,
 };
 
-static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, bool *check, bool *flush) {
+static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, FleetConfig *fc, bool *check,
+                      bool *flush) {
         static const struct option options[] = {
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
                 { "hogs-dir", required_argument, NULL, ARG_HOGS_DIR },
@@ -199,6 +225,14 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, b
                 { "request-timeout", required_argument, NULL, ARG_TIMEOUT },
                 { "resync-interval", required_argument, NULL, ARG_RESYNC },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
+                { "fleet", required_argument, NULL, ARG_FLEET },
+                { "fleet-prefix", required_argument, NULL, ARG_FLEET_PREFIX },
+                { "node", required_argument, NULL, ARG_NODE },
+                { "node-labels", required_argument, NULL, ARG_NODE_LABELS },
+                { "fleet-ca", required_argument, NULL, ARG_FLEET_CA },
+                { "fleet-cert", required_argument, NULL, ARG_FLEET_CERT },
+                { "fleet-key", required_argument, NULL, ARG_FLEET_KEY },
+                { "fleet-lease-ttl", required_argument, NULL, ARG_FLEET_TTL },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
                 {},
@@ -288,6 +322,37 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, b
                         }
                         log_set_max_level(r);
                         break;
+                case ARG_FLEET:
+                        fc->urls = optarg;
+                        break;
+                case ARG_FLEET_PREFIX:
+                        fc->prefix = optarg;
+                        break;
+                case ARG_NODE:
+                        fc->node = optarg;
+                        break;
+                case ARG_NODE_LABELS:
+                        fc->labels = optarg;
+                        break;
+                case ARG_FLEET_CA:
+                        fc->tls.ca = optarg;
+                        break;
+                case ARG_FLEET_CERT:
+                        fc->tls.cert = optarg;
+                        break;
+                case ARG_FLEET_KEY:
+                        fc->tls.key = optarg;
+                        break;
+                case ARG_FLEET_TTL:
+                        if (parse_size("--fleet-lease-ttl", optarg, &v) < 0)
+                                return -EINVAL;
+                        if (v < 2 || v > 3600) {
+                                fprintf(stderr, "clsd: --fleet-lease-ttl: from 2 to 3600 seconds, not %zu\n",
+                                        v);
+                                return -EINVAL;
+                        }
+                        fc->lease_ttl = (unsigned) v;
+                        break;
                 case 'h':
                         help();
                         return 0;
@@ -301,6 +366,12 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, b
         }
         if (optind < argc) {
                 fprintf(stderr, "clsd: unexpected argument \"%s\"\nTry 'clsd --help'.\n", argv[optind]);
+                return -EINVAL;
+        }
+        if (!fc->urls && (fc->prefix || fc->node || fc->labels || fc->tls.ca || fc->tls.cert ||
+                          fc->tls.key || fc->lease_ttl)) {
+                fprintf(stderr, "clsd: --fleet-prefix, --node, --node-labels, --fleet-ca, --fleet-cert, "
+                                "--fleet-key and --fleet-lease-ttl need --fleet\n");
                 return -EINVAL;
         }
         return 1;
@@ -388,6 +459,8 @@ int main(int argc, char *argv[]) {
                          .timeout_sec = API_TIMEOUT_SEC_DEFAULT };
         _cleanup_(daemon_freep) Manager *d = NULL;
         _cleanup_(api_freep) Api *api = NULL;
+        FleetConfig fc = { 0 };
+        Fleet *fleet = NULL;
         sd_event *event = NULL;
         Error e = ERROR_NULL;
         Context ctx = { 0 };
@@ -402,7 +475,7 @@ int main(int argc, char *argv[]) {
         /* A worker (see src/daemon/worker.c) when clsd-worker is not installed: one job on fd 3. */
         if (argc == 2 && streq(argv[1], "--worker"))
                 nl_worker_main(3);
-        r = parse_argv(argc, argv, &dc, &ac, &check, &flush);
+        r = parse_argv(argc, argv, &dc, &ac, &fc, &check, &flush);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
         if (check) {
@@ -450,13 +523,16 @@ int main(int argc, char *argv[]) {
         r = daemon_new(&dc, event, &d, &e);
         if (r >= 0)
                 r = api_new(d, event, &ac, &api, &e);
-        ctx = (Context){ .daemon = d, .api = api };
+        if (r >= 0 && fc.urls)
+                r = fleet_new(d, event, &fc, &fleet, &e);
+        ctx = (Context){ .daemon = d, .api = api, .fleet = fleet };
         if (r >= 0)
                 r = daemon_start(d, on_ready, &ctx, &e);
         passed_fds_free(passed, n_passed);
         if (r < 0) {
                 fprintf(stderr, "clsd: %s\n", strna(e.message));
                 error_done(&e);
+                fleet = fleet_free(fleet);
                 api = api_free(api);
                 d = daemon_free(d);
                 sd_event_unref(event);
@@ -467,6 +543,8 @@ int main(int argc, char *argv[]) {
         (void) sd_event_add_signal(event, NULL, SIGHUP, on_hup, &ctx);
 
         r = sd_event_loop(event);
+        /* The fleet first: what it waits for of the daemon is dropped with it. */
+        fleet = fleet_free(fleet);
         api = api_free(api);
         d = daemon_free(d);
         sd_event_unref(event);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "ctl.h"
+#include "etcd.h"
 #include "fileio.h"
 #include "output.h"
 
@@ -39,6 +40,14 @@ static const Verb object_verbs[] = {
         { "add", "clsctl object add FILE", 1, 1, verb_object_add },
         { "show", "clsctl object show DIGEST", 1, 1, verb_object_show },
         { "rm", "clsctl object rm DIGEST", 1, 1, verb_object_remove },
+};
+
+static const Verb fleet_verbs[] = {
+        { "apply", "clsctl fleet apply FILE", 1, 1, verb_fleet_apply },
+        { "ls", "clsctl fleet ls", 0, 0, verb_fleet_list },
+        { "rm", "clsctl fleet rm NAME", 1, 1, verb_fleet_remove },
+        { "nodes", "clsctl fleet nodes", 0, 0, verb_fleet_nodes },
+        { "status", "clsctl fleet status [POLICY]", 0, 1, verb_fleet_status },
 };
 
 static const Verb policy_verbs[] = {
@@ -234,6 +243,16 @@ static void help(void) {
                "                              ingress, egress); one row per interface it changed\n"
                "       policy diff NAME FILE  Show what policy apply would change on each interface\n"
                "       policy rm NAME         Remove policy NAME; its interfaces lose its filters\n"
+               "       fleet apply FILE       Write the fleet policy FILE (JSON: name, nodes, match,\n"
+               "                              order, ingress, egress) to etcd, uploading the object\n"
+               "                              files it names first (they become digests)\n"
+               "       fleet ls               List the fleet policies, their revisions and node selectors\n"
+               "       fleet rm NAME          Remove fleet policy NAME; every node takes it away\n"
+               "       fleet nodes            List the nodes: labels, clsd version, kernel, act_bpf, tcx,\n"
+               "                              the revision each holds\n"
+               "       fleet status [POLICY]  One row per node a policy selects: applied, pending,\n"
+               "                              failed, overridden, behind (an older revision) or no\n"
+               "                              status; exits 1 when a node failed\n"
                "       object ls              List stored BPF objects\n"
                "       object add FILE        Store a BPF object file (ELF) and show its programs\n"
                "       object show DIGEST     Show a stored object\n"
@@ -250,6 +269,10 @@ static void help(void) {
                "       -j, --json             Print the daemon's JSON answer instead of tables\n"
                "       --if-match GENERATION  apply, policy apply: only if the document or policy is\n"
                "                              still at GENERATION\n"
+               "       --fleet URL[,URL…]     etcd's endpoints, for fleet (default: CLSD_FLEET)\n"
+               "       --fleet-prefix PATH    The fleet's keys in etcd (default %s)\n"
+               "       --fleet-ca FILE, --fleet-cert FILE, --fleet-key FILE\n"
+               "                              TLS to etcd: the CA to trust, a client certificate and key\n"
                "       -v, --verbose          On failure, also print the daemon's detail (verifier log)\n"
                "       -h, --help             Show this help and exit\n"
                "       --version              Show the version and exit\n"
@@ -258,13 +281,23 @@ static void help(void) {
                "       0 on success, 1 on failure (one line on stderr), 2 on a usage error.\n"
                "\n"
                "ENVIRONMENT\n"
-               "       CLSD_SOCKET            Socket used without --socket (default %s)\n",
-               CTL_SOCKET_DEFAULT);
+               "       CLSD_SOCKET            Socket used without --socket (default %s)\n"
+               "       CLSD_FLEET             etcd's endpoints without --fleet\n",
+               ETCD_PREFIX_DEFAULT, CTL_SOCKET_DEFAULT);
 }
 
 /* Returns 1 to go on, 0 to exit successfully (help, version), < 0 on a usage error (reported). */
 static int parse_argv(int argc, char *argv[], Ctl *c) {
-        enum { ARG_VERSION = 0x100, ARG_SOCKET, ARG_IF_MATCH };
+        enum {
+                ARG_VERSION = 0x100,
+                ARG_SOCKET,
+                ARG_IF_MATCH,
+                ARG_FLEET,
+                ARG_FLEET_PREFIX,
+                ARG_FLEET_CA,
+                ARG_FLEET_CERT,
+                ARG_FLEET_KEY
+        };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -273,6 +306,11 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                 { "netns", required_argument, NULL, 'n' },
                 { "verbose", no_argument, NULL, 'v' },
                 { "if-match", required_argument, NULL, ARG_IF_MATCH },
+                { "fleet", required_argument, NULL, ARG_FLEET },
+                { "fleet-prefix", required_argument, NULL, ARG_FLEET_PREFIX },
+                { "fleet-ca", required_argument, NULL, ARG_FLEET_CA },
+                { "fleet-cert", required_argument, NULL, ARG_FLEET_CERT },
+                { "fleet-key", required_argument, NULL, ARG_FLEET_KEY },
                 {},
         };
         int opt;
@@ -307,6 +345,27 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                             strlen(optarg) > 19)
                                 return usage_error("--if-match needs a generation number, not '%s'", optarg);
                         c->if_match = optarg;
+                        break;
+                case ARG_FLEET:
+                        if (!*optarg)
+                                return usage_error("--fleet needs URL[,URL…]");
+                        c->fleet_urls = optarg;
+                        break;
+                case ARG_FLEET_PREFIX:
+                        if (!fleet_prefix_valid(optarg))
+                                return usage_error(
+                                        "--fleet-prefix %s: expected a path that starts and ends with '/'",
+                                        optarg);
+                        c->fleet_prefix = optarg;
+                        break;
+                case ARG_FLEET_CA:
+                        c->fleet_ca = optarg;
+                        break;
+                case ARG_FLEET_CERT:
+                        c->fleet_cert = optarg;
+                        break;
+                case ARG_FLEET_KEY:
+                        c->fleet_key = optarg;
                         break;
                 case ':':
                         return usage_error("option '%s' needs an argument", argv[optind - 1]);
@@ -363,6 +422,11 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
                 if (argc == 0)
                         return usage_error("missing command after 'object' (add, ls, show, rm)");
                 r = find_verb(object_verbs, ELEMENTSOF(object_verbs), "object ", argc, argv, &v);
+        } else if (streq(argv[0], "fleet")) {
+                argc--, argv++;
+                if (argc == 0)
+                        return usage_error("missing command after 'fleet' (apply, ls, nodes, rm, status)");
+                r = find_verb(fleet_verbs, ELEMENTSOF(fleet_verbs), "fleet ", argc, argv, &v);
         } else if (streq(argv[0], "policy")) {
                 argc--, argv++;
                 if (argc == 0)
@@ -388,9 +452,10 @@ static int flush_stdout(void) {
 }
 
 int main(int argc, char *argv[]) {
-        const char *env = getenv("CLSD_SOCKET");
+        const char *env = getenv("CLSD_SOCKET"), *fleet = getenv("CLSD_FLEET");
         Ctl c = {
                 .socket_path = env && *env ? env : CTL_SOCKET_DEFAULT,
+                .fleet_urls = fleet && *fleet ? fleet : NULL,
         };
         const Verb *verb = NULL;
         char **args = NULL;

@@ -19,6 +19,9 @@ typedef struct Ctl {
         bool verbose;
         const char *if_match; /* apply: the generation the document must be at, decimal */
         const char *netns; /* a named network namespace: its interfaces instead of clsd's own */
+        const char *fleet_urls; /* etcd's endpoints (--fleet, CLSD_FLEET), for "fleet" */
+        const char *fleet_prefix;
+        const char *fleet_ca, *fleet_cert, *fleet_key;
 } Ctl;
 
 /* jansson.h provides json_decrefp() for _cleanup_(json_decrefp). */
@@ -62,6 +65,12 @@ int verb_policy_get(const Ctl *c, char **args);
 int verb_policy_apply(const Ctl *c, char **args);
 int verb_policy_diff(const Ctl *c, char **args);
 int verb_policy_remove(const Ctl *c, char **args);
+
+int verb_fleet_apply(const Ctl *c, char **args);
+int verb_fleet_list(const Ctl *c, char **args);
+int verb_fleet_remove(const Ctl *c, char **args);
+int verb_fleet_nodes(const Ctl *c, char **args);
+int verb_fleet_status(const Ctl *c, char **args);
 
 int verb_object_list(const Ctl *c, char **args);
 int verb_object_add(const Ctl *c, char **args);

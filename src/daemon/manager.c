@@ -28,6 +28,7 @@ int daemon_new(const DaemonConfig *config, sd_event *event, Manager **ret, Error
         r = store_open(config->state_dir, &m->store, reterr);
         if (r < 0)
                 return r;
+        (void) store_fleet_revision_load(m->store, &m->fleet.revision);
         if (iface_table_new(&m->ifaces) < 0 || object_cache_new(&m->objects) < 0 ||
             loads_new(&m->loads) < 0 || links_new(&m->links) < 0 ||
             request_queue_new(event, m, manager_process_request, &m->queue) < 0 ||
@@ -80,6 +81,22 @@ Manager *daemon_free(Manager *m) {
 }
 
 /* ---- what the faces read ---- */
+
+DaemonFleet *daemon_fleet(Manager *m) {
+        return &m->fleet;
+}
+
+int daemon_fleet_applied(Manager *m, uint64_t revision, Error *reterr) {
+        int r;
+
+        if (m->fleet.revision == revision)
+                return 0;
+        r = store_fleet_revision_save(m->store, revision, reterr);
+        if (r < 0)
+                return r;
+        m->fleet.revision = revision;
+        return 0;
+}
 
 bool daemon_bpf_stats(Manager *m) {
         return m->kernel.bpf_stats_fd >= 0;

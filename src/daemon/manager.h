@@ -71,6 +71,7 @@ struct Manager {
         ChangeListener *listeners;
         size_t n_listeners;
         Startup start;
+        DaemonFleet fleet;
 };
 
 /* Tells every listener of the change (where it happens: networkd's link_send_changed()). */

@@ -19,6 +19,35 @@ typedef struct MapMetricTask {
         const DaemonMapUser *user;
 } MapMetricTask;
 
+/* clsd --fleet: the connection to etcd and what it applied. */
+static void emit_fleet(Manager *d, const MetricWriter *w) {
+        const DaemonFleet *f = &d->fleet;
+        size_t n = 0;
+
+        for (size_t i = 0; i < d->n_policies; i++)
+                n += d->policies[i]->fleet_revision > 0;
+        w->family(w->userdata, "clsd_fleet_connected", "gauge",
+                  "1 while etcd answers, the node's lease is held and the watch of fleet policies runs");
+        w->sample(w->userdata, "clsd_fleet_connected",
+                  (const char *const[]){ "node", f->node, "endpoint", f->endpoint }, 2, f->connected);
+        w->family(w->userdata, "clsd_fleet_revision", "gauge",
+                  "The etcd revision of the fleet snapshot this node applied (kept across restarts)");
+        w->sample(w->userdata, "clsd_fleet_revision", NULL, 0, (double) f->revision);
+        w->family(w->userdata, "clsd_fleet_seen_revision", "gauge", "The last etcd revision this node read");
+        w->sample(w->userdata, "clsd_fleet_seen_revision", NULL, 0, (double) f->seen_revision);
+        w->family(w->userdata, "clsd_fleet_policies", "gauge", "Fleet policies this node holds");
+        w->sample(w->userdata, "clsd_fleet_policies", NULL, 0, (double) n);
+        w->family(w->userdata, "clsd_fleet_changes_total", "counter",
+                  "Fleet policies applied or removed here");
+        w->sample(w->userdata, "clsd_fleet_changes_total", NULL, 0, (double) f->changes);
+        w->family(w->userdata, "clsd_fleet_requests_total", "counter",
+                  "Requests made to etcd (a watch stream counts once)");
+        w->sample(w->userdata, "clsd_fleet_requests_total", NULL, 0, (double) f->requests);
+        w->family(w->userdata, "clsd_fleet_reconnects_total", "counter",
+                  "Connections to etcd made again after one was lost");
+        w->sample(w->userdata, "clsd_fleet_reconnects_total", NULL, 0, (double) f->reconnects);
+}
+
 static void emit_own(Manager *d, const MetricWriter *w) {
         size_t n_ifaces;
         Iface *const *ifaces = daemon_ifaces(d, &n_ifaces);
@@ -99,6 +128,8 @@ static void emit_own(Manager *d, const MetricWriter *w) {
                                                          iface_state_to_string(s) },
                                   2, (double) n[s]);
         }
+        if (d->fleet.enabled)
+                emit_fleet(d, w);
 }
 
 static void filter_labels(const Iface *it, const Filter *f, char pref[8], const char *v[8]) {

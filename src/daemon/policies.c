@@ -552,9 +552,10 @@ static int check_expect(const Policy *old, const DaemonExpect *expect, Error *re
 }
 
 /* A transaction on the policy name, or NULL when it was answered already: out of memory, a hog's
- * policy (which the API does not change: fix tells what to do instead), If-Match not met. */
+ * policy (which the API does not change: fix tells what to do instead), the fleet's (to the API) or a
+ * local one (to the fleet), If-Match not met. */
 static PolicyTxn *txn_begin(Manager *m, const char *name, const DaemonExpect *expect, bool dry_run,
-                            const char *fix, PolicyDoneFunc done, void *userdata) {
+                            bool fleet, const char *fix, PolicyDoneFunc done, void *userdata) {
         PolicyTxn *txn = calloc(1, sizeof(*txn));
         Error e = ERROR_NULL;
 
@@ -575,6 +576,15 @@ static PolicyTxn *txn_begin(Manager *m, const char *name, const DaemonExpect *ex
                 error_set(&e, EBUSY, "hog_owned",
                           "policy %s is declared by the hog %s; %s that file and send clsd SIGHUP", name,
                           txn->old->hog_path, fix);
+        else if (txn->old && !fleet && txn->old->fleet_revision)
+                error_set(&e, EBUSY, "fleet_owned",
+                          "policy %s comes from the fleet (etcd revision %" PRIu64 "); %s it there "
+                          "(clsctl fleet)",
+                          name, txn->old->fleet_revision, fix);
+        else if (txn->old && fleet && !txn->old->fleet_revision)
+                error_set(&e, EBUSY, "name_taken",
+                          "a local policy %s (the API's) holds the name; the fleet's is not applied here",
+                          name);
         if (e.code || check_expect(txn->old, expect, &e) < 0) {
                 txn_fail(txn, &e);
                 error_done(&e);
@@ -583,9 +593,9 @@ static PolicyTxn *txn_begin(Manager *m, const char *name, const DaemonExpect *ex
         return txn;
 }
 
-void daemon_policy_put(Manager *m, const char *name, json_t *body, const DaemonExpect *expect, bool dry_run,
-                       PolicyDoneFunc done, void *userdata) {
-        PolicyTxn *txn = txn_begin(m, name, expect, dry_run, "change", done, userdata);
+static void policy_put(Manager *m, const char *name, json_t *body, const DaemonExpect *expect, bool dry_run,
+                       uint64_t fleet_revision, PolicyDoneFunc done, void *userdata) {
+        PolicyTxn *txn = txn_begin(m, name, expect, dry_run, fleet_revision > 0, "change", done, userdata);
         Error e = ERROR_NULL;
 
         if (!txn)
@@ -597,11 +607,22 @@ void daemon_policy_put(Manager *m, const char *name, json_t *body, const DaemonE
         }
         txn->policy->generation = txn->old ? txn->old->generation + 1 : 1;
         txn->policy->doc->generation = txn->policy->generation;
+        txn->policy->fleet_revision = fleet_revision;
         txn_step(txn);
 }
 
-void daemon_policy_delete(Manager *m, const char *name, const DaemonExpect *expect, PolicyDoneFunc done,
-                          void *userdata) {
+void daemon_policy_put(Manager *m, const char *name, json_t *body, const DaemonExpect *expect, bool dry_run,
+                       PolicyDoneFunc done, void *userdata) {
+        policy_put(m, name, body, expect, dry_run, 0, done, userdata);
+}
+
+void daemon_fleet_policy_put(Manager *m, const char *name, json_t *body, uint64_t revision,
+                             PolicyDoneFunc done, void *userdata) {
+        policy_put(m, name, body, NULL, false, revision ?: 1, done, userdata);
+}
+
+static void policy_delete(Manager *m, const char *name, const DaemonExpect *expect, bool fleet,
+                          PolicyDoneFunc done, void *userdata) {
         PolicyTxn *txn;
         Error e = ERROR_NULL;
 
@@ -612,7 +633,7 @@ void daemon_policy_delete(Manager *m, const char *name, const DaemonExpect *expe
                 error_done(&e);
                 return;
         }
-        txn = txn_begin(m, name, expect, false, "remove", done, userdata);
+        txn = txn_begin(m, name, expect, false, fleet, "remove", done, userdata);
         if (!txn)
                 return;
         if (store_policy_remove(m->store, name, &e) < 0) {
@@ -622,4 +643,13 @@ void daemon_policy_delete(Manager *m, const char *name, const DaemonExpect *expe
         }
         log_info("policy %s: deleted", name);
         txn_apply(txn);
+}
+
+void daemon_policy_delete(Manager *m, const char *name, const DaemonExpect *expect, PolicyDoneFunc done,
+                          void *userdata) {
+        policy_delete(m, name, expect, false, done, userdata);
+}
+
+void daemon_fleet_policy_delete(Manager *m, const char *name, PolicyDoneFunc done, void *userdata) {
+        policy_delete(m, name, NULL, true, done, userdata);
 }

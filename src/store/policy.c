@@ -274,6 +274,8 @@ static int policies_fd(Store *s) {
 int store_policy_save(Store *s, const Policy *p, Error *reterr) {
         json_t *j = json_pack("{s:i,s:s,s:I,s:o}", "format", 1, "name", p->name, "generation",
                               (json_int_t) p->generation, "spec", policy_to_json(p));
+        if (j && p->fleet_revision)
+                json_object_set_new(j, "fleet_revision", json_integer((json_int_t) p->fleet_revision));
         _cleanup_free_ char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         char file[POLICY_NAME_MAX + 8];
         int r;
@@ -325,6 +327,13 @@ int policy_file_parse(const char *text, size_t size, Policy **ret, Error *reterr
         if (r < 0)
                 return r;
         p->generation = (uint64_t) json_integer_value(generation);
+        json_t *fleet = json_object_get(j, "fleet_revision");
+        if (fleet && (!json_is_integer(fleet) || json_integer_value(fleet) < 1)) {
+                policy_unref(p);
+                return error_set(reterr, EINVAL, "store_error",
+                                 "fleet_revision: expected a positive integer");
+        }
+        p->fleet_revision = fleet ? (uint64_t) json_integer_value(fleet) : 0;
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < p->doc->n_filters[dir]; i++) {
                         const FilterSpec *f = &p->doc->filters[dir][i];

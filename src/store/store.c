@@ -549,3 +549,35 @@ void log_problem(StoreProblemFunc problem, void *userdata, const char *path, con
                 snprintf(buf, sizeof(buf), "%s; left in place", strna(reason));
         problem(path, buf, userdata);
 }
+
+int store_fleet_revision_save(Store *s, uint64_t revision, Error *reterr) {
+        char text[64];
+        int r;
+
+        snprintf(text, sizeof(text), "{\"format\": 1, \"revision\": %" PRIu64 "}\n", revision);
+        r = write_file_atomic(s->dir_fd, "fleet.json", text, strlen(text));
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot write %s/fleet.json: %s", s->dir,
+                                 strerror(-r));
+        return 0;
+}
+
+int store_fleet_revision_load(Store *s, uint64_t *ret) {
+        _cleanup_free_ char *text = NULL;
+        _cleanup_close_ int fd = openat(s->dir_fd, "fleet.json", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        json_error_t jerr;
+        json_t *j, *v;
+        size_t size;
+        int r;
+
+        *ret = 0;
+        r = fd < 0 ? -errno : read_full_fd(fd, 4096, &text, &size);
+        if (r < 0)
+                return r;
+        j = json_loadb(text, size, 0, &jerr);
+        v = json_object_get(j, "revision");
+        if (json_is_integer(v) && json_integer_value(v) > 0)
+                *ret = (uint64_t) json_integer_value(v);
+        json_decref(j);
+        return *ret ? 0 : -EINVAL;
+}

@@ -260,12 +260,35 @@ void daemon_policy_put(Manager *m, const char *name, json_t *body, const DaemonE
                        PolicyDoneFunc done, void *userdata);
 void daemon_policy_delete(Manager *m, const char *name, const DaemonExpect *expect, PolicyDoneFunc done,
                           void *userdata);
+/* The fleet's (src/fleet/): a policy from etcd at revision (kept with it), which the API cannot change;
+ * refused (name_taken) where a local policy holds the name. */
+void daemon_fleet_policy_put(Manager *m, const char *name, json_t *body, uint64_t revision,
+                             PolicyDoneFunc done, void *userdata);
+void daemon_fleet_policy_delete(Manager *m, const char *name, PolicyDoneFunc done, void *userdata);
 /* The interfaces holding the policy (matched), in the table's order. */
 size_t daemon_policy_ifaces(Manager *m, const Policy *p, Iface ***ret);
 /* What each hook of it is to p ("applied", "overridden", "conflict"; NULL: p declares none there). */
 const char *iface_policy_state(const Iface *it, const Policy *p, Direction dir, const char **by);
 size_t iface_policy_count(const Iface *it);
 const Policy *iface_policy_at(const Iface *it, size_t i);
+
+/* ---- the fleet: clsd --fleet (src/fleet/) keeps this; the faces show it ---- */
+typedef struct DaemonFleet {
+        bool enabled;
+        bool connected; /* etcd answered, the node's lease is held and the watch runs */
+        char node[64];
+        char endpoint[256]; /* the endpoint in use, or the last tried */
+        uint64_t revision; /* the etcd revision of the fleet snapshot applied (kept across restarts) */
+        uint64_t seen_revision; /* the last etcd revision read */
+        uint64_t changes; /* fleet policy changes applied */
+        uint64_t reconnects;
+        uint64_t requests; /* made to etcd (a watch counts once) */
+        char last_error[256]; /* "" */
+} DaemonFleet;
+
+DaemonFleet *daemon_fleet(Manager *m);
+/* The fleet snapshot at revision is applied: kept durably (a start without etcd says so too). */
+int daemon_fleet_applied(Manager *m, uint64_t revision, Error *reterr);
 
 /* ---- objects ---- */
 typedef struct DaemonObject {

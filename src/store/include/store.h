@@ -258,6 +258,9 @@ typedef struct Policy {
         Document *doc; /* the filters; doc->ifname is the policy's name, doc->source SOURCE_POLICY */
         char *hog_path; /* declared by this hog file (hogs.d, with "match"): read-only to the API, and
                          * on its hooks it wins over interfaces' own documents; NULL: the API's */
+        /* From the fleet (etcd): the revision of its key there; read-only to the API, kept in the
+         * store so that a start without etcd still has it. 0: not the fleet's. */
+        uint64_t fleet_revision;
 } Policy;
 
 int policy_name_valid(const char *s);
@@ -313,6 +316,10 @@ int store_document_remove(Store *s, DocumentSource source, const char *netns, co
 /* -ENOENT, without touching reterr, when there is none. */
 int store_document_load(Store *s, DocumentSource source, const char *netns, const char *ifname,
                         StoredDocument *ret, Error *reterr);
+
+/* The revision of the fleet snapshot last applied (fleet.json); 0 when there is none. */
+int store_fleet_revision_save(Store *s, uint64_t revision, Error *reterr);
+int store_fleet_revision_load(Store *s, uint64_t *ret);
 
 /* Policies, each under policies/NAME.json, its objects resolved (by digest, with their program). */
 int store_policy_save(Store *s, const Policy *p, Error *reterr);

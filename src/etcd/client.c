@@ -1,0 +1,210 @@
+/* client.c: a blocking etcd client for clsctl: one libcurl handle, POSTs of JSON to the gateway, the
+ * endpoints tried in turn. */
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "etcd.h"
+
+#define ETCD_CALL_TIMEOUT_MS 10000L
+
+struct EtcdClient {
+        char **urls;
+        size_t n_urls, current;
+        EtcdTls tls;
+        CURL *curl;
+};
+
+size_t etcd_urls_split(const char *urls, char ***ret) {
+        _cleanup_free_ char *copy = strdup(urls ?: "");
+        char **v = NULL, *save = NULL;
+        size_t n = 0;
+
+        if (!copy)
+                return 0;
+        for (char *u = strtok_r(copy, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
+                char **nv = realloc(v, (n + 2) * sizeof(char *));
+                if (!nv)
+                        break;
+                v = nv;
+                /* without a trailing "/": paths are appended */
+                size_t len = strlen(u);
+                while (len > 0 && u[len - 1] == '/')
+                        u[--len] = 0;
+                if (!(v[n] = strdup(u)))
+                        break;
+                v[++n] = NULL;
+        }
+        *ret = v;
+        return n;
+}
+
+static bool url_valid(const char *u) {
+        return (strncmp(u, "http://", 7) == 0 && u[7]) || (strncmp(u, "https://", 8) == 0 && u[8]);
+}
+
+int etcd_client_new(const char *urls, const EtcdTls *tls, EtcdClient **ret, Error *reterr) {
+        EtcdClient *c = calloc(1, sizeof(*c));
+
+        if (!c)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        c->n_urls = etcd_urls_split(urls, &c->urls);
+        if (tls)
+                c->tls = *tls;
+        if (c->n_urls == 0) {
+                etcd_client_free(c);
+                return error_set(reterr, EINVAL, "invalid_value", "no etcd endpoint given (URL[,URL…])");
+        }
+        for (size_t i = 0; i < c->n_urls; i++)
+                if (!url_valid(c->urls[i])) {
+                        error_set(reterr, EINVAL, "invalid_value",
+                                  "%s: expected http://HOST:PORT or https://…", c->urls[i]);
+                        etcd_client_free(c);
+                        return -EINVAL;
+                }
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(c->curl = curl_easy_init())) {
+                etcd_client_free(c);
+                return error_set(reterr, ENOMEM, "internal_error", "cannot set up libcurl");
+        }
+        *ret = c;
+        return 0;
+}
+
+EtcdClient *etcd_client_free(EtcdClient *c) {
+        if (!c)
+                return NULL;
+        if (c->curl)
+                curl_easy_cleanup(c->curl);
+        for (size_t i = 0; i < c->n_urls; i++)
+                free(c->urls[i]);
+        free(c->urls);
+        free(c);
+        return NULL;
+}
+
+typedef struct Buffer {
+        char *data;
+        size_t size;
+} Buffer;
+
+static size_t on_write(char *p, size_t size, size_t n, void *userdata) {
+        Buffer *b = userdata;
+        size_t add = size * n;
+        char *nd;
+
+        if (b->size + add > 64u * 1024 * 1024)
+                return 0; /* an answer beyond any etcd request limit */
+        nd = realloc(b->data, b->size + add + 1);
+        if (!nd)
+                return 0;
+        memcpy(nd + b->size, p, add);
+        b->data = nd;
+        b->size += add;
+        b->data[b->size] = 0;
+        return add;
+}
+
+static int call_one(EtcdClient *c, const char *url, const char *text, json_t **ret, Error *reterr) {
+        _cleanup_free_ char *full = NULL;
+        struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
+        Buffer b = { 0 };
+        long status = 0;
+        CURLcode cr;
+        json_error_t jerr;
+        json_t *answer;
+        int r;
+
+        if (!headers || asprintf(&full, "%s", url) < 0) {
+                curl_slist_free_all(headers);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        curl_easy_reset(c->curl);
+        curl_easy_setopt(c->curl, CURLOPT_URL, full);
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, text);
+        curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_write);
+        curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &b);
+        curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, ETCD_CALL_TIMEOUT_MS);
+        curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+        curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+        /* etcd is talked to directly: an http_proxy meant for the web is not its way */
+        curl_easy_setopt(c->curl, CURLOPT_NOPROXY, "*");
+        if (c->tls.ca)
+                curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->tls.ca);
+        if (c->tls.cert)
+                curl_easy_setopt(c->curl, CURLOPT_SSLCERT, c->tls.cert);
+        if (c->tls.key)
+                curl_easy_setopt(c->curl, CURLOPT_SSLKEY, c->tls.key);
+        cr = curl_easy_perform(c->curl);
+        curl_slist_free_all(headers);
+        if (cr != CURLE_OK) {
+                free(b.data);
+                return error_set(reterr, EHOSTUNREACH, "etcd_unreachable", "%s: %s", url,
+                                 curl_easy_strerror(cr));
+        }
+        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+        answer = json_loadb(b.data ?: "", b.size, 0, &jerr);
+        free(b.data);
+        if (status != 200) {
+                Error e = ERROR_NULL;
+                etcd_answer_error(status, answer, &e);
+                json_decref(answer);
+                /* etcd without a leader for a moment (an election): worth another try */
+                r = error_set(reterr, status == 503 ? EAGAIN : EPROTO, e.code, "%s: %s", url, e.message);
+                error_done(&e);
+                return r;
+        }
+        if (!answer)
+                return error_set(reterr, EPROTO, "etcd_error", "%s: the answer is not JSON: %s", url,
+                                 jerr.text);
+        *ret = answer;
+        return 0;
+}
+
+/* Tries over this long while etcd is unreachable or between leaders (an election takes a second). */
+#define ETCD_RETRY_USEC (5 * 1000 * 1000ULL)
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
+}
+
+int etcd_call(EtcdClient *c, const char *path, json_t *body, json_t **ret, Error *reterr) {
+        _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+        uint64_t deadline = now_usec() + ETCD_RETRY_USEC;
+        int r = -EHOSTUNREACH;
+
+        json_decref(body);
+        if (!text)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        /* The endpoint that answered last first; an unreachable one, or one without a leader, passes
+         * to the next, round after round until the deadline. */
+        for (size_t k = 0;; k++) {
+                size_t i = (c->current + k) % c->n_urls;
+                _cleanup_free_ char *url = NULL;
+                Error e = ERROR_NULL;
+
+                if (asprintf(&url, "%s%s", c->urls[i], path) < 0)
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                r = call_one(c, url, text, ret, &e);
+                if (r >= 0) {
+                        c->current = i;
+                        return 0;
+                }
+                bool again = (r == -EHOSTUNREACH || r == -EAGAIN) && now_usec() < deadline;
+                if (!again) {
+                        if (reterr && !reterr->code)
+                                *reterr = e;
+                        else
+                                error_done(&e);
+                        return r;
+                }
+                error_done(&e);
+                if ((k + 1) % c->n_urls == 0)
+                        (void) usleep(200 * 1000);
+        }
+}

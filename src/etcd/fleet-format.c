@@ -1,0 +1,255 @@
+/* fleet-format.c: the fleet's keys under the prefix, node names and labels, and a fleet policy's
+ * envelope (its name and node selector around a policy). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "etcd.h"
+#include "sha256.h"
+
+char *fleet_key(const char *prefix, const char *kind, const char *name, const char *sub) {
+        char *s = NULL;
+
+        if (asprintf(&s, "%s%s/%s%s%s", prefix, kind, name ?: "", sub ? "/" : "", sub ?: "") < 0)
+                return NULL;
+        return s;
+}
+
+bool fleet_prefix_valid(const char *s) {
+        size_t n = s ? strlen(s) : 0;
+
+        if (n < 2 || n > 128 || s[0] != '/' || s[n - 1] != '/')
+                return false;
+        for (const char *p = s; *p; p++)
+                if ((unsigned char) *p <= ' ' || *p == 0x7f)
+                        return false;
+        return true;
+}
+
+/* Letters, digits, "-", "_" and "." (a host name fits), 1 to max characters. */
+static bool word_valid(const char *s, size_t max) {
+        size_t n = s ? strlen(s) : 0;
+
+        if (n == 0 || n > max || streq(s, ".") || streq(s, ".."))
+                return false;
+        for (const char *p = s; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                      *p == '-' || *p == '_' || *p == '.'))
+                        return false;
+        return true;
+}
+
+bool fleet_node_name_valid(const char *s) {
+        return word_valid(s, FLEET_NODE_NAME_MAX);
+}
+
+static int label_add(FleetLabel **v, size_t *n, const char *key, const char *value, Error *reterr) {
+        FleetLabel *nv;
+
+        if (!word_valid(key, FLEET_LABEL_MAX) || !(value[0] == 0 || word_valid(value, FLEET_LABEL_MAX)))
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "label %s=%s: keys and values are 1 to %d characters of A-Z a-z 0-9 - _ . "
+                                 "(a value may be empty)",
+                                 key, value, FLEET_LABEL_MAX);
+        for (size_t i = 0; i < *n; i++)
+                if (streq((*v)[i].key, key))
+                        return error_set(reterr, EINVAL, "invalid_value", "label %s: given twice", key);
+        if (*n >= FLEET_LABELS_MAX)
+                return error_set(reterr, EINVAL, "invalid_value", "at most %d labels", FLEET_LABELS_MAX);
+        nv = realloc(*v, (*n + 1) * sizeof(FleetLabel));
+        if (!nv)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        *v = nv;
+        snprintf(nv[*n].key, sizeof(nv[*n].key), "%s", key);
+        snprintf(nv[*n].value, sizeof(nv[*n].value), "%s", value);
+        (*n)++;
+        return 0;
+}
+
+int fleet_labels_parse(const char *s, FleetLabel **ret, size_t *ret_n, Error *reterr) {
+        _cleanup_free_ char *copy = strdup(s ?: "");
+        _cleanup_free_ FleetLabel *v = NULL;
+        size_t n = 0;
+        char *save = NULL;
+
+        if (!copy)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+                char *eq = strchr(item, '=');
+                if (!eq)
+                        return error_set(reterr, EINVAL, "invalid_value", "label \"%s\": expected KEY=VALUE",
+                                         item);
+                *eq = 0;
+                if (label_add(&v, &n, item, eq + 1, reterr) < 0)
+                        return -EINVAL;
+        }
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        return 0;
+}
+
+json_t *fleet_labels_to_json(const FleetLabel *v, size_t n) {
+        json_t *j = json_object();
+
+        for (size_t i = 0; j && i < n; i++)
+                if (json_object_set_new(j, v[i].key, json_string(v[i].value)) < 0) {
+                        json_decref(j);
+                        return NULL;
+                }
+        return j;
+}
+
+void fleet_policy_done(FleetPolicy *p) {
+        free(p->name);
+        free(p->labels);
+        for (size_t i = 0; i < p->n_names; i++)
+                free(p->names[i]);
+        free(p->names);
+        json_decref(p->policy);
+        *p = (FleetPolicy){ 0 };
+}
+
+static int parse_nodes(json_t *nodes, FleetPolicy *p, Error *reterr) {
+        const char *key;
+        json_t *v;
+
+        if (!nodes || json_is_null(nodes)) {
+                p->any_node = true;
+                return 0;
+        }
+        if (!json_is_object(nodes))
+                return error_set(reterr, EINVAL, "wrong_type", "nodes: expected an object");
+        json_object_foreach (nodes, key, v)
+                if (!streq(key, "labels") && !streq(key, "names"))
+                        return error_set(reterr, EINVAL, "unknown_field", "nodes.%s: unknown field", key);
+        json_t *labels = json_object_get(nodes, "labels"), *names = json_object_get(nodes, "names");
+        if (labels && !json_is_object(labels))
+                return error_set(reterr, EINVAL, "wrong_type", "nodes.labels: expected an object");
+        json_object_foreach (labels, key, v) {
+                if (!json_is_string(v))
+                        return error_set(reterr, EINVAL, "wrong_type", "nodes.labels.%s: expected a string",
+                                         key);
+                if (label_add(&p->labels, &p->n_labels, key, json_string_value(v), reterr) < 0)
+                        return -EINVAL;
+        }
+        if (names && !json_is_array(names))
+                return error_set(reterr, EINVAL, "wrong_type", "nodes.names: expected an array");
+        p->names = calloc(json_array_size(names) + 1, sizeof(char *));
+        if (!p->names)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (size_t i = 0; i < json_array_size(names); i++) {
+                const char *s = json_string_value(json_array_get(names, i));
+                if (!fleet_node_name_valid(s))
+                        return error_set(reterr, EINVAL, "invalid_value",
+                                         "nodes.names[%zu]: expected a node name (1 to %d characters of "
+                                         "A-Z a-z 0-9 - _ .)",
+                                         i, FLEET_NODE_NAME_MAX);
+                if (!(p->names[p->n_names++] = strdup(s)))
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        if (p->n_labels == 0 && p->n_names == 0)
+                return error_set(
+                        reterr, EINVAL, "invalid_value",
+                        "nodes: give \"labels\" or \"names\" (or leave \"nodes\" out for every node)");
+        return 0;
+}
+
+int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
+        FleetPolicy p = { 0 };
+        const char *key;
+        json_t *v;
+        int r;
+
+        if (!json_is_object(j))
+                return error_set(reterr, EINVAL, "wrong_type", "a fleet policy is a JSON object");
+        v = json_object_get(j, "name");
+        if (!json_is_string(v) || !word_valid(json_string_value(v), 64))
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "name: required, 1 to 64 characters of A-Z a-z 0-9 - _ .");
+        r = parse_nodes(json_object_get(j, "nodes"), &p, reterr);
+        if (r >= 0 && (!(p.name = strdup(json_string_value(v))) || !(p.policy = json_object())))
+                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        json_object_foreach (j, key, v)
+                if (r >= 0 && !streq(key, "name") && !streq(key, "nodes") &&
+                    json_object_set(p.policy, key, v) < 0)
+                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        if (r < 0) {
+                fleet_policy_done(&p);
+                return r;
+        }
+        *ret = p;
+        return 0;
+}
+
+bool fleet_policy_selects(const FleetPolicy *p, const char *node, const FleetLabel *labels,
+                          size_t n_labels) {
+        if (p->any_node)
+                return true;
+        for (size_t i = 0; i < p->n_names; i++)
+                if (streq(p->names[i], node))
+                        return true;
+        if (p->n_labels == 0)
+                return false;
+        for (size_t i = 0; i < p->n_labels; i++) {
+                bool found = false;
+                for (size_t k = 0; k < n_labels && !found; k++)
+                        found = streq(labels[k].key, p->labels[i].key) &&
+                                streq(labels[k].value, p->labels[i].value);
+                if (!found)
+                        return false;
+        }
+        return true;
+}
+
+static int digest_add(const char ***v, size_t *n, json_t *object, const char *where, Error *reterr) {
+        const char *s = json_string_value(object);
+        const char **nv;
+
+        if (!object)
+                return 0;
+        if (!s || !sha256_digest_string_valid(s))
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "%s.object: a fleet policy names its objects by digest (clsctl fleet apply "
+                                 "uploads a file it names and writes its digest)",
+                                 where);
+        for (size_t i = 0; i < *n; i++)
+                if (streq((*v)[i], s))
+                        return 0;
+        nv = realloc(*v, (*n + 2) * sizeof(char *));
+        if (!nv)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        nv[(*n)++] = s;
+        nv[*n] = NULL;
+        *v = nv;
+        return 0;
+}
+
+int fleet_policy_digests(const FleetPolicy *p, const char ***ret, Error *reterr) {
+        static const char *const hooks[] = { "ingress", "egress" };
+        const char **v = calloc(1, sizeof(char *));
+        size_t n = 0;
+        char where[64];
+
+        if (!v)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (size_t h = 0; h < ELEMENTSOF(hooks); h++) {
+                json_t *filters = json_object_get(p->policy, hooks[h]);
+                for (size_t i = 0; i < json_array_size(filters); i++) {
+                        json_t *f = json_array_get(filters, i), *actions = json_object_get(f, "actions");
+                        snprintf(where, sizeof(where), "%s[%zu]", hooks[h], i);
+                        if (digest_add(&v, &n, json_object_get(f, "object"), where, reterr) < 0)
+                                goto fail;
+                        for (size_t k = 0; k < json_array_size(actions); k++) {
+                                snprintf(where, sizeof(where), "%s[%zu].actions[%zu]", hooks[h], i, k);
+                                if (digest_add(&v, &n, json_object_get(json_array_get(actions, k), "object"),
+                                               where, reterr) < 0)
+                                        goto fail;
+                        }
+                }
+        }
+        *ret = v;
+        return 0;
+fail:
+        free(v);
+        return -EINVAL;
+}

@@ -1,0 +1,112 @@
+/* etcd.h: etcd's v3 API as its gateway serves it (JSON over HTTP, keys and values base64): the request
+ * bodies and the answers clsd and clsctl use, the fleet's key layout and formats under a prefix, and a
+ * blocking client (libcurl) for clsctl. clsd's own client, driven by its event loop, is src/fleet/. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define ETCD_PREFIX_DEFAULT "/clsd/"
+#define FLEET_NODE_NAME_MAX 63
+#define FLEET_LABELS_MAX 32
+#define FLEET_LABEL_MAX 63
+
+/* ---- keys and values ---- */
+int etcd_b64_encode(const void *data, size_t size, char **ret);
+/* -EINVAL on a malformed string; ret is NUL-terminated beyond ret_size. */
+int etcd_b64_decode(const char *s, char **ret, size_t *ret_size);
+/* The end of the range of every key that starts with prefix (etcd's "range_end"), malloc'ed. */
+char *etcd_prefix_end(const char *prefix);
+
+typedef struct EtcdKv {
+        char *key;
+        char *value; /* NUL-terminated beyond value_size */
+        size_t value_size;
+        uint64_t create_revision, mod_revision, lease;
+} EtcdKv;
+void etcd_kvs_free(EtcdKv *v, size_t n);
+
+/* Request bodies (NULL: out of memory). prefix: the range of every key under key. */
+json_t *etcd_range_body(const char *key, bool prefix);
+json_t *etcd_put_body(const char *key, const void *value, size_t size, uint64_t lease);
+json_t *etcd_delete_body(const char *key, bool prefix);
+json_t *etcd_watch_body(const char *prefix, uint64_t start_revision);
+
+/* An answer of /v3/kv/range: its kvs and the store's revision. */
+int etcd_range_parse(json_t *answer, EtcdKv **ret, size_t *ret_n, uint64_t *ret_revision, Error *reterr);
+/* The header's revision of any answer (0: none). */
+uint64_t etcd_answer_revision(json_t *answer);
+
+/* One message of a /v3/watch stream. */
+typedef struct EtcdWatchMessage {
+        uint64_t revision; /* the header's */
+        bool created, canceled;
+        uint64_t compact_revision; /* > 0: the watch fell behind a compaction (canceled) */
+        char *cancel_reason;
+        EtcdKv *events; /* a DELETE event has value NULL, value_size 0 */
+        bool *deleted; /* parallel to events */
+        size_t n_events;
+} EtcdWatchMessage;
+int etcd_watch_parse(json_t *msg, EtcdWatchMessage *ret, Error *reterr);
+void etcd_watch_message_done(EtcdWatchMessage *m);
+
+/* A gateway's error answer ({"error", "code", "message"}) as an Error, or a non-JSON answer. */
+int etcd_answer_error(long http_status, json_t *answer, Error *reterr);
+
+/* ---- the fleet's keys, under the prefix (a "/"-terminated path, "/clsd/" by default) ----
+ *   PREFIX policies/NAME          a fleet policy (JSON, fleet_policy_parse())
+ *   PREFIX objects/DIGEST         an object's bytes, named by their sha256
+ *   PREFIX nodes/NODE             a node's record (JSON; bound to the node's lease)
+ *   PREFIX status/NODE/POLICY     a node's status of a policy it is selected by (JSON; its lease) */
+char *fleet_key(const char *prefix, const char *kind, const char *name, const char *sub);
+bool fleet_prefix_valid(const char *s);
+bool fleet_node_name_valid(const char *s);
+
+typedef struct FleetLabel {
+        char key[FLEET_LABEL_MAX + 1];
+        char value[FLEET_LABEL_MAX + 1];
+} FleetLabel;
+
+/* "k=v,k2=v2" (empty: none); -EINVAL with a message naming the bad one. */
+int fleet_labels_parse(const char *s, FleetLabel **ret, size_t *ret_n, Error *reterr);
+json_t *fleet_labels_to_json(const FleetLabel *v, size_t n);
+
+/* A fleet policy: a policy (match, order, ingress, egress) with a name and a node selector. */
+typedef struct FleetPolicy {
+        char *name;
+        FleetLabel *labels; /* "nodes": {"labels": {...}}: every one must match */
+        size_t n_labels;
+        char **names; /* "nodes": {"names": [...]} */
+        size_t n_names;
+        bool any_node; /* no "nodes": every node */
+        json_t *policy; /* the rest, as PUT /policies/NAME takes it */
+} FleetPolicy;
+
+/* Checks the envelope strictly (name, nodes); the policy itself is checked by clsd as a PUT is. */
+int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr);
+void fleet_policy_done(FleetPolicy *p);
+/* Whether the node (its name and labels) is selected: labels all match, or its name is listed (both
+ * given: either). */
+bool fleet_policy_selects(const FleetPolicy *p, const char *node, const FleetLabel *labels, size_t n_labels);
+/* The digests the policy's filters and actions name ("object"), as a NULL-terminated list of borrowed
+ * strings; -EINVAL for an "object" that is not a digest (clsctl uploads files and writes digests). */
+int fleet_policy_digests(const FleetPolicy *p, const char ***ret, Error *reterr);
+
+/* ---- a blocking client (clsctl) ---- */
+typedef struct EtcdTls {
+        const char *ca, *cert, *key; /* files; NULL: none */
+} EtcdTls;
+
+typedef struct EtcdClient EtcdClient;
+/* urls: "http://h:2379[,https://h2:2379…]"; tried in turn, the first that answers is kept. */
+int etcd_client_new(const char *urls, const EtcdTls *tls, EtcdClient **ret, Error *reterr);
+EtcdClient *etcd_client_free(EtcdClient *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(EtcdClient *, etcd_client_free);
+/* POSTs body (taken) to path ("/v3/kv/range") and returns the JSON answer of a 200. */
+int etcd_call(EtcdClient *c, const char *path, json_t *body, json_t **ret, Error *reterr);
+/* Every endpoint's URL, and how many. */
+size_t etcd_urls_split(const char *urls, char ***ret);

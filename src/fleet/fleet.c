@@ -1,0 +1,1102 @@
+/* fleet.c: this node's side of the fleet. It takes a lease, writes its record under it, lists the fleet
+ * policies at one revision and watches from the next; the policies that select this node are applied
+ * one at a time as policies the API cannot change (their objects fetched from etcd and checked against
+ * their digest first), the others taken away; its status of each is written under its lease whenever it
+ * changes. Losing etcd changes nothing here: the policies stay stored and enforced, and clsd reconnects
+ * with backoff, lists again and converges on what changed meanwhile. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "curl-event.h"
+#include "fleet.h"
+#include "log.h"
+#include "sha256.h"
+
+#define BACKOFF_MIN_USEC (250 * 1000ULL)
+#define BACKOFF_MAX_USEC (8 * 1000 * 1000ULL)
+#define CALL_TIMEOUT_MS 10000L
+#define STATUS_DELAY_USEC (50 * 1000ULL)
+#define ANSWER_MAX (64u * 1024 * 1024)
+
+typedef struct Buffer {
+        char *data;
+        size_t size;
+} Buffer;
+
+typedef void (*CallDone)(Fleet *f, json_t *answer, const Error *e, void *userdata);
+
+typedef struct Call {
+        Fleet *f;
+        CURL *easy;
+        struct curl_slist *headers;
+        char *body;
+        Buffer answer;
+        CallDone done;
+        void *userdata;
+        struct Call *next;
+} Call;
+
+/* A fleet policy as etcd has it. */
+typedef struct Wanted {
+        char *name;
+        uint64_t revision; /* its key's mod_revision */
+        FleetPolicy fp;
+        bool selected; /* selects this node */
+        char *invalid; /* its envelope or JSON is malformed: why */
+        char *error; /* applying it at error_revision failed: why (retried when it changes) */
+        uint64_t error_revision;
+} Wanted;
+
+typedef enum FleetState {
+        FLEET_IDLE,
+        FLEET_CONNECTING, /* lease, record, list */
+        FLEET_WATCHING,
+} FleetState;
+
+struct Fleet {
+        Manager *m;
+        sd_event *event;
+        CurlLoop *loop;
+        char **urls;
+        size_t n_urls, url;
+        char *prefix, *node;
+        FleetLabel *labels;
+        size_t n_labels;
+        EtcdTls tls;
+        unsigned ttl;
+
+        FleetState state;
+        uint64_t lease;
+        uint64_t revision; /* of the last list or watch message */
+        bool listed; /* wanted is a snapshot of etcd (not before the first list) */
+        Wanted *wanted;
+        size_t n_wanted;
+        char *busy; /* the policy being applied or removed */
+        Call *calls;
+        CURL *watch;
+        struct curl_slist *watch_headers;
+        char *watch_body;
+        Buffer watch_buf;
+        bool watch_created;
+        uint64_t backoff_usec;
+        sd_event_source *retry, *keepalive, *kick, *status_timer, *watch_lines;
+        char **published_names; /* status keys written, and what */
+        char **published_texts;
+        size_t n_published;
+        char *record; /* the node record last written */
+};
+
+static void disconnect(Fleet *f, const char *fmt, ...) _printf_(2, 3);
+static void converge_later(Fleet *f);
+static void status_later(Fleet *f);
+static void publish_status(Fleet *f);
+
+/* ---- calls ---- */
+
+static size_t on_write(char *p, size_t size, size_t n, void *userdata) {
+        Buffer *b = userdata;
+        size_t add = size * n;
+        char *nd;
+
+        if (b->size + add > ANSWER_MAX)
+                return 0;
+        nd = realloc(b->data, b->size + add + 1);
+        if (!nd)
+                return 0;
+        memcpy(nd + b->size, p, add);
+        b->data = nd;
+        b->size += add;
+        b->data[b->size] = 0;
+        return add;
+}
+
+static CURL *easy_new(Fleet *f, const char *path, const char *body, struct curl_slist **headers) {
+        _cleanup_free_ char *url = NULL;
+        CURL *easy;
+
+        if (asprintf(&url, "%s%s", f->urls[f->url], path) < 0 || !(easy = curl_easy_init()))
+                return NULL;
+        daemon_fleet(f->m)->requests++;
+        *headers = curl_slist_append(NULL, "Content-Type: application/json");
+        curl_easy_setopt(easy, CURLOPT_URL, url);
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, *headers);
+        curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(easy, CURLOPT_NOPROXY, "*"); /* etcd directly, never through a web proxy */
+        curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+        if (f->tls.ca)
+                curl_easy_setopt(easy, CURLOPT_CAINFO, f->tls.ca);
+        if (f->tls.cert)
+                curl_easy_setopt(easy, CURLOPT_SSLCERT, f->tls.cert);
+        if (f->tls.key)
+                curl_easy_setopt(easy, CURLOPT_SSLKEY, f->tls.key);
+        return easy;
+}
+
+static void call_free(Call *c) {
+        if (!c)
+                return;
+        if (c->easy) {
+                curl_loop_remove(c->f->loop, c->easy);
+                curl_easy_cleanup(c->easy);
+        }
+        curl_slist_free_all(c->headers);
+        free(c->body);
+        free(c->answer.data);
+        free(c);
+}
+
+static void call_unlink(Fleet *f, Call *c) {
+        for (Call **p = &f->calls; *p; p = &(*p)->next)
+                if (*p == c) {
+                        *p = c->next;
+                        return;
+                }
+}
+
+static void on_call_done(CurlLoop *l, CURL *easy, CURLcode result, void *userdata) {
+        Call *c = userdata;
+        Fleet *f = c->f;
+        Error e = ERROR_NULL;
+        json_t *answer = NULL;
+        long status = 0;
+
+        (void) l;
+        call_unlink(f, c);
+        if (result != CURLE_OK)
+                error_set(&e, EHOSTUNREACH, "etcd_unreachable", "%s: %s", f->urls[f->url],
+                          curl_easy_strerror(result));
+        else {
+                json_error_t jerr;
+                curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+                answer = json_loadb(c->answer.data ?: "", c->answer.size, 0, &jerr);
+                if (status != 200)
+                        etcd_answer_error(status, answer, &e);
+                else if (!answer)
+                        error_set(&e, EPROTO, "etcd_error", "etcd's answer is not JSON: %s", jerr.text);
+        }
+        c->done(f, e.code ? NULL : answer, e.code ? &e : NULL, c->userdata);
+        json_decref(answer);
+        error_done(&e);
+        call_free(c);
+}
+
+/* POSTs body (taken) to path; done gets the answer of a 200 or an error. */
+static int call(Fleet *f, const char *path, json_t *body, CallDone done, void *userdata) {
+        Call *c = calloc(1, sizeof(*c));
+
+        if (!c || !body || !(c->body = json_dumps(body, JSON_COMPACT))) {
+                free(c);
+                json_decref(body);
+                return -ENOMEM;
+        }
+        json_decref(body);
+        c->f = f;
+        c->done = done;
+        c->userdata = userdata;
+        c->easy = easy_new(f, path, c->body, &c->headers);
+        if (!c->easy) {
+                call_free(c);
+                return -ENOMEM;
+        }
+        curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_write);
+        curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, &c->answer);
+        curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, CALL_TIMEOUT_MS);
+        if (curl_loop_add(f->loop, c->easy, on_call_done, c) < 0) {
+                call_free(c);
+                return -ENOMEM;
+        }
+        c->next = f->calls;
+        f->calls = c;
+        return 0;
+}
+
+static void call_or_disconnect(Fleet *f, const char *path, json_t *body, CallDone done, void *userdata) {
+        if (call(f, path, body, done, userdata) < 0)
+                disconnect(f, "out of memory");
+}
+
+/* A write that needs no answer beyond success (status, record): a failure is the connection's. */
+static void on_written(Fleet *f, json_t *answer, const Error *e, void *userdata) {
+        (void) answer, (void) userdata;
+        if (e)
+                disconnect(f, "%s", e->message);
+}
+
+/* ---- what etcd wants of this node ---- */
+
+static void wanted_done(Wanted *w) {
+        free(w->name);
+        fleet_policy_done(&w->fp);
+        free(w->invalid);
+        free(w->error);
+        *w = (Wanted){ 0 };
+}
+
+static void wanted_clear(Fleet *f) {
+        for (size_t i = 0; i < f->n_wanted; i++)
+                wanted_done(&f->wanted[i]);
+        free(f->wanted);
+        f->wanted = NULL;
+        f->n_wanted = 0;
+}
+
+static Wanted *wanted_find(Fleet *f, const char *name) {
+        for (size_t i = 0; i < f->n_wanted; i++)
+                if (streq(f->wanted[i].name, name))
+                        return &f->wanted[i];
+        return NULL;
+}
+
+/* The policy name of a key under PREFIX policies/, or NULL. */
+static const char *policy_name_of(Fleet *f, const char *key) {
+        size_t n = strlen(f->prefix);
+        if (strncmp(key, f->prefix, n) != 0 || strncmp(key + n, "policies/", 9) != 0)
+                return NULL;
+        key += n + 9;
+        return key[0] && !strchr(key, '/') ? key : NULL;
+}
+
+static void wanted_remove(Fleet *f, const char *name) {
+        Wanted *w = wanted_find(f, name);
+        if (!w)
+                return;
+        wanted_done(w);
+        *w = f->wanted[--f->n_wanted];
+}
+
+static int wanted_set(Fleet *f, const EtcdKv *kv) {
+        const char *name = policy_name_of(f, kv->key);
+        Wanted w = { 0 }, *old;
+        json_error_t jerr;
+        json_t *j;
+        Error e = ERROR_NULL;
+
+        if (!name)
+                return 0;
+        if (!(w.name = strdup(name)))
+                return -ENOMEM;
+        w.revision = kv->mod_revision;
+        j = json_loadb(kv->value, kv->value_size, JSON_REJECT_DUPLICATES, &jerr);
+        if (!j)
+                (void) asprintf(&w.invalid, "not JSON: %s", jerr.text);
+        else if (fleet_policy_parse(j, &w.fp, &e) < 0)
+                w.invalid = strdup(e.message ?: "invalid");
+        else if (!streq(w.fp.name, name))
+                (void) asprintf(&w.invalid, "its name \"%s\" is not its key's \"%s\"", w.fp.name, name);
+        else
+                w.selected = fleet_policy_selects(&w.fp, f->node, f->labels, f->n_labels);
+        json_decref(j);
+        error_done(&e);
+        if (w.invalid)
+                log_warning("fleet: policy %s (revision %" PRIu64 "): %s; not applied", name, w.revision,
+                            w.invalid);
+        old = wanted_find(f, name);
+        if (old) {
+                wanted_done(old);
+                *old = w;
+                return 0;
+        }
+        Wanted *v = realloc(f->wanted, (f->n_wanted + 1) * sizeof(Wanted));
+        if (!v) {
+                wanted_done(&w);
+                return -ENOMEM;
+        }
+        f->wanted = v;
+        f->wanted[f->n_wanted++] = w;
+        return 0;
+}
+
+/* ---- applying: one policy at a time ---- */
+
+static void converge(Fleet *f);
+
+static void step_done(Fleet *f, const char *name, uint64_t revision, const Error *e) {
+        Wanted *w = wanted_find(f, name);
+
+        if (e && w && w->revision == revision) {
+                free(w->error);
+                w->error = strdup(e->message ?: e->code);
+                w->error_revision = revision;
+        }
+        if (e)
+                log_warning("fleet: policy %s (revision %" PRIu64 "): %s", name, revision,
+                            strna(e->message));
+        free(f->busy);
+        f->busy = NULL;
+        converge_later(f);
+        status_later(f);
+}
+
+static void on_put_done(Manager *m, const PolicyOutcome *o, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+        Policy *p = daemon_policy_get(m, f->busy);
+
+        (void) o;
+        if (!e) {
+                daemon_fleet(m)->changes++;
+                log_info("fleet: policy %s: revision %" PRIu64 " applied", f->busy,
+                         p ? p->fleet_revision : 0);
+        }
+        Wanted *w = wanted_find(f, f->busy);
+        step_done(f, f->busy, w ? w->revision : 0, e);
+}
+
+static void on_delete_done(Manager *m, const PolicyOutcome *o, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+
+        (void) o;
+        if (!e) {
+                daemon_fleet(m)->changes++;
+                log_info("fleet: policy %s: no longer this node's; removed", f->busy);
+        }
+        step_done(f, f->busy, 0, e);
+}
+
+typedef struct ObjectFetch {
+        Fleet *f;
+        char digest[SHA256_DIGEST_STRING_MAX];
+        uint64_t revision;
+} ObjectFetch;
+
+static void on_object_added(Manager *m, const DaemonObject *o, bool created, const Error *e,
+                            void *userdata) {
+        ObjectFetch *x = userdata;
+        Fleet *f = x->f;
+
+        (void) m, (void) o;
+        if (e)
+                step_done(f, f->busy, x->revision, e);
+        else {
+                if (created)
+                        log_info("fleet: object %s fetched from etcd", x->digest);
+                free(f->busy);
+                f->busy = NULL;
+                converge_later(f); /* the next object, or the policy */
+        }
+        free(x);
+}
+
+static void on_object_fetched(Fleet *f, json_t *answer, const Error *e, void *userdata) {
+        ObjectFetch *x = userdata;
+        EtcdKv *kvs = NULL;
+        size_t n = 0;
+        Error e2 = ERROR_NULL;
+        char digest[SHA256_DIGEST_STRING_MAX];
+
+        if (e) {
+                free(x);
+                free(f->busy);
+                f->busy = NULL;
+                disconnect(f, "%s", e->message);
+                return;
+        }
+        if (etcd_range_parse(answer, &kvs, &n, NULL, &e2) < 0 || n == 0) {
+                if (!e2.code)
+                        error_set(&e2, ENOENT, "object_not_found", "object %s is not in etcd (%s)",
+                                  x->digest, "clsctl fleet apply uploads the objects a policy names");
+                step_done(f, f->busy, x->revision, &e2);
+                error_done(&e2);
+                etcd_kvs_free(kvs, n);
+                free(x);
+                return;
+        }
+        sha256_digest_string(kvs[0].value, kvs[0].value_size, digest);
+        if (!streq(digest, x->digest)) {
+                error_set(&e2, EBADMSG, "object_corrupt", "etcd's object %s has the digest %s: not used",
+                          x->digest, digest);
+                step_done(f, f->busy, x->revision, &e2);
+                error_done(&e2);
+                etcd_kvs_free(kvs, n);
+                free(x);
+                return;
+        }
+        daemon_object_add(f->m, kvs[0].value, kvs[0].value_size, on_object_added, x);
+        etcd_kvs_free(kvs, n);
+}
+
+static int start_put(Fleet *f, Wanted *w) {
+        const char **digests = NULL;
+        Error e = ERROR_NULL;
+
+        if (!(f->busy = strdup(w->name)))
+                return -ENOMEM;
+        if (fleet_policy_digests(&w->fp, &digests, &e) < 0) {
+                step_done(f, w->name, w->revision, &e);
+                error_done(&e);
+                return 0;
+        }
+        for (size_t i = 0; digests[i]; i++) {
+                if (daemon_object_get(f->m, digests[i]))
+                        continue;
+                /* fetched only while connected; offline, the policy waits for the next list */
+                if (f->state != FLEET_WATCHING) {
+                        free(digests);
+                        free(f->busy);
+                        f->busy = NULL;
+                        return 0;
+                }
+                ObjectFetch *x = calloc(1, sizeof(*x));
+                _cleanup_free_ char *key = fleet_key(f->prefix, "objects", digests[i], NULL);
+                if (!x || !key) {
+                        free(x);
+                        free(digests);
+                        return -ENOMEM;
+                }
+                x->f = f;
+                x->revision = w->revision;
+                snprintf(x->digest, sizeof(x->digest), "%s", digests[i]);
+                free(digests);
+                if (call(f, "/v3/kv/range", etcd_range_body(key, false), on_object_fetched, x) < 0) {
+                        free(x);
+                        return -ENOMEM;
+                }
+                return 0;
+        }
+        free(digests);
+        daemon_fleet_policy_put(f->m, w->name, w->fp.policy, w->revision, on_put_done, f);
+        return 0;
+}
+
+static void publish_record(Fleet *f);
+
+static void converge(Fleet *f) {
+        Manager *m = f->m;
+
+        /* Before the first list, the stored policies are all there is: they stay as they are. */
+        if (f->busy || !f->listed)
+                return;
+        for (size_t i = 0; i < f->n_wanted; i++) {
+                Wanted *w = &f->wanted[i];
+                Policy *p = w->selected && !w->invalid ? daemon_policy_get(m, w->name) : NULL;
+                if (!w->selected || w->invalid || (p && p->fleet_revision == w->revision) ||
+                    w->error_revision == w->revision)
+                        continue;
+                if (start_put(f, w) < 0)
+                        disconnect(f, "out of memory");
+                return;
+        }
+        for (size_t i = 0; i < daemon_policy_count(m); i++) {
+                Policy *p = daemon_policy_at(m, i);
+                Wanted *w = p->fleet_revision ? wanted_find(f, p->name) : NULL;
+                if (!p->fleet_revision || (w && w->selected && !w->invalid))
+                        continue;
+                if (!(f->busy = strdup(p->name))) {
+                        disconnect(f, "out of memory");
+                        return;
+                }
+                daemon_fleet_policy_delete(m, p->name, on_delete_done, f);
+                return;
+        }
+        /* Everything etcd had at this revision is applied (or failed, and said so). */
+        Error e = ERROR_NULL;
+        if (daemon_fleet_applied(m, f->revision, &e) < 0) {
+                log_error("fleet: %s", strna(e.message));
+                error_done(&e);
+        }
+        publish_record(f);
+        publish_status(f); /* now: what converged is said at once; interface changes are batched */
+}
+
+static int on_kick(sd_event_source *s, void *userdata) {
+        (void) s;
+        converge(userdata);
+        return 0;
+}
+
+/* From the loop, never from inside the daemon's callback that answered. */
+static void converge_later(Fleet *f) {
+        if (!f->kick && sd_event_add_defer(f->event, &f->kick, on_kick, f) < 0)
+                return;
+        (void) sd_event_source_set_enabled(f->kick, SD_EVENT_ONESHOT);
+}
+
+/* ---- status: this node's of each policy that selects it ---- */
+
+static const char *hook_names[] = { "ingress", "egress" };
+
+static json_t *policy_status(Fleet *f, const Wanted *w) {
+        Policy *p = daemon_policy_get(f->m, w->name);
+        bool applied_here = p && p->fleet_revision == w->revision;
+        json_t *j = json_object(), *ifaces = json_array();
+        const char *state = "applied";
+        bool any_failed = false, any_pending = false, any_applied = false, any_overridden = false;
+        Iface **v = NULL;
+        size_t n = applied_here ? daemon_policy_ifaces(f->m, p, &v) : 0;
+
+        for (size_t i = 0; i < n; i++) {
+                const Iface *it = v[i];
+                json_t *ji = json_object();
+                IfaceState st = iface_state(it);
+                json_object_set_new(ji, "ifname", json_string(iface_ifname(it)));
+                if (iface_netns(it))
+                        json_object_set_new(ji, "netns", json_string(iface_netns(it)));
+                json_object_set_new(ji, "state", json_string(iface_state_to_string(st)));
+                if (st == IFACE_FAILED && iface_error(it)->message)
+                        json_object_set_new(ji, "error", json_string(iface_error(it)->message));
+                any_failed = any_failed || st == IFACE_FAILED;
+                any_pending = any_pending || st == IFACE_PENDING;
+                for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                        const char *by = NULL, *s = iface_policy_state(it, p, dir, &by);
+                        char key[32];
+                        if (!s)
+                                continue;
+                        json_object_set_new(ji, hook_names[dir], json_string(s));
+                        if (by) {
+                                snprintf(key, sizeof(key), "%s_by", hook_names[dir]);
+                                json_object_set_new(ji, key, json_string(by));
+                        }
+                        any_applied = any_applied || streq(s, "applied");
+                        any_overridden = any_overridden || !streq(s, "applied");
+                }
+                json_array_append_new(ifaces, ji);
+        }
+        free(v);
+        if (w->error && w->error_revision == w->revision)
+                state = "failed";
+        else if (!applied_here)
+                state = "pending";
+        else if (any_failed)
+                state = "failed";
+        else if (any_pending)
+                state = "pending";
+        else if (any_overridden && !any_applied)
+                state = "overridden";
+        json_object_set_new(j, "node", json_string(f->node));
+        json_object_set_new(j, "policy", json_string(w->name));
+        json_object_set_new(j, "revision", json_integer((json_int_t) w->revision));
+        json_object_set_new(j, "applied_revision",
+                            p && p->fleet_revision ? json_integer((json_int_t) p->fleet_revision)
+                                                   : json_null());
+        json_object_set_new(j, "state", json_string(state));
+        if (w->error && w->error_revision == w->revision)
+                json_object_set_new(j, "error", json_string(w->error));
+        json_object_set_new(j, "interfaces", ifaces);
+        return j;
+}
+
+static ssize_t published_index(Fleet *f, const char *name) {
+        for (size_t i = 0; i < f->n_published; i++)
+                if (streq(f->published_names[i], name))
+                        return (ssize_t) i;
+        return -1;
+}
+
+static void published_clear(Fleet *f) {
+        for (size_t i = 0; i < f->n_published; i++) {
+                free(f->published_names[i]);
+                free(f->published_texts[i]);
+        }
+        free(f->published_names);
+        free(f->published_texts);
+        f->published_names = f->published_texts = NULL;
+        f->n_published = 0;
+}
+
+static void publish_status(Fleet *f) {
+        if (f->state != FLEET_WATCHING || !f->lease)
+                return;
+        for (size_t i = 0; i < f->n_wanted; i++) {
+                const Wanted *w = &f->wanted[i];
+                if (!w->selected)
+                        continue;
+                json_t *j = policy_status(f, w);
+                char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+                json_decref(j);
+                if (!text)
+                        continue;
+                ssize_t k = published_index(f, w->name);
+                if (k >= 0 && streq(f->published_texts[k], text)) {
+                        free(text);
+                        continue;
+                }
+                _cleanup_free_ char *key = fleet_key(f->prefix, "status", f->node, w->name);
+                if (!key || call(f, "/v3/kv/put", etcd_put_body(key, text, strlen(text), f->lease),
+                                 on_written, NULL) < 0) {
+                        free(text);
+                        continue;
+                }
+                if (k >= 0) {
+                        free(f->published_texts[k]);
+                        f->published_texts[k] = text;
+                        continue;
+                }
+                char **names = realloc(f->published_names, (f->n_published + 1) * sizeof(char *));
+                if (names)
+                        f->published_names = names;
+                char **texts = realloc(f->published_texts, (f->n_published + 1) * sizeof(char *));
+                if (texts)
+                        f->published_texts = texts;
+                if (!names || !texts || !(names[f->n_published] = strdup(w->name))) {
+                        free(text);
+                        continue;
+                }
+                texts[f->n_published++] = text;
+        }
+        /* a policy gone, or no longer this node's: its status goes */
+        for (size_t i = 0; i < f->n_published;) {
+                const Wanted *w = wanted_find(f, f->published_names[i]);
+                if (w && w->selected) {
+                        i++;
+                        continue;
+                }
+                _cleanup_free_ char *key = fleet_key(f->prefix, "status", f->node, f->published_names[i]);
+                if (key)
+                        (void) call(f, "/v3/kv/deleterange", etcd_delete_body(key, false), on_written, NULL);
+                free(f->published_names[i]);
+                free(f->published_texts[i]);
+                f->published_names[i] = f->published_names[f->n_published - 1];
+                f->published_texts[i] = f->published_texts[f->n_published - 1];
+                f->n_published--;
+        }
+}
+
+static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s, (void) usec;
+        publish_status(userdata);
+        return 0;
+}
+
+static void status_later(Fleet *f) {
+        uint64_t now;
+
+        (void) sd_event_now(f->event, CLOCK_MONOTONIC, &now);
+        if (!f->status_timer) {
+                if (sd_event_add_time(f->event, &f->status_timer, CLOCK_MONOTONIC, now + STATUS_DELAY_USEC,
+                                      1, on_status_timer, f) < 0)
+                        return;
+        } else if (sd_event_source_get_enabled(f->status_timer, NULL) > 0)
+                return; /* already due */
+        else
+                (void) sd_event_source_set_time(f->status_timer, now + STATUS_DELAY_USEC);
+        (void) sd_event_source_set_enabled(f->status_timer, SD_EVENT_ONESHOT);
+}
+
+static void on_daemon_change(Manager *m, Iface *it, unsigned changes, void *userdata) {
+        Fleet *f = userdata;
+
+        (void) m, (void) it, (void) changes;
+        if (f->state == FLEET_WATCHING)
+                status_later(f);
+}
+
+/* ---- the node's record ---- */
+
+static void publish_record(Fleet *f) {
+        DaemonFleet *df = daemon_fleet(f->m);
+        json_t *j;
+        char *text;
+
+        if (f->state == FLEET_IDLE || !f->lease)
+                return;
+        j = json_pack("{s:s,s:o,s:s,s:s,s:b,s:b,s:I}", "node", f->node, "labels",
+                      fleet_labels_to_json(f->labels, f->n_labels), "version", PROJECT_VERSION, "kernel",
+                      daemon_kernel_release(f->m), "act_bpf", daemon_has_act_bpf(f->m), "tcx",
+                      daemon_has_tcx(f->m), "revision", (json_int_t) df->revision);
+        text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        json_decref(j);
+        if (!text || (f->record && streq(f->record, text))) {
+                free(text);
+                return;
+        }
+        _cleanup_free_ char *key = fleet_key(f->prefix, "nodes", f->node, NULL);
+        if (!key ||
+            call(f, "/v3/kv/put", etcd_put_body(key, text, strlen(text), f->lease), on_written, NULL) < 0) {
+                free(text);
+                return;
+        }
+        free(f->record);
+        f->record = text;
+}
+
+/* ---- the connection: lease, record, list, watch; keepalive; reconnect ---- */
+
+static void stop_watch(Fleet *f) {
+        if (f->watch) {
+                curl_loop_remove(f->loop, f->watch);
+                curl_easy_cleanup(f->watch);
+                f->watch = NULL;
+        }
+        curl_slist_free_all(f->watch_headers);
+        f->watch_headers = NULL;
+        free(f->watch_body);
+        f->watch_body = NULL;
+        free(f->watch_buf.data);
+        f->watch_buf = (Buffer){ 0 };
+        f->watch_created = false;
+}
+
+static void connect_etcd(Fleet *f);
+static void list(Fleet *f);
+
+static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s, (void) usec;
+        connect_etcd(userdata);
+        return 0;
+}
+
+static void disconnect(Fleet *f, const char *fmt, ...) {
+        DaemonFleet *df = daemon_fleet(f->m);
+        va_list ap;
+        uint64_t now;
+
+        va_start(ap, fmt);
+        vsnprintf(df->last_error, sizeof(df->last_error), fmt, ap);
+        va_end(ap);
+        f->backoff_usec = f->backoff_usec ? MIN(f->backoff_usec * 2, BACKOFF_MAX_USEC) : BACKOFF_MIN_USEC;
+        if (f->state != FLEET_IDLE)
+                log_warning("fleet: %s; the policies applied stay, reconnecting in %" PRIu64 " ms",
+                            df->last_error, (uint64_t) f->backoff_usec / 1000);
+        f->state = FLEET_IDLE;
+        df->connected = false;
+        f->lease = 0;
+        free(f->record);
+        f->record = NULL;
+        published_clear(f);
+        stop_watch(f);
+        while (f->calls) {
+                Call *c = f->calls;
+                f->calls = c->next;
+                if (c->done == on_object_fetched) {
+                        free(c->userdata);
+                        free(f->busy);
+                        f->busy = NULL;
+                }
+                call_free(c);
+        }
+        (void) sd_event_source_set_enabled(f->keepalive, SD_EVENT_OFF);
+        f->url = (f->url + 1) % f->n_urls;
+        (void) sd_event_now(f->event, CLOCK_MONOTONIC, &now);
+        if (!f->retry)
+                (void) sd_event_add_time(f->event, &f->retry, CLOCK_MONOTONIC, now + f->backoff_usec, 0,
+                                         on_retry, f);
+        else {
+                (void) sd_event_source_set_time(f->retry, now + f->backoff_usec);
+                (void) sd_event_source_set_enabled(f->retry, SD_EVENT_ONESHOT);
+        }
+}
+
+static void on_keepalive_answer(Fleet *f, json_t *answer, const Error *e, void *userdata) {
+        json_t *result = json_object_get(answer, "result");
+        json_t *ttl = json_object_get(result ?: answer, "TTL");
+
+        (void) userdata;
+        if (e)
+                disconnect(f, "%s", e->message);
+        else if (!ttl || (json_is_string(ttl) && atoll(json_string_value(ttl)) <= 0))
+                disconnect(f, "the lease %" PRIu64 " expired", f->lease);
+}
+
+static int on_keepalive(sd_event_source *s, uint64_t usec, void *userdata) {
+        Fleet *f = userdata;
+        char id[32];
+
+        snprintf(id, sizeof(id), "%" PRIu64, f->lease);
+        call_or_disconnect(f, "/v3/lease/keepalive", json_pack("{s:s}", "ID", id), on_keepalive_answer,
+                           NULL);
+        (void) sd_event_source_set_time(s, usec + f->ttl * 1000000ULL / 3);
+        (void) sd_event_source_set_enabled(s, SD_EVENT_ON);
+        return 0;
+}
+
+static void apply_watch_message(Fleet *f, json_t *j) {
+        EtcdWatchMessage msg = { 0 };
+        Error e = ERROR_NULL;
+
+        if (etcd_watch_parse(j, &msg, &e) < 0) {
+                disconnect(f, "%s", e.message);
+                error_done(&e);
+                return;
+        }
+        if (msg.compact_revision > 0 || msg.canceled) {
+                log_warning("fleet: the watch from revision %" PRIu64
+                            " fell behind a compaction (revision %" PRIu64 "); listing again",
+                            f->revision + 1, msg.compact_revision);
+                etcd_watch_message_done(&msg);
+                stop_watch(f);
+                list(f);
+                return;
+        }
+        if (msg.created) {
+                f->watch_created = true;
+                daemon_fleet(f->m)->connected = true;
+                daemon_fleet(f->m)->last_error[0] = 0;
+                f->backoff_usec = 0;
+        }
+        /* The events of one message are one etcd revision (a transaction's): taken together. */
+        for (size_t i = 0; i < msg.n_events; i++) {
+                const char *name = policy_name_of(f, msg.events[i].key);
+                if (!name)
+                        continue;
+                if (msg.deleted[i])
+                        wanted_remove(f, name);
+                else if (wanted_set(f, &msg.events[i]) < 0) {
+                        etcd_watch_message_done(&msg);
+                        disconnect(f, "out of memory");
+                        return;
+                }
+        }
+        /* What this node has seen all of: an event's revision, or a progress notification's (sent to a
+         * watch that has caught up). A created answer's header is etcd's revision, not the watch's. */
+        uint64_t seen = 0;
+        for (size_t i = 0; i < msg.n_events; i++)
+                seen = MAX(seen, msg.events[i].mod_revision);
+        if (msg.n_events == 0 && !msg.created)
+                seen = msg.revision;
+        if (seen > f->revision)
+                f->revision = seen;
+        daemon_fleet(f->m)->seen_revision = f->revision;
+        etcd_watch_message_done(&msg);
+        converge_later(f);
+        status_later(f);
+}
+
+/* The stream's complete lines, one JSON message each, taken from the loop (a message may stop the watch,
+ * which libcurl does not allow from inside its own callback). */
+static int on_watch_lines(sd_event_source *s, void *userdata) {
+        Fleet *f = userdata;
+        char *nl;
+
+        (void) s;
+        while (f->watch && f->watch_buf.data && (nl = memchr(f->watch_buf.data, '\n', f->watch_buf.size))) {
+                size_t line = (size_t) (nl - f->watch_buf.data);
+                json_error_t jerr;
+                json_t *j = json_loadb(f->watch_buf.data, line, 0, &jerr);
+                memmove(f->watch_buf.data, nl + 1, f->watch_buf.size - line - 1);
+                f->watch_buf.size -= line + 1;
+                f->watch_buf.data[f->watch_buf.size] = 0;
+                if (!j)
+                        continue;
+                apply_watch_message(f, j);
+                json_decref(j);
+        }
+        return 0;
+}
+
+static size_t on_watch_data(char *p, size_t size, size_t n, void *userdata) {
+        Fleet *f = userdata;
+        size_t add = size * n;
+
+        if (on_write(p, size, n, &f->watch_buf) != add)
+                return 0;
+        if (memchr(p, '\n', add)) {
+                if (!f->watch_lines && sd_event_add_defer(f->event, &f->watch_lines, on_watch_lines, f) < 0)
+                        return 0;
+                (void) sd_event_source_set_enabled(f->watch_lines, SD_EVENT_ONESHOT);
+        }
+        return add;
+}
+
+static void on_watch_end(CurlLoop *l, CURL *easy, CURLcode result, void *userdata) {
+        Fleet *f = userdata;
+
+        (void) l, (void) easy;
+        disconnect(f, "the watch ended: %s",
+                   result == CURLE_OK ? "etcd closed it" : curl_easy_strerror(result));
+}
+
+static void start_watch(Fleet *f) {
+        _cleanup_free_ char *prefix = fleet_key(f->prefix, "policies", NULL, NULL);
+        json_t *body = prefix ? etcd_watch_body(prefix, f->revision + 1) : NULL;
+
+        stop_watch(f);
+        f->watch_body = body ? json_dumps(body, JSON_COMPACT) : NULL;
+        json_decref(body);
+        if (!f->watch_body || !(f->watch = easy_new(f, "/v3/watch", f->watch_body, &f->watch_headers))) {
+                disconnect(f, "out of memory");
+                return;
+        }
+        curl_easy_setopt(f->watch, CURLOPT_WRITEFUNCTION, on_watch_data);
+        curl_easy_setopt(f->watch, CURLOPT_WRITEDATA, f);
+        /* A stream: no overall timeout; TCP keepalive finds a dead peer. */
+        curl_easy_setopt(f->watch, CURLOPT_TCP_KEEPALIVE, 1L);
+        curl_easy_setopt(f->watch, CURLOPT_TCP_KEEPIDLE, 5L);
+        curl_easy_setopt(f->watch, CURLOPT_TCP_KEEPINTVL, 2L);
+        if (curl_loop_add(f->loop, f->watch, on_watch_end, f) < 0)
+                disconnect(f, "out of memory");
+}
+
+static void on_listed(Fleet *f, json_t *answer, const Error *e, void *userdata) {
+        EtcdKv *kvs = NULL;
+        size_t n = 0;
+        uint64_t revision = 0;
+        Error e2 = ERROR_NULL;
+
+        (void) userdata;
+        if (e) {
+                disconnect(f, "%s", e->message);
+                return;
+        }
+        if (etcd_range_parse(answer, &kvs, &n, &revision, &e2) < 0) {
+                disconnect(f, "%s", e2.message);
+                error_done(&e2);
+                return;
+        }
+        /* What failed before is tried again against this snapshot. */
+        wanted_clear(f);
+        for (size_t i = 0; i < n; i++)
+                if (wanted_set(f, &kvs[i]) < 0) {
+                        etcd_kvs_free(kvs, n);
+                        disconnect(f, "out of memory");
+                        return;
+                }
+        etcd_kvs_free(kvs, n);
+        f->revision = revision;
+        f->listed = true;
+        f->state = FLEET_WATCHING;
+        daemon_fleet(f->m)->seen_revision = revision;
+        log_info("fleet: %zu fleet policies at revision %" PRIu64 " (%s)", f->n_wanted, revision,
+                 f->urls[f->url]);
+        start_watch(f);
+        converge_later(f);
+        status_later(f);
+}
+
+static void list(Fleet *f) {
+        _cleanup_free_ char *prefix = fleet_key(f->prefix, "policies", NULL, NULL);
+
+        if (!prefix) {
+                disconnect(f, "out of memory");
+                return;
+        }
+        call_or_disconnect(f, "/v3/kv/range", etcd_range_body(prefix, true), on_listed, NULL);
+}
+
+static void on_granted(Fleet *f, json_t *answer, const Error *e, void *userdata) {
+        json_t *id = json_object_get(answer, "ID");
+        uint64_t now;
+
+        (void) userdata;
+        if (e) {
+                disconnect(f, "%s", e->message);
+                return;
+        }
+        f->lease = json_is_string(id) ? strtoull(json_string_value(id), NULL, 10) : 0;
+        if (!f->lease) {
+                disconnect(f, "etcd granted no lease");
+                return;
+        }
+        publish_record(f);
+        status_later(f);
+        (void) sd_event_now(f->event, CLOCK_MONOTONIC, &now);
+        if (!f->keepalive)
+                (void) sd_event_add_time(f->event, &f->keepalive, CLOCK_MONOTONIC,
+                                         now + f->ttl * 1000000ULL / 3, 0, on_keepalive, f);
+        else {
+                (void) sd_event_source_set_time(f->keepalive, now + f->ttl * 1000000ULL / 3);
+                (void) sd_event_source_set_enabled(f->keepalive, SD_EVENT_ON);
+        }
+        /* After a lost connection the watch resumes where it was (a compaction since: listed again). */
+        if (f->listed) {
+                f->state = FLEET_WATCHING;
+                start_watch(f);
+        } else
+                list(f);
+}
+
+static void connect_etcd(Fleet *f) {
+        DaemonFleet *df = daemon_fleet(f->m);
+
+        if (f->state != FLEET_IDLE)
+                return;
+        f->state = FLEET_CONNECTING;
+        df->reconnects += f->listed || df->last_error[0];
+        snprintf(df->endpoint, sizeof(df->endpoint), "%s", f->urls[f->url]);
+        call_or_disconnect(f, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t) f->ttl), on_granted,
+                           NULL);
+}
+
+/* ---- set-up ---- */
+
+int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Error *reterr) {
+        _cleanup_(fleet_freep) Fleet *f = calloc(1, sizeof(*f));
+        char host[256];
+
+        if (!f)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        f->m = m;
+        f->event = sd_event_ref(event);
+        f->n_urls = etcd_urls_split(c->urls, &f->urls);
+        if (f->n_urls == 0)
+                return error_set(reterr, EINVAL, "invalid_value", "--fleet: expected URL[,URL…]");
+        for (size_t i = 0; i < f->n_urls; i++)
+                if (strncmp(f->urls[i], "http://", 7) != 0 && strncmp(f->urls[i], "https://", 8) != 0)
+                        return error_set(reterr, EINVAL, "invalid_value",
+                                         "--fleet %s: expected http://HOST:PORT or https://HOST:PORT",
+                                         f->urls[i]);
+        if (c->prefix && !fleet_prefix_valid(c->prefix))
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "--fleet-prefix %s: expected a path that starts and ends with \"/\"",
+                                 c->prefix);
+        if (!c->node && gethostname(host, sizeof(host)) < 0)
+                return error_set(reterr, errno, "internal_error", "cannot read the host name: %m");
+        host[sizeof(host) - 1] = 0;
+        if (!c->node) {
+                char *dot = strchr(host, '.');
+                if (dot)
+                        *dot = 0;
+        }
+        if (!fleet_node_name_valid(c->node ?: host))
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "--node %s: 1 to %d characters of A-Z a-z 0-9 - _ . (give --node)",
+                                 c->node ?: host, FLEET_NODE_NAME_MAX);
+        if (fleet_labels_parse(c->labels, &f->labels, &f->n_labels, reterr) < 0)
+                return -EINVAL;
+        if (!(f->prefix = strdup(c->prefix ?: ETCD_PREFIX_DEFAULT)) ||
+            !(f->node = strdup(c->node ?: host)) || (c->tls.ca && !(f->tls.ca = strdup(c->tls.ca))) ||
+            (c->tls.cert && !(f->tls.cert = strdup(c->tls.cert))) ||
+            (c->tls.key && !(f->tls.key = strdup(c->tls.key))))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        f->ttl = c->lease_ttl ?: FLEET_LEASE_TTL_DEFAULT;
+        if (curl_loop_new(event, &f->loop) < 0 || daemon_add_change_listener(m, on_daemon_change, f) < 0)
+                return error_set(reterr, ENOMEM, "internal_error", "cannot set up libcurl");
+        DaemonFleet *df = daemon_fleet(m);
+        df->enabled = true;
+        snprintf(df->node, sizeof(df->node), "%s", f->node);
+        *ret = TAKE_PTR(f);
+        return 0;
+}
+
+void fleet_start(Fleet *f) {
+        log_info("fleet: node %s, %zu label(s), etcd %s, prefix %s", f->node, f->n_labels, f->urls[0],
+                 f->prefix);
+        connect_etcd(f);
+}
+
+Fleet *fleet_free(Fleet *f) {
+        if (!f)
+                return NULL;
+        stop_watch(f);
+        while (f->calls) {
+                Call *c = f->calls;
+                f->calls = c->next;
+                if (c->done == on_object_fetched)
+                        free(c->userdata);
+                call_free(c);
+        }
+        curl_loop_free(f->loop);
+        sd_event_source_disable_unref(f->retry);
+        sd_event_source_disable_unref(f->keepalive);
+        sd_event_source_disable_unref(f->kick);
+        sd_event_source_disable_unref(f->status_timer);
+        sd_event_source_disable_unref(f->watch_lines);
+        wanted_clear(f);
+        published_clear(f);
+        for (size_t i = 0; i < f->n_urls; i++)
+                free(f->urls[i]);
+        free(f->urls);
+        free(f->prefix);
+        free(f->node);
+        free(f->labels);
+        free((char *) f->tls.ca);
+        free((char *) f->tls.cert);
+        free((char *) f->tls.key);
+        free(f->busy);
+        free(f->record);
+        sd_event_unref(f->event);
+        free(f);
+        return NULL;
+}

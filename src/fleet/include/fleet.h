@@ -1,0 +1,28 @@
+/* fleet.h: clsd --fleet: fleet policies from etcd applied as policies on this node, its record and its
+ * status of each policy written back under its lease. */
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include "daemon.h"
+#include "etcd.h"
+
+#define FLEET_LEASE_TTL_DEFAULT 10
+
+typedef struct FleetConfig {
+        const char *urls; /* "http://h:2379[,…]"; NULL: no fleet */
+        const char *prefix; /* NULL: ETCD_PREFIX_DEFAULT */
+        const char *node; /* NULL: the host name */
+        const char *labels; /* "k=v,…" */
+        EtcdTls tls;
+        unsigned lease_ttl; /* seconds; 0: FLEET_LEASE_TTL_DEFAULT */
+} FleetConfig;
+
+typedef struct Fleet Fleet;
+
+/* Checks the configuration (-EINVAL with a message); nothing is contacted before fleet_start(). */
+int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Error *reterr);
+/* Once the daemon is ready: connects, and keeps reconnecting with backoff whatever happens. */
+void fleet_start(Fleet *f);
+Fleet *fleet_free(Fleet *f);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Fleet *, fleet_free);

@@ -1,0 +1,420 @@
+"""The fleet: a real 3-member etcd cluster and clsd hosts, each in network namespaces of its own, joined
+by a bridge (198.18.200.0/24); every host has a veth pair to a peer that sends real traffic through the
+filters fleet policies put there. clsctl fleet writes the policies and reads what each node says.
+
+etcd members: 198.18.200.1-3 (a namespace each); hosts: 198.18.200.11… Each test has a key prefix of
+its own, so one cluster serves the module."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import CLSCTL, netns_create, netns_destroy, prog_map_id, read_counter, run, udp_exchange, wait_for
+
+ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+SUBNET = "198.18.200"
+MEMBERS = 3
+TTL = 3  # the hosts' lease: a dead host's records go this long after it
+
+
+def member_url(i, port=2379):
+    return "http://%s.%d:%d" % (SUBNET, i + 1, port)
+
+
+class EtcdCluster:
+    def __init__(self, switch, root):
+        self.switch = switch
+        self.root = root
+        self.ns = []
+        self.procs = [None] * MEMBERS
+        self.hosts_attached = 0
+
+    def attach(self, ns, addr, dev="up0"):
+        """ns joins the bridge with addr (a veth whose other end is a bridge port)."""
+        self.hosts_attached += 1
+        port = "p%d" % self.hosts_attached
+        ns.add_veth(dev, port, peer_ns=self.switch)
+        self.switch.run("ip", "link", "set", port, "master", "br0", "up")
+        ns.run("ip", "addr", "add", "%s/24" % addr, "dev", dev)
+        ns.run("ip", "link", "set", dev, "up")
+
+    def start_member(self, i):
+        assert self.procs[i] is None
+        cluster = ",".join("e%d=%s" % (k + 1, member_url(k, 2380)) for k in range(MEMBERS))
+        log = open(os.path.join(self.root, "e%d.log" % (i + 1)), "ab")
+        self.procs[i] = self.ns[i].popen(
+            ETCD, "--name", "e%d" % (i + 1), "--data-dir", os.path.join(self.root, "e%d" % (i + 1)),
+            "--listen-peer-urls", member_url(i, 2380), "--initial-advertise-peer-urls", member_url(i, 2380),
+            "--listen-client-urls", member_url(i), "--advertise-client-urls", member_url(i),
+            "--initial-cluster", cluster, "--initial-cluster-state", "new", "--initial-cluster-token", "clsdt",
+            "--heartbeat-interval", "50", "--election-timeout", "500",
+            stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+
+    def stop_member(self, i, sig=signal.SIGKILL):
+        p = self.procs[i]
+        self.procs[i] = None
+        p.send_signal(sig)
+        p.wait(timeout=10)
+
+    def urls(self):
+        return ",".join(member_url(i) for i in range(MEMBERS))
+
+    def healthy(self, i):
+        p = run([*self.switch.argv("curl", "-sf", "-m", "1", member_url(i) + "/health")], check=False)
+        return p.returncode == 0 and json.loads(p.stdout or "{}").get("health") == "true"
+
+    def wait_healthy(self, members=None):
+        for i in members if members is not None else range(MEMBERS):
+            wait_for(lambda: self.healthy(i), timeout=20, interval=0.1, what="etcd member e%d healthy" % (i + 1))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    root = tempfile.mkdtemp(prefix="clsdt-etcd-", dir="/tmp")
+    made = []
+    c = None
+    try:
+        switch = netns_create()
+        made.append(switch)
+        switch.run("ip", "link", "add", "br0", "type", "bridge")
+        switch.run("ip", "link", "set", "br0", "up")
+        switch.run("ip", "addr", "add", "%s.254/24" % SUBNET, "dev", "br0")
+        c = EtcdCluster(switch, root)
+        for i in range(MEMBERS):
+            ns = netns_create()
+            made.append(ns)
+            c.ns.append(ns)
+            c.attach(ns, "%s.%d" % (SUBNET, i + 1))
+        for i in range(MEMBERS):
+            c.start_member(i)
+        c.wait_healthy()
+        yield c
+    finally:
+        if c:
+            for i in range(MEMBERS):
+                if c.procs[i]:
+                    c.stop_member(i)
+        for ns in reversed(made):
+            netns_destroy(ns)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+class Host:
+    def __init__(self, fleet, index, name, labels):
+        self.fleet, self.index, self.name, self.labels = fleet, index, name, labels
+        self.ns = netns_create()
+        self.peer = netns_create()
+        self.addr = "198.18.%d.1" % (10 + index)
+        self.peer_addr = "198.18.%d.2" % (10 + index)
+        fleet.cluster.attach(self.ns, "%s.%d" % (SUBNET, 10 + index))
+        self.ns.add_veth("va", "vb", peer_ns=self.peer)
+        mac = {}
+        for ns, dev, addr in ((self.ns, "va", self.addr), (self.peer, "vb", self.peer_addr)):
+            ns.run("sysctl", "-qw", "net.ipv6.conf.%s.disable_ipv6=1" % dev)
+            ns.run("ip", "addr", "add", addr + "/24", "dev", dev)
+            ns.run("ip", "link", "set", dev, "up")
+            mac[dev] = json.loads(ns.run("ip", "-j", "link", "show", dev).stdout)[0]["address"]
+        # static neighbours: only the test's datagrams reach the counters
+        self.ns.run("ip", "neigh", "replace", self.peer_addr, "lladdr", mac["vb"], "nud", "permanent", "dev", "va")
+        self.peer.run("ip", "neigh", "replace", self.addr, "lladdr", mac["va"], "nud", "permanent", "dev", "vb")
+        self.clsd = None
+
+    def args(self):
+        return ("--fleet", self.fleet.cluster.urls(), "--fleet-prefix", self.fleet.prefix, "--node", self.name,
+                "--node-labels", ",".join("%s=%s" % kv for kv in self.labels.items()),
+                "--fleet-lease-ttl", str(TTL))
+
+    def start(self, factory=None):
+        if self.clsd is None:
+            self.clsd = factory(self.ns, name=self.name, args=self.args())
+        else:
+            self.clsd.args = list(self.args())
+            self.clsd.start()
+        return self
+
+    def counter_id(self, dev="va"):
+        """The counters of clsd's filter on dev's ingress."""
+        f = [f for f in self.ns.filters(dev) if f.name and f.name.startswith("clsd:") and f.id]
+        return prog_map_id(f[0].id, "counters") if f else None
+
+    def prefs(self, dev="va"):
+        return [f.pref for f in self.ns.filters(dev) if f.name and f.name.startswith("clsd:")]
+
+    def send(self, n):
+        """n datagrams from the peer to the host; returns how many the host's counter counted."""
+        counters = self.counter_id()
+        before = read_counter(counters)[0]
+        got = udp_exchange(self.peer, self.ns, self.addr, {7777: n})
+        assert got[7777] == n
+        return read_counter(counters)[0] - before - 1  # the exchange's marker datagram is counted too
+
+
+class Fleet:
+    def __init__(self, cluster, factory, prefix):
+        self.cluster, self.factory, self.prefix = cluster, factory, prefix
+        self.hosts = {}
+        self.bpf_count = None
+
+    def host(self, name, start=True, **labels):
+        h = Host(self, len(self.hosts) + 1, name, labels)
+        self.hosts[name] = h
+        return h.start(self.factory) if start else h
+
+    def ctl(self, *args, check=0, timeout=20):
+        p = run(self.cluster.switch.argv(CLSCTL, "--fleet", self.cluster.urls(), "--fleet-prefix", self.prefix,
+                                         *args), check=False, timeout=timeout)
+        if check is not None:
+            assert p.returncode == check, "clsctl fleet %s: exit %d\n%s%s" % (args, p.returncode, p.stdout, p.stderr)
+        return p
+
+    def ctl_json(self, *args, check=0):
+        return json.loads(self.ctl("--json", *args, check=check).stdout)
+
+    def apply(self, policy, dir):
+        path = os.path.join(dir, "%s.json" % policy["name"])
+        with open(path, "w") as f:
+            json.dump(policy, f)
+        return self.ctl_json("fleet", "apply", path)["revision"]
+
+    def status(self, policy=None, check=None):
+        p = self.ctl("--json", "fleet", "status", *([policy] if policy else []), check=check)
+        return {(r["node"], r["policy"]): r for r in json.loads(p.stdout or "[]")}
+
+    def converged(self, policy, revision, nodes):
+        """Every node of nodes says it applied revision of policy, and no other node is selected."""
+        st = self.status(policy)
+        return set(n for n, _ in st) == set(nodes) and all(
+            r["state"] == "applied" and r["held_revision"] == revision for r in st.values())
+
+    def wait_converged(self, policy, revision, nodes, timeout=10):
+        wait_for(lambda: self.converged(policy, revision, nodes), timeout=timeout, interval=0.1,
+                 what="%s at revision %d on %s" % (policy, revision, sorted(nodes)))
+
+
+@pytest.fixture
+def fleet(cluster, clsd_factory, request):
+    prefix = "/t-%s-%d/" % (request.node.name[:40].replace("[", "-").replace("]", ""), os.getpid())
+    f = Fleet(cluster, clsd_factory, prefix)
+    try:
+        yield f
+    finally:
+        for h in f.hosts.values():
+            if h.clsd and h.clsd.proc:
+                h.clsd.kill()
+            netns_destroy(h.peer)
+            netns_destroy(h.ns)
+        for i in range(MEMBERS):
+            if cluster.procs[i] is None:
+                cluster.start_member(i)
+        cluster.wait_healthy()
+
+
+def count_policy(bpf, name="edge-count", prio=10, **nodes):
+    p = {"name": name, "match": {"ifname": ["va"]},
+         "ingress": [{"name": "c", "object": bpf.count, "priority": prio}]}
+    if nodes:
+        p["nodes"] = nodes
+    return p
+
+
+def test_a_policy_lands_on_exactly_the_selected_hosts_and_a_host_that_gains_the_label_gets_it(fleet, bpf, workdir):
+    h1 = fleet.host("h1", role="edge")
+    h2 = fleet.host("h2", role="edge", zone="b")
+    h3 = fleet.host("h3", role="core")
+    h4 = fleet.host("h4")
+    rev = fleet.apply(count_policy(bpf, labels={"role": "edge"}, names=["h4"]), workdir)
+    fleet.wait_converged("edge-count", rev, {"h1", "h2", "h4"})
+    for h in (h1, h2, h4):
+        assert h.prefs() == [10], h.name
+        assert h.send(7) == 7, h.name
+    assert h3.prefs() == []
+    nodes = {n["node"]: n for n in fleet.ctl_json("fleet", "nodes")}
+    assert set(nodes) == {"h1", "h2", "h3", "h4"}
+    assert nodes["h2"]["labels"] == {"role": "edge", "zone": "b"} and nodes["h1"]["revision"] >= rev
+    assert nodes["h1"]["tcx"] is True and nodes["h1"]["kernel"] == os.uname().release
+    # the object came from etcd, checked against its digest, into each host's own store
+    assert "fetched from etcd" in h1.clsd.log_this_run()
+    # h3 restarts as an edge host: it gets the policy too
+    assert h3.clsd.stop() == 0
+    h3.labels = {"role": "edge"}
+    h3.start()
+    fleet.wait_converged("edge-count", rev, {"h1", "h2", "h3", "h4"})
+    assert h3.send(5) == 5
+    # the policy, as every host holds it: read-only to the API
+    r = h1.clsd.api.request("PUT", "/policies/edge-count", {"match": {"ifname": ["va"]}, "ingress": []})
+    assert r.status == 409 and r.json["error"]["code"] == "fleet_owned"
+    got = h1.clsd.api.get("/policies/edge-count").json
+    assert got["fleet_revision"] == rev
+    # a table for people
+    table = fleet.ctl("fleet", "status").stdout
+    assert table.splitlines()[0].split()[:3] == ["NODE", "POLICY", "STATE"] and table.count("applied") == 4
+    metrics = h1.clsd.api.get("/metrics").body.decode()
+    assert 'clsd_fleet_connected{node="h1",endpoint="%s"} 1' % fleet.cluster.urls().split(",")[0] in metrics
+    assert "clsd_fleet_policies 1" in metrics and "clsd_fleet_revision %d" % rev in metrics
+
+
+def test_removed_and_unselected_policies_are_taken_away_and_their_status_goes(fleet, bpf, workdir):
+    h1 = fleet.host("h1", role="edge")
+    h2 = fleet.host("h2", role="edge")
+    rev = fleet.apply(count_policy(bpf, labels={"role": "edge"}), workdir)
+    fleet.wait_converged("edge-count", rev, {"h1", "h2"})
+    # the selector narrows to h1: h2 takes its filter away
+    rev = fleet.apply(count_policy(bpf, names=["h1"]), workdir)
+    fleet.wait_converged("edge-count", rev, {"h1"})
+    wait_for(lambda: h2.prefs() == [] and not h2.ns.has_clsact("va"), timeout=5, what="h2's filter gone")
+    assert h1.prefs() == [10]
+    fleet.ctl("fleet", "rm", "edge-count")
+    wait_for(lambda: h1.prefs() == [], timeout=5, what="h1's filter gone")
+    assert fleet.ctl("fleet", "rm", "edge-count", check=1).stderr.strip() == "clsctl: no fleet policy edge-count"
+    wait_for(lambda: run(fleet.cluster.switch.argv("etcdctl", "--endpoints", fleet.cluster.urls(), "get", "--prefix",
+                                                   "--keys-only", fleet.prefix + "status/")).stdout.split() == [],
+             timeout=5, what="every status of the policy gone")
+    assert h1.clsd.api.get("/policies").json["policies"] == []
+
+
+def test_a_failing_policy_and_an_overridden_one_are_said_so(fleet, bpf, workdir):
+    h1 = fleet.host("h1")
+    h2 = fleet.host("h2")
+    # h2 has a document of its own on va's ingress: the policy is overridden there, never dropped silently
+    assert h2.clsd.api.put_classifier("va", {"ingress": [{"name": "own", "object": h2.clsd.api.upload_ok(bpf.count),
+                                                          "priority": 20}]}).status == 200
+    rev = fleet.apply(count_policy(bpf), workdir)
+    wait_for(lambda: {k[0]: v["state"] for k, v in fleet.status("edge-count").items()} ==
+             {"h1": "applied", "h2": "overridden"}, timeout=10, what="h1 applied, h2 overridden")
+    row = fleet.status("edge-count")[("h2", "edge-count")]
+    assert row["interfaces"][0]["ingress"] == "overridden" and row["interfaces"][0]["ingress_by"] == "document"
+    # a program the object does not have: every node fails it, and says why; clsctl exits 1
+    bad = count_policy(bpf, name="bad")
+    bad["ingress"][0]["program"] = "no_such_program"
+    rev_bad = fleet.apply(bad, workdir)
+    wait_for(lambda: all(r["state"] == "failed" and r["held_revision"] == rev_bad
+                         for r in fleet.status("bad").values()) and len(fleet.status("bad")) == 2,
+             timeout=10, what="bad failed on both")
+    p = fleet.ctl("fleet", "status", check=1)
+    assert "no_such_program" in p.stdout and p.stderr.strip() == "clsctl: a node failed to apply a fleet policy"
+    # the good policy is untouched by the bad one
+    assert h1.prefs() == [10] and h1.send(3) == 3
+    assert fleet.status("edge-count")[("h1", "edge-count")]["held_revision"] == rev
+
+
+def test_one_member_killed_changes_still_converge(fleet, bpf, workdir):
+    hosts = [fleet.host("h%d" % i) for i in range(1, 5)]
+    rev = fleet.apply(count_policy(bpf), workdir)
+    fleet.wait_converged("edge-count", rev, {h.name for h in hosts})
+    fleet.cluster.stop_member(0)  # the endpoint every host tries first
+    rev = fleet.apply(count_policy(bpf, prio=12), workdir)
+    fleet.wait_converged("edge-count", rev, {h.name for h in hosts}, timeout=20)
+    for h in hosts:
+        assert h.prefs() == [12] and h.send(4) == 4
+
+
+def test_etcd_down_for_30_s_hosts_keep_and_repair_their_filters_then_converge(fleet, bpf, workdir):
+    hosts = [fleet.host("h%d" % i) for i in range(1, 5)]
+    rev = fleet.apply(count_policy(bpf), workdir)
+    fleet.wait_converged("edge-count", rev, {h.name for h in hosts})
+    for i in range(MEMBERS):
+        fleet.cluster.stop_member(i)
+    t0 = time.monotonic()
+    # every host keeps its filter, counts traffic, and repairs a foreign delete
+    for h in hosts:
+        assert h.send(3) == 3
+    hosts[0].ns.run("tc", "filter", "del", "dev", "va", "ingress", "pref", "10")
+    wait_for(lambda: hosts[0].prefs() == [10], timeout=5, what="the deleted filter repaired without etcd")
+    assert hosts[0].send(2) == 2
+    # a restart without etcd still has the fleet's policy (kept in the state directory)
+    assert hosts[1].clsd.stop() == 0
+    hosts[1].start()
+    assert hosts[1].prefs() == [10] and "loaded program" not in hosts[1].clsd.log_this_run()
+    m = hosts[1].clsd.api.get("/metrics").body.decode()
+    assert "clsd_fleet_connected{" in m and "} 0" in m.split("clsd_fleet_connected{")[1].split("\n")[0]
+    assert "clsd_fleet_revision %d" % rev in m
+    time.sleep(max(0, 30 - (time.monotonic() - t0)))
+    for h in hosts:
+        assert h.prefs() == [10] and h.send(2) == 2, h.name
+    for i in range(MEMBERS):
+        fleet.cluster.start_member(i)
+    fleet.cluster.wait_healthy()
+    rev = fleet.apply(count_policy(bpf, prio=11), workdir)
+    fleet.wait_converged("edge-count", rev, {h.name for h in hosts}, timeout=30)
+    for h in hosts:
+        assert h.prefs() == [11] and h.send(2) == 2
+
+
+def test_a_partitioned_host_converges_after_healing_and_a_compaction_makes_it_list_again(fleet, bpf, workdir):
+    h1 = fleet.host("h1")
+    h2 = fleet.host("h2")
+    rev = fleet.apply(count_policy(bpf), workdir)
+    fleet.wait_converged("edge-count", rev, {"h1", "h2"})
+    h2.ns.run("ip", "link", "set", "up0", "down")
+    wait_for(lambda: "clsd_fleet_connected{node=\"h2\"" in (m := h2.clsd.api.get("/metrics").body.decode()) and
+             m.split("clsd_fleet_connected{")[1].split("\n")[0].endswith(" 0"), timeout=20, interval=0.2,
+             what="h2 sees etcd gone")
+    for prio in (13, 14, 15):
+        rev = fleet.apply(count_policy(bpf, prio=prio), workdir)
+    wait_for(lambda: h1.prefs() == [15], timeout=10, what="h1 at the last change")
+    assert h2.prefs() == [10] and h2.send(2) == 2  # partitioned: the last snapshot it applied holds
+    # etcd forgets the history h2's watch would resume from
+    run(fleet.cluster.switch.argv("etcdctl", "--endpoints", fleet.cluster.urls(), "compact", str(rev)))
+    h2.ns.run("ip", "link", "set", "up0", "up")
+    fleet.wait_converged("edge-count", rev, {"h1", "h2"}, timeout=30)
+    assert h2.prefs() == [15] and h2.send(3) == 3
+    assert "fell behind a compaction" in h2.clsd.log_this_run()
+
+
+def test_a_host_killed_in_the_middle_of_applying_converges_after_restart(fleet, bpf, workdir):
+    h1 = fleet.host("h1")
+    names = ["m%d" % i for i in range(100)]
+    h1.ns.run("ip", "-batch", "-", input="".join("link add %s type veth peer name n%s\n" % (n, n[1:]) for n in names))
+    policy = count_policy(bpf)
+    policy["match"] = {"ifname": ["va", "m*"]}
+    rev = fleet.apply(policy, workdir)
+    wait_for(lambda: "policy edge-count: generation" in h1.clsd.log_this_run(), timeout=10, interval=0.002,
+             what="h1 applying")
+    h1.clsd.proc.send_signal(signal.SIGKILL)
+    h1.clsd.proc.wait()
+    h1.clsd.proc = None
+    h1.start()
+    fleet.wait_converged("edge-count", rev, {"h1"}, timeout=20)
+    st = fleet.status("edge-count")[("h1", "edge-count")]
+    assert len(st["interfaces"]) == 101 and all(i["state"] == "configured" for i in st["interfaces"])
+    assert h1.send(3) == 3
+
+
+def test_a_dead_hosts_records_vanish_with_its_lease(fleet, bpf, workdir):
+    fleet.host("h1")
+    h2 = fleet.host("h2")
+    rev = fleet.apply(count_policy(bpf), workdir)
+    fleet.wait_converged("edge-count", rev, {"h1", "h2"})
+    h2.clsd.kill()
+    wait_for(lambda: [n["node"] for n in fleet.ctl_json("fleet", "nodes")] == ["h1"], timeout=TTL + 5,
+             interval=0.2, what="h2's record gone with its lease")
+    assert set(fleet.status("edge-count")) == {("h1", "edge-count")}
+    # h2 kept its filter meanwhile (nothing detaches what it applied)
+    assert h2.prefs() == [10]
+
+
+def test_bad_fleet_input_is_refused_with_one_line(fleet, bpf, workdir):
+    path = os.path.join(workdir, "p.json")
+    for body, message in (
+            ({"match": {"ifname": ["va"]}}, "name: required"),
+            ({"name": "x", "nodes": {"labels": {}}, "match": {}}, "nodes: give"),
+            ({"name": "x", "nodes": {"colour": "red"}}, "nodes.colour: unknown field"),
+            ({"name": "x", "match": {}, "ingress": [{"name": "c", "object": "/nonexistent.o"}]}, "/nonexistent.o")):
+        with open(path, "w") as f:
+            json.dump(body, f)
+        p = fleet.ctl("fleet", "apply", path, check=1)
+        assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert fleet.ctl_json("fleet", "ls") == []
+    p = subprocess.run([CLSCTL, "fleet", "ls"], capture_output=True, text=True, env=dict(os.environ, CLSD_FLEET=""))
+    assert p.returncode == 1 and "give --fleet" in p.stderr
+    p = run(fleet.cluster.switch.argv(CLSCTL, "--fleet", "http://198.18.200.250:2379", "fleet", "ls"), check=False,
+            timeout=20)
+    assert p.returncode == 1 and "198.18.200.250" in p.stderr
+    p = run(["/usr/bin/env", os.path.dirname(CLSCTL) + "/clsd", "--node", "h1"], check=False)
+    assert p.returncode == 2 and "need --fleet" in p.stderr

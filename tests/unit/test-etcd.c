@@ -1,0 +1,216 @@
+/* test-etcd.c: etcd's gateway bodies and answers (base64, ranges, watch messages with a compaction), and
+ * the fleet's formats: labels, a fleet policy's envelope, node selection, the digests it names. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "etcd.h"
+
+#define DIGEST "sha256:55c5ed830dd7205b646e7555cd04ac05dceecd4f53117c81dfd60f7d266e752c"
+
+static void test_base64(void **state) {
+        static const char bytes[] = { 0, 1, 2, (char) 0xff, 'a' };
+        _cleanup_free_ char *s = NULL, *back = NULL, *bad = NULL;
+        size_t n;
+
+        (void) state;
+        assert_int_equal(etcd_b64_encode(bytes, sizeof(bytes), &s), 0);
+        assert_string_equal(s, "AAEC/2E=");
+        assert_int_equal(etcd_b64_decode(s, &back, &n), 0);
+        assert_int_equal(n, sizeof(bytes));
+        assert_memory_equal(back, bytes, n);
+        assert_int_equal(etcd_b64_decode("a!b=", &bad, &n), -EINVAL);
+        free(back);
+        back = NULL;
+        assert_int_equal(etcd_b64_decode("", &back, &n), 0);
+        assert_int_equal(n, 0);
+        assert_string_equal(back, "");
+}
+
+static void test_prefix_end_and_keys(void **state) {
+        _cleanup_free_ char *end = etcd_prefix_end("/clsd/"),
+                            *key = fleet_key("/clsd/", "status", "h1", "p");
+        _cleanup_free_ char *k2 = fleet_key("/clsd/", "policies", NULL, NULL);
+
+        (void) state;
+        assert_string_equal(end, "/clsd0");
+        assert_string_equal(key, "/clsd/status/h1/p");
+        assert_string_equal(k2, "/clsd/policies/");
+        assert_true(fleet_prefix_valid("/clsd/"));
+        assert_false(fleet_prefix_valid("clsd/"));
+        assert_false(fleet_prefix_valid("/clsd"));
+        assert_false(fleet_prefix_valid("/a b/"));
+        assert_true(fleet_node_name_valid("edge-1.example"));
+        assert_false(fleet_node_name_valid("a/b"));
+        assert_false(fleet_node_name_valid(""));
+}
+
+static void test_labels(void **state) {
+        _cleanup_free_ FleetLabel *v = NULL;
+        size_t n;
+        Error e = ERROR_NULL;
+
+        (void) state;
+        assert_int_equal(fleet_labels_parse("role=edge,zone=", &v, &n, NULL), 0);
+        assert_int_equal(n, 2);
+        assert_string_equal(v[0].key, "role");
+        assert_string_equal(v[1].value, "");
+        assert_int_equal(fleet_labels_parse("role", &v, &n, &e), -EINVAL);
+        assert_non_null(strstr(e.message, "KEY=VALUE"));
+        error_done(&e);
+        assert_int_equal(fleet_labels_parse("a=1,a=2", &v, &n, &e), -EINVAL);
+        assert_non_null(strstr(e.message, "twice"));
+        error_done(&e);
+        assert_int_equal(fleet_labels_parse("a b=1", &v, &n, &e), -EINVAL);
+        error_done(&e);
+        assert_int_equal(fleet_labels_parse("", &v, &n, NULL), 0);
+        assert_int_equal(n, 0);
+}
+
+static json_t *load(const char *text) {
+        json_t *j = json_loads(text, 0, NULL);
+        assert_non_null(j);
+        return j;
+}
+
+static void test_policy_envelope_and_selection(void **state) {
+        FleetLabel edge[] = { { "role", "edge" }, { "zone", "a" } }, core[] = { { "role", "core" } };
+        FleetPolicy p = { 0 };
+        const char **digests = NULL;
+        Error e = ERROR_NULL;
+        json_t *j;
+
+        (void) state;
+        j = load("{\"name\": \"c\", \"nodes\": {\"labels\": {\"role\": \"edge\"}, \"names\": [\"h9\"]}, "
+                 "\"match\": "
+                 "{\"ifname\": [\"eth*\"]}, \"ingress\": [{\"name\": \"f\", \"object\": \"" DIGEST "\", "
+                 "\"actions\": [{\"object\": \"" DIGEST "\"}]}]}");
+        assert_int_equal(fleet_policy_parse(j, &p, &e), 0);
+        json_decref(j);
+        assert_string_equal(p.name, "c");
+        assert_null(json_object_get(p.policy, "name"));
+        assert_null(json_object_get(p.policy, "nodes"));
+        assert_non_null(json_object_get(p.policy, "match"));
+        assert_true(fleet_policy_selects(&p, "h1", edge, 2));
+        assert_false(fleet_policy_selects(&p, "h1", core, 1));
+        assert_true(fleet_policy_selects(&p, "h9", core, 1)); /* named: either matches */
+        assert_int_equal(fleet_policy_digests(&p, &digests, NULL), 0);
+        assert_string_equal(digests[0], DIGEST);
+        assert_null(digests[1]); /* once, though named twice */
+        free(digests);
+        fleet_policy_done(&p);
+
+        j = load("{\"name\": \"c\", \"match\": {}, \"ingress\": [{\"object\": \"/x.o\"}]}");
+        assert_int_equal(fleet_policy_parse(j, &p, NULL), 0);
+        json_decref(j);
+        assert_true(p.any_node && fleet_policy_selects(&p, "any", NULL, 0));
+        assert_int_equal(fleet_policy_digests(&p, &digests, &e), -EINVAL);
+        assert_non_null(strstr(e.message, "ingress[0].object"));
+        error_done(&e);
+        fleet_policy_done(&p);
+
+        static const char *const bad[] = {
+                "[]",
+                "{\"match\": {}}",
+                "{\"name\": \"a/b\"}",
+                "{\"name\": \"a\", \"nodes\": {}}",
+                "{\"name\": \"a\", \"nodes\": {\"labels\": {\"k\": 1}}}",
+                "{\"name\": \"a\", \"nodes\": {\"names\": [\"x y\"]}}",
+                "{\"name\": \"a\", \"nodes\": {\"hosts\": []}}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                j = load(bad[i]);
+                assert_int_equal(fleet_policy_parse(j, &p, &e), -EINVAL);
+                assert_non_null(e.message);
+                error_done(&e);
+                json_decref(j);
+        }
+}
+
+static void test_answers(void **state) {
+        EtcdKv *kvs = NULL;
+        size_t n;
+        uint64_t revision;
+        EtcdWatchMessage m;
+        json_t *j;
+
+        (void) state;
+        /* /clsd/policies/p = {} at mod_revision 7; the store at 9 */
+        j = load("{\"header\": {\"revision\": \"9\"}, \"kvs\": [{\"key\": \"L2Nsc2QvcG9saWNpZXMvcA==\", "
+                 "\"create_revision\": \"5\", \"mod_revision\": \"7\", \"value\": \"e30=\", \"lease\": "
+                 "\"12\"}], "
+                 "\"count\": \"1\"}");
+        assert_int_equal(etcd_range_parse(j, &kvs, &n, &revision, NULL), 0);
+        json_decref(j);
+        assert_int_equal(n, 1);
+        assert_int_equal(revision, 9);
+        assert_string_equal(kvs[0].key, "/clsd/policies/p");
+        assert_string_equal(kvs[0].value, "{}");
+        assert_int_equal(kvs[0].mod_revision, 7);
+        assert_int_equal(kvs[0].lease, 12);
+        etcd_kvs_free(kvs, n);
+
+        j = load("{\"result\": {\"header\": {\"revision\": \"20\"}, \"events\": [{\"type\": \"DELETE\", "
+                 "\"kv\": "
+                 "{\"key\": \"L2Nsc2QvcG9saWNpZXMvcA==\", \"mod_revision\": \"20\"}}, {\"kv\": {\"key\": "
+                 "\"L2Nsc2QvcG9saWNpZXMvcA==\", \"mod_revision\": \"20\", \"value\": \"e30=\"}}]}}");
+        assert_int_equal(etcd_watch_parse(j, &m, NULL), 0);
+        json_decref(j);
+        assert_int_equal(m.n_events, 2);
+        assert_true(m.deleted[0]);
+        assert_false(m.deleted[1]);
+        assert_int_equal(m.events[0].value_size, 0);
+        assert_int_equal(m.revision, 20);
+        etcd_watch_message_done(&m);
+
+        j = load("{\"result\": {\"header\": {\"revision\": \"30\"}, \"compact_revision\": \"25\", "
+                 "\"canceled\": "
+                 "true}}");
+        assert_int_equal(etcd_watch_parse(j, &m, NULL), 0);
+        json_decref(j);
+        assert_true(m.canceled);
+        assert_int_equal(m.compact_revision, 25);
+        etcd_watch_message_done(&m);
+
+        Error e = ERROR_NULL;
+        j = load("{\"error\": {\"grpc_code\": 14, \"message\": \"etcdserver: no leader\"}}");
+        assert_int_equal(etcd_watch_parse(j, &m, &e), -EPROTO);
+        assert_non_null(strstr(e.message, "no leader"));
+        error_done(&e);
+        json_decref(j);
+        /* a key that is not base64 */
+        j = load("{\"kvs\": [{\"key\": \"!!\"}]}");
+        assert_int_equal(etcd_range_parse(j, &kvs, &n, NULL, &e), -EPROTO);
+        error_done(&e);
+        json_decref(j);
+}
+
+static void test_bodies(void **state) {
+        json_t *j = etcd_put_body("/k", "v", 1, 42);
+        _cleanup_free_ char *text = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+
+        (void) state;
+        assert_string_equal(text, "{\"key\":\"L2s=\",\"lease\":\"42\",\"value\":\"dg==\"}");
+        json_decref(j);
+        j = etcd_watch_body("/clsd/", 8);
+        free(text);
+        text = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+        assert_string_equal(
+                text, "{\"create_request\":{\"key\":\"L2Nsc2Qv\",\"progress_notify\":true,\"range_end\":"
+                      "\"L2Nsc2Qw\",\"start_revision\":\"8\"}}");
+        json_decref(j);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_base64),  cmocka_unit_test(test_prefix_end_and_keys),
+                cmocka_unit_test(test_labels),  cmocka_unit_test(test_policy_envelope_and_selection),
+                cmocka_unit_test(test_answers), cmocka_unit_test(test_bodies),
+        };
+        return cmocka_run_group_tests_name("etcd", tests, NULL, NULL);
+}
