@@ -210,6 +210,16 @@ void daemon_count_error(Manager *m, const char *code) {
         error_counts_add(m->counters.errors, &m->counters.n_errors, ELEMENTSOF(m->counters.errors), code);
 }
 
+void daemon_remove_change_listener(Manager *m, DaemonChangeFunc f, void *userdata) {
+        for (size_t i = 0; i < m->n_listeners; i++)
+                if (m->listeners[i].f == f && m->listeners[i].userdata == userdata) {
+                        memmove(m->listeners + i, m->listeners + i + 1,
+                                (m->n_listeners - i - 1) * sizeof(ChangeListener));
+                        m->n_listeners--;
+                        return;
+                }
+}
+
 int daemon_add_change_listener(Manager *m, DaemonChangeFunc f, void *userdata) {
         ChangeListener *v = realloc(m->listeners, (m->n_listeners + 1) * sizeof(*v));
 

@@ -19,6 +19,9 @@
 #define BACKOFF_MAX_USEC (8 * 1000 * 1000ULL)
 #define CALL_TIMEOUT_MS 10000L
 #define STATUS_DELAY_USEC (50 * 1000ULL)
+#define RETRY_USEC (1000 * 1000ULL)
+#define FAILED_RETRY_USEC (5 * 1000 * 1000ULL)
+#define FAILED_RETRY_MAX_USEC (300 * 1000 * 1000ULL)
 #define ANSWER_MAX (64u * 1024 * 1024)
 
 typedef struct Buffer {
@@ -46,8 +49,10 @@ typedef struct Wanted {
         FleetPolicy fp;
         bool selected; /* selects this node */
         char *invalid; /* its envelope or JSON is malformed: why */
-        char *error; /* applying it at error_revision failed: why (retried when it changes) */
+        char *error; /* applying it at error_revision failed: why */
         uint64_t error_revision;
+        uint64_t retry_usec; /* CLOCK_MONOTONIC: when a failed revision is tried again */
+        uint64_t retry_delay_usec;
 } Wanted;
 
 typedef enum FleetState {
@@ -75,6 +80,7 @@ struct Fleet {
         Wanted *wanted;
         size_t n_wanted;
         char *busy; /* the policy being applied or removed */
+        uint64_t busy_revision; /* the revision of it being applied */
         Call *calls;
         CURL *watch;
         struct curl_slist *watch_headers;
@@ -82,7 +88,7 @@ struct Fleet {
         Buffer watch_buf;
         bool watch_created;
         uint64_t backoff_usec;
-        sd_event_source *retry, *keepalive, *kick, *status_timer, *watch_lines;
+        sd_event_source *retry, *keepalive, *kick, *status_timer, *watch_lines, *converge_timer;
         char **published_names; /* status keys written, and what */
         char **published_texts;
         size_t n_published;
@@ -91,6 +97,7 @@ struct Fleet {
 
 static void disconnect(Fleet *f, const char *fmt, ...) _printf_(2, 3);
 static void converge_later(Fleet *f);
+static void converge_after(Fleet *f, uint64_t usec);
 static void status_later(Fleet *f);
 static void publish_status(Fleet *f);
 
@@ -317,17 +324,34 @@ static void converge(Fleet *f);
 static void step_done(Fleet *f, const char *name, uint64_t revision, const Error *e) {
         Wanted *w = wanted_find(f, name);
 
+        if (!e && w && w->revision == revision) {
+                free(w->error);
+                w->error = NULL;
+                w->error_revision = w->retry_delay_usec = 0;
+        }
         if (e && w && w->revision == revision) {
+                uint64_t now;
                 free(w->error);
                 w->error = strdup(e->message ?: e->code);
                 w->error_revision = revision;
+                /* tried again later (what was in the way, a local policy or an object, may go), less
+                 * often each time */
+                w->retry_delay_usec = MIN(w->retry_delay_usec ? w->retry_delay_usec * 2 : FAILED_RETRY_USEC,
+                                          FAILED_RETRY_MAX_USEC);
+                (void) sd_event_now(f->event, CLOCK_MONOTONIC, &now);
+                w->retry_usec = now + w->retry_delay_usec;
         }
         if (e)
                 log_warning("fleet: policy %s (revision %" PRIu64 "): %s", name, revision,
                             strna(e->message));
         free(f->busy);
         f->busy = NULL;
-        converge_later(f);
+        /* After a failure the next step waits a second: a removal the daemon refuses is tried again
+         * without spinning (a put that failed waits for its policy to change). */
+        if (e)
+                converge_after(f, RETRY_USEC);
+        else
+                converge_later(f);
         status_later(f);
 }
 
@@ -341,8 +365,7 @@ static void on_put_done(Manager *m, const PolicyOutcome *o, const Error *e, void
                 log_info("fleet: policy %s: revision %" PRIu64 " applied", f->busy,
                          p ? p->fleet_revision : 0);
         }
-        Wanted *w = wanted_find(f, f->busy);
-        step_done(f, f->busy, w ? w->revision : 0, e);
+        step_done(f, f->busy, f->busy_revision, e);
 }
 
 static void on_delete_done(Manager *m, const PolicyOutcome *o, const Error *e, void *userdata) {
@@ -424,6 +447,7 @@ static int start_put(Fleet *f, Wanted *w) {
 
         if (!(f->busy = strdup(w->name)))
                 return -ENOMEM;
+        f->busy_revision = w->revision;
         if (fleet_policy_digests(&w->fp, &digests, &e) < 0) {
                 step_done(f, w->name, w->revision, &e);
                 error_done(&e);
@@ -469,12 +493,17 @@ static void converge(Fleet *f) {
         /* Before the first list, the stored policies are all there is: they stay as they are. */
         if (f->busy || !f->listed)
                 return;
+        uint64_t now, retry = UINT64_MAX;
+        (void) sd_event_now(f->event, CLOCK_MONOTONIC, &now);
         for (size_t i = 0; i < f->n_wanted; i++) {
                 Wanted *w = &f->wanted[i];
                 Policy *p = w->selected && !w->invalid ? daemon_policy_get(m, w->name) : NULL;
-                if (!w->selected || w->invalid || (p && p->fleet_revision == w->revision) ||
-                    w->error_revision == w->revision)
+                if (!w->selected || w->invalid || (p && p->fleet_revision == w->revision))
                         continue;
+                if (w->error_revision == w->revision && now < w->retry_usec) {
+                        retry = MIN(retry, w->retry_usec);
+                        continue;
+                }
                 if (start_put(f, w) < 0)
                         disconnect(f, "out of memory");
                 return;
@@ -491,6 +520,8 @@ static void converge(Fleet *f) {
                 daemon_fleet_policy_delete(m, p->name, on_delete_done, f);
                 return;
         }
+        if (retry != UINT64_MAX)
+                converge_after(f, retry - now);
         /* Everything etcd had at this revision is applied (or failed, and said so). */
         Error e = ERROR_NULL;
         if (daemon_fleet_applied(m, f->revision, &e) < 0) {
@@ -512,6 +543,25 @@ static void converge_later(Fleet *f) {
         if (!f->kick && sd_event_add_defer(f->event, &f->kick, on_kick, f) < 0)
                 return;
         (void) sd_event_source_set_enabled(f->kick, SD_EVENT_ONESHOT);
+}
+
+static int on_converge_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s, (void) usec;
+        converge(userdata);
+        return 0;
+}
+
+static void converge_after(Fleet *f, uint64_t usec) {
+        uint64_t now;
+
+        (void) sd_event_now(f->event, CLOCK_MONOTONIC, &now);
+        if (!f->converge_timer) {
+                if (sd_event_add_time(f->event, &f->converge_timer, CLOCK_MONOTONIC, now + usec, 1000,
+                                      on_converge_timer, f) < 0)
+                        return;
+        } else
+                (void) sd_event_source_set_time(f->converge_timer, now + usec);
+        (void) sd_event_source_set_enabled(f->converge_timer, SD_EVENT_ONESHOT);
 }
 
 /* ---- status: this node's of each policy that selects it ---- */
@@ -1069,6 +1119,7 @@ void fleet_start(Fleet *f) {
 Fleet *fleet_free(Fleet *f) {
         if (!f)
                 return NULL;
+        daemon_remove_change_listener(f->m, on_daemon_change, f);
         stop_watch(f);
         while (f->calls) {
                 Call *c = f->calls;
@@ -1083,6 +1134,7 @@ Fleet *fleet_free(Fleet *f) {
         sd_event_source_disable_unref(f->kick);
         sd_event_source_disable_unref(f->status_timer);
         sd_event_source_disable_unref(f->watch_lines);
+        sd_event_source_disable_unref(f->converge_timer);
         wanted_clear(f);
         published_clear(f);
         for (size_t i = 0; i < f->n_urls; i++)

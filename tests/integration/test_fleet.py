@@ -4,6 +4,7 @@ filters fleet policies put there. clsctl fleet writes the policies and reads wha
 
 etcd members: 198.18.200.1-3 (a namespace each); hosts: 198.18.200.11… Each test has a key prefix of
 its own, so one cluster serves the module."""
+import base64
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import time
 
 import pytest
 
+from test_dbus import bus  # noqa: F401 (a fixture: a dbus-daemon of the test's own)
 from conftest import CLSCTL, netns_create, netns_destroy, prog_map_id, read_counter, run, udp_exchange, wait_for
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
@@ -126,13 +128,15 @@ class Host:
         self.clsd = None
 
     def args(self):
-        return ("--fleet", self.fleet.cluster.urls(), "--fleet-prefix", self.fleet.prefix, "--node", self.name,
+        return ("--fleet", self.fleet.urls, "--fleet-prefix", self.fleet.prefix, "--node", self.name,
                 "--node-labels", ",".join("%s=%s" % kv for kv in self.labels.items()),
-                "--fleet-lease-ttl", str(TTL))
+                "--fleet-lease-ttl", str(TTL), *self.fleet.tls)
 
-    def start(self, factory=None):
+    def start(self, factory=None, env=None):
         if self.clsd is None:
-            self.clsd = factory(self.ns, name=self.name, args=self.args())
+            self.clsd = factory(self.ns, name=self.name, args=self.args(), start=False)
+            self.clsd.env.update(env or {})
+            self.clsd.start()
         else:
             self.clsd.args = list(self.args())
             self.clsd.start()
@@ -159,15 +163,16 @@ class Fleet:
     def __init__(self, cluster, factory, prefix):
         self.cluster, self.factory, self.prefix = cluster, factory, prefix
         self.hosts = {}
-        self.bpf_count = None
+        self.urls = cluster.urls()
+        self.tls = ()  # --fleet-ca … for clsd and clsctl alike
 
-    def host(self, name, start=True, **labels):
+    def host(self, name, start=True, env=None, **labels):
         h = Host(self, len(self.hosts) + 1, name, labels)
         self.hosts[name] = h
-        return h.start(self.factory) if start else h
+        return h.start(self.factory, env) if start else h
 
     def ctl(self, *args, check=0, timeout=20):
-        p = run(self.cluster.switch.argv(CLSCTL, "--fleet", self.cluster.urls(), "--fleet-prefix", self.prefix,
+        p = run(self.cluster.switch.argv(CLSCTL, "--fleet", self.urls, "--fleet-prefix", self.prefix, *self.tls,
                                          *args), check=False, timeout=timeout)
         if check is not None:
             assert p.returncode == check, "clsctl fleet %s: exit %d\n%s%s" % (args, p.returncode, p.stdout, p.stderr)
@@ -418,3 +423,122 @@ def test_bad_fleet_input_is_refused_with_one_line(fleet, bpf, workdir):
     assert p.returncode == 1 and "198.18.200.250" in p.stderr
     p = run(["/usr/bin/env", os.path.dirname(CLSCTL) + "/clsd", "--node", "h1"], check=False)
     assert p.returncode == 2 and "need --fleet" in p.stderr
+
+
+def make_certs(dir, ip):
+    """A CA, a server certificate for ip and a client certificate, by openssl (EC keys)."""
+    def sh(*argv):
+        run(["openssl", *argv], timeout=30)
+    key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    path = lambda name: os.path.join(dir, name)
+    sh("req", "-x509", *key, "-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2", "-subj", "/CN=clsdt-ca")
+    # etcd's gateway dials its own gRPC server with the server certificate: it needs clientAuth too
+    for name, ext in (("server", "subjectAltName=IP:%s\nextendedKeyUsage=serverAuth,clientAuth" % ip),
+                      ("client", "extendedKeyUsage=clientAuth")):
+        with open(path(name + ".ext"), "w") as f:
+            f.write(ext + "\n")
+        sh("req", *key, "-keyout", path(name + ".key"), "-out", path(name + ".csr"), "-subj", "/CN=" + name)
+        sh("x509", "-req", "-in", path(name + ".csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+           "-CAcreateserial", "-out", path(name + ".pem"), "-days", "2", "-extfile", path(name + ".ext"))
+    return path
+
+
+def test_tls_to_etcd_with_client_certificates(fleet, bpf, workdir):
+    """An etcd that serves TLS only and wants a client certificate: clsd and clsctl reach it with
+    --fleet-ca/--fleet-cert/--fleet-key; without the certificate, or trusting another CA, they do not."""
+    ip = SUBNET + ".9"
+    certs = make_certs(workdir, ip)
+    ns = netns_create()
+    proc = None
+    try:
+        fleet.cluster.attach(ns, ip)
+        url = "https://%s:2379" % ip
+        proc = ns.popen(ETCD, "--name", "tls", "--data-dir", os.path.join(workdir, "etcd-tls"),
+                        "--listen-client-urls", url, "--advertise-client-urls", url,
+                        "--listen-peer-urls", "http://127.0.0.1:2380",
+                        "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
+                        "--initial-cluster", "tls=http://127.0.0.1:2380",
+                        "--cert-file", certs("server.pem"), "--key-file", certs("server.key"),
+                        "--trusted-ca-file", certs("ca.pem"), "--client-cert-auth",
+                        stdout=open(os.path.join(workdir, "etcd-tls.log"), "wb"), stderr=subprocess.STDOUT)
+        fleet.urls = url
+        fleet.tls = ("--fleet-ca", certs("ca.pem"), "--fleet-cert", certs("client.pem"), "--fleet-key",
+                     certs("client.key"))
+        wait_for(lambda: fleet.ctl("fleet", "ls", check=None).returncode == 0, timeout=20, interval=0.2,
+                 what="the TLS etcd answering")
+        h1 = fleet.host("h1")
+        rev = fleet.apply(count_policy(bpf), workdir)
+        fleet.wait_converged("edge-count", rev, {"h1"})
+        assert h1.send(4) == 4
+        # without a client certificate: refused, one line, exit 1
+        fleet.tls = ("--fleet-ca", certs("ca.pem"))
+        p = fleet.ctl("fleet", "ls", check=1)
+        assert len(p.stderr.strip().splitlines()) == 1 and url in p.stderr, p.stderr
+        # trusting another CA: the server is not believed
+        os.makedirs(os.path.join(workdir, "other"))
+        other = make_certs(os.path.join(workdir, "other"), ip)
+        fleet.tls = ("--fleet-ca", other("ca.pem"), "--fleet-cert", certs("client.pem"), "--fleet-key",
+                     certs("client.key"))
+        p = fleet.ctl("fleet", "ls", check=1)
+        assert url in p.stderr
+        # a clsd that trusts another CA does not connect, and says why
+        h2 = fleet.host("h2")
+        wait_for(lambda: "certificate" in h2.clsd.log_this_run().lower(), timeout=10,
+                 what="h2's TLS failure logged")
+        m = h2.clsd.api.get("/metrics").body.decode()
+        assert 'clsd_fleet_connected{node="h2",endpoint="%s"} 0' % url in m
+        assert h2.prefs() == []
+    finally:
+        if proc:
+            proc.kill()
+            proc.wait()
+        netns_destroy(ns)
+
+
+def test_a_local_policy_keeps_its_name_and_one_transaction_is_applied_together(fleet, bpf, workdir):
+    h1 = fleet.host("h1")
+    digest = h1.clsd.api.upload_ok(bpf.count)
+    local = {"match": {"ifname": ["va"]}, "ingress": [{"name": "l", "object": digest, "priority": 30}]}
+    assert h1.clsd.api.request("PUT", "/policies/edge-count", local).status == 200
+    fleet.apply(count_policy(bpf), workdir)
+    wait_for(lambda: (fleet.status("edge-count").get(("h1", "edge-count")) or {}).get("state") == "failed",
+             timeout=10, what="the fleet's edge-count refused on h1")
+    assert "holds the name" in fleet.status("edge-count")[("h1", "edge-count")]["error"]
+    assert h1.prefs() == [30]  # the local policy, untouched
+    # two policies written in one etcd transaction: both applied, at that one revision
+    a = {"name": "a", "match": {"ifname": ["va"]}, "order": 1,
+         "ingress": [{"name": "a", "object": digest, "priority": 40}]}
+    b = {"name": "b", "match": {"ifname": ["va"]}, "egress": [{"name": "b", "object": digest, "priority": 41}]}
+    b64 = lambda s: base64.b64encode(s.encode()).decode()
+    txn = {"success": [{"request_put": {"key": b64("%spolicies/%s" % (fleet.prefix, p["name"])),
+                                        "value": b64(json.dumps(p))}} for p in (a, b)]}
+    out = run(fleet.cluster.switch.argv("curl", "-sf", "--noproxy", "*", "-X", "POST", member_url(1) + "/v3/kv/txn",
+                                        "-d", json.dumps(txn))).stdout
+    rev = int(json.loads(out)["header"]["revision"])
+    # a is order 1: the local edge-count (order 0) holds va's ingress, and h1 says so
+    wait_for(lambda: [fleet.status(p).get(("h1", p), {}).get("state") for p in ("a", "b")] == ["overridden", "applied"],
+             timeout=10, what="a overridden, b applied")
+    assert {fleet.status(p)[("h1", p)]["held_revision"] for p in ("a", "b")} == {rev}
+    assert fleet.status("a")[("h1", "a")]["interfaces"][0]["ingress_by"] == "edge-count"
+    wait_for(lambda: fleet.ctl_json("fleet", "nodes")[0]["revision"] == rev, timeout=5,
+             what="h1's record at the transaction's revision")
+    assert h1.prefs() == [30] and [f.pref for f in h1.ns.filters("va", "egress")] == [41]
+    # the local policy goes: the fleet's edge-count, refused before, is tried again and holds the hook
+    assert h1.clsd.api.delete("/policies/edge-count").status == 200
+    wait_for(lambda: fleet.status("edge-count")[("h1", "edge-count")]["state"] == "applied", timeout=15,
+             what="the fleet's edge-count applied once the name is free")
+    assert h1.prefs() == [10] and h1.send(3) == 3
+
+
+def test_d_bus_shows_the_fleet_connection(fleet, bpf, workdir, bus):  # noqa: F811
+    h1 = fleet.host("h1", env={"DBUS_SYSTEM_BUS_ADDRESS": bus.address})
+    wait_for(lambda: "D-Bus: org.clsd1 on the system bus" in h1.clsd.log(), timeout=5, what="clsd on the bus")
+    rev = fleet.apply(count_policy(bpf), workdir)
+    fleet.wait_converged("edge-count", rev, {"h1"})
+    assert bus.prop("Fleet") == [True, True, "h1", rev, ""]
+    for i in range(MEMBERS):
+        fleet.cluster.stop_member(i)
+    wait_for(lambda: bus.prop("Fleet")[1] is False and SUBNET in bus.prop("Fleet")[4], timeout=10,
+             what="D-Bus says the fleet is gone, and why")
+    enabled, connected, node, revision, error = bus.prop("Fleet")
+    assert (enabled, node, revision) == (True, "h1", rev) and SUBNET in error

@@ -68,6 +68,7 @@ static void test_labels(void **state) {
         error_done(&e);
         assert_int_equal(fleet_labels_parse("a b=1", &v, &n, &e), -EINVAL);
         error_done(&e);
+        free(v);
         assert_int_equal(fleet_labels_parse("", &v, &n, NULL), 0);
         assert_int_equal(n, 0);
 }

@@ -86,6 +86,7 @@ typedef enum IfaceChange {
 
 typedef void (*DaemonChangeFunc)(Manager *m, Iface *it, unsigned changes, void *userdata);
 int daemon_add_change_listener(Manager *m, DaemonChangeFunc f, void *userdata);
+void daemon_remove_change_listener(Manager *m, DaemonChangeFunc f, void *userdata);
 
 /* ---- interfaces: the runtime side of an interface's documents ---- */
 size_t daemon_iface_count(Manager *m);
