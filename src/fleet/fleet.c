@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "curl-event.h"
@@ -797,9 +798,11 @@ static void disconnect(Fleet *f, const char *fmt, ...) {
         vsnprintf(df->last_error, sizeof(df->last_error), fmt, ap);
         va_end(ap);
         f->backoff_usec = f->backoff_usec ? MIN(f->backoff_usec * 2, BACKOFF_MAX_USEC) : BACKOFF_MIN_USEC;
+        /* from half to all of the backoff: after an outage, a fleet's nodes do not come back at once */
+        uint64_t delay = f->backoff_usec / 2 + (uint64_t) random() % (f->backoff_usec / 2 + 1);
         if (f->state != FLEET_IDLE)
                 log_warning("fleet: %s; the policies applied stay, reconnecting in %" PRIu64 " ms",
-                            df->last_error, (uint64_t) f->backoff_usec / 1000);
+                            df->last_error, delay / 1000);
         f->state = FLEET_IDLE;
         df->connected = false;
         f->lease = 0;
@@ -821,10 +824,10 @@ static void disconnect(Fleet *f, const char *fmt, ...) {
         f->url = (f->url + 1) % f->n_urls;
         (void) sd_event_now(f->event, CLOCK_MONOTONIC, &now);
         if (!f->retry)
-                (void) sd_event_add_time(f->event, &f->retry, CLOCK_MONOTONIC, now + f->backoff_usec, 0,
-                                         on_retry, f);
+                (void) sd_event_add_time(f->event, &f->retry, CLOCK_MONOTONIC, now + delay, 1000, on_retry,
+                                         f);
         else {
-                (void) sd_event_source_set_time(f->retry, now + f->backoff_usec);
+                (void) sd_event_source_set_time(f->retry, now + delay);
                 (void) sd_event_source_set_enabled(f->retry, SD_EVENT_ONESHOT);
         }
 }
@@ -1101,6 +1104,7 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
             (c->tls.key && !(f->tls.key = strdup(c->tls.key))))
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         f->ttl = c->lease_ttl ?: FLEET_LEASE_TTL_DEFAULT;
+        srandom((unsigned) (getpid() ^ (uintptr_t) f ^ (uint64_t) time(NULL)));
         if (curl_loop_new(event, &f->loop) < 0 || daemon_add_change_listener(m, on_daemon_change, f) < 0)
                 return error_set(reterr, ENOMEM, "internal_error", "cannot set up libcurl");
         DaemonFleet *df = daemon_fleet(m);
