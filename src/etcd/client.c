@@ -18,30 +18,6 @@ struct EtcdClient {
         CURL *curl;
 };
 
-size_t etcd_urls_split(const char *urls, char ***ret) {
-        _cleanup_free_ char *copy = strdup(urls ?: "");
-        char **v = NULL, *save = NULL;
-        size_t n = 0;
-
-        if (!copy)
-                return 0;
-        for (char *u = strtok_r(copy, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
-                char **nv = realloc(v, (n + 2) * sizeof(char *));
-                if (!nv)
-                        break;
-                v = nv;
-                /* without a trailing "/": paths are appended */
-                size_t len = strlen(u);
-                while (len > 0 && u[len - 1] == '/')
-                        u[--len] = 0;
-                if (!(v[n] = strdup(u)))
-                        break;
-                v[++n] = NULL;
-        }
-        *ret = v;
-        return n;
-}
-
 static bool url_valid(const char *u) {
         return (strncmp(u, "http://", 7) == 0 && u[7]) || (strncmp(u, "https://", 8) == 0 && u[8]);
 }

@@ -1,8 +1,9 @@
 /* curl-event.c: libcurl's multi interface driven by sd-event: curl says which sockets to watch and
  * when to time out (CURLMOPT_SOCKETFUNCTION, CURLMOPT_TIMERFUNCTION), the loop tells it what happened
- * (curl_multi_socket_action()), and each finished transfer is handed to its callback. */
+ * (curl_api.multi_socket_action()), and each finished transfer is handed to its callback. */
 #include <stdlib.h>
 
+#include "curl-dl.h"
 #include "curl-event.h"
 #include "log.h"
 
@@ -21,16 +22,16 @@ static void check_done(CurlLoop *l) {
         CURLMsg *msg;
         int left;
 
-        while ((msg = curl_multi_info_read(l->multi, &left))) {
+        while ((msg = curl_api.multi_info_read(l->multi, &left))) {
                 Transfer *t = NULL;
                 CURL *easy = msg->easy_handle;
                 CURLcode result = msg->data.result;
 
                 if (msg->msg != CURLMSG_DONE)
                         continue;
-                curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &t);
-                curl_multi_remove_handle(l->multi, easy);
-                curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
+                curl_api.easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &t);
+                curl_api.multi_remove_handle(l->multi, easy);
+                curl_api.easy_setopt(easy, CURLOPT_PRIVATE, NULL);
                 if (t) {
                         CurlDoneFunc done = t->done;
                         void *userdata = t->userdata;
@@ -43,7 +44,7 @@ static void check_done(CurlLoop *l) {
 static void act(CurlLoop *l, curl_socket_t fd, int flags) {
         int running;
 
-        (void) curl_multi_socket_action(l->multi, fd, flags, &running);
+        (void) curl_api.multi_socket_action(l->multi, fd, flags, &running);
         check_done(l);
 }
 
@@ -78,7 +79,7 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
         (void) easy;
         if (what == CURL_POLL_REMOVE) {
                 sd_event_source_disable_unref(io);
-                curl_multi_assign(l->multi, fd, NULL);
+                curl_api.multi_assign(l->multi, fd, NULL);
                 return 0;
         }
         if (io) {
@@ -89,7 +90,7 @@ static int on_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *
                 log_error("fleet: cannot watch a socket of libcurl");
                 return -1;
         }
-        curl_multi_assign(l->multi, fd, io);
+        curl_api.multi_assign(l->multi, fd, io);
         return 0;
 }
 
@@ -117,15 +118,15 @@ int curl_loop_new(sd_event *event, CurlLoop **ret) {
 
         if (!l)
                 return -ENOMEM;
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(l->multi = curl_multi_init())) {
+        if (curl_api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(l->multi = curl_api.multi_init())) {
                 free(l);
                 return -ENOMEM;
         }
         l->event = sd_event_ref(event);
-        curl_multi_setopt(l->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-        curl_multi_setopt(l->multi, CURLMOPT_SOCKETDATA, l);
-        curl_multi_setopt(l->multi, CURLMOPT_TIMERFUNCTION, on_timeout);
-        curl_multi_setopt(l->multi, CURLMOPT_TIMERDATA, l);
+        curl_api.multi_setopt(l->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+        curl_api.multi_setopt(l->multi, CURLMOPT_SOCKETDATA, l);
+        curl_api.multi_setopt(l->multi, CURLMOPT_TIMERFUNCTION, on_timeout);
+        curl_api.multi_setopt(l->multi, CURLMOPT_TIMERDATA, l);
         *ret = l;
         return 0;
 }
@@ -135,18 +136,18 @@ void curl_loop_remove(CurlLoop *l, CURL *easy) {
 
         if (!easy)
                 return;
-        curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &t);
+        curl_api.easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &t);
         if (!t)
                 return; /* not running */
-        curl_multi_remove_handle(l->multi, easy);
-        curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
+        curl_api.multi_remove_handle(l->multi, easy);
+        curl_api.easy_setopt(easy, CURLOPT_PRIVATE, NULL);
         free(t);
 }
 
 CurlLoop *curl_loop_free(CurlLoop *l) {
         if (!l)
                 return NULL;
-        curl_multi_cleanup(l->multi);
+        curl_api.multi_cleanup(l->multi);
         sd_event_source_disable_unref(l->timer);
         sd_event_unref(l->event);
         free(l);
@@ -160,9 +161,9 @@ int curl_loop_add(CurlLoop *l, CURL *easy, CurlDoneFunc done, void *userdata) {
                 return -ENOMEM;
         t->done = done;
         t->userdata = userdata;
-        curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
-        if (curl_multi_add_handle(l->multi, easy) != CURLM_OK) {
-                curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
+        curl_api.easy_setopt(easy, CURLOPT_PRIVATE, t);
+        if (curl_api.multi_add_handle(l->multi, easy) != CURLM_OK) {
+                curl_api.easy_setopt(easy, CURLOPT_PRIVATE, NULL);
                 free(t);
                 return -ENOMEM;
         }

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "curl-dl.h"
 #include "curl-event.h"
 #include "fleet.h"
 #include "log.h"
@@ -125,22 +126,22 @@ static CURL *easy_new(Fleet *f, const char *path, const char *body, struct curl_
         _cleanup_free_ char *url = NULL;
         CURL *easy;
 
-        if (asprintf(&url, "%s%s", f->urls[f->url], path) < 0 || !(easy = curl_easy_init()))
+        if (asprintf(&url, "%s%s", f->urls[f->url], path) < 0 || !(easy = curl_api.easy_init()))
                 return NULL;
         daemon_fleet(f->m)->requests++;
-        *headers = curl_slist_append(NULL, "Content-Type: application/json");
-        curl_easy_setopt(easy, CURLOPT_URL, url);
-        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(easy, CURLOPT_HTTPHEADER, *headers);
-        curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(easy, CURLOPT_NOPROXY, "*"); /* etcd directly, never through a web proxy */
-        curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+        *headers = curl_api.slist_append(NULL, "Content-Type: application/json");
+        curl_api.easy_setopt(easy, CURLOPT_URL, url);
+        curl_api.easy_setopt(easy, CURLOPT_POSTFIELDS, body);
+        curl_api.easy_setopt(easy, CURLOPT_HTTPHEADER, *headers);
+        curl_api.easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+        curl_api.easy_setopt(easy, CURLOPT_NOPROXY, "*"); /* etcd directly, never through a web proxy */
+        curl_api.easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
         if (f->tls.ca)
-                curl_easy_setopt(easy, CURLOPT_CAINFO, f->tls.ca);
+                curl_api.easy_setopt(easy, CURLOPT_CAINFO, f->tls.ca);
         if (f->tls.cert)
-                curl_easy_setopt(easy, CURLOPT_SSLCERT, f->tls.cert);
+                curl_api.easy_setopt(easy, CURLOPT_SSLCERT, f->tls.cert);
         if (f->tls.key)
-                curl_easy_setopt(easy, CURLOPT_SSLKEY, f->tls.key);
+                curl_api.easy_setopt(easy, CURLOPT_SSLKEY, f->tls.key);
         return easy;
 }
 
@@ -149,9 +150,9 @@ static void call_free(Call *c) {
                 return;
         if (c->easy) {
                 curl_loop_remove(c->f->loop, c->easy);
-                curl_easy_cleanup(c->easy);
+                curl_api.easy_cleanup(c->easy);
         }
-        curl_slist_free_all(c->headers);
+        curl_api.slist_free_all(c->headers);
         free(c->body);
         free(c->answer.data);
         free(c);
@@ -176,10 +177,10 @@ static void on_call_done(CurlLoop *l, CURL *easy, CURLcode result, void *userdat
         call_unlink(f, c);
         if (result != CURLE_OK)
                 error_set(&e, EHOSTUNREACH, "etcd_unreachable", "%s: %s", f->urls[f->url],
-                          curl_easy_strerror(result));
+                          curl_api.easy_strerror(result));
         else {
                 json_error_t jerr;
-                curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+                curl_api.easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
                 answer = json_loadb(c->answer.data ?: "", c->answer.size, 0, &jerr);
                 if (status != 200)
                         etcd_answer_error(status, answer, &e);
@@ -210,9 +211,9 @@ static int call(Fleet *f, const char *path, json_t *body, CallDone done, void *u
                 call_free(c);
                 return -ENOMEM;
         }
-        curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_write);
-        curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, &c->answer);
-        curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, CALL_TIMEOUT_MS);
+        curl_api.easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_write);
+        curl_api.easy_setopt(c->easy, CURLOPT_WRITEDATA, &c->answer);
+        curl_api.easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, CALL_TIMEOUT_MS);
         if (curl_loop_add(f->loop, c->easy, on_call_done, c) < 0) {
                 call_free(c);
                 return -ENOMEM;
@@ -768,10 +769,10 @@ static void publish_record(Fleet *f) {
 static void stop_watch(Fleet *f) {
         if (f->watch) {
                 curl_loop_remove(f->loop, f->watch);
-                curl_easy_cleanup(f->watch);
+                curl_api.easy_cleanup(f->watch);
                 f->watch = NULL;
         }
-        curl_slist_free_all(f->watch_headers);
+        curl_api.slist_free_all(f->watch_headers);
         f->watch_headers = NULL;
         free(f->watch_body);
         f->watch_body = NULL;
@@ -948,7 +949,7 @@ static void on_watch_end(CurlLoop *l, CURL *easy, CURLcode result, void *userdat
 
         (void) l, (void) easy;
         disconnect(f, "the watch ended: %s",
-                   result == CURLE_OK ? "etcd closed it" : curl_easy_strerror(result));
+                   result == CURLE_OK ? "etcd closed it" : curl_api.easy_strerror(result));
 }
 
 static void start_watch(Fleet *f) {
@@ -962,12 +963,12 @@ static void start_watch(Fleet *f) {
                 disconnect(f, "out of memory");
                 return;
         }
-        curl_easy_setopt(f->watch, CURLOPT_WRITEFUNCTION, on_watch_data);
-        curl_easy_setopt(f->watch, CURLOPT_WRITEDATA, f);
+        curl_api.easy_setopt(f->watch, CURLOPT_WRITEFUNCTION, on_watch_data);
+        curl_api.easy_setopt(f->watch, CURLOPT_WRITEDATA, f);
         /* A stream: no overall timeout; TCP keepalive finds a dead peer. */
-        curl_easy_setopt(f->watch, CURLOPT_TCP_KEEPALIVE, 1L);
-        curl_easy_setopt(f->watch, CURLOPT_TCP_KEEPIDLE, 5L);
-        curl_easy_setopt(f->watch, CURLOPT_TCP_KEEPINTVL, 2L);
+        curl_api.easy_setopt(f->watch, CURLOPT_TCP_KEEPALIVE, 1L);
+        curl_api.easy_setopt(f->watch, CURLOPT_TCP_KEEPIDLE, 5L);
+        curl_api.easy_setopt(f->watch, CURLOPT_TCP_KEEPINTVL, 2L);
         if (curl_loop_add(f->loop, f->watch, on_watch_end, f) < 0)
                 disconnect(f, "out of memory");
 }
@@ -1105,6 +1106,8 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         f->ttl = c->lease_ttl ?: FLEET_LEASE_TTL_DEFAULT;
         srandom((unsigned) (getpid() ^ (uintptr_t) f ^ (uint64_t) time(NULL)));
+        if (curl_api_load(reterr) < 0)
+                return -ENOENT;
         if (curl_loop_new(event, &f->loop) < 0 || daemon_add_change_listener(m, on_daemon_change, f) < 0)
                 return error_set(reterr, ENOMEM, "internal_error", "cannot set up libcurl");
         DaemonFleet *df = daemon_fleet(m);

@@ -542,3 +542,14 @@ def test_d_bus_shows_the_fleet_connection(fleet, bpf, workdir, bus):  # noqa: F8
              what="D-Bus says the fleet is gone, and why")
     enabled, connected, node, revision, error = bus.prop("Fleet")
     assert (enabled, node, revision) == (True, "h1", rev) and SUBNET in error
+
+
+def test_libcurl_is_opened_only_with_fleet(fleet, clsd_factory):
+    h1 = fleet.host("h1")
+    plain = clsd_factory(h1.peer, name="plain")
+
+    def maps(c):
+        with open("/proc/%d/maps" % c.proc.pid) as f:
+            return f.read()
+    wait_for(lambda: "libcurl" in maps(h1.clsd), timeout=5, what="libcurl in the fleet clsd")
+    assert "libcurl" not in maps(plain) and "libnghttp2" not in maps(plain)
