@@ -235,21 +235,30 @@ static char *nodes_text(const json_t *nodes) {
         return s;
 }
 
-int verb_fleet_list(const Ctl *c, char **args _unused_) {
+/* The JSON objects under kind/ in ret; with --json they are printed as they are and 1 returned. */
+static int listing(const Ctl *c, const char *kind, json_t **ret) {
         _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
+        int r;
+
+        r = client(c, &ec);
+        if (r >= 0)
+                r = range_json(ec, c, kind, ret, NULL);
+        if (r < 0 || !c->json)
+                return r;
+        r = ctl_print_json(*ret);
+        return r < 0 ? r : 1;
+}
+
+int verb_fleet_list(const Ctl *c, char **args _unused_) {
         _cleanup_(json_decrefp) json_t *policies = NULL;
         _cleanup_(table_freep) Table *t = NULL;
         json_t *v;
         size_t i;
         int r;
 
-        r = client(c, &ec);
-        if (r >= 0)
-                r = range_json(ec, c, "policies", &policies, NULL);
-        if (r < 0)
-                return r;
-        if (c->json)
-                return ctl_print_json(policies);
+        r = listing(c, "policies", &policies);
+        if (r != 0)
+                return r < 0 ? r : 0;
         t = table_new("NAME", "REVISION", "NODES", "MATCH", NULL);
         if (!t)
                 return ctl_oom();
@@ -301,20 +310,15 @@ int verb_fleet_remove(const Ctl *c, char **args) {
 /* ---- nodes ---- */
 
 int verb_fleet_nodes(const Ctl *c, char **args _unused_) {
-        _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
         _cleanup_(json_decrefp) json_t *nodes = NULL;
         _cleanup_(table_freep) Table *t = NULL;
         json_t *v;
         size_t i;
         int r;
 
-        r = client(c, &ec);
-        if (r >= 0)
-                r = range_json(ec, c, "nodes", &nodes, NULL);
-        if (r < 0)
-                return r;
-        if (c->json)
-                return ctl_print_json(nodes);
+        r = listing(c, "nodes", &nodes);
+        if (r != 0)
+                return r < 0 ? r : 0;
         t = table_new("NODE", "LABELS", "VERSION", "KERNEL", "ACT_BPF", "TCX", "REVISION", NULL);
         if (!t)
                 return ctl_oom();

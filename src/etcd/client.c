@@ -61,32 +61,17 @@ EtcdClient *etcd_client_free(EtcdClient *c) {
         return NULL;
 }
 
-typedef struct Buffer {
-        char *data;
-        size_t size;
-} Buffer;
+/* an answer beyond any etcd request limit is refused */
+#define ANSWER_MAX (64u * 1024 * 1024)
 
 static size_t on_write(char *p, size_t size, size_t n, void *userdata) {
-        Buffer *b = userdata;
-        size_t add = size * n;
-        char *nd;
-
-        if (b->size + add > 64u * 1024 * 1024)
-                return 0; /* an answer beyond any etcd request limit */
-        nd = realloc(b->data, b->size + add + 1);
-        if (!nd)
-                return 0;
-        memcpy(nd + b->size, p, add);
-        b->data = nd;
-        b->size += add;
-        b->data[b->size] = 0;
-        return add;
+        return etcd_buffer_append(userdata, p, size * n, ANSWER_MAX) ? size * n : 0;
 }
 
 static int call_one(EtcdClient *c, const char *url, const char *text, json_t **ret, Error *reterr) {
         _cleanup_free_ char *full = NULL;
         struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
-        Buffer b = { 0 };
+        EtcdBuffer b = { 0 };
         long status = 0;
         CURLcode cr;
         json_error_t jerr;

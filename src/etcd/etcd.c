@@ -262,3 +262,18 @@ size_t etcd_urls_split(const char *urls, char ***ret) {
         *ret = v;
         return n;
 }
+
+bool etcd_buffer_append(EtcdBuffer *b, const void *p, size_t n, size_t max) {
+        char *nd;
+
+        if (b->size + n > max)
+                return false;
+        nd = realloc(b->data, b->size + n + 1);
+        if (!nd)
+                return false;
+        memcpy(nd + b->size, p, n);
+        b->data = nd;
+        b->size += n;
+        b->data[b->size] = 0;
+        return true;
+}

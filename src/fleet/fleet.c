@@ -26,11 +26,6 @@
 #define FAILED_RETRY_MAX_USEC (300 * 1000 * 1000ULL)
 #define ANSWER_MAX (64u * 1024 * 1024)
 
-typedef struct Buffer {
-        char *data;
-        size_t size;
-} Buffer;
-
 typedef void (*CallDone)(Fleet *f, json_t *answer, const Error *e, void *userdata);
 
 typedef struct Call {
@@ -38,7 +33,7 @@ typedef struct Call {
         CURL *easy;
         struct curl_slist *headers;
         char *body;
-        Buffer answer;
+        EtcdBuffer answer;
         CallDone done;
         void *userdata;
         struct Call *next;
@@ -87,7 +82,7 @@ struct Fleet {
         CURL *watch;
         struct curl_slist *watch_headers;
         char *watch_body;
-        Buffer watch_buf;
+        EtcdBuffer watch_buf;
         bool watch_created;
         uint64_t backoff_usec;
         sd_event_source *retry, *keepalive, *kick, *status_timer, *watch_lines, *converge_timer;
@@ -106,20 +101,7 @@ static void publish_status(Fleet *f);
 /* ---- calls ---- */
 
 static size_t on_write(char *p, size_t size, size_t n, void *userdata) {
-        Buffer *b = userdata;
-        size_t add = size * n;
-        char *nd;
-
-        if (b->size + add > ANSWER_MAX)
-                return 0;
-        nd = realloc(b->data, b->size + add + 1);
-        if (!nd)
-                return 0;
-        memcpy(nd + b->size, p, add);
-        b->data = nd;
-        b->size += add;
-        b->data[b->size] = 0;
-        return add;
+        return etcd_buffer_append(userdata, p, size * n, ANSWER_MAX) ? size * n : 0;
 }
 
 static CURL *easy_new(Fleet *f, const char *path, const char *body, struct curl_slist **headers) {
@@ -777,7 +759,7 @@ static void stop_watch(Fleet *f) {
         free(f->watch_body);
         f->watch_body = NULL;
         free(f->watch_buf.data);
-        f->watch_buf = (Buffer){ 0 };
+        f->watch_buf = (EtcdBuffer){ 0 };
         f->watch_created = false;
 }
 

@@ -96,6 +96,14 @@ bool fleet_policy_selects(const FleetPolicy *p, const char *node, const FleetLab
  * strings; -EINVAL for an "object" that is not a digest (clsctl uploads files and writes digests). */
 int fleet_policy_digests(const FleetPolicy *p, const char ***ret, Error *reterr);
 
+/* An answer as it arrives (libcurl's write callback), NUL-terminated; at most max bytes. */
+typedef struct EtcdBuffer {
+        char *data;
+        size_t size;
+} EtcdBuffer;
+/* false when it would pass max, or out of memory */
+bool etcd_buffer_append(EtcdBuffer *b, const void *p, size_t n, size_t max);
+
 /* ---- a blocking client (clsctl) ---- */
 typedef struct EtcdTls {
         const char *ca, *cert, *key; /* files; NULL: none */
