@@ -213,9 +213,16 @@ int verb_fleet_apply(const Ctl *c, char **args) {
 
 /* ---- ls, rm ---- */
 
-static char *nodes_text(const json_t *nodes) {
+/* "k=v,k2=v2" of a labels object, into f. */
+static void labels_print(FILE *f, json_t *labels) {
         const char *k;
         json_t *v;
+
+        json_object_foreach (labels, k, v)
+                fprintf(f, "%s%s=%s", ftell(f) ? "," : "", k, json_string_value(v));
+}
+
+static char *nodes_text(const json_t *nodes) {
         char *s = NULL;
         size_t n = 0;
         FILE *f;
@@ -225,8 +232,7 @@ static char *nodes_text(const json_t *nodes) {
         f = open_memstream(&s, &n);
         if (!f)
                 return NULL;
-        json_object_foreach ((json_t *) json_object_get(nodes, "labels"), k, v)
-                fprintf(f, "%s%s=%s", ftell(f) ? "," : "", k, json_string_value(v));
+        labels_print(f, json_object_get(nodes, "labels"));
         if (json_array_size(json_object_get(nodes, "names")) > 0) {
                 _cleanup_free_ char *names = json_join(json_object_get(nodes, "names"), NULL);
                 fprintf(f, "%s%s", ftell(f) ? " or " : "", names ?: "");
@@ -323,15 +329,12 @@ int verb_fleet_nodes(const Ctl *c, char **args _unused_) {
         if (!t)
                 return ctl_oom();
         json_array_foreach (nodes, i, v) {
-                const char *k;
-                json_t *l;
                 char *labels = NULL;
                 size_t n = 0;
                 FILE *f = open_memstream(&labels, &n);
                 if (!f)
                         return ctl_oom();
-                json_object_foreach (json_object_get(v, "labels"), k, l)
-                        fprintf(f, "%s%s=%s", ftell(f) ? "," : "", k, json_string_value(l));
+                labels_print(f, json_object_get(v, "labels"));
                 fclose(f);
                 r = table_add_json(t, json_object_get(v, "node"));
                 r = r ?: table_add(t, labels);

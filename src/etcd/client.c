@@ -69,7 +69,6 @@ static size_t on_write(char *p, size_t size, size_t n, void *userdata) {
 }
 
 static int call_one(EtcdClient *c, const char *url, const char *text, json_t **ret, Error *reterr) {
-        _cleanup_free_ char *full = NULL;
         struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
         EtcdBuffer b = { 0 };
         long status = 0;
@@ -78,12 +77,12 @@ static int call_one(EtcdClient *c, const char *url, const char *text, json_t **r
         json_t *answer;
         int r;
 
-        if (!headers || asprintf(&full, "%s", url) < 0) {
+        if (!headers) {
                 curl_slist_free_all(headers);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
         curl_easy_reset(c->curl);
-        curl_easy_setopt(c->curl, CURLOPT_URL, full);
+        curl_easy_setopt(c->curl, CURLOPT_URL, url);
         curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, text);
         curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
         curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_write);

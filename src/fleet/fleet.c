@@ -83,7 +83,6 @@ struct Fleet {
         struct curl_slist *watch_headers;
         char *watch_body;
         EtcdBuffer watch_buf;
-        bool watch_created;
         uint64_t backoff_usec;
         sd_event_source *retry, *keepalive, *kick, *status_timer, *watch_lines, *converge_timer;
         char **published_names; /* status keys written, and what */
@@ -760,7 +759,6 @@ static void stop_watch(Fleet *f) {
         f->watch_body = NULL;
         free(f->watch_buf.data);
         f->watch_buf = (EtcdBuffer){ 0 };
-        f->watch_created = false;
 }
 
 static void connect_etcd(Fleet *f);
@@ -857,7 +855,6 @@ static void apply_watch_message(Fleet *f, json_t *j) {
                 return;
         }
         if (msg.created) {
-                f->watch_created = true;
                 daemon_fleet(f->m)->connected = true;
                 daemon_fleet(f->m)->last_error[0] = 0;
                 f->backoff_usec = 0;
