@@ -8,20 +8,13 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "names.h"
 #include "store-internal.h"
 
 #define POLICY_FILE_MAX (4u * 1024 * 1024)
 
 int policy_name_valid(const char *s) {
-        size_t n = s ? strlen(s) : 0;
-
-        if (n == 0 || n > POLICY_NAME_MAX || streq(s, ".") || streq(s, ".."))
-                return 0;
-        for (const char *p = s; *p; p++)
-                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-                      *p == '_' || *p == '-' || *p == '.'))
-                        return 0;
-        return 1;
+        return name_valid(s, POLICY_NAME_MAX);
 }
 
 Policy *policy_ref(Policy *p) {
@@ -271,19 +264,22 @@ static int policies_fd(Store *s) {
         return s->policies_fd;
 }
 
-int store_policy_save(Store *s, const Policy *p, Error *reterr) {
+static json_t *policy_file_json(const Policy *p) {
         json_t *j = json_pack("{s:i,s:s,s:I,s:o}", "format", 1, "name", p->name, "generation",
                               (json_int_t) p->generation, "spec", policy_to_json(p));
         if (j && p->fleet_revision)
                 json_object_set_new(j, "fleet_revision", json_integer((json_int_t) p->fleet_revision));
+        return j;
+}
+
+static int policy_file_write(Store *s, const char *name, json_t *j, Error *reterr) {
         _cleanup_free_ char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         char file[POLICY_NAME_MAX + 8];
         int r;
 
-        json_decref(j);
         if (!text)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        snprintf(file, sizeof(file), "%s.json", p->name);
+        snprintf(file, sizeof(file), "%s.json", name);
         r = write_file_atomic(policies_fd(s), file, text, strlen(text));
         if (r < 0)
                 return error_set(reterr, r, "store_error", "cannot write %s/policies/%s: %s", s->dir, file,
@@ -291,19 +287,134 @@ int store_policy_save(Store *s, const Policy *p, Error *reterr) {
         return 0;
 }
 
-int store_policy_remove(Store *s, const char *name, Error *reterr) {
+int store_policy_save(Store *s, const Policy *p, Error *reterr) {
+        _cleanup_(json_decrefp) json_t *j = policy_file_json(p);
+        return policy_file_write(s, p->name, j, reterr);
+}
+
+static int policy_file_unlink(Store *s, const char *name, bool sync, Error *reterr) {
         char file[POLICY_NAME_MAX + 8];
 
         snprintf(file, sizeof(file), "%s.json", name);
-        if (unlinkat(policies_fd(s), file, 0) < 0) {
-                if (errno == ENOENT)
-                        return 0;
+        if (unlinkat(policies_fd(s), file, 0) < 0 && errno != ENOENT)
                 return error_set(reterr, errno, "store_error", "cannot remove %s/policies/%s: %m", s->dir,
                                  file);
-        }
-        if (fsync(policies_fd(s)) < 0)
+        if (sync && fsync(policies_fd(s)) < 0)
                 return error_set(reterr, errno, "store_error", "cannot sync %s/policies: %m", s->dir);
         return 0;
+}
+
+int store_policy_remove(Store *s, const char *name, Error *reterr) {
+        return policy_file_unlink(s, name, true, reterr);
+}
+
+/* ---- policies.commit: several policies changed as one ----
+ *
+ * Each policy file is replaced atomically on its own; a change of several is first written whole to
+ * policies.commit (atomically), then carried out file by file, then the journal is removed. A start
+ * that finds the journal carries it out again (every step can be repeated), so after a crash anywhere
+ * the store holds all of the change or none of it. */
+
+#define COMMIT_FILE "policies.commit"
+
+/* The journal: {"format": 1, "put": [policy file, …], "remove": [name, …]}. */
+int store_policies_commit_end(Store *s, json_t *j, Error *reterr) {
+        json_t *put = json_object_get(j, "put"), *remove = json_object_get(j, "remove"), *v;
+        size_t i;
+        int r;
+
+        if (!json_is_integer(json_object_get(j, "format")) ||
+            json_integer_value(json_object_get(j, "format")) != 1 || !json_is_array(put) ||
+            !json_is_array(remove))
+                return error_set(reterr, EINVAL, "store_error", "format: expected 1, with put and remove");
+        json_array_foreach (put, i, v) {
+                const char *name = json_string_value(json_object_get(v, "name"));
+                if (!name || !policy_name_valid(name))
+                        return error_set(reterr, EINVAL, "store_error", "put[%zu]: no valid name", i);
+        }
+        json_array_foreach (remove, i, v)
+                if (!json_is_string(v) || !policy_name_valid(json_string_value(v)))
+                        return error_set(reterr, EINVAL, "store_error", "remove[%zu]: not a policy name", i);
+        json_array_foreach (put, i, v) {
+                r = policy_file_write(s, json_string_value(json_object_get(v, "name")), v, reterr);
+                if (r < 0)
+                        return r;
+        }
+        json_array_foreach (remove, i, v) {
+                r = policy_file_unlink(s, json_string_value(v), i + 1 == json_array_size(remove), reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (unlinkat(s->dir_fd, COMMIT_FILE, 0) < 0 || fsync(s->dir_fd) < 0)
+                return error_set(reterr, errno, "store_error", "cannot remove %s/%s: %m", s->dir,
+                                 COMMIT_FILE);
+        return 0;
+}
+
+int store_policies_commit_begin(Store *s, Policy *const *put, size_t n_put, char *const *remove,
+                                size_t n_remove, json_t **ret, Error *reterr) {
+        _cleanup_(json_decrefp) json_t *j = json_pack("{s:i,s:[],s:[]}", "format", 1, "put", "remove");
+        _cleanup_free_ char *text = NULL;
+        int r;
+
+        if (!j)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (size_t i = 0; i < n_put; i++)
+                if (json_array_append_new(json_object_get(j, "put"), policy_file_json(put[i])) < 0)
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (size_t i = 0; i < n_remove; i++)
+                if (json_array_append_new(json_object_get(j, "remove"), json_string(remove[i])) < 0)
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        if (!(text = json_dumps(j, JSON_COMPACT)))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = write_file_atomic(s->dir_fd, COMMIT_FILE, text, strlen(text));
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot write %s/%s: %s", s->dir, COMMIT_FILE,
+                                 strerror(-r));
+        *ret = TAKE_PTR(j);
+        return 0;
+}
+
+int store_policies_commit(Store *s, Policy *const *put, size_t n_put, char *const *remove, size_t n_remove,
+                          Error *reterr) {
+        _cleanup_(json_decrefp) json_t *j = NULL;
+
+        if (n_put + n_remove == 1)
+                return n_put ? store_policy_save(s, put[0], reterr)
+                             : store_policy_remove(s, remove[0], reterr);
+        if (n_put + n_remove == 0)
+                return 0;
+        if (store_policies_commit_begin(s, put, n_put, remove, n_remove, &j, reterr) < 0)
+                return -reterr->error;
+        return store_policies_commit_end(s, j, reterr);
+}
+
+/* A journal left by a crash: carried out; a corrupt one (which the atomic write makes unlikely) is set
+ * aside, and the store is as before the change. */
+static void commit_recover(Store *s, StoreProblemFunc problem, void *userdata) {
+        _cleanup_free_ char *text = NULL, *moved = NULL;
+        _cleanup_close_ int fd = openat(s->dir_fd, COMMIT_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        _cleanup_(json_decrefp) json_t *j = NULL;
+        char path[512];
+        Error e = ERROR_NULL;
+        json_error_t jerr;
+        size_t size;
+
+        if (fd < 0)
+                return;
+        snprintf(path, sizeof(path), "%s/%s", s->dir, COMMIT_FILE);
+        if (read_full_fd(fd, 64u * POLICY_FILE_MAX, &text, &size) < 0)
+                error_set(&e, EIO, "store_error", "cannot be read");
+        else if (!(j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr)))
+                error_set(&e, EINVAL, "store_error", "malformed JSON: %s", jerr.text);
+        else if (store_policies_commit_end(s, j, &e) >= 0) {
+                log_problem(problem, userdata, path, "a change of several policies interrupted; completed",
+                            NULL);
+                return;
+        }
+        (void) store_quarantine(s, s->dir_fd, COMMIT_FILE, &moved);
+        log_problem(problem, userdata, path, e.message, moved);
+        error_done(&e);
 }
 
 int policy_file_parse(const char *text, size_t size, Policy **ret, Error *reterr) {
@@ -359,6 +470,7 @@ int store_policies_load(Store *s, Policy ***ret, size_t *ret_n, StoreProblemFunc
         size_t n_names = 0, n = 0;
         int r;
 
+        commit_recover(s, problem, userdata);
         r = store_list_dir(policies_fd(s), ".json", &names, &n_names);
         if (r < 0)
                 return error_set(reterr, r, "store_error", "cannot list %s/policies: %s", s->dir,

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -323,6 +324,96 @@ static void test_sha256(void **state) {
         assert_false(sha256_digest_string_valid("sha256:abc"));
 }
 
+static Policy *make_policy(const char *name, uint64_t gen, uint64_t fleet_revision) {
+        const char *text =
+                "{\"match\":{\"ifname\":[\"eth*\"]},\"ingress\":[{\"name\":\"web\",\"object\":\"" D1
+                "\",\"program\":\"p\",\"priority\":10}]}";
+        json_t *j = json_loads(text, 0, NULL);
+        Policy *p = NULL;
+        Error e = ERROR_NULL;
+
+        assert_non_null(j);
+        assert_int_equal(policy_from_json(name, j, &p, &e), 0);
+        json_decref(j);
+        p->generation = gen;
+        p->fleet_revision = fleet_revision;
+        return p;
+}
+
+/* "name:generation:fleet_revision,…" of the stored policies, in the directory's order. */
+static void load_policies(Store *s, char *buf, size_t size) {
+        Policy **v = NULL;
+        size_t n = 0, off = 0;
+        Error e = ERROR_NULL;
+
+        n_problems = 0;
+        assert_int_equal(store_policies_load(s, &v, &n, count_problem, NULL, &e), 0);
+        buf[0] = 0;
+        for (size_t i = 0; i < n; i++) {
+                off += (size_t) snprintf(buf + off, size - off, "%s%s:%" PRIu64 ":%" PRIu64, i ? "," : "",
+                                         v[i]->name, v[i]->generation, v[i]->fleet_revision);
+                policy_unref(v[i]);
+        }
+        free(v);
+}
+
+/* Several policies changed as one: a crash after the journal is written (and anywhere after) leaves a
+ * store that the next load completes; a corrupt journal is set aside and the store is as before. */
+static void test_policies_commit(void **state) {
+        _cleanup_(store_freep) Store *s = NULL;
+        Policy *a1 = make_policy("a", 1, 5), *b1 = make_policy("b", 1, 5), *c1 = make_policy("c", 1, 5);
+        Policy *a2 = make_policy("a", 2, 9), *d1 = make_policy("d", 1, 9);
+        Policy *put[] = { a2, d1 };
+        char *removed[] = { (char *) "c" };
+        json_t *journal = NULL;
+        char buf[256];
+        Error e = ERROR_NULL;
+
+        (void) state;
+        assert_int_equal(store_open(dir, &s, &e), 0);
+        assert_int_equal(store_policy_save(s, a1, &e), 0);
+        assert_int_equal(store_policy_save(s, b1, &e), 0);
+        assert_int_equal(store_policy_save(s, c1, &e), 0);
+
+        /* the journal written, nothing carried out: the load carries it out */
+        assert_int_equal(store_policies_commit_begin(s, put, 2, removed, 1, &journal, &e), 0);
+        json_decref(journal);
+        assert_true(exists("policies.commit"));
+        load_policies(s, buf, sizeof(buf));
+        assert_string_equal(buf, "a:2:9,b:1:5,d:1:9");
+        assert_int_equal(n_problems, 1);
+        assert_false(exists("policies.commit"));
+
+        /* half carried out (a written, c still there): the same */
+        assert_int_equal(store_policy_save(s, a1, &e), 0);
+        assert_int_equal(store_policy_save(s, c1, &e), 0);
+        assert_int_equal(store_policy_remove(s, "d", &e), 0);
+        assert_int_equal(store_policies_commit_begin(s, put, 2, removed, 1, &journal, &e), 0);
+        json_decref(journal);
+        assert_int_equal(store_policy_save(s, a2, &e), 0);
+        load_policies(s, buf, sizeof(buf));
+        assert_string_equal(buf, "a:2:9,b:1:5,d:1:9");
+
+        /* a corrupt journal: set aside, the store as it was */
+        write_file("policies.commit", "{\"format\":1,\"put\":[{\"name\":\"../x\"}],\"remove\":[]}");
+        load_policies(s, buf, sizeof(buf));
+        assert_string_equal(buf, "a:2:9,b:1:5,d:1:9");
+        assert_int_equal(n_problems, 1);
+        assert_false(exists("policies.commit"));
+        assert_int_equal(
+                system("test $(ls /tmp/clsd-test-store-*/quarantine | grep -c '^policies.commit') -ge 1"),
+                0);
+
+        /* the whole commit: no journal left, nothing to report */
+        assert_int_equal(
+                store_policies_commit(s, (Policy *[]){ a1, c1 }, 2, (char *[]){ (char *) "d" }, 1, &e), 0);
+        assert_false(exists("policies.commit"));
+        load_policies(s, buf, sizeof(buf));
+        assert_string_equal(buf, "a:1:5,b:1:5,c:1:5");
+        assert_int_equal(n_problems, 0);
+        policy_unref(a1), policy_unref(b1), policy_unref(c1), policy_unref(a2), policy_unref(d1);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_save_load, setup, teardown),
@@ -332,6 +423,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_actions_format, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_objects, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_netns_documents, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_policies_commit, setup, teardown),
                 cmocka_unit_test(test_sha256),
         };
         return cmocka_run_group_tests_name("store", tests, NULL, NULL);

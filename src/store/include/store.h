@@ -324,6 +324,15 @@ int store_fleet_revision_load(Store *s, uint64_t *ret);
 /* Policies, each under policies/NAME.json, its objects resolved (by digest, with their program). */
 int store_policy_save(Store *s, const Policy *p, Error *reterr);
 int store_policy_remove(Store *s, const char *name, Error *reterr);
+/* Several policies put and removed as one: after a crash anywhere the store holds all of the change or
+ * none of it. _begin() writes the whole change to a journal (policies.commit) and returns it; _end()
+ * carries it out file by file and removes it; a load finds a journal left by a crash and carries it out.
+ * store_policies_commit() is both (one file changes atomically by itself: no journal). */
+int store_policies_commit(Store *s, Policy *const *put, size_t n_put, char *const *remove, size_t n_remove,
+                          Error *reterr);
+int store_policies_commit_begin(Store *s, Policy *const *put, size_t n_put, char *const *remove,
+                                size_t n_remove, json_t **ret, Error *reterr);
+int store_policies_commit_end(Store *s, json_t *journal, Error *reterr);
 /* Every policy; corrupt files are moved to quarantine/ and reported through the callback. */
 int store_policies_load(Store *s, Policy ***ret, size_t *ret_n, StoreProblemFunc problem, void *userdata,
                         Error *reterr);
