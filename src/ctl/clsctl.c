@@ -43,7 +43,7 @@ static const Verb object_verbs[] = {
 };
 
 static const Verb fleet_verbs[] = {
-        { "apply", "clsctl fleet apply FILE", 1, 1, verb_fleet_apply },
+        { "apply", "clsctl fleet apply FILE...", 1, CTL_ARGS_MAX, verb_fleet_apply },
         { "ls", "clsctl fleet ls", 0, 0, verb_fleet_list },
         { "rm", "clsctl fleet rm NAME", 1, 1, verb_fleet_remove },
         { "nodes", "clsctl fleet nodes", 0, 0, verb_fleet_nodes },
@@ -243,9 +243,10 @@ static void help(void) {
                "                              ingress, egress); one row per interface it changed\n"
                "       policy diff NAME FILE  Show what policy apply would change on each interface\n"
                "       policy rm NAME         Remove policy NAME; its interfaces lose its filters\n"
-               "       fleet apply FILE       Write the fleet policy FILE (JSON: name, nodes, match,\n"
-               "                              order, ingress, egress) to etcd, uploading the object\n"
-               "                              files it names first (they become digests)\n"
+               "       fleet apply FILE...    Write the fleet policy of each FILE (JSON: name, nodes,\n"
+               "                              match, order, ingress, egress) to etcd, uploading the\n"
+               "                              object files it names first (they become digests);\n"
+               "                              several in one transaction, which nodes apply as one\n"
                "       fleet ls               List the fleet policies, their revisions and node selectors\n"
                "       fleet rm NAME          Remove fleet policy NAME; every node takes it away\n"
                "       fleet nodes            List the nodes: labels, clsd version, kernel, act_bpf, tcx,\n"

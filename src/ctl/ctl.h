@@ -12,6 +12,8 @@
 #define CTL_SOCKET_DEFAULT "/run/clsd/clsd.sock"
 /* Well above any object or document clsd accepts; the daemon gives the real limit (413). */
 #define CTL_INPUT_MAX (64u * 1024 * 1024)
+/* The most files one command takes (clsctl fleet apply FILE…). */
+#define CTL_ARGS_MAX 64
 
 typedef struct Ctl {
         const char *socket_path;

@@ -47,7 +47,33 @@ static int call(EtcdClient *ec, const char *path, json_t *body, json_t **ret) {
         return r;
 }
 
-/* Every key under PREFIX kind/, parsed as JSON (values that are not are skipped, with a warning). */
+/* A fleet policy as etcd has it (*v, NULL when it is not JSON): one the nodes cannot read (written by
+ * hand, not by clsctl) gets "_invalid", why; every node leaves it alone. */
+static void policy_check(json_t **v, const char *name, const json_error_t *jerr) {
+        FleetPolicy fp = { 0 };
+        Error e = ERROR_NULL;
+        char *why = NULL;
+
+        if (!*v) {
+                (void) asprintf(&why, "not JSON: %s", jerr->text);
+                *v = json_object();
+        } else if (!json_is_object(*v)) {
+                why = strdup("not a JSON object");
+                json_decref(*v);
+                *v = json_object();
+        } else if (fleet_policy_parse(*v, &fp, &e) < 0)
+                why = strdup(e.message ?: "invalid");
+        else if (!streq(fp.name, name))
+                (void) asprintf(&why, "its name \"%s\" is not its key's \"%s\"", fp.name, name);
+        if (why && *v)
+                json_object_set_new(*v, "_invalid", json_string(why));
+        fleet_policy_done(&fp);
+        error_done(&e);
+        free(why);
+}
+
+/* Every key under PREFIX kind/, parsed as JSON (values that are not are skipped, with a warning; a
+ * policy is kept, and said invalid). */
 static int range_json(EtcdClient *ec, const Ctl *c, const char *kind, json_t **ret, uint64_t *ret_revision) {
         _cleanup_free_ char *key = fleet_key(prefix_of(c), kind, NULL, NULL);
         _cleanup_(json_decrefp) json_t *answer = NULL;
@@ -69,12 +95,15 @@ static int range_json(EtcdClient *ec, const Ctl *c, const char *kind, json_t **r
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 json_error_t jerr;
                 json_t *v = json_loadb(kvs[i].value, kvs[i].value_size, 0, &jerr);
-                if (!v || !json_is_object(v)) {
+                const char *name = kvs[i].key + strlen(key);
+                if ((!v || !json_is_object(v)) && !streq(kind, "policies")) {
                         fprintf(stderr, "clsctl: %s: not a JSON object; skipped\n", kvs[i].key);
                         json_decref(v);
                         continue;
                 }
-                json_object_set_new(v, "_key", json_string(kvs[i].key + strlen(key)));
+                if (streq(kind, "policies"))
+                        policy_check(&v, name, &jerr);
+                json_object_set_new(v, "_key", json_string(name));
                 json_object_set_new(v, "_revision", json_integer((json_int_t) kvs[i].mod_revision));
                 json_array_append_new(out, v);
         }
@@ -154,10 +183,10 @@ static int resolve_object(EtcdClient *ec, const Ctl *c, json_t *holder, const ch
         return json_object_set_new(holder, "object", json_string(digest)) < 0 ? ctl_oom() : 0;
 }
 
-int verb_fleet_apply(const Ctl *c, char **args) {
-        _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
-        _cleanup_(json_decrefp) json_t *j = NULL, *answer = NULL;
-        _cleanup_free_ char *data = NULL, *text = NULL, *key = NULL, *dir_copy = strdup(args[0]);
+/* The fleet policy in file, its object files uploaded (they become digests), as a put body in ret. */
+static int policy_file_put(EtcdClient *ec, const Ctl *c, const char *file, char **ret_name, json_t **ret) {
+        _cleanup_(json_decrefp) json_t *j = NULL;
+        _cleanup_free_ char *data = NULL, *text = NULL, *key = NULL, *dir_copy = strdup(file);
         static const char *const hooks[] = { "ingress", "egress" };
         FleetPolicy fp = { 0 };
         json_error_t jerr;
@@ -168,19 +197,18 @@ int verb_fleet_apply(const Ctl *c, char **args) {
 
         if (!dir_copy)
                 return ctl_oom();
-        r = ctl_read_input(args[0], &data, &size);
+        r = ctl_read_input(file, &data, &size);
         if (r < 0)
                 return r;
         j = json_loadb(data, size, JSON_REJECT_DUPLICATES, &jerr);
         if (!j)
-                return ctl_error(-EINVAL, "%s:%d:%d: %s", args[0], jerr.line, jerr.column, jerr.text);
+                return ctl_error(-EINVAL, "%s:%d:%d: %s", file, jerr.line, jerr.column, jerr.text);
         if (fleet_policy_parse(j, &fp, &e) < 0) {
-                r = ctl_error(-EINVAL, "%s: %s", args[0], e.message);
+                r = ctl_error(-EINVAL, "%s: %s", file, e.message);
                 error_done(&e);
                 return r;
         }
-        r = client(c, &ec);
-        const char *base_dir = streq(args[0], "-") ? "." : dirname(dir_copy);
+        const char *base_dir = streq(file, "-") ? "." : dirname(dir_copy);
         for (size_t h = 0; r >= 0 && h < ELEMENTSOF(hooks); h++) {
                 json_t *filters = json_object_get(j, hooks[h]);
                 for (size_t i = 0; r >= 0 && i < json_array_size(filters); i++) {
@@ -193,21 +221,59 @@ int verb_fleet_apply(const Ctl *c, char **args) {
                         }
                 }
         }
-        if (r >= 0 && (!(text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER)) ||
-                       !(key = fleet_key(prefix_of(c), "policies", fp.name, NULL))))
+        if (r >= 0 &&
+            (!(text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER)) ||
+             !(key = fleet_key(prefix_of(c), "policies", fp.name, NULL)) ||
+             !(*ret = etcd_put_body(key, text, strlen(text), 0)) || !(*ret_name = strdup(fp.name))))
                 r = ctl_oom();
+        fleet_policy_done(&fp);
+        return r;
+}
+
+/* Writes each file's policy; several are written in one etcd transaction, so that every node applies
+ * them as one. */
+int verb_fleet_apply(const Ctl *c, char **args) {
+        _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
+        _cleanup_(json_decrefp) json_t *puts = json_array(), *answer = NULL, *out = json_array();
+        char *names[CTL_ARGS_MAX] = { 0 };
+        size_t n = 0;
+        int r;
+
+        if (!puts || !out)
+                return ctl_oom();
+        r = client(c, &ec);
+        for (; r >= 0 && args[n]; n++) {
+                json_t *put = NULL;
+                if (n == CTL_ARGS_MAX) {
+                        r = ctl_error(-E2BIG, "at most %d files at once", CTL_ARGS_MAX);
+                        break;
+                }
+                r = policy_file_put(ec, c, args[n], &names[n], &put);
+                if (r >= 0 && json_array_append_new(puts, put) < 0)
+                        r = ctl_oom();
+                for (size_t k = 0; r >= 0 && k < n; k++)
+                        if (streq(names[k], names[n]))
+                                r = ctl_error(-EINVAL, "%s: fleet policy %s is in %s too", args[n], names[n],
+                                              args[k]);
+        }
         if (r >= 0)
-                r = call(ec, "/v3/kv/put", etcd_put_body(key, text, strlen(text), 0), &answer);
+                r = n == 1 ? call(ec, "/v3/kv/put", json_incref(json_array_get(puts, 0)), &answer)
+                           : call(ec, "/v3/kv/txn", etcd_txn_body(puts), &answer);
         if (r >= 0) {
                 uint64_t revision = etcd_answer_revision(answer);
-                if (c->json) {
-                        _cleanup_(json_decrefp) json_t *out =
-                                json_pack("{s:s,s:I}", "name", fp.name, "revision", (json_int_t) revision);
-                        r = out ? ctl_print_json(out) : ctl_oom();
-                } else
-                        printf("fleet policy %s: revision %llu\n", fp.name, (unsigned long long) revision);
+                for (size_t k = 0; k < n; k++) {
+                        if (c->json)
+                                json_array_append_new(out, json_pack("{s:s,s:I}", "name", names[k],
+                                                                     "revision", (json_int_t) revision));
+                        else
+                                printf("fleet policy %s: revision %llu\n", names[k],
+                                       (unsigned long long) revision);
+                }
+                if (c->json)
+                        r = ctl_print_json(n == 1 ? json_array_get(out, 0) : out);
         }
-        fleet_policy_done(&fp);
+        for (size_t k = 0; k < n; k++)
+                free(names[k]);
         return r;
 }
 
@@ -269,7 +335,12 @@ int verb_fleet_list(const Ctl *c, char **args _unused_) {
         if (!t)
                 return ctl_oom();
         json_array_foreach (policies, i, v) {
-                _cleanup_free_ char *nodes = nodes_text(json_object_get(v, "nodes"));
+                json_t *invalid = json_object_get(v, "_invalid");
+                _cleanup_free_ char *nodes = NULL;
+                if (invalid && asprintf(&nodes, "(invalid: %s)", json_string_value(invalid)) < 0)
+                        nodes = NULL;
+                else if (!invalid)
+                        nodes = nodes_text(json_object_get(v, "nodes"));
                 _cleanup_free_ char *match =
                         json_dumps(json_object_get(v, "match"), JSON_COMPACT | JSON_SORT_KEYS);
                 r = table_add_json(t, json_object_get(v, "_key"));
@@ -420,7 +491,7 @@ int verb_fleet_status(const Ctl *c, char **args) {
         _cleanup_(table_freep) Table *t = NULL;
         json_t *p, *n;
         size_t i, k;
-        bool failed = false, found = !args[0];
+        bool failed = false, invalid = false, found = !args[0];
         int r;
 
         if (!rows)
@@ -441,6 +512,17 @@ int verb_fleet_status(const Ctl *c, char **args) {
                 if (!name || (args[0] && !streq(args[0], name)))
                         continue;
                 found = true;
+                if (json_object_get(p, "_invalid")) {
+                        /* no node can read it, nor say which nodes it selects */
+                        json_t *row = json_pack("{s:n,s:s,s:s,s:I,s:n,s:n,s:O}", "node", "policy", name,
+                                                "state", "invalid", "revision", revision, "held_revision",
+                                                "lag", "error", json_object_get(p, "_invalid"));
+                        if (!row)
+                                return ctl_oom();
+                        json_array_append_new(rows, row);
+                        invalid = true;
+                        continue;
+                }
                 json_array_foreach (nodes, k, n) {
                         const char *node = json_string_value(json_object_get(n, "node"));
                         if (!node || !node_selected(p, n))
@@ -491,5 +573,7 @@ int verb_fleet_status(const Ctl *c, char **args) {
         }
         if (r >= 0 && failed)
                 return ctl_error(-EIO, "a node failed to apply a fleet policy");
+        if (r >= 0 && invalid)
+                return ctl_error(-EINVAL, "a fleet policy is invalid: no node applies it");
         return r;
 }

@@ -5,21 +5,33 @@
  *
  * A PUT resolves the objects and loads each program once (a probe interface holds them, outside the
  * table), stores the policy once, then changes every interface it matches or no longer matches, and
- * answers with how each ended. Link events re-match one link; a namespace appearing, every link in it. */
+ * answers with how each ended. The fleet's transaction does the same for several policies at once: all
+ * verified before any is stored, stored as one (store_policies_commit()), and each interface changed
+ * once for all of them. Link events re-match one link; a namespace appearing, every link in it. */
 #include <stdio.h>
 #include <string.h>
 
 #include "change.h"
 #include "log.h"
 
-typedef struct PolicyTxn {
-        Manager *m;
+typedef struct PolicyTxn PolicyTxn;
+
+/* One policy of a transaction: put (policy) or removed (NULL). */
+typedef struct TxnItem {
+        PolicyTxn *txn;
         char *name;
-        Policy *policy; /* the new policy (NULL: DELETE) */
+        Policy *policy;
         Policy *old;
-        bool dry_run;
         ObjectResolution res;
         Iface *probe; /* holds the new policy's programs until every interface holds its own */
+} TxnItem;
+
+/* A transaction: one policy from the API, or several from the fleet, stored and applied as one. */
+struct PolicyTxn {
+        Manager *m;
+        TxnItem *items;
+        size_t n_items, n_alloc;
+        bool dry_run;
         sd_event_source *defer;
         PolicyResult *results;
         size_t n_results, cap_results;
@@ -27,7 +39,23 @@ typedef struct PolicyTxn {
         bool swept;
         PolicyDoneFunc done;
         void *userdata;
-} PolicyTxn;
+};
+
+/* Whether p is one of the transaction's new policies. */
+static bool txn_puts(const PolicyTxn *txn, const Policy *p) {
+        for (size_t i = 0; p && i < txn->n_items; i++)
+                if (txn->items[i].policy == p)
+                        return true;
+        return false;
+}
+
+/* Whether the interface holds a policy the transaction changes or removes. */
+static bool txn_held(const PolicyTxn *txn, const Iface *it) {
+        for (size_t i = 0; i < txn->n_items; i++)
+                if (txn->items[i].old && iface_has_policy(it, txn->items[i].old))
+                        return true;
+        return false;
+}
 
 /* One interface's change, answered into the transaction's results. */
 typedef struct PolicyIfaceDone {
@@ -151,7 +179,7 @@ static void queue_policies(Manager *m, const char *netns, const char *ifname, Po
         if (txn && concerned) {
                 bool matched = false;
                 for (size_t i = 0; i < n; i++)
-                        matched = matched || (txn->policy && v[i] == txn->policy);
+                        matched = matched || txn_puts(txn, v[i]);
                 idx = txn_result_add(txn, netns, ifname, matched);
                 if (idx < 0 || !(d = calloc(1, sizeof(*d)))) {
                         change_free(&c->op);
@@ -162,8 +190,8 @@ static void queue_policies(Manager *m, const char *netns, const char *ifname, Po
                 c->userdata = d;
                 if (txn->dry_run) {
                         c->dry_done = on_iface_dry_run;
-                        c->doc = document_ref(txn->policy ? txn->policy->doc : NULL);
-                        c->shared_resolver = &txn->res.resolver;
+                        c->doc = document_ref(txn->items[0].policy ? txn->items[0].policy->doc : NULL);
+                        c->shared_resolver = &txn->items[0].res.resolver;
                 } else
                         c->done = on_iface_done;
         }
@@ -181,9 +209,9 @@ static void rematch_link(Manager *m, Policy *const *set, size_t n, const char *n
         if (!v)
                 return;
         k = match_link(m, set, n, netns, l, v);
-        concerned = txn && txn->old && it && it->visible && iface_has_policy(it, txn->old);
+        concerned = txn && it && it->visible && txn_held(txn, it);
         for (size_t i = 0; txn && i < k; i++)
-                concerned = concerned || v[i] == txn->policy;
+                concerned = concerned || txn_puts(txn, v[i]);
         queue_policies(m, netns, l->ifname, v, k, txn, concerned);
 }
 
@@ -237,8 +265,7 @@ static void sweep(Manager *m, Policy *const *set, size_t n, PolicyTxn *txn) {
                 l = it->ifindex > 0 ? links_find(m->links, it->netns, it->ifindex) : NULL;
                 if (l && set_wants_netns(set, n, it->netns))
                         continue; /* matched above */
-                queue_policies(m, it->netns, it->ifname, NULL, 0, txn,
-                               txn && txn->old && iface_has_policy(it, txn->old));
+                queue_policies(m, it->netns, it->ifname, NULL, 0, txn, txn && txn_held(txn, it));
         }
 }
 
@@ -328,31 +355,35 @@ void manager_policies_free(Manager *m) {
         m->n_policies = 0;
 }
 
-/* ---- a transaction: PUT, its dry run, DELETE ---- */
+/* ---- a transaction: PUT, its dry run, DELETE; the fleet's several at once ---- */
 
 static void txn_free(PolicyTxn *txn) {
         if (!txn)
                 return;
         sd_event_source_disable_unref(txn->defer);
-        if (txn->probe) {
-                loads_forget(txn->m, txn->probe);
-                iface_free(txn->probe, txn->m->registry);
+        for (size_t i = 0; i < txn->n_items; i++) {
+                TxnItem *item = &txn->items[i];
+                if (item->probe) {
+                        loads_forget(txn->m, item->probe);
+                        iface_free(item->probe, txn->m->registry);
+                }
+                resolution_done(&item->res);
+                policy_unref(item->policy);
+                policy_unref(item->old);
+                free(item->name);
         }
-        resolution_done(&txn->res);
+        free(txn->items);
         for (size_t i = 0; i < txn->n_results; i++) {
                 free(txn->results[i].netns);
                 error_done(&txn->results[i].error);
                 dry_run_done(&txn->results[i].dry_run);
         }
         free(txn->results);
-        policy_unref(txn->policy);
-        policy_unref(txn->old);
-        free(txn->name);
         free(txn);
 }
 
 static void txn_answer(PolicyTxn *txn, const Error *e) {
-        PolicyOutcome o = { .policy = txn->policy,
+        PolicyOutcome o = { .policy = txn->items[0].policy,
                             .dry_run = txn->dry_run,
                             .results = txn->results,
                             .n_results = txn->n_results };
@@ -419,25 +450,34 @@ static void on_iface_dry_run(Manager *m, const DryRun *dr, const Error *e, void 
         txn_maybe_finish(txn);
 }
 
-/* The policy set with the transaction's policy in place of the old one (or without it). */
+static bool txn_names(const PolicyTxn *txn, const char *name) {
+        for (size_t i = 0; i < txn->n_items; i++)
+                if (streq(txn->items[i].name, name))
+                        return true;
+        return false;
+}
+
+/* The policy set with the transaction's policies in place of the old ones (or without them). */
 static int txn_set(PolicyTxn *txn, Policy ***ret, size_t *ret_n) {
         Manager *m = txn->m;
-        Policy **v = calloc(m->n_policies + 2, sizeof(Policy *));
+        Policy **v = calloc(m->n_policies + txn->n_items + 1, sizeof(Policy *));
         size_t n = 0;
 
         if (!v)
                 return -ENOMEM;
         for (size_t i = 0; i < m->n_policies; i++)
-                if (!streq(m->policies[i]->name, txn->name))
+                if (!txn_names(txn, m->policies[i]->name))
                         v[n++] = m->policies[i];
-        if (txn->policy)
-                v[n++] = txn->policy;
+        for (size_t i = 0; i < txn->n_items; i++)
+                if (txn->items[i].policy)
+                        v[n++] = txn->items[i].policy;
         *ret = v;
         *ret_n = n;
         return 0;
 }
 
-/* The new set becomes the manager's (references moved), then every interface concerned changes. */
+/* The new set becomes the manager's (references moved), then every interface concerned changes: once,
+ * whatever number of the transaction's policies it gains or loses. */
 static void txn_apply(PolicyTxn *txn) {
         Manager *m = txn->m;
         Policy **set = NULL;
@@ -481,58 +521,115 @@ static void txn_wake(PolicyTxn *txn) {
 }
 
 static void on_resolved(ObjectResolution *res) {
-        txn_wake((PolicyTxn *) ((char *) res - offsetof(PolicyTxn, res)));
+        txn_wake(((TxnItem *) ((char *) res - offsetof(TxnItem, res)))->txn);
 }
 
 static void on_probe_resume(void *userdata) {
         txn_wake(userdata);
 }
 
-/* Resolve, load (not in a dry run), store, apply: as far as it can go now. */
-static void txn_step(PolicyTxn *txn) {
+/* The item's programs loaded and verified (0), under way (-EAGAIN), or refused. */
+static int item_acquire(PolicyTxn *txn, TxnItem *item, Error *reterr) {
         Manager *m = txn->m;
-        Error e = ERROR_NULL;
         int r;
 
-        r = resolution_run(&txn->res, txn->policy->doc, &e);
-        if (r == -EAGAIN)
+        if (!item->probe) {
+                r = iface_new(NULL, item->name, &item->probe);
+                if (r >= 0)
+                        r = iface_set_policies(item->probe, &item->policy, 1);
+                if (r >= 0)
+                        r = iface_set_documents(item->probe, NULL, NULL, NULL, NULL, NULL, m->kernel.tcx,
+                                                m->registry);
+                if (r < 0)
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                item->probe->on_resume = on_probe_resume;
+                item->probe->on_resume_userdata = txn;
+        }
+        if (item->probe->programs_held)
+                return 0;
+        return iface_acquire_programs(m, item->probe, item->probe, reterr);
+}
+
+/* A refusal of the item named: with several items, the message says whose and that none is applied. */
+static void txn_fail_item(PolicyTxn *txn, const char *name, const Error *e) {
+        Error e2 = ERROR_NULL;
+
+        if (txn->n_alloc == 1) {
+                txn_fail(txn, e);
                 return;
-        if (r < 0)
-                goto fail;
+        }
+        error_set(&e2, e->error, e->code,
+                  "policy %s: %s (none of the %zu policies of this change is applied)", name,
+                  strna(e->message), txn->n_alloc);
+        txn_fail(txn, &e2);
+        error_done(&e2);
+}
+
+/* Resolve, load (not in a dry run), store, apply: as far as it can go now. Every policy's programs are
+ * loaded and verified, once, before anything is stored; one refused, none is stored. */
+static void txn_step(PolicyTxn *txn) {
+        Manager *m = txn->m;
+        _cleanup_free_ Policy **put = NULL;
+        _cleanup_free_ char **removed = NULL;
+        size_t n_put = 0, n_removed = 0, i;
+        Error e = ERROR_NULL;
+        bool waiting = false;
+        int r = 0;
+
+        for (i = 0; i < txn->n_items; i++) {
+                if (!txn->items[i].policy)
+                        continue;
+                r = resolution_run(&txn->items[i].res, txn->items[i].policy->doc, &e);
+                if (r == -EAGAIN)
+                        waiting = true;
+                else if (r < 0)
+                        goto fail;
+        }
+        if (waiting)
+                return;
         if (txn->dry_run) {
                 txn_apply(txn);
                 return;
         }
-        if (!txn->probe) {
-                r = iface_new(NULL, txn->name, &txn->probe);
-                if (r >= 0)
-                        r = iface_set_policies(txn->probe, &txn->policy, 1);
-                if (r >= 0)
-                        r = iface_set_documents(txn->probe, NULL, NULL, NULL, NULL, NULL, m->kernel.tcx,
-                                                m->registry);
-                if (r < 0) {
-                        error_set(&e, ENOMEM, "internal_error", "out of memory");
-                        goto fail;
-                }
-                txn->probe->on_resume = on_probe_resume;
-                txn->probe->on_resume_userdata = txn;
-        }
-        /* Every program loaded and verified, once, before anything is stored. */
-        if (!txn->probe->programs_held) {
-                r = iface_acquire_programs(m, txn->probe, txn->probe, &e);
+        for (i = 0; i < txn->n_items; i++) {
+                if (!txn->items[i].policy)
+                        continue;
+                r = item_acquire(txn, &txn->items[i], &e);
                 if (r == -EAGAIN)
-                        return;
-                if (r < 0)
+                        waiting = true;
+                else if (r < 0)
                         goto fail;
         }
-        r = store_policy_save(m->store, txn->policy, &e);
-        if (r < 0)
-                goto fail;
-        log_info("policy %s: generation %" PRIu64 " stored", txn->name, txn->policy->generation);
+        if (waiting)
+                return;
+        put = calloc(txn->n_items, sizeof(Policy *));
+        removed = calloc(txn->n_items, sizeof(char *));
+        if (!put || !removed) {
+                error_set(&e, ENOMEM, "internal_error", "out of memory");
+                txn_fail(txn, &e);
+                error_done(&e);
+                return;
+        }
+        for (i = 0; i < txn->n_items; i++)
+                if (txn->items[i].policy)
+                        put[n_put++] = txn->items[i].policy;
+                else
+                        removed[n_removed++] = txn->items[i].name;
+        if (store_policies_commit(m->store, put, n_put, removed, n_removed, &e) < 0) {
+                txn_fail(txn, &e);
+                error_done(&e);
+                return;
+        }
+        for (i = 0; i < txn->n_items; i++)
+                if (txn->items[i].policy)
+                        log_info("policy %s: generation %" PRIu64 " stored", txn->items[i].name,
+                                 txn->items[i].policy->generation);
+                else
+                        log_info("policy %s: deleted", txn->items[i].name);
         txn_apply(txn);
         return;
 fail:
-        txn_fail(txn, &e);
+        txn_fail_item(txn, txn->items[i].name, &e);
         error_done(&e);
 }
 
@@ -551,105 +648,117 @@ static int check_expect(const Policy *old, const DaemonExpect *expect, Error *re
         return 0;
 }
 
-/* A transaction on the policy name, or NULL when it was answered already: out of memory, a hog's
- * policy (which the API does not change: fix tells what to do instead), the fleet's (to the API) or a
- * local one (to the fleet), If-Match not met. */
-static PolicyTxn *txn_begin(Manager *m, const char *name, const DaemonExpect *expect, bool dry_run,
-                            bool fleet, const char *fix, PolicyDoneFunc done, void *userdata) {
+/* A transaction of n policies, or NULL when it was answered already (out of memory). */
+static PolicyTxn *txn_new(Manager *m, size_t n, bool dry_run, PolicyDoneFunc done, void *userdata) {
         PolicyTxn *txn = calloc(1, sizeof(*txn));
         Error e = ERROR_NULL;
 
-        if (!txn || !(txn->name = strdup(name))) {
+        if (!txn || !(txn->items = calloc(n, sizeof(TxnItem)))) {
                 free(txn);
                 error_set(&e, ENOMEM, "internal_error", "out of memory");
+                daemon_count_error(m, e.code);
                 done(m, NULL, &e, userdata);
                 error_done(&e);
                 return NULL;
         }
         txn->m = m;
+        txn->n_alloc = n;
         txn->dry_run = dry_run;
         txn->done = done;
         txn->userdata = userdata;
-        resolution_init(&txn->res, m, dry_run, on_resolved);
-        txn->old = policy_ref(daemon_policy_get(m, name));
-        if (txn->old && txn->old->hog_path)
-                error_set(&e, EBUSY, "hog_owned",
-                          "policy %s is declared by the hog %s; %s that file and send clsd SIGHUP", name,
-                          txn->old->hog_path, fix);
-        else if (txn->old && !fleet && txn->old->fleet_revision)
-                error_set(&e, EBUSY, "fleet_owned",
-                          "policy %s comes from the fleet (etcd revision %" PRIu64 "); %s it there "
-                          "(clsctl fleet)",
-                          name, txn->old->fleet_revision, fix);
-        else if (txn->old && fleet && !txn->old->fleet_revision)
-                error_set(&e, EBUSY, "name_taken",
-                          "a local policy %s (the API's) holds the name; the fleet's is not applied here",
-                          name);
-        if (e.code || check_expect(txn->old, expect, &e) < 0) {
-                txn_fail(txn, &e);
-                error_done(&e);
-                return NULL;
-        }
         return txn;
 }
 
-static void policy_put(Manager *m, const char *name, json_t *body, const DaemonExpect *expect, bool dry_run,
-                       uint64_t fleet_revision, PolicyDoneFunc done, void *userdata) {
-        PolicyTxn *txn = txn_begin(m, name, expect, dry_run, fleet_revision > 0, "change", done, userdata);
+/* The transaction's next item, on the policy name: refused (-1, reterr set) for a hog's policy (which
+ * the API does not change: fix tells what to do instead), the fleet's (to the API) or a local one (to
+ * the fleet), or If-Match not met. */
+static TxnItem *txn_add(PolicyTxn *txn, const char *name, const DaemonExpect *expect, bool fleet,
+                        const char *fix, Error *reterr) {
+        Manager *m = txn->m;
+        TxnItem *item = &txn->items[txn->n_items];
+
+        if (!(item->name = strdup(name))) {
+                error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return NULL;
+        }
+        txn->n_items++;
+        item->txn = txn;
+        resolution_init(&item->res, m, txn->dry_run, on_resolved);
+        item->old = policy_ref(daemon_policy_get(m, name));
+        if (item->old && item->old->hog_path)
+                error_set(reterr, EBUSY, "hog_owned",
+                          "policy %s is declared by the hog %s; %s that file and send clsd SIGHUP", name,
+                          item->old->hog_path, fix);
+        else if (item->old && !fleet && item->old->fleet_revision)
+                error_set(reterr, EBUSY, "fleet_owned",
+                          "policy %s comes from the fleet (etcd revision %" PRIu64 "); %s it there "
+                          "(clsctl fleet)",
+                          name, item->old->fleet_revision, fix);
+        else if (item->old && fleet && !item->old->fleet_revision)
+                error_set(reterr, EBUSY, "name_taken",
+                          "a local policy %s (the API's) holds the name; the fleet's is not applied here",
+                          name);
+        if (reterr->code || check_expect(item->old, expect, reterr) < 0)
+                return NULL;
+        return item;
+}
+
+/* The new policy of the item from body (NULL: it is removed, which needs a policy to remove). */
+static int item_set(TxnItem *item, json_t *body, uint64_t fleet_revision, Error *reterr) {
+        if (!body) {
+                if (!item->old)
+                        return error_set(reterr, ENOENT, "policy_not_found", "no policy %s", item->name);
+                return 0;
+        }
+        if (policy_from_json(item->name, body, &item->policy, reterr) < 0)
+                return -EINVAL;
+        item->policy->generation = item->old ? item->old->generation + 1 : 1;
+        item->policy->doc->generation = item->policy->generation;
+        item->policy->fleet_revision = fleet_revision;
+        return 0;
+}
+
+static void policy_change(Manager *m, const char *name, json_t *body, const DaemonExpect *expect,
+                          bool dry_run, PolicyDoneFunc done, void *userdata) {
+        PolicyTxn *txn = txn_new(m, 1, dry_run, done, userdata);
+        TxnItem *item;
         Error e = ERROR_NULL;
 
         if (!txn)
                 return;
-        if (policy_from_json(name, body, &txn->policy, &e) < 0) {
+        item = txn_add(txn, name, expect, false, body ? "change" : "remove", &e);
+        if (!item || item_set(item, body, 0, &e) < 0) {
                 txn_fail(txn, &e);
                 error_done(&e);
                 return;
         }
-        txn->policy->generation = txn->old ? txn->old->generation + 1 : 1;
-        txn->policy->doc->generation = txn->policy->generation;
-        txn->policy->fleet_revision = fleet_revision;
         txn_step(txn);
 }
 
 void daemon_policy_put(Manager *m, const char *name, json_t *body, const DaemonExpect *expect, bool dry_run,
                        PolicyDoneFunc done, void *userdata) {
-        policy_put(m, name, body, expect, dry_run, 0, done, userdata);
-}
-
-void daemon_fleet_policy_put(Manager *m, const char *name, json_t *body, uint64_t revision,
-                             PolicyDoneFunc done, void *userdata) {
-        policy_put(m, name, body, NULL, false, revision ?: 1, done, userdata);
-}
-
-static void policy_delete(Manager *m, const char *name, const DaemonExpect *expect, bool fleet,
-                          PolicyDoneFunc done, void *userdata) {
-        PolicyTxn *txn;
-        Error e = ERROR_NULL;
-
-        if (!daemon_policy_get(m, name)) {
-                error_set(&e, ENOENT, "policy_not_found", "no policy %s", name);
-                daemon_count_error(m, e.code);
-                done(m, NULL, &e, userdata);
-                error_done(&e);
-                return;
-        }
-        txn = txn_begin(m, name, expect, false, fleet, "remove", done, userdata);
-        if (!txn)
-                return;
-        if (store_policy_remove(m->store, name, &e) < 0) {
-                txn_fail(txn, &e);
-                error_done(&e);
-                return;
-        }
-        log_info("policy %s: deleted", name);
-        txn_apply(txn);
+        policy_change(m, name, body, expect, dry_run, done, userdata);
 }
 
 void daemon_policy_delete(Manager *m, const char *name, const DaemonExpect *expect, PolicyDoneFunc done,
                           void *userdata) {
-        policy_delete(m, name, expect, false, done, userdata);
+        policy_change(m, name, NULL, expect, false, done, userdata);
 }
 
-void daemon_fleet_policy_delete(Manager *m, const char *name, PolicyDoneFunc done, void *userdata) {
-        policy_delete(m, name, NULL, true, done, userdata);
+void daemon_fleet_policies_change(Manager *m, const FleetPolicyChange *v, size_t n, PolicyDoneFunc done,
+                                  void *userdata) {
+        PolicyTxn *txn = txn_new(m, MAX(n, 1u), false, done, userdata);
+        Error e = ERROR_NULL;
+
+        if (!txn)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                TxnItem *item = txn_add(txn, v[i].name, NULL, true, v[i].body ? "change" : "remove", &e);
+                if (!item || item_set(item, v[i].body, v[i].revision ?: 1, &e) < 0) {
+                        txn_fail_item(txn, v[i].name, &e);
+                        error_done(&e);
+                        return;
+                }
+        }
+        txn_step(txn);
 }

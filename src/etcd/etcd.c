@@ -117,6 +117,18 @@ json_t *etcd_put_body(const char *key, const void *value, size_t size, uint64_t 
         return j;
 }
 
+json_t *etcd_txn_body(json_t *puts) {
+        json_t *success = json_array(), *put;
+        size_t i;
+
+        json_array_foreach (puts, i, put)
+                if (!success || json_array_append_new(success, json_pack("{s:O}", "request_put", put)) < 0) {
+                        json_decref(success);
+                        return NULL;
+                }
+        return success ? json_pack("{s:o}", "success", success) : NULL;
+}
+
 json_t *etcd_watch_body(const char *prefix, uint64_t start_revision) {
         json_t *req = key_body(prefix, true);
 

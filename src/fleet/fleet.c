@@ -1,9 +1,10 @@
 /* fleet.c: this node's side of the fleet. It takes a lease, writes its record under it, lists the fleet
  * policies at one revision and watches from the next; the policies that select this node are applied
- * one at a time as policies the API cannot change (their objects fetched from etcd and checked against
- * their digest first), the others taken away; its status of each is written under its lease whenever it
- * changes. Losing etcd changes nothing here: the policies stay stored and enforced, and clsd reconnects
- * with backoff, lists again and converges on what changed meanwhile. */
+ * as policies the API cannot change (their objects fetched from etcd and checked against their digest
+ * first), the others taken away, what one etcd revision changed as one daemon transaction; its status of
+ * each is written under its lease whenever it changes. Losing etcd changes nothing here: the policies stay
+ * stored and enforced, and clsd reconnects with backoff, lists again and converges on what changed
+ * meanwhile. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,7 @@ typedef struct Wanted {
         uint64_t revision; /* its key's mod_revision */
         FleetPolicy fp;
         bool selected; /* selects this node */
+        bool gone; /* deleted in etcd at revision (kept until the daemon has removed it) */
         char *invalid; /* its envelope or JSON is malformed: why */
         char *error; /* applying it at error_revision failed: why */
         uint64_t error_revision;
@@ -76,8 +78,10 @@ struct Fleet {
         bool listed; /* wanted is a snapshot of etcd (not before the first list) */
         Wanted *wanted;
         size_t n_wanted;
-        char *busy; /* the policy being applied or removed */
-        uint64_t busy_revision; /* the revision of it being applied */
+        bool busy; /* a change (group) is being applied, or an object of it fetched */
+        char **group; /* the names the change puts or removes */
+        size_t n_group;
+        uint64_t group_revision;
         Call *calls;
         CURL *watch;
         struct curl_slist *watch_headers;
@@ -250,12 +254,14 @@ static const char *policy_name_of(Fleet *f, const char *key) {
         return key[0] && !strchr(key, '/') ? key : NULL;
 }
 
-static void wanted_remove(Fleet *f, const char *name) {
+static void wanted_gone(Fleet *f, const char *name, uint64_t revision) {
         Wanted *w = wanted_find(f, name);
         if (!w)
                 return;
-        wanted_done(w);
-        *w = f->wanted[--f->n_wanted];
+        fleet_policy_done(&w->fp);
+        free(w->invalid);
+        free(w->error);
+        *w = (Wanted){ .name = w->name, .revision = revision, .gone = true };
 }
 
 static int wanted_set(Fleet *f, const EtcdKv *kv) {
@@ -300,37 +306,59 @@ static int wanted_set(Fleet *f, const EtcdKv *kv) {
         return 0;
 }
 
-/* ---- applying: one policy at a time ---- */
+/* ---- applying: what one etcd revision changed, as one ----
+ *
+ * Each pending change has a revision: a put, its key's mod_revision; a removal, the revision that deleted
+ * the key or stopped it selecting this node (after a list, the list's). What one etcd transaction wrote
+ * has one revision, so the changes of the lowest pending revision go to the daemon together, as one
+ * transaction: all applied, or none. */
+
+typedef struct Pending {
+        const char *name;
+        uint64_t revision;
+        Wanted *put; /* NULL: a removal */
+} Pending;
 
 static void converge(Fleet *f);
 
-static void step_done(Fleet *f, const char *name, uint64_t revision, const Error *e) {
-        Wanted *w = wanted_find(f, name);
+static void group_clear(Fleet *f) {
+        for (size_t i = 0; i < f->n_group; i++)
+                free(f->group[i]);
+        free(f->group);
+        f->group = NULL;
+        f->n_group = 0;
+        f->busy = false;
+}
 
-        if (!e && w && w->revision == revision) {
+/* The group ended (e: how it failed): its puts remember the failure, and are tried again later. */
+static void group_done(Fleet *f, const Error *e) {
+        uint64_t now;
+
+        (void) sd_event_now(f->event, CLOCK_MONOTONIC, &now);
+        for (size_t i = 0; i < f->n_group; i++) {
+                Wanted *w = wanted_find(f, f->group[i]);
+                if (!w || w->gone || w->revision != f->group_revision)
+                        continue;
                 free(w->error);
                 w->error = NULL;
-                w->error_revision = w->retry_delay_usec = 0;
-        }
-        if (e && w && w->revision == revision) {
-                uint64_t now;
-                free(w->error);
+                w->error_revision = 0;
+                if (!e) {
+                        w->retry_delay_usec = 0;
+                        continue;
+                }
                 w->error = strdup(e->message ?: e->code);
-                w->error_revision = revision;
+                w->error_revision = w->revision;
                 /* tried again later (what was in the way, a local policy or an object, may go), less
                  * often each time */
                 w->retry_delay_usec = MIN(w->retry_delay_usec ? w->retry_delay_usec * 2 : FAILED_RETRY_USEC,
                                           FAILED_RETRY_MAX_USEC);
-                (void) sd_event_now(f->event, CLOCK_MONOTONIC, &now);
                 w->retry_usec = now + w->retry_delay_usec;
         }
         if (e)
-                log_warning("fleet: policy %s (revision %" PRIu64 "): %s", name, revision,
-                            strna(e->message));
-        free(f->busy);
-        f->busy = NULL;
+                log_warning("fleet: revision %" PRIu64 ": %s", f->group_revision, strna(e->message));
+        group_clear(f);
         /* After a failure the next step waits a second: a removal the daemon refuses is tried again
-         * without spinning (a put that failed waits for its policy to change). */
+         * without spinning (a put that failed waits for its backoff). */
         if (e)
                 converge_after(f, RETRY_USEC);
         else
@@ -338,34 +366,25 @@ static void step_done(Fleet *f, const char *name, uint64_t revision, const Error
         status_later(f);
 }
 
-static void on_put_done(Manager *m, const PolicyOutcome *o, const Error *e, void *userdata) {
-        Fleet *f = userdata;
-        Policy *p = daemon_policy_get(m, f->busy);
-
-        (void) o;
-        if (!e) {
-                daemon_fleet(m)->changes++;
-                log_info("fleet: policy %s: revision %" PRIu64 " applied", f->busy,
-                         p ? p->fleet_revision : 0);
-        }
-        step_done(f, f->busy, f->busy_revision, e);
-}
-
-static void on_delete_done(Manager *m, const PolicyOutcome *o, const Error *e, void *userdata) {
+static void on_group_done(Manager *m, const PolicyOutcome *o, const Error *e, void *userdata) {
         Fleet *f = userdata;
 
         (void) o;
-        if (!e) {
+        for (size_t i = 0; !e && i < f->n_group; i++) {
+                Policy *p = daemon_policy_get(m, f->group[i]);
                 daemon_fleet(m)->changes++;
-                log_info("fleet: policy %s: no longer this node's; removed", f->busy);
+                if (p)
+                        log_info("fleet: policy %s: revision %" PRIu64 " applied", f->group[i],
+                                 p->fleet_revision);
+                else
+                        log_info("fleet: policy %s: no longer this node's; removed", f->group[i]);
         }
-        step_done(f, f->busy, 0, e);
+        group_done(f, e);
 }
 
 typedef struct ObjectFetch {
         Fleet *f;
         char digest[SHA256_DIGEST_STRING_MAX];
-        uint64_t revision;
 } ObjectFetch;
 
 static void on_object_added(Manager *m, const DaemonObject *o, bool created, const Error *e,
@@ -375,13 +394,12 @@ static void on_object_added(Manager *m, const DaemonObject *o, bool created, con
 
         (void) m, (void) o;
         if (e)
-                step_done(f, f->busy, x->revision, e);
+                group_done(f, e);
         else {
                 if (created)
                         log_info("fleet: object %s fetched from etcd", x->digest);
-                free(f->busy);
-                f->busy = NULL;
-                converge_later(f); /* the next object, or the policy */
+                group_clear(f);
+                converge_later(f); /* the next object, or the change */
         }
         free(x);
 }
@@ -395,8 +413,7 @@ static void on_object_fetched(Fleet *f, json_t *answer, const Error *e, void *us
 
         if (e) {
                 free(x);
-                free(f->busy);
-                f->busy = NULL;
+                group_clear(f);
                 disconnect(f, "%s", e->message);
                 return;
         }
@@ -404,110 +421,165 @@ static void on_object_fetched(Fleet *f, json_t *answer, const Error *e, void *us
                 if (!e2.code)
                         error_set(&e2, ENOENT, "object_not_found", "object %s is not in etcd (%s)",
                                   x->digest, "clsctl fleet apply uploads the objects a policy names");
-                step_done(f, f->busy, x->revision, &e2);
-                error_done(&e2);
-                etcd_kvs_free(kvs, n);
-                free(x);
-                return;
+        } else {
+                sha256_digest_string(kvs[0].value, kvs[0].value_size, digest);
+                if (!streq(digest, x->digest))
+                        error_set(&e2, EBADMSG, "object_corrupt",
+                                  "etcd's object %s has the digest %s: not used", x->digest, digest);
         }
-        sha256_digest_string(kvs[0].value, kvs[0].value_size, digest);
-        if (!streq(digest, x->digest)) {
-                error_set(&e2, EBADMSG, "object_corrupt", "etcd's object %s has the digest %s: not used",
-                          x->digest, digest);
-                step_done(f, f->busy, x->revision, &e2);
+        if (e2.code) {
+                group_done(f, &e2);
                 error_done(&e2);
-                etcd_kvs_free(kvs, n);
                 free(x);
-                return;
-        }
-        daemon_object_add(f->m, kvs[0].value, kvs[0].value_size, on_object_added, x);
+        } else
+                daemon_object_add(f->m, kvs[0].value, kvs[0].value_size, on_object_added, x);
         etcd_kvs_free(kvs, n);
 }
 
-static int start_put(Fleet *f, Wanted *w) {
-        const char **digests = NULL;
-        Error e = ERROR_NULL;
-
-        if (!(f->busy = strdup(w->name)))
+/* The group, named in f->group, busy. */
+static int group_take(Fleet *f, const Pending *v, size_t n, uint64_t revision) {
+        if (!(f->group = calloc(n, sizeof(char *))))
                 return -ENOMEM;
-        f->busy_revision = w->revision;
-        if (fleet_policy_digests(&w->fp, &digests, &e) < 0) {
-                step_done(f, w->name, w->revision, &e);
-                error_done(&e);
-                return 0;
-        }
-        for (size_t i = 0; digests[i]; i++) {
-                if (daemon_object_get(f->m, digests[i]))
+        for (size_t i = 0; i < n; i++)
+                if (!(f->group[f->n_group++] = strdup(v[i].name))) {
+                        group_clear(f);
+                        return -ENOMEM;
+                }
+        f->group_revision = revision;
+        f->busy = true;
+        return 0;
+}
+
+/* A missing object of the group's puts is fetched (1), or every one is here (0). An envelope whose
+ * objects cannot be listed fails the group. */
+static int fetch_object(Fleet *f, const Pending *v, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ const char **digests = NULL;
+                Error e = ERROR_NULL;
+                if (!v[i].put)
                         continue;
-                /* fetched only while connected; offline, the policy waits for the next list */
-                if (f->state != FLEET_WATCHING) {
-                        free(digests);
-                        free(f->busy);
-                        f->busy = NULL;
-                        return 0;
+                if (fleet_policy_digests(&v[i].put->fp, &digests, &e) < 0) {
+                        group_done(f, &e);
+                        error_done(&e);
+                        return 1;
                 }
-                ObjectFetch *x = calloc(1, sizeof(*x));
-                _cleanup_free_ char *key = fleet_key(f->prefix, "objects", digests[i], NULL);
-                if (!x || !key) {
-                        free(x);
-                        free(digests);
-                        return -ENOMEM;
+                for (size_t k = 0; digests[k]; k++) {
+                        if (daemon_object_get(f->m, digests[k]))
+                                continue;
+                        /* fetched only while connected; offline, the change waits for the next list */
+                        if (f->state != FLEET_WATCHING) {
+                                group_clear(f);
+                                return 1;
+                        }
+                        ObjectFetch *x = calloc(1, sizeof(*x));
+                        _cleanup_free_ char *key = fleet_key(f->prefix, "objects", digests[k], NULL);
+                        if (!x || !key) {
+                                free(x);
+                                return -ENOMEM;
+                        }
+                        x->f = f;
+                        snprintf(x->digest, sizeof(x->digest), "%s", digests[k]);
+                        if (call(f, "/v3/kv/range", etcd_range_body(key, false), on_object_fetched, x) < 0) {
+                                free(x);
+                                return -ENOMEM;
+                        }
+                        return 1;
                 }
-                x->f = f;
-                x->revision = w->revision;
-                snprintf(x->digest, sizeof(x->digest), "%s", digests[i]);
-                free(digests);
-                if (call(f, "/v3/kv/range", etcd_range_body(key, false), on_object_fetched, x) < 0) {
-                        free(x);
-                        return -ENOMEM;
-                }
-                return 0;
         }
-        free(digests);
-        daemon_fleet_policy_put(f->m, w->name, w->fp.policy, w->revision, on_put_done, f);
+        return 0;
+}
+
+static int pending_compare(const void *a, const void *b) {
+        const Pending *x = a, *y = b;
+        return x->revision < y->revision ? -1 : x->revision > y->revision;
+}
+
+/* What differs between etcd (as last seen) and the daemon, by revision. */
+static int pending_list(Fleet *f, Pending **ret, size_t *ret_n) {
+        Manager *m = f->m;
+        Pending *v = calloc(f->n_wanted + daemon_policy_count(m) + 1, sizeof(Pending));
+        size_t n = 0;
+
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < f->n_wanted; i++) {
+                Wanted *w = &f->wanted[i];
+                Policy *p = daemon_policy_get(m, w->name);
+                if (w->selected && !w->invalid && !w->gone && !(p && p->fleet_revision == w->revision))
+                        v[n++] = (Pending){ .name = w->name, .revision = w->revision, .put = w };
+        }
+        for (size_t i = 0; i < daemon_policy_count(m); i++) {
+                Policy *p = daemon_policy_at(m, i);
+                Wanted *w = p->fleet_revision ? wanted_find(f, p->name) : NULL;
+                if (!p->fleet_revision || (w && w->selected && !w->invalid && !w->gone))
+                        continue;
+                v[n++] = (Pending){ .name = p->name, .revision = w ? w->revision : f->revision };
+        }
+        qsort(v, n, sizeof(Pending), pending_compare);
+        *ret = v;
+        *ret_n = n;
         return 0;
 }
 
 static void publish_record(Fleet *f);
 
 static void converge(Fleet *f) {
-        Manager *m = f->m;
+        _cleanup_free_ Pending *v = NULL;
+        uint64_t now, retry = UINT64_MAX;
+        size_t n = 0, i, k;
+        int r;
 
         /* Before the first list, the stored policies are all there is: they stay as they are. */
         if (f->busy || !f->listed)
                 return;
-        uint64_t now, retry = UINT64_MAX;
-        (void) sd_event_now(f->event, CLOCK_MONOTONIC, &now);
-        for (size_t i = 0; i < f->n_wanted; i++) {
-                Wanted *w = &f->wanted[i];
-                Policy *p = w->selected && !w->invalid ? daemon_policy_get(m, w->name) : NULL;
-                if (!w->selected || w->invalid || (p && p->fleet_revision == w->revision))
-                        continue;
-                if (w->error_revision == w->revision && now < w->retry_usec) {
-                        retry = MIN(retry, w->retry_usec);
-                        continue;
-                }
-                if (start_put(f, w) < 0)
-                        disconnect(f, "out of memory");
+        /* a policy deleted in etcd is forgotten once the daemon has none of that name */
+        for (i = 0; i < f->n_wanted;)
+                if (f->wanted[i].gone && !daemon_policy_get(f->m, f->wanted[i].name)) {
+                        wanted_done(&f->wanted[i]);
+                        f->wanted[i] = f->wanted[--f->n_wanted];
+                } else
+                        i++;
+        if (pending_list(f, &v, &n) < 0) {
+                disconnect(f, "out of memory");
                 return;
         }
-        for (size_t i = 0; i < daemon_policy_count(m); i++) {
-                Policy *p = daemon_policy_at(m, i);
-                Wanted *w = p->fleet_revision ? wanted_find(f, p->name) : NULL;
-                if (!p->fleet_revision || (w && w->selected && !w->invalid))
+        (void) sd_event_now(f->event, CLOCK_MONOTONIC, &now);
+        for (i = 0; i < n; i = k) {
+                bool blocked = false;
+                for (k = i; k < n && v[k].revision == v[i].revision; k++)
+                        if (v[k].put && v[k].put->error_revision == v[k].put->revision &&
+                            now < v[k].put->retry_usec) {
+                                blocked = true;
+                                retry = MIN(retry, v[k].put->retry_usec);
+                        }
+                if (blocked)
                         continue;
-                if (!(f->busy = strdup(p->name))) {
+                if (group_take(f, v + i, k - i, v[i].revision) < 0 ||
+                    (r = fetch_object(f, v + i, k - i)) < 0) {
+                        group_clear(f);
                         disconnect(f, "out of memory");
                         return;
                 }
-                daemon_fleet_policy_delete(m, p->name, on_delete_done, f);
+                if (r > 0)
+                        return; /* an object first */
+                _cleanup_free_ FleetPolicyChange *changes = calloc(k - i, sizeof(FleetPolicyChange));
+                if (!changes) {
+                        group_clear(f);
+                        disconnect(f, "out of memory");
+                        return;
+                }
+                for (size_t j = i; j < k; j++)
+                        changes[j - i] = (FleetPolicyChange){ .name = v[j].name,
+                                                              .body = v[j].put ? v[j].put->fp.policy : NULL,
+                                                              .revision = v[j].revision };
+                daemon_fleet_policies_change(f->m, changes, k - i, on_group_done, f);
                 return;
         }
         if (retry != UINT64_MAX)
                 converge_after(f, retry - now);
         /* Everything etcd had at this revision is applied (or failed, and said so). */
         Error e = ERROR_NULL;
-        if (daemon_fleet_applied(m, f->revision, &e) < 0) {
+        if (daemon_fleet_applied(f->m, f->revision, &e) < 0) {
                 log_error("fleet: %s", strna(e.message));
                 error_done(&e);
         }
@@ -796,8 +868,7 @@ static void disconnect(Fleet *f, const char *fmt, ...) {
                 f->calls = c->next;
                 if (c->done == on_object_fetched) {
                         free(c->userdata);
-                        free(f->busy);
-                        f->busy = NULL;
+                        group_clear(f);
                 }
                 call_free(c);
         }
@@ -865,7 +936,7 @@ static void apply_watch_message(Fleet *f, json_t *j) {
                 if (!name)
                         continue;
                 if (msg.deleted[i])
-                        wanted_remove(f, name);
+                        wanted_gone(f, name, msg.events[i].mod_revision);
                 else if (wanted_set(f, &msg.events[i]) < 0) {
                         etcd_watch_message_done(&msg);
                         disconnect(f, "out of memory");
@@ -1132,7 +1203,7 @@ Fleet *fleet_free(Fleet *f) {
         free((char *) f->tls.ca);
         free((char *) f->tls.cert);
         free((char *) f->tls.key);
-        free(f->busy);
+        group_clear(f);
         free(f->record);
         sd_event_unref(f->event);
         free(f);

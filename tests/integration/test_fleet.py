@@ -7,6 +7,7 @@ its own, so one cluster serves the module."""
 import base64
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -415,6 +416,14 @@ def test_bad_fleet_input_is_refused_with_one_line(fleet, bpf, workdir):
             json.dump(body, f)
         p = fleet.ctl("fleet", "apply", path, check=1)
         assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    # one name in two files of one transaction
+    good = count_policy(bpf)
+    paths = [os.path.join(workdir, "%d.json" % i) for i in (1, 2)]
+    for path in paths:
+        with open(path, "w") as f:
+            json.dump(good, f)
+    p = fleet.ctl("fleet", "apply", *paths, check=1)
+    assert p.stderr.strip() == "clsctl: %s: fleet policy edge-count is in %s too" % (paths[1], paths[0]), p.stderr
     assert fleet.ctl_json("fleet", "ls") == []
     p = subprocess.run([CLSCTL, "fleet", "ls"], capture_output=True, text=True, env=dict(os.environ, CLSD_FLEET=""))
     assert p.returncode == 1 and "give --fleet" in p.stderr
@@ -423,6 +432,35 @@ def test_bad_fleet_input_is_refused_with_one_line(fleet, bpf, workdir):
     assert p.returncode == 1 and "198.18.200.250" in p.stderr
     p = run(["/usr/bin/env", os.path.dirname(CLSCTL) + "/clsd", "--node", "h1"], check=False)
     assert p.returncode == 2 and "need --fleet" in p.stderr
+
+
+def test_a_policy_written_by_hand_that_no_node_can_read_is_said_invalid(fleet, bpf, workdir):
+    h1 = fleet.host("h1")
+    b64 = lambda s: base64.b64encode(s.encode()).decode()
+
+    def put(name, text):
+        body = {"key": b64("%spolicies/%s" % (fleet.prefix, name)), "value": b64(text)}
+        out = run(fleet.cluster.switch.argv("curl", "-sf", "--noproxy", "*", "-X", "POST",
+                                            member_url(1) + "/v3/kv/put", "-d", json.dumps(body))).stdout
+        return int(json.loads(out)["header"]["revision"])
+
+    put("broken", '{"name": "broken", "match": ')
+    rev = put("misnamed", json.dumps(dict(count_policy(bpf), name="other")))
+    rev_good = fleet.apply(count_policy(bpf), workdir)
+    fleet.wait_converged("edge-count", rev_good, {"h1"})
+    rows = fleet.status(check=1)
+    assert rows[(None, "broken")]["state"] == "invalid" and "not JSON" in rows[(None, "broken")]["error"]
+    assert rows[(None, "misnamed")]["state"] == "invalid" and rows[(None, "misnamed")]["revision"] == rev
+    assert 'its name "other" is not its key\'s "misnamed"' == rows[(None, "misnamed")]["error"]
+    assert fleet.ctl("fleet", "status", check=1).stderr.strip() == "clsctl: a fleet policy is invalid: no node applies it"
+    ls = fleet.ctl("fleet", "ls").stdout
+    assert "(invalid: not JSON" in ls and "edge-count" in ls
+    assert {p["_key"]: "_invalid" in p for p in fleet.ctl_json("fleet", "ls")} == \
+        {"broken": True, "misnamed": True, "edge-count": False}
+    # the node applied neither, and said why in its log
+    assert sorted(p["name"] for p in h1.clsd.api.get("/policies").json["policies"]) == ["edge-count"]
+    assert "fleet: policy misnamed (revision %d): its name" % rev in h1.clsd.log()
+    assert h1.prefs() == [10] and h1.send(3) == 3
 
 
 def make_certs(dir, ip):
@@ -528,6 +566,72 @@ def test_a_local_policy_keeps_its_name_and_one_transaction_is_applied_together(f
     wait_for(lambda: fleet.status("edge-count")[("h1", "edge-count")]["state"] == "applied", timeout=15,
              what="the fleet's edge-count applied once the name is free")
     assert h1.prefs() == [10] and h1.send(3) == 3
+
+
+def test_one_transaction_is_applied_all_or_nothing_and_survives_a_crash_whole(fleet, bpf, workdir):
+    h1 = fleet.host("h1")
+
+    def pair(x_prio, y_prio, y_program=None):
+        x = {"name": "x", "match": {"ifname": ["va"]}, "ingress": [{"name": "x", "object": bpf.count,
+                                                                   "priority": x_prio}]}
+        y = {"name": "y", "match": {"ifname": ["va"]}, "egress": [{"name": "y", "object": bpf.count,
+                                                                  "priority": y_prio}]}
+        if y_program:
+            y["egress"][0]["program"] = y_program
+        paths = []
+        for p in (x, y):
+            paths.append(os.path.join(workdir, "%s.json" % p["name"]))
+            with open(paths[-1], "w") as f:
+                json.dump(p, f)
+        out = fleet.ctl_json("fleet", "apply", *paths)
+        assert [o["name"] for o in out] == ["x", "y"] and out[0]["revision"] == out[1]["revision"]
+        return out[0]["revision"]
+
+    def egress_prefs():
+        return [f.pref for f in h1.ns.filters("va", "egress") if f.name and f.name.startswith("clsd:")]
+
+    rev = pair(40, 41)
+    for p in ("x", "y"):
+        fleet.wait_converged(p, rev, {"h1"})
+    assert h1.prefs() == [40] and egress_prefs() == [41] and h1.send(3) == 3
+    # y refused by the verifier: x, written with it, is not applied either; both say why
+    rev_bad = pair(42, 43, y_program="no_such_program")
+    wait_for(lambda: [fleet.status(p).get(("h1", p), {}).get("state") for p in ("x", "y")] == ["failed"] * 2,
+             timeout=10, what="x and y failed together")
+    for p in ("x", "y"):
+        row = fleet.status(p)[("h1", p)]
+        assert row["held_revision"] == rev_bad and row["error"].startswith("policy y: ")
+        assert "no_such_program" in row["error"] and "none of the 2 policies" in row["error"]
+    assert h1.prefs() == [40] and egress_prefs() == [41] and h1.send(3) == 3
+    stored = {p["name"]: p["fleet_revision"] for p in h1.clsd.api.get("/policies").json["policies"]}
+    assert stored == {"x": rev, "y": rev}
+    # fixed: both at once
+    rev = pair(44, 45)
+    for p in ("x", "y"):
+        fleet.wait_converged(p, rev, {"h1"})
+    assert h1.prefs() == [44] and egress_prefs() == [45]
+    # kill -9 at a random moment of applying a pair: restarted without etcd, the store holds both old or
+    # both new (never one of each), and the kernel matches it
+    rng = random.Random(4)
+    for i in range(4):
+        new = pair(50 + 2 * i, 51 + 2 * i)
+        time.sleep(rng.uniform(0, 0.03))
+        h1.clsd.proc.send_signal(signal.SIGKILL)
+        h1.clsd.proc.wait()
+        h1.clsd.proc = None
+        h1.clsd.args = []
+        h1.clsd.start()
+        stored = {p["name"]: p["fleet_revision"] for p in h1.clsd.api.get("/policies").json["policies"]}
+        assert stored["x"] == stored["y"] and stored["x"] in (rev, new), stored
+        want = (50 + 2 * i, 51 + 2 * i) if stored["x"] == new else (h1.prefs()[0], h1.prefs()[0] + 1)
+        wait_for(lambda: (h1.prefs(), egress_prefs()) == ([want[0]], [want[1]]), timeout=5,
+                 what="the kernel as the store says")
+        h1.clsd.kill()
+        h1.start()
+        for p in ("x", "y"):
+            fleet.wait_converged(p, new, {"h1"})
+        rev = new
+    assert h1.send(3) == 3
 
 
 def test_d_bus_shows_the_fleet_connection(fleet, bpf, workdir, bus):  # noqa: F811

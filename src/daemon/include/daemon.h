@@ -261,11 +261,17 @@ void daemon_policy_put(Manager *m, const char *name, json_t *body, const DaemonE
                        PolicyDoneFunc done, void *userdata);
 void daemon_policy_delete(Manager *m, const char *name, const DaemonExpect *expect, PolicyDoneFunc done,
                           void *userdata);
-/* The fleet's (src/fleet/): a policy from etcd at revision (kept with it), which the API cannot change;
- * refused (name_taken) where a local policy holds the name. */
-void daemon_fleet_policy_put(Manager *m, const char *name, json_t *body, uint64_t revision,
-                             PolicyDoneFunc done, void *userdata);
-void daemon_fleet_policy_delete(Manager *m, const char *name, PolicyDoneFunc done, void *userdata);
+/* The fleet's (src/fleet/): policies from etcd, each put (body, at revision, kept with it) or removed
+ * (body NULL), as one: every program verified before anything is stored, stored as one, applied as one;
+ * one refused, none is. The API cannot change such a policy; the fleet's is refused (name_taken) where a
+ * local policy holds the name. */
+typedef struct FleetPolicyChange {
+        const char *name;
+        json_t *body;
+        uint64_t revision;
+} FleetPolicyChange;
+void daemon_fleet_policies_change(Manager *m, const FleetPolicyChange *v, size_t n, PolicyDoneFunc done,
+                                  void *userdata);
 /* The interfaces holding the policy (matched), in the table's order. */
 size_t daemon_policy_ifaces(Manager *m, const Policy *p, Iface ***ret);
 /* What each hook of it is to p ("applied", "overridden", "conflict"; NULL: p declares none there). */

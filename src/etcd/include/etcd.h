@@ -34,6 +34,8 @@ void etcd_kvs_free(EtcdKv *v, size_t n);
 json_t *etcd_range_body(const char *key, bool prefix);
 json_t *etcd_put_body(const char *key, const void *value, size_t size, uint64_t lease);
 json_t *etcd_delete_body(const char *key, bool prefix);
+/* A transaction of the put bodies puts (each of etcd_put_body()), unconditional: one revision. */
+json_t *etcd_txn_body(json_t *puts);
 json_t *etcd_watch_body(const char *prefix, uint64_t start_revision);
 
 /* An answer of /v3/kv/range: its kvs and the store's revision. */
