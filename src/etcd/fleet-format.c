@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "etcd.h"
+#include "names.h"
 #include "sha256.h"
 
 char *fleet_key(const char *prefix, const char *kind, const char *name, const char *sub) {
@@ -26,27 +27,14 @@ bool fleet_prefix_valid(const char *s) {
         return true;
 }
 
-/* Letters, digits, "-", "_" and "." (a host name fits), 1 to max characters. */
-static bool word_valid(const char *s, size_t max) {
-        size_t n = s ? strlen(s) : 0;
-
-        if (n == 0 || n > max || streq(s, ".") || streq(s, ".."))
-                return false;
-        for (const char *p = s; *p; p++)
-                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-                      *p == '-' || *p == '_' || *p == '.'))
-                        return false;
-        return true;
-}
-
 bool fleet_node_name_valid(const char *s) {
-        return word_valid(s, FLEET_NODE_NAME_MAX);
+        return name_valid(s, FLEET_NODE_NAME_MAX);
 }
 
 static int label_add(FleetLabel **v, size_t *n, const char *key, const char *value, Error *reterr) {
         FleetLabel *nv;
 
-        if (!word_valid(key, FLEET_LABEL_MAX) || !(value[0] == 0 || word_valid(value, FLEET_LABEL_MAX)))
+        if (!name_valid(key, FLEET_LABEL_MAX) || !(value[0] == 0 || name_valid(value, FLEET_LABEL_MAX)))
                 return error_set(reterr, EINVAL, "invalid_value",
                                  "label %s=%s: keys and values are 1 to %d characters of A-Z a-z 0-9 - _ . "
                                  "(a value may be empty)",
@@ -163,7 +151,7 @@ int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
         if (!json_is_object(j))
                 return error_set(reterr, EINVAL, "wrong_type", "a fleet policy is a JSON object");
         v = json_object_get(j, "name");
-        if (!json_is_string(v) || !word_valid(json_string_value(v), 64))
+        if (!json_is_string(v) || !name_valid(json_string_value(v), 64))
                 return error_set(reterr, EINVAL, "invalid_value",
                                  "name: required, 1 to 64 characters of A-Z a-z 0-9 - _ .");
         r = parse_nodes(json_object_get(j, "nodes"), &p, reterr);
