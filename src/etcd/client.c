@@ -1,12 +1,12 @@
 /* client.c: a blocking etcd client for clsctl: one libcurl handle, POSTs of JSON to the gateway, the
  * endpoints tried in turn. */
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "etcd-dl.h"
 #include "etcd.h"
 
 #define ETCD_CALL_TIMEOUT_MS 10000L
@@ -41,7 +41,11 @@ int etcd_client_new(const char *urls, const EtcdTls *tls, EtcdClient **ret, Erro
                         etcd_client_free(c);
                         return -EINVAL;
                 }
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(c->curl = curl_easy_init())) {
+        if (etcd_dl_load(reterr) < 0) {
+                etcd_client_free(c);
+                return -ENOENT;
+        }
+        if (curl_api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(c->curl = curl_api.easy_init())) {
                 etcd_client_free(c);
                 return error_set(reterr, ENOMEM, "internal_error", "cannot set up libcurl");
         }
@@ -53,7 +57,7 @@ EtcdClient *etcd_client_free(EtcdClient *c) {
         if (!c)
                 return NULL;
         if (c->curl)
-                curl_easy_cleanup(c->curl);
+                curl_api.easy_cleanup(c->curl);
         for (size_t i = 0; i < c->n_urls; i++)
                 free(c->urls[i]);
         free(c->urls);
@@ -69,7 +73,7 @@ static size_t on_write(char *p, size_t size, size_t n, void *userdata) {
 }
 
 static int call_one(EtcdClient *c, const char *url, const char *text, json_t **ret, Error *reterr) {
-        struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
+        struct curl_slist *headers = curl_api.slist_append(NULL, "Content-Type: application/json");
         EtcdBuffer b = { 0 };
         long status = 0;
         CURLcode cr;
@@ -78,34 +82,34 @@ static int call_one(EtcdClient *c, const char *url, const char *text, json_t **r
         int r;
 
         if (!headers) {
-                curl_slist_free_all(headers);
+                curl_api.slist_free_all(headers);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
-        curl_easy_reset(c->curl);
-        curl_easy_setopt(c->curl, CURLOPT_URL, url);
-        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, text);
-        curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
-        curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_write);
-        curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &b);
-        curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, ETCD_CALL_TIMEOUT_MS);
-        curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-        curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+        curl_api.easy_reset(c->curl);
+        curl_api.easy_setopt(c->curl, CURLOPT_URL, url);
+        curl_api.easy_setopt(c->curl, CURLOPT_POSTFIELDS, text);
+        curl_api.easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
+        curl_api.easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_write);
+        curl_api.easy_setopt(c->curl, CURLOPT_WRITEDATA, &b);
+        curl_api.easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, ETCD_CALL_TIMEOUT_MS);
+        curl_api.easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+        curl_api.easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
         /* etcd is talked to directly: an http_proxy meant for the web is not its way */
-        curl_easy_setopt(c->curl, CURLOPT_NOPROXY, "*");
+        curl_api.easy_setopt(c->curl, CURLOPT_NOPROXY, "*");
         if (c->tls.ca)
-                curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->tls.ca);
+                curl_api.easy_setopt(c->curl, CURLOPT_CAINFO, c->tls.ca);
         if (c->tls.cert)
-                curl_easy_setopt(c->curl, CURLOPT_SSLCERT, c->tls.cert);
+                curl_api.easy_setopt(c->curl, CURLOPT_SSLCERT, c->tls.cert);
         if (c->tls.key)
-                curl_easy_setopt(c->curl, CURLOPT_SSLKEY, c->tls.key);
-        cr = curl_easy_perform(c->curl);
-        curl_slist_free_all(headers);
+                curl_api.easy_setopt(c->curl, CURLOPT_SSLKEY, c->tls.key);
+        cr = curl_api.easy_perform(c->curl);
+        curl_api.slist_free_all(headers);
         if (cr != CURLE_OK) {
                 free(b.data);
                 return error_set(reterr, EHOSTUNREACH, "etcd_unreachable", "%s: %s", url,
-                                 curl_easy_strerror(cr));
+                                 curl_api.easy_strerror(cr));
         }
-        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
+        curl_api.easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
         answer = json_loadb(b.data ?: "", b.size, 0, &jerr);
         free(b.data);
         if (status != 200) {

@@ -1,10 +1,10 @@
 /* etcd.c: etcd's v3 gateway bodies and answers (keys and values base64, revisions as decimal strings). */
-#include <gnutls/gnutls.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "etcd-dl.h"
 #include "etcd.h"
 
 int etcd_b64_encode(const void *data, size_t size, char **ret) {
@@ -13,14 +13,16 @@ int etcd_b64_encode(const void *data, size_t size, char **ret) {
 
         if (size == 0)
                 return (*ret = strdup("")) ? 0 : -ENOMEM;
-        if (size > UINT32_MAX / 2 || gnutls_base64_encode2(&in, &out) < 0)
+        if (etcd_dl_load(NULL) < 0)
+                return -ENOENT;
+        if (size > UINT32_MAX / 2 || gnutls_api.base64_encode2(&in, &out) < 0)
                 return -ENOMEM;
         s = malloc(out.size + 1);
         if (s) {
                 memcpy(s, out.data, out.size);
                 s[out.size] = 0;
         }
-        gnutls_free(out.data);
+        (*gnutls_api.free)(out.data);
         if (!s)
                 return -ENOMEM;
         *ret = s;
@@ -34,7 +36,9 @@ int etcd_b64_decode(const char *s, char **ret, size_t *ret_size) {
 
         if (n > UINT32_MAX / 2)
                 return -EINVAL;
-        if (n > 0 && gnutls_base64_decode2(&in, &out) < 0)
+        if (etcd_dl_load(NULL) < 0)
+                return -ENOENT;
+        if (n > 0 && gnutls_api.base64_decode2(&in, &out) < 0)
                 return -EINVAL;
         v = malloc(out.size + 1);
         if (v) {
@@ -42,7 +46,7 @@ int etcd_b64_decode(const char *s, char **ret, size_t *ret_size) {
                         memcpy(v, out.data, out.size);
                 v[out.size] = 0;
         }
-        gnutls_free(out.data);
+        (*gnutls_api.free)(out.data);
         if (!v)
                 return -ENOMEM;
         *ret = v;

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "curl-dl.h"
+#include "etcd-dl.h"
 #include "curl-event.h"
 #include "fleet.h"
 #include "log.h"
@@ -1156,7 +1156,7 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         f->ttl = c->lease_ttl ?: FLEET_LEASE_TTL_DEFAULT;
         srandom((unsigned) (getpid() ^ (uintptr_t) f ^ (uint64_t) time(NULL)));
-        if (curl_api_load(reterr) < 0)
+        if (etcd_dl_load(reterr) < 0)
                 return -ENOENT;
         if (curl_loop_new(event, &f->loop) < 0 || daemon_add_change_listener(m, on_daemon_change, f) < 0)
                 return error_set(reterr, ENOMEM, "internal_error", "cannot set up libcurl");

@@ -1,9 +1,11 @@
-/* curl-dl.h: libcurl, opened only when clsd runs with --fleet. Linked, libcurl-gnutls brings 18 more
- * shared libraries to every start (8 ms of it here, most of them page faults); opened on demand, a clsd
- * without --fleet never maps them. Only the functions the fleet uses, called through curl_api. */
+/* etcd-dl.h: libcurl and GnuTLS's base64, opened with dlopen() when the fleet is used (clsd --fleet,
+ * clsctl fleet …). Linked, libcurl-gnutls and GnuTLS bring 30 shared libraries to every start of clsctl
+ * (11 ms of its 14 here, most of it page faults) and 18 to clsd's; opened on demand, a command that does
+ * not talk to etcd never maps them. Only the functions the etcd module and the fleet use. */
 #pragma once
 
 #include <curl/curl.h>
+#include <gnutls/gnutls.h>
 
 #include "error.h"
 
@@ -12,6 +14,8 @@ typedef struct CurlApi {
         CURL *(*easy_init)(void);
         CURLcode (*easy_setopt)(CURL *easy, CURLoption option, ...);
         CURLcode (*easy_getinfo)(CURL *easy, CURLINFO info, ...);
+        CURLcode (*easy_perform)(CURL *easy);
+        void (*easy_reset)(CURL *easy);
         void (*easy_cleanup)(CURL *easy);
         const char *(*easy_strerror)(CURLcode code);
         struct curl_slist *(*slist_append)(struct curl_slist *list, const char *s);
@@ -26,7 +30,14 @@ typedef struct CurlApi {
         CURLMcode (*multi_cleanup)(CURLM *multi);
 } CurlApi;
 
-extern CurlApi curl_api;
+typedef struct GnutlsApi {
+        int (*base64_encode2)(const gnutls_datum_t *data, gnutls_datum_t *result);
+        int (*base64_decode2)(const gnutls_datum_t *b64_data, gnutls_datum_t *result);
+        gnutls_free_function *free; /* GnuTLS's gnutls_free, a variable */
+} GnutlsApi;
 
-/* Opens libcurl (libcurl-gnutls.so.4, else libcurl.so.4) once and fills curl_api. */
-int curl_api_load(Error *reterr);
+extern CurlApi curl_api;
+extern GnutlsApi gnutls_api;
+
+/* Opens libcurl (libcurl-gnutls.so.4, else libcurl.so.4) and GnuTLS once and fills both. */
+int etcd_dl_load(Error *reterr);
