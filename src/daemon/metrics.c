@@ -101,6 +101,10 @@ static void emit_own(Manager *d, const MetricWriter *w) {
         w->family(w->userdata, "clsd_worker_crashes_total", "counter",
                   "Workers that died of the object they were given (clsd went on)");
         w->sample(w->userdata, "clsd_worker_crashes_total", NULL, 0, (double) workers_crashes(d->workers));
+        w->family(w->userdata, "clsd_worker_spares_used_total", "counter",
+                  "Jobs taken by a spare worker, started before the job (no exec waited for)");
+        w->sample(w->userdata, "clsd_worker_spares_used_total", NULL, 0,
+                  (double) workers_spares_used(d->workers));
         w->family(w->userdata, "clsd_netlink_requests_total", "counter",
                   "Requests clsd sent to rtnetlink, by type (dump: a whole table read; other: a get or a "
                   "change)");

@@ -55,7 +55,16 @@ struct Workers {
         bool spawner_running;
         int spawn_req[2], spawn_res[2];
         sd_event_source *spawn_source;
+        /* A spare: a worker started while none is needed, waiting to be handed a job's socket
+         * (NL_JOB_NEXT), so that the next job does not wait for an exec (3-4 ms here). Started
+         * SPARE_DELAY_USEC after the workers fall idle (or after the start), never beside a job. */
+        WorkerJob *spare;
+        sd_event_source *spare_timer;
+        uint64_t n_spares_used;
 };
+
+#define SPARE_DELAY_USEC (200 * 1000ULL)
+#define SPARE_FIRST_DELAY_USEC (1000 * 1000ULL)
 
 typedef struct SpawnAnswer {
         WorkerJob *job;
@@ -64,6 +73,8 @@ typedef struct SpawnAnswer {
 } SpawnAnswer;
 
 static void start_waiting(Workers *w);
+static void spare_later(Workers *w, uint64_t usec);
+static void spare_free(Workers *w);
 static int on_answer(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 static int on_spawned(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 static void *spawner_main(void *userdata);
@@ -126,6 +137,7 @@ int workers_new(sd_event *event, const char *exe, Workers **ret) {
                 return -ENOMEM;
         }
         w->spawner_running = true;
+        spare_later(w, SPARE_FIRST_DELAY_USEC);
         *ret = w;
         return 0;
 }
@@ -187,6 +199,10 @@ Workers *workers_free(Workers *w) {
                 j->spawning = false; /* asked for, never spawned */
         while (w->jobs)
                 job_free(w->jobs);
+        if (w->spare)
+                w->spare->spawning = false;
+        spare_free(w);
+        sd_event_source_disable_unref(w->spare_timer);
         sd_event_source_disable_unref(w->spawn_source);
         for (int i = 0; i < 2; i++) {
                 safe_close(w->spawn_req[i]);
@@ -214,6 +230,10 @@ uint64_t workers_jobs(const Workers *w) {
 
 uint64_t workers_crashes(const Workers *w) {
         return w ? w->n_crashes : 0;
+}
+
+uint64_t workers_spares_used(const Workers *w) {
+        return w ? w->n_spares_used : 0;
 }
 
 void worker_job_cancel(WorkerJob *j) {
@@ -323,6 +343,14 @@ static int on_exit_(sd_event_source *s, const siginfo_t *si, void *userdata) {
         WorkerJob *j = userdata;
 
         (void) s;
+        if (j == j->workers->spare) {
+                /* it waited for a job and died (killed by someone): another is started later */
+                Workers *w = j->workers;
+                j->exited = true;
+                spare_free(w);
+                spare_later(w, SPARE_DELAY_USEC);
+                return 0;
+        }
         j->exited = true;
         if (si->si_code == CLD_EXITED)
                 j->exit_code = si->si_status;
@@ -379,10 +407,41 @@ static void *spawner_main(void *userdata) {
         return NULL;
 }
 
+static void spare_spawned(WorkerJob *j, pid_t pid, int error) {
+        Workers *w = j->workers;
+        int r = -error;
+
+        j->spawning = false;
+        if (r >= 0) {
+                j->pid = pid;
+                j->child_sock = safe_close(j->child_sock);
+        }
+        if (j->orphaned || r < 0 ||
+            (r = sd_event_add_child(w->event, &j->child_source, pid, WEXITED, on_exit_, j)) < 0) {
+                if (r < 0)
+                        log_debug_errno(r, "cannot start a spare worker: %m");
+                if (j->orphaned) {
+                        /* no longer the spare: only its process is left to end */
+                        if (j->pid > 0) {
+                                (void) kill(j->pid, SIGKILL);
+                                (void) waitpid(j->pid, NULL, 0);
+                        }
+                        safe_close(j->sock);
+                        safe_close(j->child_sock);
+                        free(j);
+                } else
+                        spare_free(w);
+        }
+}
+
 static void job_spawned(WorkerJob *j, pid_t pid, int error) {
         Workers *w = j->workers;
         int r = -error;
 
+        if (j->kind == NL_JOB_NEXT) {
+                spare_spawned(j, pid, error);
+                return;
+        }
         j->spawning = false;
         if (r >= 0) {
                 j->pid = pid;
@@ -419,12 +478,96 @@ static int on_spawned(sd_event_source *s, int fd, uint32_t revents, void *userda
         return 0;
 }
 
-/* Starts waiting jobs while there is room, oldest first (the list is newest first). */
+/* ---- the spare ---- */
+
+static void spare_free(Workers *w) {
+        WorkerJob *j = w->spare;
+
+        if (!j)
+                return;
+        w->spare = NULL;
+        if (j->spawning) {
+                j->orphaned = true; /* the spawner's answer ends it */
+                return;
+        }
+        sd_event_source_disable_unref(j->child_source);
+        if (!j->exited && j->pid > 0) {
+                (void) kill(j->pid, SIGKILL);
+                (void) waitpid(j->pid, NULL, 0);
+        }
+        safe_close(j->sock);
+        safe_close(j->child_sock);
+        free(j);
+}
+
+static WorkerJob *job_alloc(Workers *w, NlJobKind kind);
+
+static int on_spare_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Workers *w = userdata;
+        WorkerJob *j;
+
+        (void) s, (void) usec;
+        if (w->spare || w->jobs || !(j = job_alloc(w, NL_JOB_NEXT)))
+                return 0;
+        w->spare = j;
+        j->spawning = true;
+        if (write(w->spawn_req[1], &j, sizeof(j)) != sizeof(j)) {
+                j->spawning = false;
+                spare_free(w);
+        }
+        return 0;
+}
+
+static void spare_later(Workers *w, uint64_t usec) {
+        uint64_t now;
+
+        if (w->spare)
+                return;
+        (void) sd_event_now(w->event, CLOCK_MONOTONIC, &now);
+        if (!w->spare_timer) {
+                if (sd_event_add_time(w->event, &w->spare_timer, CLOCK_MONOTONIC, now + usec, 10 * 1000,
+                                      on_spare_timer, w) < 0)
+                        return;
+        } else
+                (void) sd_event_source_set_time(w->spare_timer, now + usec);
+        (void) sd_event_source_set_enabled(w->spare_timer, SD_EVENT_ONESHOT);
+}
+
+/* j (its request waiting in its socket) goes to the spare, if one waits: it is sent j's socket, and
+ * becomes j's worker. */
+static int spare_take(Workers *w, WorkerJob *j) {
+        WorkerJob *spare = w->spare;
+        int r;
+
+        if (!spare || spare->spawning || spare->pid <= 0 || spare->exited)
+                return -ENOENT;
+        r = nl_job_send_next(spare->sock, j->child_sock);
+        if (r >= 0)
+                r = sd_event_add_io(w->event, &j->io_source, j->sock, EPOLLIN, on_answer, j);
+        if (r < 0) {
+                spare_free(w); /* it is killed; j is spawned as usual */
+                return r;
+        }
+        j->child_sock = safe_close(j->child_sock);
+        j->pid = spare->pid, spare->pid = 0;
+        j->child_source = TAKE_PTR(spare->child_source);
+        (void) sd_event_source_set_userdata(j->child_source, j);
+        spare_free(w);
+        w->n_spares_used++;
+        log_debug("worker %d (the spare) takes a %s", (int) j->pid,
+                  j->kind == NL_JOB_INSPECT ? "inspection" : "load");
+        return 0;
+}
+
+/* Starts waiting jobs while there is room, oldest first (the list is newest first); with none left, a
+ * spare later. */
 static void start_waiting(Workers *w) {
         for (;;) {
                 WorkerJob *oldest = NULL;
                 int r;
 
+                if (!w->jobs)
+                        spare_later(w, SPARE_DELAY_USEC);
                 if (w->n_running >= w->max_running)
                         return;
                 for (WorkerJob *j = w->jobs; j; j = j->next)
@@ -434,6 +577,8 @@ static void start_waiting(Workers *w) {
                         return;
                 oldest->slot = true;
                 w->n_running++;
+                if (spare_take(w, oldest) >= 0)
+                        continue;
                 oldest->spawning = true;
                 r = write(w->spawn_req[1], &oldest, sizeof(oldest)) == sizeof(oldest) ? 0 : -errno;
                 if (r < 0) {
@@ -446,37 +591,41 @@ static void start_waiting(Workers *w) {
         }
 }
 
-static int job_start(Workers *w, NlJobKind kind, WorkerDoneFunc done, void *userdata, WorkerJob **ret) {
+/* A job of kind with its socket pair (not yet anyone's), or NULL. */
+static WorkerJob *job_alloc(Workers *w, NlJobKind kind) {
         WorkerJob *j = calloc(1, sizeof(*j));
         int sv[2];
 
         if (!j)
-                return -ENOMEM;
+                return NULL;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
                 free(j);
-                return -errno;
+                return NULL;
         }
         /* The worker's end blocks (the flag is the file's, which only the worker uses), and is not fd 3
          * itself, where dup2() would leave it O_CLOEXEC. */
         (void) fcntl(sv[1], F_SETFL, fcntl(sv[1], F_GETFL) & ~O_NONBLOCK);
         if (sv[1] == WORKER_FD) {
                 int fd = fcntl(sv[1], F_DUPFD_CLOEXEC, WORKER_FD + 1);
-                if (fd < 0) {
-                        int e = -errno;
-                        close(sv[0]);
-                        close(sv[1]);
-                        free(j);
-                        return e;
-                }
                 close(sv[1]);
+                if (fd < 0) {
+                        close(sv[0]);
+                        free(j);
+                        return NULL;
+                }
                 sv[1] = fd;
         }
-        *j = (WorkerJob){ .workers = w,
-                          .kind = kind,
-                          .sock = sv[0],
-                          .child_sock = sv[1],
-                          .done = done,
-                          .userdata = userdata };
+        *j = (WorkerJob){ .workers = w, .kind = kind, .sock = sv[0], .child_sock = sv[1] };
+        return j;
+}
+
+static int job_start(Workers *w, NlJobKind kind, WorkerDoneFunc done, void *userdata, WorkerJob **ret) {
+        WorkerJob *j = job_alloc(w, kind);
+
+        if (!j)
+                return -ENOMEM;
+        j->done = done;
+        j->userdata = userdata;
         j->next = w->jobs;
         if (w->jobs)
                 w->jobs->prev = j;

@@ -39,3 +39,5 @@ size_t workers_running(const Workers *w);
 /* Jobs run, and those whose worker died of a signal. */
 uint64_t workers_jobs(const Workers *w);
 uint64_t workers_crashes(const Workers *w);
+/* Jobs a spare worker took (started before the job, so that it did not wait for an exec). */
+uint64_t workers_spares_used(const Workers *w);

@@ -472,9 +472,12 @@ int nl_worker_main(int fd) {
         _exit(nl_worker_serve(fd));
 }
 
-/* One job from sock; NL_JOB_LOAD in *ret_kind when it was a load (after which the parent may send the
- * next job's socket). The exit status on failure. */
-static int serve_one(int sock, NlJobKind *ret_kind) {
+/* One message from sock: a job (its kind in *ret_kind), or the socket of the next job (NL_JOB_NEXT,
+ * the socket in *ret_next): what a spare worker, started before there was a job, is first sent, and
+ * what a worker may be sent after a load (after_load), for the next load of the same object; after a
+ * load nothing else is taken, and the socket's end is no failure (0 in *ret_kind). The exit status on
+ * failure. */
+static int serve_one(int sock, bool after_load, NlJobKind *ret_kind, int *ret_next) {
         _cleanup_free_ char *data = NULL;
         int fds[NL_JOB_REUSE_MAX + 1];
         size_t n_fds = 0, size;
@@ -484,16 +487,21 @@ static int serve_one(int sock, NlJobKind *ret_kind) {
         *ret_kind = 0;
         r = recv_msg(sock, &req, sizeof(req), fds, ELEMENTSOF(fds), &n_fds);
         if (r < 0)
-                return 1;
+                return after_load ? 0 : 1;
+        if (req.magic == JOB_MAGIC && req.kind == NL_JOB_NEXT && n_fds == 1) {
+                *ret_kind = NL_JOB_NEXT;
+                *ret_next = fds[0];
+                return 0;
+        }
         req.object_name[sizeof(req.object_name) - 1] = 0;
         req.program[sizeof(req.program) - 1] = 0;
         for (size_t i = 0; i < NL_JOB_REUSE_MAX; i++)
                 req.reuse_names[i][sizeof(req.reuse_names[i]) - 1] = 0;
-        if (req.magic != JOB_MAGIC || n_fds < 1 || req.n_reuse > NL_JOB_REUSE_MAX ||
+        if (after_load || req.magic != JOB_MAGIC || n_fds < 1 || req.n_reuse > NL_JOB_REUSE_MAX ||
             n_fds != req.n_reuse + 1) {
                 for (size_t i = 0; i < n_fds; i++)
                         close(fds[i]);
-                return 1;
+                return after_load ? 0 : 1;
         }
         r = read_fd_all(fds[0], NL_OBJECT_SIZE_MAX, &data, &size);
         close(fds[0]);
@@ -516,25 +524,24 @@ static int serve_one(int sock, NlJobKind *ret_kind) {
 }
 
 int nl_worker_serve(int sock) {
+        bool loaded = false;
+
         libbpf_set_print(quiet_print);
         for (;;) {
                 NlJobKind kind;
-                JobRequest next;
-                size_t n_fds = 0;
-                int fd = -1, r = serve_one(sock, &kind);
+                int next = -1, r = serve_one(sock, loaded, &kind, &next);
 
-                /* After a load the parent may hand over the next load of the same object: the socket it
-                 * waits in (NL_JOB_NEXT). Anything else, or the socket closed, ends the worker. */
-                if (r != 0 || kind != NL_JOB_LOAD)
+                if (r != 0 || kind == 0)
                         return r;
-                if (recv_msg(sock, &next, sizeof(next), &fd, 1, &n_fds) < 0 || next.magic != JOB_MAGIC ||
-                    next.kind != NL_JOB_NEXT || n_fds != 1) {
-                        if (n_fds == 1)
-                                close(fd);
-                        return 0;
+                if (kind == NL_JOB_NEXT) {
+                        close(sock);
+                        sock = next;
+                        loaded = false;
+                        continue;
                 }
-                close(sock);
-                sock = fd;
+                if (kind != NL_JOB_LOAD)
+                        return 0;
+                loaded = true;
         }
 }
 

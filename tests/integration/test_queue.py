@@ -235,3 +235,40 @@ def test_workers_are_clsd_worker_beside_clsd_else_clsd_itself(net, clsd_factory,
     assert r.status == 200 and status_of(r.json, "web")["attached"], r
     assert_error(c.api.upload(CRASHERS[0]), 422, "invalid_object")
     assert c.proc.poll() is None
+
+
+def worker_children(c):
+    """The pids of clsd's worker processes (clsd-worker or clsd --worker)."""
+    pids = []
+    for task in glob.glob("/proc/%d/task/*/children" % c.proc.pid):
+        with open(task) as f:
+            pids += [int(p) for p in f.read().split()]
+    return sorted(p for p in pids if open("/proc/%d/comm" % p).read().strip().startswith("clsd"))
+
+
+def test_a_spare_worker_takes_the_next_job_and_another_follows(net, clsd_factory, bpf):
+    """A worker is started while none is needed (after the start, and after the workers fall idle), so
+    that the next job does not wait for an exec: it takes the job; a spare killed is replaced; clsd's
+    end ends it."""
+    c = clsd_factory(net.a)
+    wait_for(lambda: len(worker_children(c)) == 1, timeout=5, what="a spare worker")
+    (spare,) = worker_children(c)
+    assert metric(c.api, "clsd_worker_spares_used_total") == 0
+    # an inspection: the spare takes it (and, confined for it, exits after); another spare follows
+    assert c.api.upload(bpf.count).status == 201
+    assert metric(c.api, "clsd_worker_spares_used_total") == 1
+    wait_for(lambda: len(worker_children(c)) == 1 and worker_children(c)[0] != spare, timeout=5,
+             what="the next spare")
+    (spare,) = worker_children(c)
+    # killed while it waits: clsd goes on, loads still work, and another spare is started
+    os.kill(spare, 9)
+    wait_for(lambda: worker_children(c) and worker_children(c)[0] != spare, timeout=5, what="a new spare")
+    r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=10)]})
+    assert r.status == 200 and status_of(r.json, "web")["attached"], r
+    assert metric(c.api, "clsd_worker_spares_used_total") == 2
+    assert metric(c.api, "clsd_worker_jobs_total") == 2
+    wait_for(lambda: len(worker_children(c)) == 1, timeout=5, what="a spare again")
+    (spare,) = worker_children(c)
+    assert c.stop() == 0
+    wait_for(lambda: not os.path.exists("/proc/%d" % spare) or
+             open("/proc/%d/stat" % spare).read().split()[2] == "Z", timeout=5, what="the spare gone with clsd")

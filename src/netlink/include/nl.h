@@ -395,7 +395,8 @@ int nl_pins_list(const char *dir, char ***ret, size_t *ret_n);
 typedef enum NlJobKind {
         NL_JOB_INSPECT = 1, /* describe an object: no privileges, a tight seccomp filter */
         NL_JOB_LOAD = 2, /* load one program of it */
-        NL_JOB_NEXT = 3, /* after a load: the socket of the next load of the same object (one fd) */
+        NL_JOB_NEXT = 3, /* the socket of the worker's next job (one fd): a spare's first, or after a load
+                          * the next load of the same object */
 } NlJobKind;
 
 typedef struct NlJobReply {
