@@ -26,6 +26,7 @@ struct Api {
         ApiConfig config;
         size_t metrics_size; /* the last scrape's: the next one's buffer starts that large */
         char *token;
+        char **object_dirs; /* config.object_dirs, each its real path */
         struct Listener *listeners[3];
         size_t n_listeners;
         ApiRequestCount requests[128]; /* routes × the statuses each gives */
@@ -85,6 +86,11 @@ void request_answer(Request *req);
 unsigned api_status_of(const char *code);
 void response_error(Response *resp, const Error *e);
 void response_errorf(Response *resp, const char *code, const char *fmt, ...) _printf_(3, 4);
+/* A JSON string of s (NULL: NULL), its bytes that are not UTF-8 written as \xNN: never dropped. */
+json_t *json_text(const char *s);
+/* Every object a change's body names by path is under an object directory (0); else the answer is in
+ * resp (403 object_path_refused) and -1. */
+int request_check_object_paths(const Request *req, json_t *body, Response *resp);
 const char *request_header(const Request *req, const char *name);
 /* 0 if the content type is acceptable, or fills resp with 415. */
 int request_want_content_type(const Request *req, const char *const *types, Response *resp);

@@ -19,6 +19,7 @@
  * of every CPU clsd ran on, which waits for a CPU busy verifying a program (a /healthz took 17 ms). */
 #define CONNECTION_MEMORY 32768
 #define TOKEN_SIZE_MAX 4096
+#define PATH_CONTROL_BYTE '\x01'
 
 typedef struct Listener {
         Api *api;
@@ -180,6 +181,43 @@ static bool request_authorized(const Request *req) {
         return token_matches(req->api->token, tok);
 }
 
+/* The path (and query values) decoded as libmicrohttpd would, except that one with a control byte
+ * (%00 to %1f, %7f) becomes "\x01": a NUL would cut "/classifier%00zzz" short, and a route would
+ * serve (or delete) "/classifier". access_handler() answers such a path 400. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
+        size_t n = MHD_http_unescape(s);
+
+        (void) cls, (void) c;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char) s[i] < 0x20 || s[i] == 0x7f) {
+                        s[0] = PATH_CONTROL_BYTE, s[1] = 0;
+                        return 1;
+                }
+        return n;
+}
+
+typedef struct FramingHeaders {
+        unsigned content_length, transfer_encoding;
+} FramingHeaders;
+
+static MHD_RESULT count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+        FramingHeaders *h = cls;
+
+        (void) kind, (void) value;
+        h->content_length += strcasecmp(key, "Content-Length") == 0;
+        h->transfer_encoding += strcasecmp(key, "Transfer-Encoding") == 0;
+        return MHD_YES;
+}
+
+/* A request whose body could be framed two ways (two Content-Lengths, or one beside chunked) is a
+ * smuggling attempt or a broken client: refused before anything is read (RFC 9112 6.3). */
+static bool framing_ambiguous(struct MHD_Connection *c) {
+        FramingHeaders h = { 0 };
+
+        (void) MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &h);
+        return h.content_length > 1 || h.transfer_encoding > 1 || (h.content_length && h.transfer_encoding);
+}
+
 static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                  const char *version, const char *upload_data, size_t *upload_data_size,
                                  void **con_cls) {
@@ -205,6 +243,19 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
                                                             : l->api->config.json_size_max;
                 *con_cls = req;
 
+                if (url[0] == PATH_CONTROL_BYTE) {
+                        response_errorf(
+                                &resp, "bad_request",
+                                "the path has a control byte (%%00 to %%1f, %%7f): no route has one");
+                        return api_send(req, &resp);
+                }
+                if (framing_ambiguous(c)) {
+                        response_errorf(
+                                &resp, "bad_request",
+                                "the body's length is given twice (two Content-Length headers, or one "
+                                "beside Transfer-Encoding): refused");
+                        return api_send(req, &resp);
+                }
                 /* Refuse early, before reading a body we will not use. The metrics listener changes
                  * nothing, so it asks for no token. */
                 if (!l->metrics_only && !request_authorized(req)) {
@@ -272,12 +323,12 @@ static int listener_new(Api *a, int fd, bool tcp, Listener **ret, Error *reterr)
         }
         l->api = a;
         l->tcp = tcp;
-        l->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0, NULL,
-                                  NULL, access_handler, l, MHD_OPTION_LISTEN_SOCKET, fd,
-                                  MHD_OPTION_CONNECTION_LIMIT, a->config.connections_max,
-                                  MHD_OPTION_CONNECTION_TIMEOUT, a->config.timeout_sec,
-                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) CONNECTION_MEMORY,
-                                  MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL, MHD_OPTION_END);
+        l->mhd = MHD_start_daemon(
+                MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, access_handler,
+                l, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, a->config.connections_max,
+                MHD_OPTION_CONNECTION_TIMEOUT, a->config.timeout_sec, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                (size_t) CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+                MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
         if (!l->mhd) {
                 safe_close(fd);
                 free(l);
@@ -433,6 +484,12 @@ int api_reload(Api *a, Error *reterr) {
 
         if (!a->config.token_file)
                 return 0;
+        struct stat st;
+        if (stat(a->config.token_file, &st) == 0 && (st.st_mode & (S_IROTH | S_IWOTH)))
+                return error_set(
+                        reterr, EPERM, "invalid_value",
+                        "--token-file %s: every user may read or write it (mode %04o); chmod o-rw it",
+                        a->config.token_file, (unsigned) st.st_mode & 07777);
         r = read_full_file(a->config.token_file, TOKEN_SIZE_MAX, &token, &size);
         if (r < 0)
                 return error_set(reterr, r, "invalid_value", "--token-file %s: %s", a->config.token_file,
@@ -457,6 +514,20 @@ int api_new(Manager *d, sd_event *event, const ApiConfig *config, Api **ret, Err
         a->daemon = d;
         a->event = event;
         a->config = *config;
+        if (!(a->object_dirs = calloc(config->n_object_dirs + 1, sizeof(char *))))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (size_t i = 0; i < config->n_object_dirs; i++) {
+                struct stat st;
+                a->object_dirs[i] = realpath(config->object_dirs[i], NULL);
+                if (!a->object_dirs[i] || stat(a->object_dirs[i], &st) < 0 || !S_ISDIR(st.st_mode))
+                        return error_set(reterr, a->object_dirs[i] ? ENOTDIR : errno, "invalid_value",
+                                         "--object-dir %s: %s", config->object_dirs[i],
+                                         a->object_dirs[i] ? "not a directory" : strerror(errno));
+                if (streq(a->object_dirs[i], "/"))
+                        return error_set(reterr, EINVAL, "invalid_value",
+                                         "--object-dir %s: the whole file system is not an object directory",
+                                         config->object_dirs[i]);
+        }
         r = tcp_check(a, reterr);
         if (r < 0)
                 return r;
@@ -520,6 +591,9 @@ Api *api_free(Api *a) {
                 free(a->ifaces_answers[i].netns);
                 free(a->ifaces_answers[i].text);
         }
+        for (size_t i = 0; a->object_dirs && a->object_dirs[i]; i++)
+                free(a->object_dirs[i]);
+        free(a->object_dirs);
         free(a->token);
         free(a);
         return NULL;

@@ -62,9 +62,9 @@ json_t *render_map(const DaemonMap *m, const NlMapPage *page, const Error *read_
         json_t *j = json_object(), *users = json_array();
         char buf[256];
 
-        json_object_set_new(j, "name", json_string(m->map.name));
+        json_object_set_new(j, "name", json_text(m->map.name));
         json_object_set_new(j, "id", json_integer(m->map.id));
-        json_object_set_new(j, "type", json_string(nl_map_type_name(m->map.type)));
+        json_object_set_new(j, "type", json_text(nl_map_type_name(m->map.type)));
         json_object_set_new(j, "key_size", json_integer(m->map.key_size));
         json_object_set_new(j, "value_size", json_integer(m->map.value_size));
         json_object_set_new(j, "max_entries", json_integer(m->map.max_entries));
@@ -72,9 +72,9 @@ json_t *render_map(const DaemonMap *m, const NlMapPage *page, const Error *read_
         if (m->btf && m->map.btf_value_type_id) {
                 json_t *b = json_object();
                 btf_json_type_name(m->btf, m->map.btf_key_type_id, buf, sizeof(buf));
-                json_object_set_new(b, "key", json_string(buf));
+                json_object_set_new(b, "key", json_text(buf));
                 btf_json_type_name(m->btf, m->map.btf_value_type_id, buf, sizeof(buf));
-                json_object_set_new(b, "value", json_string(buf));
+                json_object_set_new(b, "value", json_text(buf));
                 json_object_set_new(j, "btf", b);
         } else
                 json_object_set_new(j, "btf", json_null());
@@ -92,8 +92,8 @@ json_t *render_map(const DaemonMap *m, const NlMapPage *page, const Error *read_
                 json_object_set_new(j, "read", json_null());
                 json_object_set_new(j, "next_cursor", json_null());
                 json_object_set_new(j, "unreadable",
-                                    read_error && read_error->message ? json_string(read_error->message)
-                                                                      : json_string("not read"));
+                                    read_error && read_error->message ? json_text(read_error->message)
+                                                                      : json_text("not read"));
                 return j;
         }
         json_t *entries = json_array();
@@ -101,11 +101,11 @@ json_t *render_map(const DaemonMap *m, const NlMapPage *page, const Error *read_
                 json_array_append_new(entries, render_entry(m, page, i));
         json_object_set_new(j, "entries", entries);
         json_object_set_new(j, "count", json_integer((json_int_t) page->n));
-        json_object_set_new(j, "read", json_string(page->batched ? "batch" : "by_key"));
+        json_object_set_new(j, "read", json_text(page->batched ? "batch" : "by_key"));
         if (page->more) {
                 char cursor[2 * NL_MAP_CURSOR_MAX + 16];
                 map_cursor_format(m, page, cursor, sizeof(cursor));
-                json_object_set_new(j, "next_cursor", json_string(cursor));
+                json_object_set_new(j, "next_cursor", json_text(cursor));
         } else
                 json_object_set_new(j, "next_cursor", json_null());
         json_object_set_new(j, "unreadable", json_null());
@@ -138,5 +138,5 @@ json_t *render_maps_list(Manager *d, const Iface *it, const DaemonMaps *maps, si
                 json_array_append_new(list, j);
         }
         return json_pack("{s:s,s:o,s:o}", "ifname", iface_ifname(it), "netns",
-                         iface_netns(it) ? json_string(iface_netns(it)) : json_null(), "maps", list);
+                         iface_netns(it) ? json_text(iface_netns(it)) : json_null(), "maps", list);
 }

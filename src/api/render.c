@@ -6,14 +6,28 @@
 #include <time.h>
 
 #include "api-internal.h"
+#include "names.h"
+
+json_t *json_text(const char *s) {
+        json_t *j;
+
+        if (!s)
+                return NULL;
+        j = json_string(s);
+        if (!j) {
+                _cleanup_free_ char *escaped = utf8_escape_invalid(s);
+                j = escaped ? json_string(escaped) : NULL;
+        }
+        return j;
+}
 
 json_t *render_error(const Error *e) {
         json_t *err = json_object();
 
-        json_object_set_new(err, "code", json_string(e->code ? e->code : "internal_error"));
-        json_object_set_new(err, "message", json_string(e->message ? e->message : "unknown error"));
+        json_object_set_new(err, "code", json_text(e->code ? e->code : "internal_error"));
+        json_object_set_new(err, "message", json_text(e->message ? e->message : "unknown error"));
         if (e->detail)
-                json_object_set_new(err, "detail", json_string(e->detail));
+                json_object_set_new(err, "detail", json_text(e->detail));
         return json_pack("{s:o}", "error", err);
 }
 
@@ -46,7 +60,7 @@ json_t *render_object(Manager *d, const DaemonObject *o) {
         }
         if (daemon_object_users(d, o->digest, &names) >= 0)
                 for (size_t i = 0; names[i]; i++)
-                        json_array_append_new(users, json_string(names[i]));
+                        json_array_append_new(users, json_text(names[i]));
         return json_pack("{s:s,s:I,s:o,s:o,s:o}", "digest", o->digest, "size", (json_int_t) o->size,
                          "programs", progs, "maps", maps, "used_by", users);
 }
@@ -57,19 +71,19 @@ static json_t *render_filter_status(const Filter *flt, const FilterStatus *st) {
         json_t *j = json_object();
         bool tcx = filter_is_tcx(flt);
 
-        json_object_set_new(j, "name", json_string(f->name));
-        json_object_set_new(j, "source", json_string(document_source_to_string(filter_source(flt))));
+        json_object_set_new(j, "name", json_text(f->name));
+        json_object_set_new(j, "source", json_text(document_source_to_string(filter_source(flt))));
         json_object_set_new(j, "attached", json_boolean(s->attached));
         json_object_set_new(j, "pref", json_integer(f->priority));
         json_object_set_new(j, "handle", s->handle ? json_integer(s->handle) : json_null());
         json_object_set_new(j, "id", s->prog_id ? json_integer(s->prog_id) : json_null());
-        json_object_set_new(j, "tag", s->tag[0] ? json_string(s->tag) : json_null());
+        json_object_set_new(j, "tag", s->tag[0] ? json_text(s->tag) : json_null());
         json_object_set_new(j, "run_count",
                             st->has_stats ? json_integer((json_int_t) st->run_count) : json_null());
         json_object_set_new(j, "run_time_ns",
                             st->has_stats ? json_integer((json_int_t) st->run_time_ns) : json_null());
-        json_object_set_new(j, "program", json_string(f->program));
-        json_object_set_new(j, "attach", json_string(tcx ? "tcx" : "cls_bpf"));
+        json_object_set_new(j, "program", json_text(f->program));
+        json_object_set_new(j, "attach", json_text(tcx ? "tcx" : "cls_bpf"));
         if (tcx)
                 json_object_set_new(j, "link_id", s->link_id ? json_integer(s->link_id) : json_null());
         if (f->n_actions > 0) {
@@ -77,11 +91,11 @@ static json_t *render_filter_status(const Filter *flt, const FilterStatus *st) {
                 for (size_t k = 0; k < f->n_actions; k++) {
                         const ActionObserved *a = &s->actions[k];
                         json_t *aj = json_object();
-                        json_object_set_new(aj, "program", json_string(f->actions[k].program));
+                        json_object_set_new(aj, "program", json_text(f->actions[k].program));
                         json_object_set_new(aj, "attached", json_boolean(a->attached));
                         json_object_set_new(aj, "index", a->index ? json_integer(a->index) : json_null());
                         json_object_set_new(aj, "id", a->prog_id ? json_integer(a->prog_id) : json_null());
-                        json_object_set_new(aj, "tag", a->tag[0] ? json_string(a->tag) : json_null());
+                        json_object_set_new(aj, "tag", a->tag[0] ? json_text(a->tag) : json_null());
                         json_object_set_new(aj, "packets", json_integer((json_int_t) a->packets));
                         json_object_set_new(aj, "bytes", json_integer((json_int_t) a->bytes));
                         json_object_set_new(aj, "drops", json_integer((json_int_t) a->drops));
@@ -114,21 +128,21 @@ json_t *render_iface(Manager *d, const Iface *it, const IfaceStatus *status) {
         const Error *err = iface_error(it);
 
         (void) d;
-        json_object_set_new(j, "ifname", json_string(iface_ifname(it)));
-        json_object_set_new(j, "netns", iface_netns(it) ? json_string(iface_netns(it)) : json_null());
+        json_object_set_new(j, "ifname", json_text(iface_ifname(it)));
+        json_object_set_new(j, "netns", iface_netns(it) ? json_text(iface_netns(it)) : json_null());
         json_object_set_new(j, "ifindex",
                             iface_ifindex(it) > 0 ? json_integer(iface_ifindex(it)) : json_null());
-        json_object_set_new(j, "state", json_string(iface_state_to_string(iface_state(it))));
-        json_object_set_new(j, "source", json_string(document_source_to_string(iface_source(it))));
-        json_object_set_new(j, "hog", iface_hog_path(it) ? json_string(iface_hog_path(it)) : json_null());
+        json_object_set_new(j, "state", json_text(iface_state_to_string(iface_state(it))));
+        json_object_set_new(j, "source", json_text(document_source_to_string(iface_source(it))));
+        json_object_set_new(j, "hog", iface_hog_path(it) ? json_text(iface_hog_path(it)) : json_null());
         /* The hooks where the hog wins and the API's filters wait for it to go. */
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 if (iface_overridden(it, dir))
-                        json_array_append_new(overridden, json_string(direction_to_string(dir)));
+                        json_array_append_new(overridden, json_text(direction_to_string(dir)));
         json_object_set_new(j, "overridden", overridden);
         json_t *policies = json_array();
         for (size_t i = 0; i < iface_policy_count(it); i++)
-                json_array_append_new(policies, json_string(iface_policy_at(it, i)->name));
+                json_array_append_new(policies, json_text(iface_policy_at(it, i)->name));
         json_object_set_new(j, "policies", policies);
         json_object_set_new(j, "generation", api ? json_integer((json_int_t) api->generation) : json_null());
         json_object_set_new(j, "document", render_iface_document(it));

@@ -251,6 +251,10 @@ int request_change_body(Request *req, const char *const *types, json_t **ret_bod
                                 jerr.line, jerr.column, jerr.text);
                 return -EINVAL;
         }
+        if (request_check_object_paths(req, body, resp) < 0) {
+                json_decref(body);
+                return -EPERM;
+        }
         dry = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "dry_run");
         if (dry && !streq(dry, "1") && !streq(dry, "true") && !streq(dry, "0") && !streq(dry, "false")) {
                 json_decref(body);

@@ -1,5 +1,8 @@
 /* routes.c: the route table, the one code -> HTTP status table, and sending JSON responses. */
+#include <errno.h>
+#include <libgen.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,6 +22,7 @@ static const struct {
         { "bad_request", 400 },
         { "bad_cursor", 400 },
         { "unauthorized", 401 },
+        { "object_path_refused", 403 },
         { "route_not_found", 404 },
         { "document_not_found", 404 },
         { "netns_not_found", 404 },
@@ -81,6 +85,63 @@ void response_errorf(Response *resp, const char *code, const char *fmt, ...) {
         va_end(ap);
         response_error(resp, &e);
         error_done(&e);
+}
+
+static bool under_object_dir(const Api *a, const char *real, bool or_equal) {
+        for (size_t i = 0; real && a->object_dirs[i]; i++) {
+                size_t n = strlen(a->object_dirs[i]);
+                if (strncmp(real, a->object_dirs[i], n) == 0 && (real[n] == '/' || (or_equal && !real[n])))
+                        return true;
+        }
+        return false;
+}
+
+/* Whether path is under one of the object directories, by its real path (no symbolic link or ".."
+ * leads out); a file that does not exist, by its directory's (the resolver then says it is missing). */
+static bool object_path_allowed(const Api *a, const char *path) {
+        _cleanup_free_ char *real = realpath(path, NULL), *copy = NULL, *parent = NULL;
+
+        if (real)
+                return under_object_dir(a, real, false);
+        if (errno != ENOENT || !(copy = strdup(path)))
+                return false;
+        parent = realpath(dirname(copy), NULL);
+        return under_object_dir(a, parent, true);
+}
+
+static int object_check(const Request *req, json_t *holder, const char *where, Response *resp) {
+        const char *s = json_string_value(json_object_get(holder, "object"));
+
+        /* not a path: the document's parser says what is wrong with it, if anything */
+        if (!s || s[0] != '/' || object_path_allowed(req->api, s))
+                return 0;
+        /* One answer whatever the file is (missing, unreadable, elsewhere): nothing is read. */
+        response_errorf(resp, "object_path_refused",
+                        "%s.object %s: over the API an object is named by digest (POST /objects) or by a "
+                        "path under an object directory (--object-dir)%s",
+                        where, s, req->api->object_dirs[0] ? "" : "; this clsd has none");
+        return -1;
+}
+
+int request_check_object_paths(const Request *req, json_t *body, Response *resp) {
+        static const char *const hooks[] = { "ingress", "egress" };
+        char where[64];
+
+        for (size_t h = 0; h < ELEMENTSOF(hooks); h++) {
+                json_t *filters = json_object_get(body, hooks[h]);
+                for (size_t i = 0; i < json_array_size(filters); i++) {
+                        json_t *f = json_array_get(filters, i), *actions = json_object_get(f, "actions");
+                        snprintf(where, sizeof(where), "%s[%zu]", hooks[h], i);
+                        if (object_check(req, f, where, resp) < 0)
+                                return -1;
+                        for (size_t k = 0; k < json_array_size(actions); k++) {
+                                snprintf(where, sizeof(where), "%s[%zu].actions[%zu]", hooks[h], i, k);
+                                if (object_check(req, json_array_get(actions, k), where, resp) < 0)
+                                        return -1;
+                        }
+                }
+        }
+        return 0;
 }
 
 const char *request_header(const Request *req, const char *name) {

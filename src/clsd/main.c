@@ -17,6 +17,9 @@
 #include "log.h"
 #include "nl.h"
 
+#define OBJECT_DIRS_MAX 16
+#define OBJECT_DIR_DEFAULT "/usr/lib/clsd"
+
 #define DEFAULT_STATE_DIR "/var/lib/clsd"
 #define DEFAULT_SOCKET "/run/clsd/clsd.sock"
 
@@ -73,6 +76,11 @@ static void help(void) {
                "OPTIONS\n"
                "       --state-dir DIR        Documents and objects (default %s)\n"
                "       --hogs-dir DIR         Hog files (default %s; a missing directory holds none)\n"
+               "       --object-dir DIR       Where objects named by path in API requests may be (by\n"
+               "                              their real path; repeatable; default " OBJECT_DIR_DEFAULT "\n"
+               "                              if it exists; '' for none: digests only). Others are\n"
+               "                              refused, 403 object_path_refused, unread; hogs are not\n"
+               "                              bound by it\n"
                "       --bpffs-dir DIR        Where programs (progs/) and tcx links (tcx/) are\n"
                "                              pinned, on a bpf filesystem (default %s)\n"
                "       --check                Validate the hog files (JSON, fields, object files)\n"
@@ -204,6 +212,7 @@ enum {
         ARG_FLEET_CERT,
         ARG_FLEET_KEY,
         ARG_FLEET_TTL,
+        ARG_OBJECT_DIR,
 };
 
 static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, FleetConfig *fc, bool *check,
@@ -233,13 +242,20 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                 { "fleet-cert", required_argument, NULL, ARG_FLEET_CERT },
                 { "fleet-key", required_argument, NULL, ARG_FLEET_KEY },
                 { "fleet-lease-ttl", required_argument, NULL, ARG_FLEET_TTL },
+                { "object-dir", required_argument, NULL, ARG_OBJECT_DIR },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
                 {},
         };
+        static const char *object_dirs[OBJECT_DIRS_MAX];
+        bool object_dirs_given = false;
         size_t v;
         int c, r;
 
+        ac->object_dirs = object_dirs;
+        /* By default the directory the package installs objects in, when there is one. */
+        if (access(OBJECT_DIR_DEFAULT, F_OK) == 0)
+                object_dirs[ac->n_object_dirs++] = OBJECT_DIR_DEFAULT;
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
                 switch (c) {
                 case ARG_STATE_DIR:
@@ -247,6 +263,18 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                         break;
                 case ARG_HOGS_DIR:
                         dc->hogs_dir = optarg;
+                        break;
+                case ARG_OBJECT_DIR:
+                        if (!object_dirs_given) /* the first replaces the default */
+                                ac->n_object_dirs = 0;
+                        object_dirs_given = true;
+                        if (!optarg[0])
+                                break; /* '': none */
+                        if (ac->n_object_dirs == OBJECT_DIRS_MAX) {
+                                fprintf(stderr, "clsd: --object-dir: at most %d\n", OBJECT_DIRS_MAX);
+                                return -EINVAL;
+                        }
+                        object_dirs[ac->n_object_dirs++] = optarg;
                         break;
                 case ARG_BPFFS_DIR:
                         dc->bpffs_dir = optarg;

@@ -29,6 +29,8 @@ import pytest
 
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD_DIR = os.environ.get("CLSD_BUILD_DIR") or os.path.join(SOURCE_DIR, "build")
+# Where the tests' objects named by path are: clsd --object-dir for each
+TEST_OBJECT_DIRS = sorted({SOURCE_DIR, BUILD_DIR, "/tmp", os.environ.get("CLSD_TEST_BPF_DIR") or SOURCE_DIR})
 CLSD = os.path.join(BUILD_DIR, "clsd")
 CLSCTL = os.path.join(BUILD_DIR, "clsctl")
 PYTHON = "/usr/bin/python3"
@@ -678,9 +680,15 @@ class Clsd:
 
     def argv(self, extra=()):
         # A hogs directory of its own (tests that use hogs pass --hogs-dir, which wins): the host's
-        # /etc/clsd/hogs.d has no say in a test.
+        # /etc/clsd/hogs.d has no say in a test. Objects named by path may be in the tree, the build and
+        # the tests' temporary directories (tests that check --object-dir give their own).
+        # (The previous release's clsd of test_upgrade has no --object-dir.)
+        given = any(a.startswith("--object-dir") for a in (*self.args, *extra))
+        previous = self.binary.startswith(os.path.join(BUILD_DIR, "previous-"))
+        dirs = [] if given or previous else [a for d in TEST_OBJECT_DIRS for a in ("--object-dir", d)]
         return [self.binary, "--state-dir", self.state_dir, "--socket", self.socket, "--log-level", "debug",
-                "--hogs-dir", os.path.join(self.dir, "hogs.d"), "--bpffs-dir", self.bpffs_dir, *self.args, *extra]
+                "--hogs-dir", os.path.join(self.dir, "hogs.d"), "--bpffs-dir", self.bpffs_dir, *dirs, *self.args,
+                *extra]
 
     def start(self, extra=(), wait=True):
         assert self.proc is None, "already running"

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import time
 
-from conftest import BUILD_DIR, UnixHTTPConnection, Api, run
+from conftest import BUILD_DIR, TEST_OBJECT_DIRS, UnixHTTPConnection, Api, run
 
 UNITS = os.path.join(BUILD_DIR, "systemd")
 SYSTEMD = "/lib/systemd/systemd"
@@ -30,9 +30,10 @@ class SystemdHost:
             shutil.copy(os.path.join(UNITS, unit), self.stage)
         env = " ".join('"%s=%s"' % (k, os.environ[k]) for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS") if k in os.environ)
         with open(os.path.join(self.stage, "clsd.service.d", "test.conf"), "w") as f:
-            f.write("[Service]\nExecStart=\nExecStart=%s --log-level debug\n"
+            f.write("[Service]\nExecStart=\nExecStart=%s --log-level debug %s\n"
                     "StandardOutput=append:/var/log/clsd.log\nStandardError=inherit\n%s%s\n" %
-                    (os.path.join(BUILD_DIR, "clsd"), "Environment=%s\n" % env if env else "", self.dropin))
+                    (os.path.join(BUILD_DIR, "clsd"), " ".join("--object-dir " + d for d in TEST_OBJECT_DIRS),
+                     "Environment=%s\n" % env if env else "", self.dropin))
 
     def boot(self, timeout=30):
         self._stage()

@@ -2,6 +2,7 @@
 changes nothing."""
 
 import os
+import stat
 
 import pytest
 
@@ -344,9 +345,12 @@ def test_invalid_ifname_is_400_on_every_method(api, method, ifname):
 @pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
 def test_object_path_that_is_not_a_regular_file(api, net, workdir, kind):
     """A FIFO without a writer must not block the daemon: it is refused at once."""
-    path = {"fifo": os.path.join(workdir, "obj.fifo"), "directory": workdir, "device": "/dev/zero"}[kind]
+    path = {"fifo": os.path.join(workdir, "obj.fifo"), "directory": workdir,
+            "device": os.path.join(workdir, "zero")}[kind]
     if kind == "fifo":
         os.mkfifo(path)
+    if kind == "device":  # /dev/zero's twin inside an object directory (/dev is not one)
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 5))
     err = assert_error(api.put_classifier(net.if_a, {"ingress": [filt("web", path)]}), 400, "invalid_value")
     assert "not a regular file" in err["message"], err
     assert api.healthy()

@@ -166,6 +166,8 @@ def test_bad_policies_are_refused_and_nothing_is_lost(api, bpf, net):
             (dict(good, extra=1), "unknown_field")):
         assert_error(put_policy(api, "keep", body), 400, code)
     assert_error(put_policy(api, "keep", policy({"ifname": ["bd*"]}, ingress=[filt("x", "/nonexistent.o")])),
+                 403, "object_path_refused")
+    assert_error(put_policy(api, "keep", policy({"ifname": ["bd*"]}, ingress=[filt("x", "/tmp/nonexistent.o")])),
                  404, "object_file_not_found")
     assert_error(put_policy(api, "keep", policy({"ifname": ["bd*"]}, ingress=[filt("x", bpf.rejected)])),
                  422, "verifier_rejected")

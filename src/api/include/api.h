@@ -24,6 +24,10 @@ typedef struct ApiConfig {
         size_t object_size_max;
         unsigned connections_max;
         unsigned timeout_sec;
+        /* Where an object named by path in a request may be (the file's real path under one of them);
+         * none: objects are named by digest only. Hogs, the host's configuration, are not bound. */
+        const char *const *object_dirs;
+        size_t n_object_dirs;
 } ApiConfig;
 
 typedef struct Api Api;

@@ -1,0 +1,156 @@
+"""What a client may make clsd read, and what it may not learn: objects named by path only from the
+object directories (--object-dir), one answer for every other path whatever the file is; a token file
+every user may read is refused at start."""
+
+import json
+import os
+import shutil
+
+from conftest import filt, status_of, wait_for
+from test_access import free_port, start_refused, token_file
+from test_hogs import write_hog
+
+
+def refused(resp, path):
+    """The one answer for a path outside the object directories: 403, nothing of the file in it."""
+    assert resp.status == 403, (resp.status, resp.body)
+    err = resp.json["error"]
+    assert err["code"] == "object_path_refused", err
+    assert path in err["message"] and "sha256:" not in err["message"], err
+    return err["message"].replace(path, "PATH")
+
+
+def test_objects_by_path_only_from_the_object_directories(net, clsd_factory, bpf, workdir):
+    objdir = os.path.join(workdir, "objects")
+    os.makedirs(os.path.join(objdir, "sub"))
+    inside = os.path.join(objdir, "sub", "count.bpf.o")
+    shutil.copy(bpf.count, inside)
+    outside = os.path.join(workdir, "count.bpf.o")
+    shutil.copy(bpf.count, outside)
+    os.symlink(outside, os.path.join(objdir, "link.bpf.o"))  # inside by name, outside by its real path
+    c = clsd_factory(net.a, args=("--object-dir", objdir))
+    # inside: read and used as ever
+    r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", inside, priority=10)]})
+    assert r.status == 200 and status_of(r.json, "web")["attached"], r.body
+    # every other path gets the same answer, whatever the file is, and nothing changes
+    answers = set()
+    for path in ("/etc/shadow", "/etc/passwd", "/etc/nonexistent", "/proc/self/environ", outside,
+                 os.path.join(objdir, "link.bpf.o"), os.path.join(objdir, "sub", "..", "..", "count.bpf.o"),
+                 objdir, "/tmp/nothing-here/x.o"):
+        for body in ({"ingress": [filt("x", path, priority=20)]},
+                     {"ingress": [filt("x", inside, priority=20, actions=[{"object": path}])]}):
+            answers.add(refused(c.api.put_classifier(net.if_a, body), path))
+            answers.add(refused(c.api.request("PUT", "/ifaces/%s/classifier?dry_run=1" % net.if_a, body), path))
+            answers.add(refused(c.api.request("PUT", "/policies/p", dict(body, match={"ifname": ["zz*"]})), path))
+    assert len({a.split(": ", 1)[1] for a in answers}) == 1, answers
+    # a file missing inside an object directory is said to be missing
+    r = c.api.put_classifier(net.if_a, {"ingress": [filt("x", os.path.join(objdir, "missing.bpf.o"), priority=20)]})
+    assert r.status == 404 and r.json["error"]["code"] == "object_file_not_found", r.body
+    assert c.api.get("/policies").json["policies"] == []
+    assert [f.pref for f in net.a.filters(net.if_a) if f.name and f.name.startswith("clsd:")] == [10]
+    # digests stay the way in
+    digest = c.api.upload_ok(bpf.count)
+    assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]}).status == 200
+
+
+def test_a_hog_names_objects_by_any_absolute_path(net, clsd_factory, bpf, workdir):
+    """A hog is the host's configuration, not a client's request: --object-dir does not bind it."""
+    hogs_dir = os.path.join(workdir, "hogs.d")
+    write_hog(hogs_dir, "a.json", net.if_a, ingress=[filt("h", bpf.count, priority=30)])
+    c = clsd_factory(net.a, args=("--object-dir", "", "--hogs-dir", hogs_dir))
+    wait_for(lambda: [f.pref for f in net.a.filters(net.if_a) if f.name and f.name.startswith("clsd:")] == [30],
+             timeout=5, what="the hog's filter")
+    assert c.api.get_classifier(net.if_a).json["source"] == "hog"
+
+
+def test_no_object_directory_means_digests_only(net, clsd_factory, bpf):
+    c = clsd_factory(net.a, args=("--object-dir", ""))
+    msg = refused(c.api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=10)]}), bpf.count)
+    assert "this clsd has none" in msg
+    digest = c.api.upload_ok(bpf.count)
+    assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]}).status == 200
+
+
+def test_an_object_directory_that_is_not_one_is_refused_at_start(net, workdir):
+    for d, why in (("/nonexistent-dir", "No such file"), ("/etc/passwd", "not a directory"), ("/", "whole file system")):
+        p = start_refused(net.a, workdir, "--object-dir", d)
+        assert p.returncode == 1 and why in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_token_file_every_user_may_read_is_refused(net, clsd_factory, workdir):
+    path = token_file(workdir, "0123456789abcdef0123")
+    os.chmod(path, 0o644)
+    p = start_refused(net.a, workdir, "--listen", "127.0.0.1:%d" % free_port(net.a, "127.0.0.1"), "--token-file", path)
+    assert p.returncode == 1 and "every user may read or write it (mode 0644)" in p.stderr, p.stderr
+    os.chmod(path, 0o640)  # the group may read it: clsd starts
+    c = clsd_factory(net.a, args=("--listen", "127.0.0.1:%d" % free_port(net.a, "127.0.0.1"), "--token-file", path))
+    assert c.api.healthy()
+
+
+def test_text_that_is_not_utf8_is_shown_escaped_never_dropped(net, clsd_factory, bpf, workdir):
+    c = clsd_factory(net.a)
+    # an error naming bytes of the URL that are not UTF-8 keeps its message
+    r = c.api.get("/ifaces/a%ffb/classifier")
+    assert r.status == 400 and r.json["error"]["code"] == "invalid_value", r.body
+    assert "a\\xffb" in r.json["error"]["message"], r.body
+    # an object whose program's name is not printable ASCII is refused, uploaded or named by path (the
+    # stored document and every answer name its programs): nothing is stored or attached
+    data = bytearray(open(bpf.count, "rb").read())
+    strtab = data.rfind(b"\x00count_pkts\x00") + 1
+    data[strtab] = 0xff
+    path = os.path.join(workdir, "odd.bpf.o")
+    with open(path, "wb") as f:
+        f.write(data)
+    for r in (c.api.upload(path), c.api.put_classifier(net.if_a, {"ingress": [filt("web", path, priority=10)]})):
+        assert r.status == 422 and r.json["error"]["code"] == "invalid_object", r.body
+        assert "not printable ASCII" in r.json["error"]["message"], r.body
+    assert c.api.get_classifier(net.if_a).status == 404 and c.api.get("/objects").json["objects"] == []
+    assert not [f for f in net.a.filters(net.if_a) if f.name and f.name.startswith("clsd:")]
+
+
+def raw(c, data):
+    """Sends data as it is to clsd's unix socket; the answer's status and body."""
+    import socket as sk
+    s = sk.socket(sk.AF_UNIX, sk.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(c.socket)
+    s.sendall(data)
+    out = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except sk.timeout:
+            break
+        if not chunk:
+            break
+        out += chunk
+        if b"\r\n\r\n" in out:
+            head, body = out.split(b"\r\n\r\n", 1)
+            length = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+            if length and len(body) >= length[0]:
+                break
+    s.close()
+    head, _, body = out.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def test_a_control_byte_in_the_path_and_a_body_framed_twice_are_400(net, clsd_factory, bpf):
+    c = clsd_factory(net.a)
+    digest = c.api.upload_ok(bpf.count)
+    assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]}).status == 200
+    # "%00" would have cut the path short: DELETE …/classifier%00zzz deleted …/classifier
+    for method, path in (("DELETE", "/ifaces/%s/classifier%%00zzz" % net.if_a), ("GET", "/ifaces/%s%%0a/classifier" % net.if_a),
+                         ("GET", "/version%7f")):
+        status, body = raw(c, b"%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % (method.encode(), path.encode()))
+        assert status == 400 and json.loads(body)["error"]["code"] == "bad_request", (path, body)
+        assert "control byte" in json.loads(body)["error"]["message"]
+    assert c.api.get_classifier(net.if_a).status == 200
+    # a body whose length is said twice, two ways: refused, nothing applied
+    doc = json.dumps({"ingress": [filt("web", digest, priority=20)]}).encode()
+    for headers in (b"Content-Length: %d\r\nContent-Length: 2\r\n" % len(doc),
+                    b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n" % len(doc)):
+        status, body = raw(c, b"PUT /ifaces/%s/classifier HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              b"Connection: close\r\n%s\r\n%s" % (net.if_a.encode(), headers, doc))
+        assert status == 400 and json.loads(body)["error"]["code"] == "bad_request", body
+        assert "length is given twice" in json.loads(body)["error"]["message"]
+    assert [f.pref for f in net.a.filters(net.if_a) if f.name and f.name.startswith("clsd:")] == [10]
