@@ -3,6 +3,7 @@
  * when a state changes. Reads are open to everyone; what changes state asks for root or CAP_NET_ADMIN. */
 #include <linux/capability.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-bus.h>
@@ -99,10 +100,22 @@ static int proc_status(pid_t pid, uid_t *ret_euid, uint64_t *ret_caps) {
         return have_uid && have_caps ? 0 : -EBADMSG;
 }
 
-/* Root, or CAP_NET_ADMIN in the caller's effective set. The euid and pid are the ones dbus-daemon vouches
- * for. dbus-daemon 1.14 passes no pidfd, so the capabilities come from the caller's /proc/PID/status;
- * that read must show the euid the bus does, so that a caller which execs a setuid program after
- * sending cannot lend it its PID (what it would find there is the new euid). */
+/* Whether pid is in clsd's user namespace. Capabilities are relative to the namespace that holds them:
+ * an unprivileged user's "unshare -Ur" shows a full CapEff that is worth nothing to the host. */
+static bool same_user_namespace(pid_t pid) {
+        struct stat mine, theirs;
+        char path[64];
+
+        snprintf(path, sizeof(path), "/proc/%d/ns/user", (int) pid);
+        return stat("/proc/self/ns/user", &mine) == 0 && stat(path, &theirs) == 0 && mine.st_dev == theirs.st_dev &&
+               mine.st_ino == theirs.st_ino;
+}
+
+/* Root, or CAP_NET_ADMIN in the caller's effective set, in clsd's user namespace. The euid and pid are
+ * the ones dbus-daemon vouches for (the euid as the bus's namespace sees it: a user namespace's root
+ * is its owner there). dbus-daemon 1.14 passes no pidfd, so the capabilities come from the caller's
+ * /proc/PID/status; that read must show the euid the bus does, so that a caller which execs a setuid
+ * program after sending cannot lend it its PID (what it would find there is the new euid). */
 static int require_privilege(sd_bus_message *m, sd_bus_error *error) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         uid_t euid = (uid_t) -1, proc_euid = (uid_t) -1;
@@ -115,10 +128,11 @@ static int require_privilege(sd_bus_message *m, sd_bus_error *error) {
                         return 0;
                 if (sd_bus_creds_get_pid(creds, &pid) >= 0 && pid > 0 &&
                     proc_status(pid, &proc_euid, &caps) >= 0 && proc_euid == euid &&
-                    (caps & (UINT64_C(1) << CAP_NET_ADMIN)))
+                    (caps & (UINT64_C(1) << CAP_NET_ADMIN)) && same_user_namespace(pid))
                         return 0;
         }
-        log_warning("D-Bus: %s refused to %s (uid %d): needs root or CAP_NET_ADMIN",
+        log_warning("D-Bus: %s refused to %s (uid %d): needs root or CAP_NET_ADMIN (in the host's user "
+                    "namespace)",
                     sd_bus_message_get_member(m), strna(sd_bus_message_get_sender(m)), (int) euid);
         return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "%s needs root or CAP_NET_ADMIN",
                                  sd_bus_message_get_member(m));

@@ -205,6 +205,11 @@ def test_an_unprivileged_caller_reads_but_cannot_reconcile(net, bus, dclsd, bpf)
     r = bus.call("Reconcile", prefix=capable, check=False)
     assert r.returncode == 0, r.stderr
     assert "D-Bus: Reconcile asked by" in dclsd.log_this_run()
+    # Root of a user namespace of its own (unshare -Ur) holds every capability there, none on the host.
+    asked = dclsd.log_this_run().count("D-Bus: Reconcile asked by")
+    r = bus.call("Reconcile", prefix=NOBODY + ["unshare", "-Ur"], check=False)
+    assert r.returncode != 0 and "Access denied" in r.stderr, (r.returncode, r.stderr)
+    assert dclsd.log_this_run().count("D-Bus: Reconcile asked by") == asked
 
 
 def test_without_a_bus_clsd_runs_and_says_so(net, clsd):
