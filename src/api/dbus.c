@@ -107,8 +107,8 @@ static bool same_user_namespace(pid_t pid) {
         char path[64];
 
         snprintf(path, sizeof(path), "/proc/%d/ns/user", (int) pid);
-        return stat("/proc/self/ns/user", &mine) == 0 && stat(path, &theirs) == 0 && mine.st_dev == theirs.st_dev &&
-               mine.st_ino == theirs.st_ino;
+        return stat("/proc/self/ns/user", &mine) == 0 && stat(path, &theirs) == 0 &&
+               mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
 }
 
 /* Root, or CAP_NET_ADMIN in the caller's effective set, in clsd's user namespace. The euid and pid are

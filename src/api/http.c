@@ -30,11 +30,28 @@ typedef struct Listener {
         sd_event_source *timer;
         sd_event_source *kick; /* runs libmicrohttpd after a suspended connection was resumed */
         Request *suspended; /* connections waiting for the daemon's answer */
+        struct Peer *peers; /* every open connection, with its peer and header deadline */
+        sd_event_source *deadline_timer;
 } Listener;
+
+/* An open connection (libmicrohttpd's socket context): who it is, and by when its next request's
+ * headers must be in (0: a request is being served). */
+typedef struct Peer {
+        Listener *listener;
+        struct MHD_Connection *connection;
+        int fd;
+        char key[INET6_ADDRSTRLEN + 16]; /* "ip ADDR" or "uid N" */
+        uint64_t deadline;
+        struct Peer *prev, *next;
+} Peer;
+
+static void peer_expect_request(Peer *p, bool due);
+static Peer *connection_peer(struct MHD_Connection *c);
 
 static void listener_free(Listener *l) {
         if (!l)
                 return;
+        sd_event_source_disable_unref(l->deadline_timer);
         /* libmicrohttpd stops only with every connection resumed. */
         for (Request *r = l->suspended; r; r = r->next_suspended)
                 MHD_resume_connection(r->connection);
@@ -140,7 +157,10 @@ static void request_completed(void *cls, struct MHD_Connection *c, void **con_cl
                               enum MHD_RequestTerminationCode toe) {
         Request *req = *con_cls;
 
-        (void) cls, (void) c, (void) toe;
+        (void) cls, (void) toe;
+        Peer *p = connection_peer(c);
+        if (p)
+                peer_expect_request(p, true);
         if (!req)
                 return;
         if (req->suspended)
@@ -150,6 +170,122 @@ static void request_completed(void *cls, struct MHD_Connection *c, void **con_cl
         free(req->body);
         free(req);
         *con_cls = NULL;
+}
+
+/* ---- peers: connections per peer, header deadlines ---- */
+
+static void peer_key(int fd, bool tcp, char *key, size_t size) {
+        struct sockaddr_storage sa;
+        socklen_t len = sizeof(sa);
+        struct ucred cred;
+        socklen_t clen = sizeof(cred);
+        char addr[INET6_ADDRSTRLEN] = "?";
+
+        if (!tcp) {
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
+                        snprintf(key, size, "uid %u", (unsigned) cred.uid);
+                else
+                        snprintf(key, size, "uid ?");
+                return;
+        }
+        if (getpeername(fd, (struct sockaddr *) &sa, &len) == 0) {
+                if (sa.ss_family == AF_INET)
+                        inet_ntop(AF_INET, &((struct sockaddr_in *) &sa)->sin_addr, addr, sizeof(addr));
+                else if (sa.ss_family == AF_INET6)
+                        inet_ntop(AF_INET6, &((struct sockaddr_in6 *) &sa)->sin6_addr, addr, sizeof(addr));
+        }
+        snprintf(key, size, "ip %s", addr);
+}
+
+static void deadline_arm(Listener *l) {
+        uint64_t next = UINT64_MAX;
+
+        for (Peer *p = l->peers; p; p = p->next)
+                if (p->deadline && p->deadline < next)
+                        next = p->deadline;
+        if (next == UINT64_MAX) {
+                (void) sd_event_source_set_enabled(l->deadline_timer, SD_EVENT_OFF);
+                return;
+        }
+        (void) sd_event_source_set_time(l->deadline_timer, next);
+        (void) sd_event_source_set_enabled(l->deadline_timer, SD_EVENT_ONESHOT);
+}
+
+/* A connection past its header deadline is shut down: libmicrohttpd reads its end and closes it. */
+static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        Listener *l = userdata;
+
+        (void) s;
+        for (Peer *p = l->peers; p; p = p->next)
+                if (p->deadline && p->deadline <= usec) {
+                        log_info("%s: no request within %us; connection closed", p->key,
+                                 l->api->config.header_timeout_sec);
+                        p->deadline = 0;
+                        (void) shutdown(p->fd, SHUT_RDWR);
+                }
+        deadline_arm(l);
+        listener_run(l);
+        return 0;
+}
+
+/* The next request's headers are due (a connection opened, or an answer sent), or in (not due). */
+static void peer_expect_request(Peer *p, bool due) {
+        Listener *l = p->listener;
+        uint64_t now;
+
+        (void) sd_event_now(l->api->event, CLOCK_MONOTONIC, &now);
+        p->deadline = due && l->api->config.header_timeout_sec
+                              ? now + l->api->config.header_timeout_sec * 1000000ULL
+                              : 0;
+        deadline_arm(l);
+}
+
+/* A connection opened or closed: the peer's count, and its first request's deadline. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+        Listener *l = cls;
+        Peer *p = *socket_context;
+        const union MHD_ConnectionInfo *info;
+        unsigned same = 0;
+
+        if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+                if (!p)
+                        return;
+                if (p->prev)
+                        p->prev->next = p->next;
+                else
+                        l->peers = p->next;
+                if (p->next)
+                        p->next->prev = p->prev;
+                free(p);
+                *socket_context = NULL;
+                deadline_arm(l);
+                return;
+        }
+        info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!info || !(p = calloc(1, sizeof(*p))))
+                return;
+        *p = (Peer){ .listener = l, .connection = c, .fd = info->connect_fd };
+        peer_key(p->fd, l->tcp, p->key, sizeof(p->key));
+        for (Peer *q = l->peers; q; q = q->next)
+                same += streq(q->key, p->key);
+        p->next = l->peers;
+        if (l->peers)
+                l->peers->prev = p;
+        l->peers = p;
+        *socket_context = p;
+        if (l->api->config.connections_per_peer && same >= l->api->config.connections_per_peer) {
+                log_info("%s: already %u connections; another refused", p->key, same);
+                (void) shutdown(p->fd, SHUT_RDWR);
+                return;
+        }
+        peer_expect_request(p, true);
+}
+
+static Peer *connection_peer(struct MHD_Connection *c) {
+        const union MHD_ConnectionInfo *info =
+                MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        return info ? info->socket_context : NULL;
 }
 
 static bool method_changes_state(const char *method) {
@@ -229,6 +365,9 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
                 Response resp = { 0 };
                 const char *cl;
 
+                Peer *p = connection_peer(c);
+                if (p)
+                        peer_expect_request(p, false); /* its headers are in */
                 req = calloc(1, sizeof(*req));
                 if (!req)
                         return MHD_NO;
@@ -328,7 +467,8 @@ static int listener_new(Api *a, int fd, bool tcp, Listener **ret, Error *reterr)
                 l, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, a->config.connections_max,
                 MHD_OPTION_CONNECTION_TIMEOUT, a->config.timeout_sec, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                 (size_t) CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
-                MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
+                MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, l,
+                MHD_OPTION_END);
         if (!l->mhd) {
                 safe_close(fd);
                 free(l);
@@ -339,9 +479,14 @@ static int listener_new(Api *a, int fd, bool tcp, Listener **ret, Error *reterr)
         if (r >= 0)
                 r = sd_event_add_time(a->event, &l->timer, CLOCK_MONOTONIC, 0, 0, on_timer, l);
         if (r >= 0)
+                r = sd_event_add_time(a->event, &l->deadline_timer, CLOCK_MONOTONIC, 0, 100 * 1000,
+                                      on_deadline, l);
+        if (r >= 0)
                 r = sd_event_add_defer(a->event, &l->kick, on_kick, l);
         if (r >= 0)
                 r = sd_event_source_set_enabled(l->kick, SD_EVENT_OFF);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(l->deadline_timer, SD_EVENT_OFF);
         if (r < 0) {
                 listener_free(l);
                 return error_set(reterr, r, "internal_error",

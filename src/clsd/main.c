@@ -103,6 +103,12 @@ static void help(void) {
                "       --max-json-size N      Largest JSON body in bytes (default %u)\n"
                "       --max-connections N    Concurrent API connections (default %u)\n"
                "       --request-timeout SEC  Idle time before a connection is dropped (default %u)\n"
+               "       --header-timeout SEC   Time a client has to send a request's headers, from its\n"
+               "                              connection or its previous answer (default %u): a\n"
+               "                              client dripping bytes does not hold a slot for ever\n"
+               "       --max-connections-per-peer N\n"
+               "                              Connections one peer (an address over TCP, a uid on\n"
+               "                              the unix socket) may hold at once (default %u)\n"
                "       --resync-interval SEC  Full resync of every interface, the backstop for lost\n"
                "                              events (default %u; 0: never)\n"
                "       --fleet URL[,URL…]     Take fleet policies from etcd (its v3 gateway) and write\n"
@@ -126,8 +132,8 @@ static void help(void) {
                "error.\n",
                DEFAULT_STATE_DIR, DAEMON_HOGS_DIR_DEFAULT, DAEMON_BPFFS_DIR_DEFAULT, DEFAULT_SOCKET,
                API_OBJECT_SIZE_MAX_DEFAULT, API_JSON_SIZE_MAX_DEFAULT, API_CONNECTIONS_MAX_DEFAULT,
-               API_TIMEOUT_SEC_DEFAULT, DAEMON_RESYNC_SEC_DEFAULT, ETCD_PREFIX_DEFAULT,
-               FLEET_LEASE_TTL_DEFAULT);
+               API_TIMEOUT_SEC_DEFAULT, API_HEADER_TIMEOUT_SEC_DEFAULT, API_CONNECTIONS_PER_PEER_DEFAULT,
+               DAEMON_RESYNC_SEC_DEFAULT, ETCD_PREFIX_DEFAULT, FLEET_LEASE_TTL_DEFAULT);
 }
 
 typedef struct Context {
@@ -213,6 +219,8 @@ enum {
         ARG_FLEET_KEY,
         ARG_FLEET_TTL,
         ARG_OBJECT_DIR,
+        ARG_HEADER_TIMEOUT,
+        ARG_PER_PEER,
 };
 
 static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, FleetConfig *fc, bool *check,
@@ -232,6 +240,8 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                 { "max-json-size", required_argument, NULL, ARG_MAX_JSON },
                 { "max-connections", required_argument, NULL, ARG_MAX_CONN },
                 { "request-timeout", required_argument, NULL, ARG_TIMEOUT },
+                { "header-timeout", required_argument, NULL, ARG_HEADER_TIMEOUT },
+                { "max-connections-per-peer", required_argument, NULL, ARG_PER_PEER },
                 { "resync-interval", required_argument, NULL, ARG_RESYNC },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
                 { "fleet", required_argument, NULL, ARG_FLEET },
@@ -333,6 +343,16 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                         if (parse_size("--request-timeout", optarg, &v) < 0)
                                 return -EINVAL;
                         ac->timeout_sec = (unsigned) v;
+                        break;
+                case ARG_HEADER_TIMEOUT:
+                        if (parse_size("--header-timeout", optarg, &v) < 0)
+                                return -EINVAL;
+                        ac->header_timeout_sec = (unsigned) v;
+                        break;
+                case ARG_PER_PEER:
+                        if (parse_size("--max-connections-per-peer", optarg, &v) < 0)
+                                return -EINVAL;
+                        ac->connections_per_peer = (unsigned) v;
                         break;
                 case ARG_RESYNC:
                         if (streq(optarg, "0"))
@@ -484,7 +504,9 @@ int main(int argc, char *argv[]) {
                          .json_size_max = API_JSON_SIZE_MAX_DEFAULT,
                          .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT,
                          .connections_max = API_CONNECTIONS_MAX_DEFAULT,
-                         .timeout_sec = API_TIMEOUT_SEC_DEFAULT };
+                         .timeout_sec = API_TIMEOUT_SEC_DEFAULT,
+                         .header_timeout_sec = API_HEADER_TIMEOUT_SEC_DEFAULT,
+                         .connections_per_peer = API_CONNECTIONS_PER_PEER_DEFAULT };
         _cleanup_(daemon_freep) Manager *d = NULL;
         _cleanup_(api_freep) Api *api = NULL;
         FleetConfig fc = { 0 };

@@ -154,3 +154,52 @@ def test_a_control_byte_in_the_path_and_a_body_framed_twice_are_400(net, clsd_fa
         assert status == 400 and json.loads(body)["error"]["code"] == "bad_request", body
         assert "length is given twice" in json.loads(body)["error"]["message"]
     assert [f.pref for f in net.a.filters(net.if_a) if f.name and f.name.startswith("clsd:")] == [10]
+
+
+def test_clients_dripping_headers_hold_no_slot_and_one_peer_holds_a_few(net, clsd_factory, workdir):
+    """20 clients from one address each send a header byte every half second, as slowloris does: four
+    (the per-peer limit) are let in, the others are closed at once, and those four are closed when the
+    header deadline passes; other peers and the unix socket are served all along."""
+    import socket as sk
+    import time
+    from conftest import ADDR_A, ADDR_B, Api, NetnsHTTPConnection
+    port = free_port(net.a, ADDR_A)
+    c = clsd_factory(net.a, args=("--listen", "%s:%d" % (ADDR_A, port), "--token-file",
+                                  token_file(workdir, "0123456789abcdef0123"), "--header-timeout", "2",
+                                  "--max-connections-per-peer", "4"))
+    drippers = []
+    for _ in range(20):
+        s = net.b.socket()
+        s.settimeout(0.2)
+        s.connect((ADDR_A, port))
+        s.sendall(b"G")
+        drippers.append(s)
+
+    def open_ones():
+        alive = []
+        for s in drippers:
+            try:
+                s.sendall(b"E")
+                if s.recv(1, sk.MSG_PEEK) == b"":
+                    continue
+            except sk.timeout:
+                pass  # nothing to read: still open
+            except OSError:
+                continue
+            alive.append(s)
+        return alive
+    time.sleep(0.5)
+    assert len(open_ones()) == 4
+    # another peer (ADDR_A, over TCP) and the unix socket are served meanwhile
+    assert Api(lambda: NetnsHTTPConnection(net.a, ADDR_A, port)).get("/healthz").status == 200
+    assert c.api.get("/healthz").status == 200
+    start = time.monotonic()
+    wait_for(lambda: not open_ones(), timeout=5, interval=0.3, what="the dripping clients closed")
+    assert time.monotonic() - start < 3.5
+    log = c.log_this_run()
+    assert "ip %s: already 4 connections; another refused" % ADDR_B in log
+    assert "ip %s: no request within 2s; connection closed" % ADDR_B in log
+    for s in drippers:
+        s.close()
+    # the address may connect again
+    assert Api(lambda: NetnsHTTPConnection(net.b, ADDR_A, port)).get("/healthz").status == 200

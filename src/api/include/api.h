@@ -12,6 +12,8 @@
 #define API_CONNECTIONS_MAX_DEFAULT 64
 /* A client that sends nothing for this long is dropped, so a slow client cannot hold a slot. */
 #define API_TIMEOUT_SEC_DEFAULT 30
+#define API_HEADER_TIMEOUT_SEC_DEFAULT 10
+#define API_CONNECTIONS_PER_PEER_DEFAULT 16
 
 typedef struct ApiConfig {
         const char *socket_path; /* NULL: no unix socket */
@@ -24,6 +26,11 @@ typedef struct ApiConfig {
         size_t object_size_max;
         unsigned connections_max;
         unsigned timeout_sec;
+        /* A request's headers must be in within this long of the connection or of the previous
+         * answer (an idle timeout alone lets a client that sends a byte a second hold a slot for ever). */
+        unsigned header_timeout_sec;
+        /* Connections one peer (an address over TCP, a uid on the unix socket) may hold at once. */
+        unsigned connections_per_peer;
         /* Where an object named by path in a request may be (the file's real path under one of them);
          * none: objects are named by digest only. Hogs, the host's configuration, are not bound. */
         const char *const *object_dirs;
