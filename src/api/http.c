@@ -51,7 +51,6 @@ static Peer *connection_peer(struct MHD_Connection *c);
 static void listener_free(Listener *l) {
         if (!l)
                 return;
-        sd_event_source_disable_unref(l->deadline_timer);
         /* libmicrohttpd stops only with every connection resumed. */
         for (Request *r = l->suspended; r; r = r->next_suspended)
                 MHD_resume_connection(r->connection);
@@ -60,7 +59,8 @@ static void listener_free(Listener *l) {
         sd_event_source_disable_unref(l->timer);
         sd_event_source_disable_unref(l->kick);
         if (l->mhd)
-                MHD_stop_daemon(l->mhd);
+                MHD_stop_daemon(l->mhd); /* closes the connections: on_connection() still sees the timer */
+        sd_event_source_disable_unref(l->deadline_timer);
         free(l);
 }
 
@@ -200,6 +200,8 @@ static void peer_key(int fd, bool tcp, char *key, size_t size) {
 static void deadline_arm(Listener *l) {
         uint64_t next = UINT64_MAX;
 
+        if (!l->deadline_timer)
+                return;
         for (Peer *p = l->peers; p; p = p->next)
                 if (p->deadline && p->deadline < next)
                         next = p->deadline;

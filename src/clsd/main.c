@@ -102,6 +102,11 @@ static void help(void) {
                "       --max-object-size N    Largest object upload in bytes (default %u)\n"
                "       --max-json-size N      Largest JSON body in bytes (default %u)\n"
                "       --max-connections N    Concurrent API connections (default %u)\n"
+               "       --max-objects N, --max-objects-size BYTES, --max-documents N, --max-policies N\n"
+               "                              What the API (and the fleet) may store: objects and\n"
+               "                              their bytes together, interface documents, policies\n"
+               "                              (defaults %u, %zu, %u, %u); over one, 507\n"
+               "                              quota_exceeded; a hog is never refused\n"
                "       --request-timeout SEC  Idle time before a connection is dropped (default %u)\n"
                "       --header-timeout SEC   Time a client has to send a request's headers, from its\n"
                "                              connection or its previous answer (default %u): a\n"
@@ -132,8 +137,10 @@ static void help(void) {
                "error.\n",
                DEFAULT_STATE_DIR, DAEMON_HOGS_DIR_DEFAULT, DAEMON_BPFFS_DIR_DEFAULT, DEFAULT_SOCKET,
                API_OBJECT_SIZE_MAX_DEFAULT, API_JSON_SIZE_MAX_DEFAULT, API_CONNECTIONS_MAX_DEFAULT,
-               API_TIMEOUT_SEC_DEFAULT, API_HEADER_TIMEOUT_SEC_DEFAULT, API_CONNECTIONS_PER_PEER_DEFAULT,
-               DAEMON_RESYNC_SEC_DEFAULT, ETCD_PREFIX_DEFAULT, FLEET_LEASE_TTL_DEFAULT);
+               DAEMON_OBJECTS_MAX_DEFAULT, DAEMON_OBJECTS_BYTES_MAX_DEFAULT, DAEMON_DOCUMENTS_MAX_DEFAULT,
+               DAEMON_POLICIES_MAX_DEFAULT, API_TIMEOUT_SEC_DEFAULT, API_HEADER_TIMEOUT_SEC_DEFAULT,
+               API_CONNECTIONS_PER_PEER_DEFAULT, DAEMON_RESYNC_SEC_DEFAULT, ETCD_PREFIX_DEFAULT,
+               FLEET_LEASE_TTL_DEFAULT);
 }
 
 typedef struct Context {
@@ -221,6 +228,10 @@ enum {
         ARG_OBJECT_DIR,
         ARG_HEADER_TIMEOUT,
         ARG_PER_PEER,
+        ARG_MAX_OBJECTS,
+        ARG_MAX_OBJECTS_SIZE,
+        ARG_MAX_DOCUMENTS,
+        ARG_MAX_POLICIES,
 };
 
 static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, FleetConfig *fc, bool *check,
@@ -242,6 +253,10 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                 { "request-timeout", required_argument, NULL, ARG_TIMEOUT },
                 { "header-timeout", required_argument, NULL, ARG_HEADER_TIMEOUT },
                 { "max-connections-per-peer", required_argument, NULL, ARG_PER_PEER },
+                { "max-objects", required_argument, NULL, ARG_MAX_OBJECTS },
+                { "max-objects-size", required_argument, NULL, ARG_MAX_OBJECTS_SIZE },
+                { "max-documents", required_argument, NULL, ARG_MAX_DOCUMENTS },
+                { "max-policies", required_argument, NULL, ARG_MAX_POLICIES },
                 { "resync-interval", required_argument, NULL, ARG_RESYNC },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
                 { "fleet", required_argument, NULL, ARG_FLEET },
@@ -348,6 +363,22 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                         if (parse_size("--header-timeout", optarg, &v) < 0)
                                 return -EINVAL;
                         ac->header_timeout_sec = (unsigned) v;
+                        break;
+                case ARG_MAX_OBJECTS:
+                        if (parse_size("--max-objects", optarg, &dc->objects_max) < 0)
+                                return -EINVAL;
+                        break;
+                case ARG_MAX_OBJECTS_SIZE:
+                        if (parse_size("--max-objects-size", optarg, &dc->objects_bytes_max) < 0)
+                                return -EINVAL;
+                        break;
+                case ARG_MAX_DOCUMENTS:
+                        if (parse_size("--max-documents", optarg, &dc->documents_max) < 0)
+                                return -EINVAL;
+                        break;
+                case ARG_MAX_POLICIES:
+                        if (parse_size("--max-policies", optarg, &dc->policies_max) < 0)
+                                return -EINVAL;
                         break;
                 case ARG_PER_PEER:
                         if (parse_size("--max-connections-per-peer", optarg, &v) < 0)
@@ -498,6 +529,10 @@ int main(int argc, char *argv[]) {
                             .bpffs_dir = DAEMON_BPFFS_DIR_DEFAULT,
                             .netns_dir = DAEMON_NETNS_DIR_DEFAULT,
                             .object_size_max = API_OBJECT_SIZE_MAX_DEFAULT,
+                            .objects_max = DAEMON_OBJECTS_MAX_DEFAULT,
+                            .objects_bytes_max = DAEMON_OBJECTS_BYTES_MAX_DEFAULT,
+                            .documents_max = DAEMON_DOCUMENTS_MAX_DEFAULT,
+                            .policies_max = DAEMON_POLICIES_MAX_DEFAULT,
                             .resync_usec = DAEMON_RESYNC_SEC_DEFAULT * 1000000ULL };
         ApiConfig ac = { .socket_path = DEFAULT_SOCKET,
                          .socket_fd = -1,

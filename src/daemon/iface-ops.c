@@ -46,6 +46,24 @@ static int check_owner(Manager *m, const char *netns, const char *ifname, Error 
         return 0;
 }
 
+/* A new API document (not one replaced) fits --max-documents. */
+static int check_documents_quota(Manager *m, const char *netns, const char *ifname, Error *reterr) {
+        Iface *it = iface_table_get(m->ifaces, netns, ifname);
+        size_t n = 0;
+
+        if (!m->config.documents_max || (it && it->visible && it->api))
+                return 0;
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
+                Iface *o = iface_table_at(m->ifaces, i);
+                n += o->visible && o->api;
+        }
+        if (n >= m->config.documents_max)
+                return error_set(
+                        reterr, ENOSPC, "quota_exceeded",
+                        "%zu documents are stored, the most --max-documents allows; delete one first", n);
+        return 0;
+}
+
 static void put_or_dry_run(Manager *m, ChangeKind kind, const char *netns, const char *ifname, json_t *body,
                            const DaemonExpect *expect, DaemonDoneFunc done, DryRunDoneFunc dry_done,
                            void *userdata) {
@@ -61,6 +79,8 @@ static void put_or_dry_run(Manager *m, ChangeKind kind, const char *netns, const
                 r = error_set(&e, ENOMEM, "internal_error", "out of memory");
         if (r >= 0) /* a dry run says what the PUT would: refused */
                 r = check_owner(m, netns, ifname, &e);
+        if (r >= 0)
+                r = check_documents_quota(m, netns, ifname, &e);
         if (r >= 0 && !(c = change_new(m, kind, expect)))
                 r = error_set(&e, ENOMEM, "internal_error", "out of memory");
         if (r < 0) {

@@ -1,5 +1,6 @@
 /* objects.c: the objects the faces upload and list. An upload is inspected by a worker without
  * privileges before it is stored: a parser that crashes on it costs that worker and one 422. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,6 +60,28 @@ size_t daemon_object_count(Manager *m) {
 
 const DaemonObject *daemon_object_at(Manager *m, size_t i) {
         return object_cache_at(m->objects, i);
+}
+
+int daemon_object_quota_check(Manager *m, const char *digest, size_t size, Error *reterr) {
+        size_t n = object_cache_size(m->objects);
+        uint64_t bytes = size;
+
+        if (object_cache_get(m->objects, digest))
+                return 0; /* stored already: nothing more */
+        for (size_t i = 0; i < n; i++)
+                bytes += object_cache_at(m->objects, i)->size;
+        if (m->config.objects_max && n >= m->config.objects_max)
+                return error_set(
+                        reterr, ENOSPC, "quota_exceeded",
+                        "%zu objects are stored, the most --max-objects allows; remove one no document "
+                        "uses (DELETE /objects/DIGEST) first",
+                        n);
+        if (m->config.objects_bytes_max && bytes > m->config.objects_bytes_max)
+                return error_set(reterr, ENOSPC, "quota_exceeded",
+                                 "this object (%zu bytes) would bring the objects stored to %" PRIu64
+                                 " bytes, over --max-objects-size %zu",
+                                 size, bytes, m->config.objects_bytes_max);
+        return 0;
 }
 
 typedef struct Upload {
@@ -152,6 +175,14 @@ void daemon_object_add(Manager *m, const void *data, size_t size, DaemonObjectDo
         }
         memcpy(u->data, data, size);
         *u = (Upload){ .m = m, .data = u->data, .size = size, .done = done, .userdata = userdata };
+        char digest[SHA256_DIGEST_STRING_MAX];
+        sha256_digest_string(data, size, digest);
+        if (daemon_object_quota_check(m, digest, size, &e) < 0) {
+                daemon_count_error(m, e.code);
+                upload_finish(u, NULL, false, &e);
+                error_done(&e);
+                return;
+        }
         r = worker_inspect(m->workers, u->data, size, on_upload_inspected, u, NULL);
         if (r < 0) {
                 error_set(&e, -r, "internal_error", "cannot start a worker: %s", strerror(-r));

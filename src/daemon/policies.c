@@ -727,7 +727,17 @@ static void policy_change(Manager *m, const char *name, json_t *body, const Daem
         if (!txn)
                 return;
         item = txn_add(txn, name, expect, false, body ? "change" : "remove", &e);
-        if (!item || item_set(item, body, 0, &e) < 0) {
+        if (item && body && !item->old && m->config.policies_max) {
+                size_t n = 0;
+                for (size_t i = 0; i < m->n_policies; i++)
+                        n += !m->policies[i]->hog_path && !m->policies[i]->fleet_revision;
+                if (n >= m->config.policies_max)
+                        error_set(
+                                &e, ENOSPC, "quota_exceeded",
+                                "%zu policies are stored, the most --max-policies allows; delete one first",
+                                n);
+        }
+        if (!item || e.code || item_set(item, body, 0, &e) < 0) {
                 txn_fail(txn, &e);
                 error_done(&e);
                 return;

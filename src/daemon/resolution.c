@@ -63,7 +63,10 @@ static void on_one_inspected(WorkerResult *result, void *userdata) {
                         result->r = -EINVAL;
                 } else if (!c->keep_only) {
                         char digest[SHA256_DIGEST_STRING_MAX];
-                        if (store_object_put(m->store, p->data, p->size, digest, NULL, &e) < 0) {
+                        if (daemon_object_quota_check(m, p->digest, p->size, &e) < 0) {
+                                result->r = -ENOSPC;
+                                result->error = e;
+                        } else if (store_object_put(m->store, p->data, p->size, digest, NULL, &e) < 0) {
                                 result->r = -EIO;
                                 result->error = e;
                         } else if (!object_cache_get(m->objects, digest) &&

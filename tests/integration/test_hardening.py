@@ -203,3 +203,38 @@ def test_clients_dripping_headers_hold_no_slot_and_one_peer_holds_a_few(net, cls
         s.close()
     # the address may connect again
     assert Api(lambda: NetnsHTTPConnection(net.b, ADDR_A, port)).get("/healthz").status == 200
+
+
+def test_quotas_on_what_clients_may_store(net, clsd_factory, bpf, workdir):
+    """Objects (count and bytes), documents and policies are bounded: past a quota, 507 quota_exceeded
+    with a JSON body, and what is stored stays; replacing what exists is no new thing."""
+    sizes = [os.path.getsize(p) for p in (bpf.count, bpf.drop_port, bpf.classid)]
+    c = clsd_factory(net.a, args=("--max-objects", "2", "--max-documents", "2", "--max-policies", "1"))
+
+    def quota(r, what):
+        assert r.status == 507, (r.status, r.body)
+        assert r.json["error"]["code"] == "quota_exceeded" and what in r.json["error"]["message"], r.body
+    a, b = c.api.upload_ok(bpf.count), c.api.upload_ok(bpf.drop_port)
+    quota(c.api.upload(bpf.classid), "--max-objects")
+    assert c.api.upload(bpf.count).status == 200  # stored already: fine
+    # named by path in a PUT, a third object is refused the same way, and nothing is attached
+    quota(c.api.put_classifier(net.if_a, {"ingress": [filt("x", bpf.classid, priority=5, direct_action=False,
+                                                           classid="1:10")]}), "--max-objects")
+    assert len(c.api.get("/objects").json["objects"]) == 2
+    # documents: two (one for an interface that is not there yet); a third is refused, a replacement is not
+    assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", a, priority=10)]}).status == 200
+    assert c.api.put_classifier("later0", {"ingress": [filt("web", a, priority=10)]}).status == 202
+    quota(c.api.put_classifier("later1", {"ingress": [filt("web", a, priority=10)]}), "--max-documents")
+    quota(c.api.request("PUT", "/ifaces/later1/classifier?dry_run=1", {"ingress": [filt("web", a, priority=10)]}),
+          "--max-documents")
+    assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", b, priority=10)]}).status == 200
+    # policies
+    pol = {"match": {"ifname": ["zz*"]}, "ingress": [filt("p", a, priority=30)]}
+    assert c.api.request("PUT", "/policies/one", pol).status == 200
+    quota(c.api.request("PUT", "/policies/two", pol), "--max-policies")
+    assert c.api.request("PUT", "/policies/one", dict(pol, order=2)).status == 200
+    assert [p["name"] for p in c.api.get("/policies").json["policies"]] == ["one"]
+    # bytes: the objects together
+    c2 = clsd_factory(net.b, name="bytes", args=("--max-objects-size", str(sizes[0] + sizes[1] - 1)))
+    c2.api.upload_ok(bpf.count)
+    quota(c2.api.upload(bpf.drop_port), "--max-objects-size")

@@ -28,6 +28,9 @@ typedef struct DaemonConfig {
         const char *netns_dir;
         /* An object upload, or an object file named by path, larger than this is refused. */
         size_t object_size_max;
+        /* Quotas of what the API and the fleet may store (hogs, the host's own, are not held to them):
+         * objects (count, and their bytes together), API documents, API policies; 0: no limit. */
+        size_t objects_max, objects_bytes_max, documents_max, policies_max;
         /* The periodic full resync, the backstop for lost events; 0 turns it off. */
         uint64_t resync_usec;
         /* Holds BPF_ENABLE_STATS so that programs' run_count and run_time_ns are counted. */
@@ -40,6 +43,10 @@ typedef struct DaemonConfig {
 } DaemonConfig;
 
 #define DAEMON_RESYNC_SEC_DEFAULT 60
+#define DAEMON_OBJECTS_MAX_DEFAULT 1024
+#define DAEMON_OBJECTS_BYTES_MAX_DEFAULT ((size_t) 2048 * 1024 * 1024)
+#define DAEMON_DOCUMENTS_MAX_DEFAULT 65536
+#define DAEMON_POLICIES_MAX_DEFAULT 4096
 #define DAEMON_HOGS_DIR_DEFAULT "/etc/clsd/hogs.d"
 #define DAEMON_BPFFS_DIR_DEFAULT "/sys/fs/bpf/clsd"
 #define DAEMON_NETNS_DIR_DEFAULT "/run/netns"
@@ -304,6 +311,9 @@ typedef struct DaemonObject {
         NlObjectInfo *info;
 } DaemonObject;
 
+/* Whether one more object (digest, size bytes) fits --max-objects and --max-objects-size (one stored
+ * already always does): quota_exceeded (507) otherwise. */
+int daemon_object_quota_check(Manager *m, const char *digest, size_t size, Error *reterr);
 /* Inspected in a worker without privileges (a parser that crashes costs that worker, not clsd). */
 typedef void (*DaemonObjectDoneFunc)(Manager *m, const DaemonObject *o, bool created, const Error *e,
                                      void *userdata);
