@@ -55,6 +55,7 @@ static const struct {
         { "map_not_found", 422 },
         { "map_incompatible", 422 },
         { "map_unreadable", 422 },
+        { "parent_not_found", 422 },
         { "quota_exceeded", 507 },
         { "kernel_error", 500 },
         { "store_error", 500 },

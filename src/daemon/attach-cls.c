@@ -350,6 +350,20 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
                                         return k;
                                 changes += k;
                         }
+                        if (r < 0 && r == -EINVAL && spec.parent != nl_hook_parent(NL_HOOK_INGRESS) &&
+                            spec.parent != nl_hook_parent(NL_HOOK_EGRESS)) {
+                                /* a "parent" the interface has no qdisc or class of: the document's
+                                 * to mend, not the kernel's failure */
+                                char why[256];
+                                snprintf(why, sizeof(why), "%s", strna(reterr->message));
+                                error_done(reterr);
+                                return error_set(
+                                        reterr, EINVAL, "parent_not_found",
+                                        "%s pref %u: parent %x:%x is not a qdisc or class of %s, or cannot "
+                                        "hold a filter (%s)",
+                                        hook, w->pref, spec.parent >> 16, spec.parent & 0xffff,
+                                        c->it->ifname, why);
+                        }
                         if (r < 0)
                                 return r;
                         if (after) {

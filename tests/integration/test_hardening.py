@@ -238,3 +238,17 @@ def test_quotas_on_what_clients_may_store(net, clsd_factory, bpf, workdir):
     c2 = clsd_factory(net.b, name="bytes", args=("--max-objects-size", str(sizes[0] + sizes[1] - 1)))
     c2.api.upload_ok(bpf.count)
     quota(c2.api.upload(bpf.drop_port), "--max-objects-size")
+
+
+def test_a_parent_the_interface_has_no_qdisc_of_is_422_not_500(net, clsd_factory, bpf):
+    c = clsd_factory(net.a)
+    digest = c.api.upload_ok(bpf.count)
+    assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]}).status == 200
+    r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)],
+                                        "egress": [filt("c", digest, priority=5, parent="7:")]})
+    assert r.status == 422 and r.json["error"]["code"] == "parent_not_found", r.body
+    assert "parent 7:0 is not a qdisc or class of %s" % net.if_a in r.json["error"]["message"], r.body
+    # the change was rolled back: the document and the kernel as before
+    doc = c.api.get_classifier(net.if_a).json["document"]
+    assert [f["name"] for f in doc["ingress"]] == ["web"] and doc["egress"] == []
+    assert [f.pref for f in net.a.filters(net.if_a) if f.name and f.name.startswith("clsd:")] == [10]
