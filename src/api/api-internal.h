@@ -33,6 +33,7 @@ struct Api {
         size_t n_requests;
         DaemonErrorCount errors[64]; /* error answers by code */
         size_t n_errors;
+        uint64_t audits[3]; /* audit records: ok, refused (4xx), failed (5xx) */
         ApiDbus *dbus; /* NULL: not on D-Bus */
         /* GET /ifaces's last answer per namespace, with what it was made from (links' version and the
          * namespace's interfaces): a poll that finds nothing changed is a copy. */
@@ -69,6 +70,7 @@ typedef struct Request {
         size_t body_size;
         size_t body_max;
         bool too_large;
+        char who[128]; /* the peer, for the audit */
         /* A change the daemon answers later (it waits for its interface's turn, or a worker): the
          * connection is suspended until request_answer(). */
         bool deferring;
@@ -118,6 +120,18 @@ void route_metrics(Request *req, Response *resp);
 const char *api_route_label(const char *url);
 void api_count_request(Api *a, const char *url, unsigned status);
 void api_count_error(Api *a, const char *code);
+
+/* audit.c: a change asked (or refused): who, what, how it ended. */
+typedef struct AuditRecord {
+        const char *who; /* "uid 0 pid 42 (unix socket)", "198.18.0.2 with the token (TCP)", … */
+        const char *method, *path;
+        unsigned status;
+        const char *code; /* the error's, or NULL */
+        const char *generation, *digest; /* what a change made, when it says */
+} AuditRecord;
+void api_audit(Api *a, const AuditRecord *r);
+/* Not GET or HEAD. */
+bool method_changes_state(const char *method);
 
 /* dbus.c */
 void api_dbus_free(ApiDbus *b);

@@ -116,6 +116,30 @@ static bool same_user_namespace(pid_t pid) {
  * is its owner there). dbus-daemon 1.14 passes no pidfd, so the capabilities come from the caller's
  * /proc/PID/status; that read must show the euid the bus does, so that a caller which execs a setuid
  * program after sending cannot lend it its PID (what it would find there is the new euid). */
+/* The audit's who of a D-Bus caller. */
+static void bus_who(sd_bus_message *m, char *buf, size_t size) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        uid_t euid = (uid_t) -1;
+        pid_t pid = 0;
+
+        if (sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID | SD_BUS_CREDS_PID, &creds) >= 0) {
+                (void) sd_bus_creds_get_euid(creds, &euid);
+                (void) sd_bus_creds_get_pid(creds, &pid);
+        }
+        snprintf(buf, size, "uid %d pid %d (D-Bus %s)", (int) euid, (int) pid,
+                 strna(sd_bus_message_get_sender(m)));
+}
+
+static void bus_audit(ApiDbus *b, sd_bus_message *m, unsigned status, const char *code) {
+        char who[128], path[128];
+
+        bus_who(m, who, sizeof(who));
+        snprintf(path, sizeof(path), "org.clsd1.Manager.%s", strna(sd_bus_message_get_member(m)));
+        api_audit(b->api,
+                  &(AuditRecord){
+                          .who = who, .method = "CALL", .path = path, .status = status, .code = code });
+}
+
 static int require_privilege(sd_bus_message *m, sd_bus_error *error) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         uid_t euid = (uid_t) -1, proc_euid = (uid_t) -1;
@@ -245,6 +269,7 @@ static int method_reconcile(sd_bus_message *m, void *userdata, sd_bus_error *err
         Manager *d = b->api->daemon;
         int r = require_privilege(m, error);
 
+        bus_audit(b, m, r < 0 ? 403 : 200, r < 0 ? "access_denied" : NULL);
         if (r < 0)
                 return r;
         log_info("D-Bus: Reconcile asked by %s", strna(sd_bus_message_get_sender(m)));

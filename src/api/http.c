@@ -41,6 +41,7 @@ typedef struct Peer {
         struct MHD_Connection *connection;
         int fd;
         char key[INET6_ADDRSTRLEN + 16]; /* "ip ADDR" or "uid N" */
+        pid_t pid; /* on the unix socket: the peer's, when it connected */
         uint64_t deadline;
         struct Peer *prev, *next;
 } Peer;
@@ -174,7 +175,7 @@ static void request_completed(void *cls, struct MHD_Connection *c, void **con_cl
 
 /* ---- peers: connections per peer, header deadlines ---- */
 
-static void peer_key(int fd, bool tcp, char *key, size_t size) {
+static void peer_key(int fd, bool tcp, char *key, size_t size, pid_t *ret_pid) {
         struct sockaddr_storage sa;
         socklen_t len = sizeof(sa);
         struct ucred cred;
@@ -182,9 +183,10 @@ static void peer_key(int fd, bool tcp, char *key, size_t size) {
         char addr[INET6_ADDRSTRLEN] = "?";
 
         if (!tcp) {
-                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) {
                         snprintf(key, size, "uid %u", (unsigned) cred.uid);
-                else
+                        *ret_pid = cred.pid;
+                } else
                         snprintf(key, size, "uid ?");
                 return;
         }
@@ -268,7 +270,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         if (!info || !(p = calloc(1, sizeof(*p))))
                 return;
         *p = (Peer){ .listener = l, .connection = c, .fd = info->connect_fd };
-        peer_key(p->fd, l->tcp, p->key, sizeof(p->key));
+        peer_key(p->fd, l->tcp, p->key, sizeof(p->key), &p->pid);
         for (Peer *q = l->peers; q; q = q->next)
                 same += streq(q->key, p->key);
         p->next = l->peers;
@@ -290,7 +292,7 @@ static Peer *connection_peer(struct MHD_Connection *c) {
         return info ? info->socket_context : NULL;
 }
 
-static bool method_changes_state(const char *method) {
+bool method_changes_state(const char *method) {
         return !streq(method, "GET") && !streq(method, "HEAD");
 }
 
@@ -304,19 +306,17 @@ static bool token_matches(const char *want, const char *got) {
         return diff == 0;
 }
 
-static bool request_authorized(const Request *req) {
-        const char *h, *tok;
+static bool request_has_token(const Request *req) {
+        const char *h = request_header(req, "Authorization");
 
-        if (!req->tcp || !method_changes_state(req->method))
-                return true;
-        if (!req->api->token)
-                return false;
-        h = request_header(req, "Authorization");
         /* The scheme is case-insensitive (RFC 9110 11.1). */
-        if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+        if (!req->api->token || !h || strncasecmp(h, "Bearer ", 7) != 0)
                 return false;
-        tok = h + 7;
-        return token_matches(req->api->token, tok);
+        return token_matches(req->api->token, h + 7);
+}
+
+static bool request_authorized(const Request *req) {
+        return !req->tcp || !method_changes_state(req->method) || request_has_token(req);
 }
 
 /* The path (and query values) decoded as libmicrohttpd would, except that one with a control byte
@@ -383,6 +383,11 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
                 req->body_max = startswith(url, "/objects") ? l->api->config.object_size_max
                                                             : l->api->config.json_size_max;
                 *con_cls = req;
+                if (!p)
+                        snprintf(req->who, sizeof(req->who), "an unknown peer");
+                else if (!l->tcp)
+                        snprintf(req->who, sizeof(req->who), "%s pid %d (unix socket)", p->key,
+                                 (int) p->pid);
 
                 if (url[0] == PATH_CONTROL_BYTE) {
                         response_errorf(
@@ -397,6 +402,9 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
                                 "beside Transfer-Encoding): refused");
                         return api_send(req, &resp);
                 }
+                if (p && l->tcp)
+                        snprintf(req->who, sizeof(req->who), "%s %s (TCP)", p->key + 3,
+                                 request_has_token(req) ? "with the token" : "without the token");
                 /* Refuse early, before reading a body we will not use. The metrics listener changes
                  * nothing, so it asks for no token. */
                 if (!l->metrics_only && !request_authorized(req)) {

@@ -241,6 +241,13 @@ void route_metrics(Request *req, Response *resp) {
         for (size_t i = 0; i < a->n_errors; i++)
                 on_sample(&sc, "clsd_api_errors_total", (const char *const[]){ "code", a->errors[i].code },
                           1, (double) a->errors[i].n);
+        on_family(&sc, "clsd_audit_records_total", "counter",
+                  "Changes asked of clsd (API and D-Bus), audited, by result: ok, refused (4xx), failed "
+                  "(5xx)");
+        static const char *const results[] = { "ok", "refused", "failed" };
+        for (size_t i = 0; i < ELEMENTSOF(results); i++)
+                on_sample(&sc, "clsd_audit_records_total", (const char *const[]){ "result", results[i] }, 1,
+                          (double) a->audits[i]);
         put(t, "", 0); /* an empty scrape still has its buffer */
         if (t->oom) {
                 free(t->s);

@@ -165,11 +165,36 @@ int request_want_content_type(const Request *req, const char *const *types, Resp
         return -1;
 }
 
+/* A change asked (not a read, not a dry run): its audit record. */
+static void audit(Request *req, const Response *resp) {
+        const char *dry = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "dry_run");
+        char generation[32] = "";
+
+        if (!method_changes_state(req->method) || req->metrics_only ||
+            (resp->status < 400 && dry && (streq(dry, "1") || streq(dry, "true"))))
+                return;
+        if (resp->etag[0])
+                snprintf(generation, sizeof(generation), "%.*s", (int) strlen(resp->etag) - 2,
+                         resp->etag + 1);
+        api_audit(req->api,
+                  &(AuditRecord){
+                          .who = req->who[0] ? req->who : "an unknown peer",
+                          .method = req->method,
+                          .path = (unsigned char) req->url[0] < 0x20 ? "(a path with a control byte)"
+                                                                     : req->url,
+                          .status = resp->status,
+                          .code = resp->error_code,
+                          .generation = generation[0] ? generation : NULL,
+                          .digest = json_string_value(json_object_get(resp->body, "digest")),
+                  });
+}
+
 MHD_RESULT api_send(Request *req, Response *resp) {
         struct MHD_Response *r;
         char *text = NULL;
         MHD_RESULT ret;
 
+        audit(req, resp);
         if (resp->body) {
                 text = json_dumps(resp->body, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
                 json_decref(resp->body);

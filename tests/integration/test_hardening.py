@@ -252,3 +252,33 @@ def test_a_parent_the_interface_has_no_qdisc_of_is_422_not_500(net, clsd_factory
     doc = c.api.get_classifier(net.if_a).json["document"]
     assert [f["name"] for f in doc["ingress"]] == ["web"] and doc["egress"] == []
     assert [f.pref for f in net.a.filters(net.if_a) if f.name and f.name.startswith("clsd:")] == [10]
+
+
+def test_every_change_and_every_refused_one_is_audited_once(net, clsd_factory, bpf, workdir):
+    from conftest import ADDR_A, Api, NetnsHTTPConnection
+    from test_queue import metric
+    port = free_port(net.a, ADDR_A)
+    c = clsd_factory(net.a, args=("--listen", "%s:%d" % (ADDR_A, port), "--token-file",
+                                  token_file(workdir, "0123456789abcdef0123")))
+    me = "uid 0 pid %d (unix socket)" % os.getpid()
+    digest = c.api.upload_ok(bpf.count)
+    doc = {"ingress": [filt("web", digest, priority=10)]}
+    assert c.api.put_classifier(net.if_a, doc).status == 200
+    assert c.api.request("PUT", "/ifaces/%s/classifier?dry_run=1" % net.if_a, doc).status == 200  # not a change
+    assert c.api.request("PUT", "/ifaces/%s/classifier" % net.if_a, b"{", content_type="application/json").status == 400
+    assert c.api.get_classifier(net.if_a).status == 200  # a read
+    tcp = Api(lambda: NetnsHTTPConnection(net.b, ADDR_A, port))
+    assert tcp.delete("/ifaces/%s/classifier" % net.if_a).status == 401
+    assert c.api.delete("/ifaces/%s/classifier" % net.if_a).status == 204
+    audits = [l.split("audit: ", 1)[1] for l in c.log_this_run().splitlines() if "audit: " in l]
+    assert audits == [
+        "POST /objects by %s: 201 ok digest=%s" % (me, digest),
+        "PUT /ifaces/%s/classifier by %s: 200 ok generation=1" % (net.if_a, me),
+        "PUT /ifaces/%s/classifier by %s: 400 malformed_json" % (net.if_a, me),
+        "DELETE /ifaces/%s/classifier by 198.18.0.2 without the token (TCP): 401 unauthorized" % net.if_a,
+        "DELETE /ifaces/%s/classifier by %s: 204 ok" % (net.if_a, me),
+    ], audits
+    from test_metrics import parse_exposition, value
+    samples, _ = parse_exposition(c.api.get("/metrics").body.decode())
+    assert value(samples, "clsd_audit_records_total", result="ok") == 3
+    assert value(samples, "clsd_audit_records_total", result="refused") == 2

@@ -243,7 +243,15 @@ def worker_children(c):
     for task in glob.glob("/proc/%d/task/*/children" % c.proc.pid):
         with open(task) as f:
             pids += [int(p) for p in f.read().split()]
-    return sorted(p for p in pids if open("/proc/%d/comm" % p).read().strip().startswith("clsd"))
+    workers = []
+    for p in pids:
+        try:  # a worker may end meanwhile
+            with open("/proc/%d/comm" % p) as f:
+                if f.read().strip().startswith("clsd"):
+                    workers.append(p)
+        except OSError:
+            pass
+    return sorted(workers)
 
 
 def test_a_spare_worker_takes_the_next_job_and_another_follows(net, clsd_factory, bpf):
@@ -257,12 +265,12 @@ def test_a_spare_worker_takes_the_next_job_and_another_follows(net, clsd_factory
     # an inspection: the spare takes it (and, confined for it, exits after); another spare follows
     assert c.api.upload(bpf.count).status == 201
     assert metric(c.api, "clsd_worker_spares_used_total") == 1
-    wait_for(lambda: len(worker_children(c)) == 1 and worker_children(c)[0] != spare, timeout=5,
+    wait_for(lambda: (w := worker_children(c)) and len(w) == 1 and w[0] != spare, timeout=5,
              what="the next spare")
     (spare,) = worker_children(c)
     # killed while it waits: clsd goes on, loads still work, and another spare is started
     os.kill(spare, 9)
-    wait_for(lambda: worker_children(c) and worker_children(c)[0] != spare, timeout=5, what="a new spare")
+    wait_for(lambda: (w := worker_children(c)) and w[0] != spare, timeout=5, what="a new spare")
     r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=10)]})
     assert r.status == 200 and status_of(r.json, "web")["attached"], r
     assert metric(c.api, "clsd_worker_spares_used_total") == 2

@@ -214,3 +214,28 @@ def test_stop_leaves_the_data_plane_and_flush_removes_only_clsds(net, host, bpf)
     f = net.a.filter_at(IF_A, 30)
     assert (f.id, f.name) == (foreign.id, foreign.name)
     assert os.listdir(h.path("/sys/fs/bpf/clsd/progs")) == []
+
+
+@pytest.mark.parametrize("host", ["StandardOutput=journal\nStandardError=journal\n"], indirect=True)
+def test_changes_are_audited_in_the_journal_with_fields_of_their_own(net, host, bpf):
+    """Under journald each change (and each refused one) is one journal entry with CLSD_AUDIT=1 and
+    fields saying who, what and how it ended: `journalctl CLSD_AUDIT=1`."""
+    import json
+    h = host
+    put_counter(h, bpf)
+    assert h.api.request("PUT", "/ifaces/%s/classifier" % IF_A, b"{", content_type="application/json").status == 400
+
+    def entries():
+        out = h.enter("journalctl", "-o", "json", "--no-pager", "CLSD_AUDIT=1", check=False).stdout
+        return [json.loads(l) for l in out.splitlines() if l.strip()]
+    deadline = time.monotonic() + 10
+    while len(entries()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    e = entries()
+    assert [(x["CLSD_METHOD"], x["CLSD_PATH"], x["CLSD_STATUS"], x["CLSD_RESULT"]) for x in e] == [
+        ("POST", "/objects", "201", "ok"), ("PUT", "/ifaces/%s/classifier" % IF_A, "200", "ok"),
+        ("PUT", "/ifaces/%s/classifier" % IF_A, "400", "refused")], e
+    assert e[0]["CLSD_DIGEST"].startswith("sha256:") and e[1]["CLSD_GENERATION"] == "1"
+    assert e[2]["CLSD_ERROR"] == "malformed_json"
+    assert all(x["CLSD_WHO"].startswith("uid 0 pid ") and x["CLSD_WHO"].endswith("(unix socket)") for x in e)
+    assert all(x["_SYSTEMD_UNIT"] == "clsd.service" for x in e)
