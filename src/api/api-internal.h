@@ -26,7 +26,6 @@ struct Api {
         ApiConfig config;
         size_t metrics_size; /* the last scrape's: the next one's buffer starts that large */
         char *token;
-        char **object_dirs; /* config.object_dirs, each its real path */
         struct Listener *listeners[3];
         size_t n_listeners;
         ApiRequestCount requests[128]; /* routes × the statuses each gives */

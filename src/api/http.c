@@ -669,20 +669,6 @@ int api_new(Manager *d, sd_event *event, const ApiConfig *config, Api **ret, Err
         a->daemon = d;
         a->event = event;
         a->config = *config;
-        if (!(a->object_dirs = calloc(config->n_object_dirs + 1, sizeof(char *))))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        for (size_t i = 0; i < config->n_object_dirs; i++) {
-                struct stat st;
-                a->object_dirs[i] = realpath(config->object_dirs[i], NULL);
-                if (!a->object_dirs[i] || stat(a->object_dirs[i], &st) < 0 || !S_ISDIR(st.st_mode))
-                        return error_set(reterr, a->object_dirs[i] ? ENOTDIR : errno, "invalid_value",
-                                         "--object-dir %s: %s", config->object_dirs[i],
-                                         a->object_dirs[i] ? "not a directory" : strerror(errno));
-                if (streq(a->object_dirs[i], "/"))
-                        return error_set(reterr, EINVAL, "invalid_value",
-                                         "--object-dir %s: the whole file system is not an object directory",
-                                         config->object_dirs[i]);
-        }
         r = tcp_check(a, reterr);
         if (r < 0)
                 return r;
@@ -746,9 +732,6 @@ Api *api_free(Api *a) {
                 free(a->ifaces_answers[i].netns);
                 free(a->ifaces_answers[i].text);
         }
-        for (size_t i = 0; a->object_dirs && a->object_dirs[i]; i++)
-                free(a->object_dirs[i]);
-        free(a->object_dirs);
         free(a->token);
         free(a);
         return NULL;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api-internal.h"
+#include "fileio.h"
 #include "log.h"
 
 static const struct {
@@ -89,39 +90,17 @@ void response_errorf(Response *resp, const char *code, const char *fmt, ...) {
         error_done(&e);
 }
 
-static bool under_object_dir(const Api *a, const char *real, bool or_equal) {
-        for (size_t i = 0; real && a->object_dirs[i]; i++) {
-                size_t n = strlen(a->object_dirs[i]);
-                if (strncmp(real, a->object_dirs[i], n) == 0 && (real[n] == '/' || (or_equal && !real[n])))
-                        return true;
-        }
-        return false;
-}
-
-/* Whether path is under one of the object directories, by its real path (no symbolic link or ".."
- * leads out); a file that does not exist, by its directory's (the resolver then says it is missing). */
-static bool object_path_allowed(const Api *a, const char *path) {
-        _cleanup_free_ char *real = realpath(path, NULL), *copy = NULL, *parent = NULL;
-
-        if (real)
-                return under_object_dir(a, real, false);
-        if (errno != ENOENT || !(copy = strdup(path)))
-                return false;
-        parent = realpath(dirname(copy), NULL);
-        return under_object_dir(a, parent, true);
-}
-
 static int object_check(const Request *req, json_t *holder, const char *where, Response *resp) {
         const char *s = json_string_value(json_object_get(holder, "object"));
 
         /* not a path: the document's parser says what is wrong with it, if anything */
-        if (!s || s[0] != '/' || object_path_allowed(req->api, s))
+        if (!s || s[0] != '/' || path_under_dirs(req->api->config.object_dirs, s) != -EACCES)
                 return 0;
         /* One answer whatever the file is (missing, unreadable, elsewhere): nothing is read. */
         response_errorf(resp, "object_path_refused",
                         "%s.object %s: over the API an object is named by digest (POST /objects) or by a "
                         "path under an object directory (--object-dir)%s",
-                        where, s, req->api->object_dirs[0] ? "" : "; this clsd has none");
+                        where, s, req->api->config.object_dirs[0] ? "" : "; this clsd has none");
         return -1;
 }
 

@@ -1,5 +1,9 @@
 /* fileio.c: whole-file reads and atomic, durable writes. */
 #include <fcntl.h>
+#include <stdbool.h>
+#include <sys/syscall.h>
+#include <linux/openat2.h>
+#include <libgen.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +75,56 @@ int read_full_file(const char *path, size_t max, char **ret_data, size_t *ret_si
         if (fd < 0)
                 return -errno;
         return read_full_fd(fd, max, ret_data, ret_size);
+}
+
+static bool under_dir(const char *const *dirs, const char *real, bool or_equal) {
+        for (size_t i = 0; real && dirs[i]; i++) {
+                size_t n = strlen(dirs[i]);
+                if (strncmp(real, dirs[i], n) == 0 && (real[n] == '/' || (or_equal && !real[n])))
+                        return true;
+        }
+        return false;
+}
+
+int path_under_dirs(const char *const *dirs, const char *path) {
+        _cleanup_free_ char *real = realpath(path, NULL), *copy = NULL, *parent = NULL;
+
+        if (real)
+                return under_dir(dirs, real, false) ? 0 : -EACCES;
+        if (errno != ENOENT || !(copy = strdup(path)))
+                return -EACCES;
+        parent = realpath(dirname(copy), NULL);
+        return under_dir(dirs, parent, true) ? -ENOENT : -EACCES;
+}
+
+static int read_regular_fd(int fd, size_t max, char **ret_data, size_t *ret_size) {
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        if ((uint64_t) st.st_size > max)
+                return -EFBIG;
+        return read_full_fd(fd, max, ret_data, ret_size);
+}
+
+int read_file_under_dirs(const char *const *dirs, const char *path, size_t max, char **ret_data,
+                         size_t *ret_size) {
+        _cleanup_free_ char *real = NULL;
+        struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+                                .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+        int r = path_under_dirs(dirs, path);
+
+        if (r < 0)
+                return r;
+        if (!(real = realpath(path, NULL)))
+                return errno == ENOENT ? -ENOENT : -EACCES;
+        /* The real path has no link in it: one that appears now was put there since. */
+        _cleanup_close_ int fd = (int) syscall(SYS_openat2, AT_FDCWD, real, &how, sizeof(how));
+        if (fd < 0)
+                return errno == ENOENT ? -ENOENT : -EACCES;
+        return read_regular_fd(fd, max, ret_data, ret_size);
 }
 
 int read_regular_file(const char *path, size_t max, char **ret_data, size_t *ret_size) {

@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api.h"
@@ -234,6 +235,34 @@ enum {
         ARG_MAX_POLICIES,
 };
 
+/* --object-dir as given, then each one's real path (NULL-terminated), for the API and the daemon. */
+static const char *object_dirs_given_raw[OBJECT_DIRS_MAX];
+static size_t n_object_dirs_raw;
+static char *object_dirs_real[OBJECT_DIRS_MAX + 1];
+
+static int object_dirs_resolve(void) {
+        for (size_t i = 0; i < n_object_dirs_raw; i++) {
+                const char *d = object_dirs_given_raw[i];
+                struct stat st;
+                char *real = realpath(d, NULL);
+                if (!real || stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+                        fprintf(stderr, "clsd: --object-dir %s: %s\n", d,
+                                real ? "not a directory" : strerror(errno));
+                        free(real);
+                        return -EINVAL;
+                }
+                if (streq(real, "/")) {
+                        fprintf(stderr,
+                                "clsd: --object-dir %s: the whole file system is not an object directory\n",
+                                d);
+                        free(real);
+                        return -EINVAL;
+                }
+                object_dirs_real[i] = real;
+        }
+        return 0;
+}
+
 static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, FleetConfig *fc, bool *check,
                       bool *flush) {
         static const struct option options[] = {
@@ -272,15 +301,13 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                 { "version", no_argument, NULL, ARG_VERSION },
                 {},
         };
-        static const char *object_dirs[OBJECT_DIRS_MAX];
         bool object_dirs_given = false;
         size_t v;
         int c, r;
 
-        ac->object_dirs = object_dirs;
         /* By default the directory the package installs objects in, when there is one. */
         if (access(OBJECT_DIR_DEFAULT, F_OK) == 0)
-                object_dirs[ac->n_object_dirs++] = OBJECT_DIR_DEFAULT;
+                object_dirs_given_raw[n_object_dirs_raw++] = OBJECT_DIR_DEFAULT;
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
                 switch (c) {
                 case ARG_STATE_DIR:
@@ -291,15 +318,15 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                         break;
                 case ARG_OBJECT_DIR:
                         if (!object_dirs_given) /* the first replaces the default */
-                                ac->n_object_dirs = 0;
+                                n_object_dirs_raw = 0;
                         object_dirs_given = true;
                         if (!optarg[0])
                                 break; /* '': none */
-                        if (ac->n_object_dirs == OBJECT_DIRS_MAX) {
+                        if (n_object_dirs_raw == OBJECT_DIRS_MAX) {
                                 fprintf(stderr, "clsd: --object-dir: at most %d\n", OBJECT_DIRS_MAX);
                                 return -EINVAL;
                         }
-                        object_dirs[ac->n_object_dirs++] = optarg;
+                        object_dirs_given_raw[n_object_dirs_raw++] = optarg;
                         break;
                 case ARG_BPFFS_DIR:
                         dc->bpffs_dir = optarg;
@@ -567,6 +594,9 @@ int main(int argc, char *argv[]) {
                 nl_bpf_setup_logging();
                 return daemon_hogs_check(dc.hogs_dir, dc.object_size_max) == 0 ? 0 : 1;
         }
+        if (object_dirs_resolve() < 0)
+                return 1;
+        ac.object_dirs = dc.object_dirs = (const char *const *) object_dirs_real;
         nl_bpf_setup_logging();
         if (flush)
                 return daemon_flush(&dc) == 0 ? 0 : 1;

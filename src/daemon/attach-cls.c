@@ -350,7 +350,8 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
                                         return k;
                                 changes += k;
                         }
-                        if (r < 0 && r == -EINVAL && spec.parent != nl_hook_parent(NL_HOOK_INGRESS) &&
+                        if ((r == -EINVAL || r == -ENOENT || r == -EOPNOTSUPP) &&
+                            spec.parent != nl_hook_parent(NL_HOOK_INGRESS) &&
                             spec.parent != nl_hook_parent(NL_HOOK_EGRESS)) {
                                 /* a "parent" the interface has no qdisc or class of: the document's
                                  * to mend, not the kernel's failure */

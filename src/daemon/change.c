@@ -320,6 +320,7 @@ Change *change_new(Manager *m, ChangeKind kind, const DaemonExpect *expect) {
         c->op.run = change_run;
         c->op.free = change_free;
         resolution_init(&c->res, m, change_is_dry_run(c), on_resolved);
+        c->res.resolver.fresh = kind == CHANGE_PUT || kind == CHANGE_DRY_RUN;
         if (expect) {
                 c->expect = *expect;
                 if (expect->as_given && !(c->expect_text = strdup(expect->as_given))) {

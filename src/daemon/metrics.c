@@ -105,6 +105,8 @@ static void emit_own(Manager *d, const MetricWriter *w) {
                   "Jobs taken by a spare worker, started before the job (no exec waited for)");
         w->sample(w->userdata, "clsd_worker_spares_used_total", NULL, 0,
                   (double) workers_spares_used(d->workers));
+        w->family(w->userdata, "clsd_worker_spare_ready", "gauge", "1 while a spare worker waits for a job");
+        w->sample(w->userdata, "clsd_worker_spare_ready", NULL, 0, workers_spare_ready(d->workers) ? 1 : 0);
         w->family(w->userdata, "clsd_netlink_requests_total", "counter",
                   "Requests clsd sent to rtnetlink, by type (dump: a whole table read; other: a get or a "
                   "change)");

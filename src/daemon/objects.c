@@ -133,7 +133,11 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
                 error_done(&e);
                 return;
         }
-        r = store_object_put(m->store, u->data, u->size, digest, &created, &e);
+        /* again: uploads inspected side by side were each checked before the others were stored */
+        sha256_digest_string(u->data, u->size, digest);
+        r = daemon_object_quota_check(m, digest, u->size, &e);
+        if (r >= 0)
+                r = store_object_put(m->store, u->data, u->size, digest, &created, &e);
         if (r < 0) {
                 upload_finish(u, NULL, false, &e);
                 error_done(&e);

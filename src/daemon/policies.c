@@ -684,6 +684,7 @@ static TxnItem *txn_add(PolicyTxn *txn, const char *name, const DaemonExpect *ex
         txn->n_items++;
         item->txn = txn;
         resolution_init(&item->res, m, txn->dry_run, on_resolved);
+        item->res.resolver.fresh = true;
         item->old = policy_ref(daemon_policy_get(m, name));
         if (item->old && item->old->hog_path)
                 error_set(reterr, EBUSY, "hog_owned",

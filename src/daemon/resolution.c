@@ -10,6 +10,7 @@ void resolution_init(ObjectResolution *res, Manager *m, bool keep_only,
         *res = (ObjectResolution){ .m = m, .keep_only = keep_only, .on_inspected = on_inspected };
         res->resolver = (Resolver){ .cache = m->objects,
                                     .object_size_max = m->config.object_size_max,
+                                    .object_dirs = m->config.object_dirs,
                                     .act_bpf = m->kernel.act_bpf,
                                     .tcx = m->kernel.tcx };
 }

@@ -171,7 +171,19 @@ static int resolve_object(Resolver *rs, const char *object, char **digest, const
                                          "%s: no object %s; upload it with POST /objects", who, object);
                 return 0;
         }
-        r = read_regular_file(object, rs->object_size_max, &data, &size);
+        /* Known already (a stored document, a policy's interface): its bytes are not read again. */
+        if (!rs->fresh && *digest && resolver_info(rs, *digest))
+                return 0;
+        r = rs->object_dirs
+                    ? read_file_under_dirs(rs->object_dirs, object, rs->object_size_max, &data, &size)
+                    : read_regular_file(object, rs->object_size_max, &data, &size);
+        if (r == -EACCES && rs->object_dirs)
+                /* one answer whatever the file is: nothing of it is told */
+                return error_set(
+                        reterr, EACCES, "object_path_refused",
+                        "%s.object %s: over the API an object is named by digest (POST /objects) or by a "
+                        "path under an object directory (--object-dir)",
+                        who, object);
         if (r == -EFBIG)
                 return error_set(reterr, r, "payload_too_large", "%s: object file larger than %zu bytes",
                                  object, rs->object_size_max);

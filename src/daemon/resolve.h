@@ -14,6 +14,10 @@ typedef struct PendingObject {
 typedef struct Resolver {
         const ObjectCache *cache;
         size_t object_size_max;
+        const char *const *object_dirs; /* NULL: any path (a hog's); else objects by path only there */
+        /* A request's new document: its paths are read (and checked against a pinned digest) even when
+         * the object is known; otherwise a known object's file is not read again. */
+        bool fresh;
         bool act_bpf; /* the kernel has act_bpf: "actions" can run */
         bool tcx; /* the kernel has tcx */
         /* Objects inspected for this resolution that are not in the cache (a dry run stores nothing). */

@@ -75,6 +75,7 @@ typedef struct SpawnAnswer {
 static void start_waiting(Workers *w);
 static void spare_later(Workers *w, uint64_t usec);
 static void spare_free(Workers *w);
+static void spare_spawned(WorkerJob *j, pid_t pid, int error);
 static int on_answer(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 static int on_spawned(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 static void *spawner_main(void *userdata);
@@ -194,6 +195,8 @@ Workers *workers_free(Workers *w) {
         while (w->spawn_res[0] >= 0 && read(w->spawn_res[0], &a, sizeof(a)) == sizeof(a)) {
                 a.job->spawning = false;
                 a.job->pid = a.error ? 0 : a.pid;
+                if (a.job->kind == NL_JOB_NEXT && a.job != w->spare)
+                        spare_spawned(a.job, a.pid, a.error); /* an orphaned spare: ended and freed */
         }
         for (WorkerJob *j = w->jobs; j; j = j->next)
                 j->spawning = false; /* asked for, never spawned */
@@ -230,6 +233,10 @@ uint64_t workers_jobs(const Workers *w) {
 
 uint64_t workers_crashes(const Workers *w) {
         return w ? w->n_crashes : 0;
+}
+
+bool workers_spare_ready(const Workers *w) {
+        return w && w->spare && !w->spare->spawning && w->spare->pid > 0 && !w->spare->exited;
 }
 
 uint64_t workers_spares_used(const Workers *w) {

@@ -41,3 +41,5 @@ uint64_t workers_jobs(const Workers *w);
 uint64_t workers_crashes(const Workers *w);
 /* Jobs a spare worker took (started before the job, so that it did not wait for an exec). */
 uint64_t workers_spares_used(const Workers *w);
+/* Whether a spare waits, ready to take the next job. */
+bool workers_spare_ready(const Workers *w);

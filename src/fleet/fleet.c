@@ -82,6 +82,9 @@ struct Fleet {
         char **group; /* the names the change puts or removes */
         size_t n_group;
         uint64_t group_revision;
+        /* the last change that failed, tried again only after a delay (its puts keep theirs too): a
+         * removal the daemon keeps refusing does not hold up the changes after it */
+        uint64_t failed_revision, failed_retry_usec, failed_delay_usec;
         Call *calls;
         CURL *watch;
         struct curl_slist *watch_headers;
@@ -354,8 +357,15 @@ static void group_done(Fleet *f, const Error *e) {
                                           FAILED_RETRY_MAX_USEC);
                 w->retry_usec = now + w->retry_delay_usec;
         }
-        if (e)
+        if (e) {
                 log_warning("fleet: revision %" PRIu64 ": %s", f->group_revision, strna(e->message));
+                f->failed_delay_usec = f->failed_revision == f->group_revision
+                                               ? MIN(f->failed_delay_usec * 2, FAILED_RETRY_MAX_USEC)
+                                               : FAILED_RETRY_USEC;
+                f->failed_revision = f->group_revision;
+                f->failed_retry_usec = now + f->failed_delay_usec;
+        } else if (f->failed_revision == f->group_revision)
+                f->failed_revision = 0;
         group_clear(f);
         /* After a failure the next step waits a second: a removal the daemon refuses is tried again
          * without spinning (a put that failed waits for its backoff). */
@@ -552,6 +562,10 @@ static void converge(Fleet *f) {
                                 blocked = true;
                                 retry = MIN(retry, v[k].put->retry_usec);
                         }
+                if (v[i].revision == f->failed_revision && now < f->failed_retry_usec) {
+                        blocked = true;
+                        retry = MIN(retry, f->failed_retry_usec);
+                }
                 if (blocked)
                         continue;
                 if (group_take(f, v + i, k - i, v[i].revision) < 0 ||

@@ -264,6 +264,8 @@ static int policies_fd(Store *s) {
         return s->policies_fd;
 }
 
+static int commit_settle(Store *s, Error *reterr);
+
 static json_t *policy_file_json(const Policy *p) {
         json_t *j = json_pack("{s:i,s:s,s:I,s:o}", "format", 1, "name", p->name, "generation",
                               (json_int_t) p->generation, "spec", policy_to_json(p));
@@ -288,7 +290,11 @@ static int policy_file_write(Store *s, const char *name, json_t *j, Error *reter
 }
 
 int store_policy_save(Store *s, const Policy *p, Error *reterr) {
-        _cleanup_(json_decrefp) json_t *j = policy_file_json(p);
+        _cleanup_(json_decrefp) json_t *j = NULL;
+
+        if (commit_settle(s, reterr) < 0)
+                return -reterr->error;
+        j = policy_file_json(p);
         return policy_file_write(s, p->name, j, reterr);
 }
 
@@ -305,6 +311,8 @@ static int policy_file_unlink(Store *s, const char *name, bool sync, Error *rete
 }
 
 int store_policy_remove(Store *s, const char *name, Error *reterr) {
+        if (commit_settle(s, reterr) < 0)
+                return -reterr->error;
         return policy_file_unlink(s, name, true, reterr);
 }
 
@@ -359,6 +367,8 @@ int store_policies_commit_begin(Store *s, Policy *const *put, size_t n_put, char
 
         if (!j)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        if (commit_settle(s, reterr) < 0)
+                return -reterr->error;
         for (size_t i = 0; i < n_put; i++)
                 if (json_array_append_new(json_object_get(j, "put"), policy_file_json(put[i])) < 0)
                         return error_set(reterr, ENOMEM, "internal_error", "out of memory");
@@ -389,32 +399,70 @@ int store_policies_commit(Store *s, Policy *const *put, size_t n_put, char *cons
         return store_policies_commit_end(s, j, reterr);
 }
 
-/* A journal left by a crash: carried out; a corrupt one (which the atomic write makes unlikely) is set
- * aside, and the store is as before the change. */
-static void commit_recover(Store *s, StoreProblemFunc problem, void *userdata) {
-        _cleanup_free_ char *text = NULL, *moved = NULL;
+/* A journal left behind (a crash, or a write that failed) is carried out before anything else is
+ * written, so that it never lands later on top of a newer change: 0 (none, done, or a corrupt one set
+ * aside: 1 in *ret_what, or 2), or the error that left it in place (carried out again next time). */
+static int commit_pending(Store *s, int *ret_what, char **ret_moved, Error *reterr) {
+        _cleanup_free_ char *text = NULL;
         _cleanup_close_ int fd = openat(s->dir_fd, COMMIT_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         _cleanup_(json_decrefp) json_t *j = NULL;
-        char path[512];
-        Error e = ERROR_NULL;
         json_error_t jerr;
         size_t size;
+        int r;
 
+        *ret_what = 0;
         if (fd < 0)
-                return;
-        snprintf(path, sizeof(path), "%s/%s", s->dir, COMMIT_FILE);
+                return 0;
         if (read_full_fd(fd, 64u * POLICY_FILE_MAX, &text, &size) < 0)
-                error_set(&e, EIO, "store_error", "cannot be read");
-        else if (!(j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr)))
-                error_set(&e, EINVAL, "store_error", "malformed JSON: %s", jerr.text);
-        else if (store_policies_commit_end(s, j, &e) >= 0) {
+                return error_set(reterr, EIO, "store_error", "%s/%s cannot be read", s->dir, COMMIT_FILE);
+        j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
+        r = j ? store_policies_commit_end(s, j, reterr)
+              : error_set(reterr, EINVAL, "store_error", "malformed JSON: %s", jerr.text);
+        if (r >= 0) {
+                *ret_what = 1;
+                return 0;
+        }
+        if (reterr->error != EINVAL)
+                return r; /* an I/O error: left in place */
+        /* corrupt (found before anything was written): set aside, the store as before the change */
+        (void) store_quarantine(s, s->dir_fd, COMMIT_FILE, ret_moved);
+        *ret_what = 2;
+        return 0;
+}
+
+static void commit_recover(Store *s, StoreProblemFunc problem, void *userdata) {
+        _cleanup_free_ char *moved = NULL;
+        char path[512];
+        Error e = ERROR_NULL;
+        int what;
+
+        snprintf(path, sizeof(path), "%s/%s", s->dir, COMMIT_FILE);
+        if (commit_pending(s, &what, &moved, &e) < 0)
+                log_problem(problem, userdata, path, e.message, NULL); /* "left in place" */
+        else if (what == 1)
                 log_problem(problem, userdata, path, "a change of several policies interrupted; completed",
                             NULL);
-                return;
-        }
-        (void) store_quarantine(s, s->dir_fd, COMMIT_FILE, &moved);
-        log_problem(problem, userdata, path, e.message, moved);
+        else if (what == 2)
+                log_problem(problem, userdata, path, e.message, moved);
         error_done(&e);
+}
+
+static int commit_settle(Store *s, Error *reterr) {
+        _cleanup_free_ char *moved = NULL;
+        Error e = ERROR_NULL;
+        int what, r = commit_pending(s, &what, &moved, &e);
+
+        if (r < 0) {
+                error_set(reterr, e.error, "store_error",
+                          "an earlier change of several policies is not complete (%s): nothing else is "
+                          "written "
+                          "until it is",
+                          strna(e.message));
+                error_done(&e);
+                return r;
+        }
+        error_done(&e);
+        return 0;
 }
 
 int policy_file_parse(const char *text, size_t size, Policy **ret, Error *reterr) {

@@ -282,3 +282,24 @@ def test_every_change_and_every_refused_one_is_audited_once(net, clsd_factory, b
     samples, _ = parse_exposition(c.api.get("/metrics").body.decode())
     assert value(samples, "clsd_audit_records_total", result="ok") == 3
     assert value(samples, "clsd_audit_records_total", result="refused") == 2
+
+
+def test_a_path_is_read_once_and_a_link_put_there_later_is_not_followed(net, clsd_factory, bpf, workdir):
+    """The path is read when the change is made, without following links; a stored document's path is not
+    read again (its object is known by digest): a symbolic link swapped in afterwards leads nowhere."""
+    import signal
+    objdir = os.path.join(workdir, "objects")
+    os.makedirs(objdir)
+    path = os.path.join(objdir, "count.bpf.o")
+    shutil.copy(bpf.count, path)
+    c = clsd_factory(net.a, args=("--object-dir", objdir))
+    assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", path, priority=10)]}).status == 200
+    os.unlink(path)
+    os.symlink("/etc/passwd", path)
+    c.proc.send_signal(signal.SIGHUP)  # every interface reconciled again
+    wait_for(lambda: "hogs re-read" in c.log_this_run(), timeout=5, what="the SIGHUP")
+    st = c.api.get_classifier(net.if_a).json
+    assert st["state"] == "configured" and "sha256:" not in json.dumps(st.get("error")), st
+    # a new change naming it is refused, the link not followed
+    r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", path, priority=11)]})
+    assert r.status == 403 and r.json["error"]["code"] == "object_path_refused", r.body

@@ -259,7 +259,8 @@ def test_a_spare_worker_takes_the_next_job_and_another_follows(net, clsd_factory
     that the next job does not wait for an exec: it takes the job; a spare killed is replaced; clsd's
     end ends it."""
     c = clsd_factory(net.a)
-    wait_for(lambda: len(worker_children(c)) == 1, timeout=5, what="a spare worker")
+    wait_for(lambda: len(worker_children(c)) == 1 and metric(c.api, "clsd_worker_spare_ready") == 1, timeout=5,
+             what="a spare worker, ready")
     (spare,) = worker_children(c)
     assert metric(c.api, "clsd_worker_spares_used_total") == 0
     # an inspection: the spare takes it (and, confined for it, exits after); another spare follows
@@ -270,7 +271,8 @@ def test_a_spare_worker_takes_the_next_job_and_another_follows(net, clsd_factory
     (spare,) = worker_children(c)
     # killed while it waits: clsd goes on, loads still work, and another spare is started
     os.kill(spare, 9)
-    wait_for(lambda: (w := worker_children(c)) and w[0] != spare, timeout=5, what="a new spare")
+    wait_for(lambda: (w := worker_children(c)) and w[0] != spare and metric(c.api, "clsd_worker_spare_ready") == 1,
+             timeout=5, what="a new spare, ready")
     r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=10)]})
     assert r.status == 200 and status_of(r.json, "web")["attached"], r
     assert metric(c.api, "clsd_worker_spares_used_total") == 2

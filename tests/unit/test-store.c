@@ -411,6 +411,17 @@ static void test_policies_commit(void **state) {
         load_policies(s, buf, sizeof(buf));
         assert_string_equal(buf, "a:1:5,b:1:5,c:1:5");
         assert_int_equal(n_problems, 0);
+        /* a journal left behind (a write that failed) is carried out before a later write, never after
+         * it: the later write wins */
+        Policy *a3 = make_policy("a", 3, 12);
+        assert_int_equal(store_policies_commit_begin(s, put, 2, removed, 1, &journal, &e), 0);
+        json_decref(journal);
+        assert_int_equal(store_policy_save(s, a3, &e), 0);
+        assert_false(exists("policies.commit"));
+        load_policies(s, buf, sizeof(buf));
+        assert_string_equal(buf, "a:3:12,b:1:5,d:1:9");
+        assert_int_equal(n_problems, 0);
+        policy_unref(a3);
         policy_unref(a1), policy_unref(b1), policy_unref(c1), policy_unref(a2), policy_unref(d1);
 }
 

@@ -33,8 +33,7 @@ typedef struct ApiConfig {
         unsigned connections_per_peer;
         /* Where an object named by path in a request may be (the file's real path under one of them);
          * none: objects are named by digest only. Hogs, the host's configuration, are not bound. */
-        const char *const *object_dirs;
-        size_t n_object_dirs;
+        const char *const *object_dirs; /* real paths, NULL-terminated (clsd's main resolves them) */
 } ApiConfig;
 
 typedef struct Api Api;

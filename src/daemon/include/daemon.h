@@ -31,6 +31,9 @@ typedef struct DaemonConfig {
         /* Quotas of what the API and the fleet may store (hogs, the host's own, are not held to them):
          * objects (count, and their bytes together), API documents, API policies; 0: no limit. */
         size_t objects_max, objects_bytes_max, documents_max, policies_max;
+        /* Where an object a change names by path may be read from (real paths, NULL-terminated; hogs
+         * are not bound): opened without following links (read_file_under_dirs()). */
+        const char *const *object_dirs;
         /* The periodic full resync, the backstop for lost events; 0 turns it off. */
         uint64_t resync_usec;
         /* Holds BPF_ENABLE_STATS so that programs' run_count and run_time_ns are counted. */
