@@ -86,15 +86,25 @@ static bool under_dir(const char *const *dirs, const char *real, bool or_equal) 
         return false;
 }
 
-int path_under_dirs(const char *const *dirs, const char *path) {
+/* path's real path in *ret_real when it is under one of dirs: 0; else as path_under_dirs(). */
+static int real_under_dirs(const char *const *dirs, const char *path, char **ret_real) {
         _cleanup_free_ char *real = realpath(path, NULL), *copy = NULL, *parent = NULL;
 
-        if (real)
-                return under_dir(dirs, real, false) ? 0 : -EACCES;
+        if (real) {
+                if (!under_dir(dirs, real, false))
+                        return -EACCES;
+                if (ret_real)
+                        *ret_real = TAKE_PTR(real);
+                return 0;
+        }
         if (errno != ENOENT || !(copy = strdup(path)))
                 return -EACCES;
         parent = realpath(dirname(copy), NULL);
         return under_dir(dirs, parent, true) ? -ENOENT : -EACCES;
+}
+
+int path_under_dirs(const char *const *dirs, const char *path) {
+        return real_under_dirs(dirs, path, NULL);
 }
 
 static int read_regular_fd(int fd, size_t max, char **ret_data, size_t *ret_size) {
@@ -114,12 +124,10 @@ int read_file_under_dirs(const char *const *dirs, const char *path, size_t max, 
         _cleanup_free_ char *real = NULL;
         struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
                                 .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
-        int r = path_under_dirs(dirs, path);
+        int r = real_under_dirs(dirs, path, &real);
 
         if (r < 0)
                 return r;
-        if (!(real = realpath(path, NULL)))
-                return errno == ENOENT ? -ENOENT : -EACCES;
         /* The real path has no link in it: one that appears now was put there since. */
         _cleanup_close_ int fd = (int) syscall(SYS_openat2, AT_FDCWD, real, &how, sizeof(how));
         if (fd < 0)
@@ -129,17 +137,10 @@ int read_file_under_dirs(const char *const *dirs, const char *path, size_t max, 
 
 int read_regular_file(const char *path, size_t max, char **ret_data, size_t *ret_size) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-        struct stat st;
 
         if (fd < 0)
                 return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EBADFD;
-        if ((uint64_t) st.st_size > max)
-                return -EFBIG;
-        return read_full_fd(fd, max, ret_data, ret_size);
+        return read_regular_fd(fd, max, ret_data, ret_size);
 }
 
 int write_file_atomic(int dir_fd, const char *name, const void *data, size_t size) {
