@@ -47,29 +47,22 @@ static int call(EtcdClient *ec, const char *path, json_t *body, json_t **ret) {
         return r;
 }
 
-/* A fleet policy as etcd has it (*v, NULL when it is not JSON): one the nodes cannot read (written by
- * hand, not by clsctl) gets "_invalid", why; every node leaves it alone. */
-static void policy_check(json_t **v, const char *name, const json_error_t *jerr) {
+/* A fleet policy as etcd has it, as JSON (*v; {} when it is no JSON object): one the nodes cannot read
+ * (written by hand, not by clsctl) gets "_invalid", why; every node leaves it alone. */
+static void policy_check(json_t **v, const char *name, const EtcdKv *kv) {
         FleetPolicy fp = { 0 };
         Error e = ERROR_NULL;
-        char *why = NULL;
 
-        if (!*v) {
-                (void) asprintf(&why, "not JSON: %s", jerr->text);
-                *v = json_object();
-        } else if (!json_is_object(*v)) {
-                why = strdup("not a JSON object");
-                json_decref(*v);
-                *v = json_object();
-        } else if (fleet_policy_parse(*v, &fp, &e) < 0)
-                why = strdup(e.message ?: "invalid");
-        else if (!streq(fp.name, name))
-                (void) asprintf(&why, "its name \"%s\" is not its key's \"%s\"", fp.name, name);
-        if (why && *v)
-                json_object_set_new(*v, "_invalid", json_string(why));
+        if (fleet_policy_read(name, kv->value, kv->value_size, &fp, &e) < 0) {
+                if (!json_is_object(*v)) {
+                        json_decref(*v);
+                        *v = json_object();
+                }
+                if (*v)
+                        json_object_set_new(*v, "_invalid", json_string(e.message ?: "invalid"));
+        }
         fleet_policy_done(&fp);
         error_done(&e);
-        free(why);
 }
 
 /* Every key under PREFIX kind/, parsed as JSON (values that are not are skipped, with a warning; a
@@ -102,7 +95,7 @@ static int range_json(EtcdClient *ec, const Ctl *c, const char *kind, json_t **r
                         continue;
                 }
                 if (streq(kind, "policies"))
-                        policy_check(&v, name, &jerr);
+                        policy_check(&v, name, &kvs[i]);
                 json_object_set_new(v, "_key", json_string(name));
                 json_object_set_new(v, "_revision", json_integer((json_int_t) kvs[i].mod_revision));
                 json_array_append_new(out, v);

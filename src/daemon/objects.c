@@ -88,6 +88,7 @@ typedef struct Upload {
         Manager *m;
         char *data;
         size_t size;
+        char digest[SHA256_DIGEST_STRING_MAX];
         DaemonObjectDoneFunc done;
         void *userdata;
 } Upload;
@@ -134,8 +135,7 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
                 return;
         }
         /* again: uploads inspected side by side were each checked before the others were stored */
-        sha256_digest_string(u->data, u->size, digest);
-        r = daemon_object_quota_check(m, digest, u->size, &e);
+        r = daemon_object_quota_check(m, u->digest, u->size, &e);
         if (r >= 0)
                 r = store_object_put(m->store, u->data, u->size, digest, &created, &e);
         if (r < 0) {
@@ -179,9 +179,8 @@ void daemon_object_add(Manager *m, const void *data, size_t size, DaemonObjectDo
         }
         memcpy(u->data, data, size);
         *u = (Upload){ .m = m, .data = u->data, .size = size, .done = done, .userdata = userdata };
-        char digest[SHA256_DIGEST_STRING_MAX];
-        sha256_digest_string(data, size, digest);
-        if (daemon_object_quota_check(m, digest, size, &e) < 0) {
+        sha256_digest_string(data, size, u->digest);
+        if (daemon_object_quota_check(m, u->digest, size, &e) < 0) {
                 daemon_count_error(m, e.code);
                 upload_finish(u, NULL, false, &e);
                 error_done(&e);

@@ -76,6 +76,7 @@ static void start_waiting(Workers *w);
 static void spare_later(Workers *w, uint64_t usec);
 static void spare_free(Workers *w);
 static void spare_spawned(WorkerJob *j, pid_t pid, int error);
+static void spare_end(WorkerJob *j);
 static int on_answer(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 static int on_spawned(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 static void *spawner_main(void *userdata);
@@ -427,16 +428,9 @@ static void spare_spawned(WorkerJob *j, pid_t pid, int error) {
             (r = sd_event_add_child(w->event, &j->child_source, pid, WEXITED, on_exit_, j)) < 0) {
                 if (r < 0)
                         log_debug_errno(r, "cannot start a spare worker: %m");
-                if (j->orphaned) {
-                        /* no longer the spare: only its process is left to end */
-                        if (j->pid > 0) {
-                                (void) kill(j->pid, SIGKILL);
-                                (void) waitpid(j->pid, NULL, 0);
-                        }
-                        safe_close(j->sock);
-                        safe_close(j->child_sock);
-                        free(j);
-                } else
+                if (j->orphaned)
+                        spare_end(j); /* no longer the spare: only its process is left to end */
+                else
                         spare_free(w);
         }
 }
@@ -487,6 +481,18 @@ static int on_spawned(sd_event_source *s, int fd, uint32_t revents, void *userda
 
 /* ---- the spare ---- */
 
+/* A spare's process (killed, unless it exited) and the rest of it. */
+static void spare_end(WorkerJob *j) {
+        sd_event_source_disable_unref(j->child_source);
+        if (!j->exited && j->pid > 0) {
+                (void) kill(j->pid, SIGKILL);
+                (void) waitpid(j->pid, NULL, 0);
+        }
+        safe_close(j->sock);
+        safe_close(j->child_sock);
+        free(j);
+}
+
 static void spare_free(Workers *w) {
         WorkerJob *j = w->spare;
 
@@ -497,14 +503,7 @@ static void spare_free(Workers *w) {
                 j->orphaned = true; /* the spawner's answer ends it */
                 return;
         }
-        sd_event_source_disable_unref(j->child_source);
-        if (!j->exited && j->pid > 0) {
-                (void) kill(j->pid, SIGKILL);
-                (void) waitpid(j->pid, NULL, 0);
-        }
-        safe_close(j->sock);
-        safe_close(j->child_sock);
-        free(j);
+        spare_end(j);
 }
 
 static WorkerJob *job_alloc(Workers *w, NlJobKind kind);

@@ -212,6 +212,23 @@ static int digest_add(const char ***v, size_t *n, json_t *object, const char *wh
         return 0;
 }
 
+int fleet_policy_read(const char *name, const char *value, size_t size, FleetPolicy *ret, Error *reterr) {
+        json_error_t jerr;
+        _cleanup_(json_decrefp) json_t *j = json_loadb(value, size, JSON_REJECT_DUPLICATES, &jerr);
+
+        if (!j)
+                return error_set(reterr, EINVAL, "invalid_value", "not JSON: %s", jerr.text);
+        if (fleet_policy_parse(j, ret, reterr) < 0)
+                return -EINVAL;
+        if (!streq(ret->name, name)) {
+                error_set(reterr, EINVAL, "invalid_value", "its name \"%s\" is not its key's \"%s\"",
+                          ret->name, name);
+                fleet_policy_done(ret);
+                return -EINVAL;
+        }
+        return 0;
+}
+
 int fleet_policy_digests(const FleetPolicy *p, const char ***ret, Error *reterr) {
         static const char *const hooks[] = { "ingress", "egress" };
         const char **v = calloc(1, sizeof(char *));

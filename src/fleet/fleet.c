@@ -270,8 +270,6 @@ static void wanted_gone(Fleet *f, const char *name, uint64_t revision) {
 static int wanted_set(Fleet *f, const EtcdKv *kv) {
         const char *name = policy_name_of(f, kv->key);
         Wanted w = { 0 }, *old;
-        json_error_t jerr;
-        json_t *j;
         Error e = ERROR_NULL;
 
         if (!name)
@@ -279,16 +277,10 @@ static int wanted_set(Fleet *f, const EtcdKv *kv) {
         if (!(w.name = strdup(name)))
                 return -ENOMEM;
         w.revision = kv->mod_revision;
-        j = json_loadb(kv->value, kv->value_size, JSON_REJECT_DUPLICATES, &jerr);
-        if (!j)
-                (void) asprintf(&w.invalid, "not JSON: %s", jerr.text);
-        else if (fleet_policy_parse(j, &w.fp, &e) < 0)
+        if (fleet_policy_read(name, kv->value, kv->value_size, &w.fp, &e) < 0)
                 w.invalid = strdup(e.message ?: "invalid");
-        else if (!streq(w.fp.name, name))
-                (void) asprintf(&w.invalid, "its name \"%s\" is not its key's \"%s\"", w.fp.name, name);
         else
                 w.selected = fleet_policy_selects(&w.fp, f->node, f->labels, f->n_labels);
-        json_decref(j);
         error_done(&e);
         if (w.invalid)
                 log_warning("fleet: policy %s (revision %" PRIu64 "): %s; not applied", name, w.revision,

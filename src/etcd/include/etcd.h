@@ -90,6 +90,9 @@ typedef struct FleetPolicy {
 
 /* Checks the envelope strictly (name, nodes); the policy itself is checked by clsd as a PUT is. */
 int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr);
+/* A fleet policy's value as etcd holds it under PREFIX policies/NAME: parsed (0), or why no node can
+ * read it (-EINVAL in reterr: not JSON, its envelope, a name that is not its key's). */
+int fleet_policy_read(const char *name, const char *value, size_t size, FleetPolicy *ret, Error *reterr);
 void fleet_policy_done(FleetPolicy *p);
 /* Whether the node (its name and labels) is selected: labels all match, or its name is listed (both
  * given: either). */
