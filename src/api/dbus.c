@@ -111,11 +111,6 @@ static bool same_user_namespace(pid_t pid) {
                mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
 }
 
-/* Root, or CAP_NET_ADMIN in the caller's effective set, in clsd's user namespace. The euid and pid are
- * the ones dbus-daemon vouches for (the euid as the bus's namespace sees it: a user namespace's root
- * is its owner there). dbus-daemon 1.14 passes no pidfd, so the capabilities come from the caller's
- * /proc/PID/status; that read must show the euid the bus does, so that a caller which execs a setuid
- * program after sending cannot lend it its PID (what it would find there is the new euid). */
 /* The audit's who of a D-Bus caller. */
 static void bus_who(sd_bus_message *m, char *buf, size_t size) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
@@ -140,6 +135,11 @@ static void bus_audit(ApiDbus *b, sd_bus_message *m, unsigned status, const char
                           .who = who, .method = "CALL", .path = path, .status = status, .code = code });
 }
 
+/* Root, or CAP_NET_ADMIN in the caller's effective set, in clsd's user namespace. The euid and pid are
+ * the ones dbus-daemon vouches for (the euid as the bus's namespace sees it: a user namespace's root
+ * is its owner there). dbus-daemon 1.14 passes no pidfd, so the capabilities come from the caller's
+ * /proc/PID/status; that read must show the euid the bus does, so that a caller which execs a setuid
+ * program after sending cannot lend it its PID (what it would find there is the new euid). */
 static int require_privilege(sd_bus_message *m, sd_bus_error *error) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         uid_t euid = (uid_t) -1, proc_euid = (uid_t) -1;

@@ -388,6 +388,9 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
                 else if (!l->tcp)
                         snprintf(req->who, sizeof(req->who), "%s pid %d (unix socket)", p->key,
                                  (int) p->pid);
+                else
+                        snprintf(req->who, sizeof(req->who), "%s %s (TCP)", p->key + 3,
+                                 request_has_token(req) ? "with the token" : "without the token");
 
                 if (url[0] == PATH_CONTROL_BYTE) {
                         response_errorf(
@@ -402,9 +405,6 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
                                 "beside Transfer-Encoding): refused");
                         return api_send(req, &resp);
                 }
-                if (p && l->tcp)
-                        snprintf(req->who, sizeof(req->who), "%s %s (TCP)", p->key + 3,
-                                 request_has_token(req) ? "with the token" : "without the token");
                 /* Refuse early, before reading a body we will not use. The metrics listener changes
                  * nothing, so it asks for no token. */
                 if (!l->metrics_only && !request_authorized(req)) {

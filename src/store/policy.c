@@ -439,9 +439,8 @@ static void commit_recover(Store *s, StoreProblemFunc problem, void *userdata) {
         snprintf(path, sizeof(path), "%s/%s", s->dir, COMMIT_FILE);
         if (commit_pending(s, &what, &moved, &e) < 0)
                 log_problem(problem, userdata, path, e.message, NULL); /* "left in place" */
-        else if (what == 1)
-                log_problem(problem, userdata, path, "a change of several policies interrupted; completed",
-                            NULL);
+        else if (what == 1 && problem) /* not log_problem(): it would add "left in place" */
+                problem(path, "a change of several policies interrupted; completed", userdata);
         else if (what == 2)
                 log_problem(problem, userdata, path, e.message, moved);
         error_done(&e);
