@@ -1,4 +1,5 @@
 /* routes-objects.c: /objects and /objects/{digest}: upload, list, show, delete. */
+#include <sodium.h>
 #include <string.h>
 
 #include "api-internal.h"
@@ -18,6 +19,9 @@ static void on_object_added(Manager *d, const DaemonObject *o, bool created, con
 
 static void objects_post(Request *req, Response *resp) {
         static const char *const types[] = { "application/octet-stream", NULL };
+        const char *sig64 = request_header(req, "Clsd-Signature");
+        _cleanup_free_ char *sig = NULL;
+        size_t sig_size = 0;
 
         if (!request_header(req, "Content-Type")) {
                 response_errorf(resp, "unsupported_media_type",
@@ -26,10 +30,22 @@ static void objects_post(Request *req, Response *resp) {
         }
         if (request_want_content_type(req, types, resp) < 0)
                 return;
+        /* A signature (with --trusted-keys): the signature file, minisign's or signify's, in base64. */
+        if (sig64) {
+                size_t max = strlen(sig64) / 4 * 3 + 1;
+                if (max > STORE_SIGNATURE_MAX || !(sig = malloc(max)) ||
+                    sodium_base642bin((unsigned char *) sig, max, sig64, strlen(sig64), NULL, &sig_size,
+                                      NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
+                        response_errorf(resp, "invalid_value",
+                                        "Clsd-Signature: not a signature file in base64 (at most %d bytes)",
+                                        STORE_SIGNATURE_MAX);
+                        return;
+                }
+        }
         /* A worker inspects the object: the answer comes later. */
         req->deferring = true;
-        daemon_object_add(req->api->daemon, req->body ? req->body : "", req->body_size, on_object_added,
-                          req);
+        daemon_object_add(req->api->daemon, req->body ? req->body : "", req->body_size, sig, sig_size,
+                          on_object_added, req);
 }
 
 static void objects_list(Request *req, Response *resp) {

@@ -57,6 +57,8 @@ static const struct {
         { "map_incompatible", 422 },
         { "map_unreadable", 422 },
         { "parent_not_found", 422 },
+        { "object_unsigned", 422 },
+        { "object_signature_invalid", 422 },
         { "quota_exceeded", 507 },
         { "kernel_error", 500 },
         { "store_error", 500 },

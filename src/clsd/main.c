@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <sys/resource.h>
 #include <string.h>
@@ -82,6 +83,10 @@ static void help(void) {
                "                              if it exists; '' for none: digests only). Others are\n"
                "                              refused, 403 object_path_refused, unread; hogs are not\n"
                "                              bound by it\n"
+               "       --trusted-keys DIR     Load only objects signed (minisign or signify) by a key\n"
+               "                              of DIR/*.pub: uploads (Clsd-Signature), files named\n"
+               "                              by path and hogs (FILE.minisig or FILE.sig beside\n"
+               "                              them), the fleet's, and the store's at start\n"
                "       --bpffs-dir DIR        Where programs (progs/) and tcx links (tcx/) are\n"
                "                              pinned, on a bpf filesystem (default %s)\n"
                "       --check                Validate the hog files (JSON, fields, object files)\n"
@@ -227,6 +232,7 @@ enum {
         ARG_FLEET_KEY,
         ARG_FLEET_TTL,
         ARG_OBJECT_DIR,
+        ARG_TRUSTED_KEYS,
         ARG_HEADER_TIMEOUT,
         ARG_PER_PEER,
         ARG_MAX_OBJECTS,
@@ -234,6 +240,13 @@ enum {
         ARG_MAX_DOCUMENTS,
         ARG_MAX_POLICIES,
 };
+
+/* --trusted-keys: the directory of public keys whose signatures make an object loadable. */
+static const char *trusted_keys_dir;
+static TrustedKeys *trusted_keys_global;
+static void trusted_keys_release(void) {
+        trusted_keys_global = trusted_keys_free(trusted_keys_global);
+}
 
 /* --object-dir as given, then each one's real path (NULL-terminated), for the API and the daemon. */
 static const char *object_dirs_given_raw[OBJECT_DIRS_MAX];
@@ -297,6 +310,7 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                 { "fleet-key", required_argument, NULL, ARG_FLEET_KEY },
                 { "fleet-lease-ttl", required_argument, NULL, ARG_FLEET_TTL },
                 { "object-dir", required_argument, NULL, ARG_OBJECT_DIR },
+                { "trusted-keys", required_argument, NULL, ARG_TRUSTED_KEYS },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
                 {},
@@ -315,6 +329,9 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                         break;
                 case ARG_HOGS_DIR:
                         dc->hogs_dir = optarg;
+                        break;
+                case ARG_TRUSTED_KEYS:
+                        trusted_keys_dir = optarg;
                         break;
                 case ARG_OBJECT_DIR:
                         if (!object_dirs_given) /* the first replaces the default */
@@ -590,9 +607,26 @@ int main(int argc, char *argv[]) {
         r = parse_argv(argc, argv, &dc, &ac, &fc, &check, &flush);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
+        if (sodium_init() < 0) {
+                fprintf(stderr, "clsd: libsodium cannot start\n");
+                return 1;
+        }
+        if (trusted_keys_dir) {
+                TrustedKeys *keys = NULL;
+                if (trusted_keys_load(trusted_keys_dir, &keys, &e) < 0) {
+                        fprintf(stderr, "clsd: %s\n", e.message);
+                        error_done(&e);
+                        return 1;
+                }
+                if (trusted_keys_count(keys) == 0)
+                        log_warning("--trusted-keys %s holds no *.pub key: no object can be loaded",
+                                    trusted_keys_dir);
+                dc.trusted_keys = trusted_keys_global = keys;
+                atexit(trusted_keys_release);
+        }
         if (check) {
                 nl_bpf_setup_logging();
-                return daemon_hogs_check(dc.hogs_dir, dc.object_size_max) == 0 ? 0 : 1;
+                return daemon_hogs_check(dc.hogs_dir, dc.object_size_max, dc.trusted_keys) == 0 ? 0 : 1;
         }
         if (object_dirs_resolve() < 0)
                 return 1;

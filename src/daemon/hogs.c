@@ -65,7 +65,8 @@ static int hog_resolve(Manager *m, ObjectCache *cache, Store *store, Document *d
         Resolver rs = { .cache = cache,
                         .object_size_max = m->config.object_size_max,
                         .act_bpf = m->kernel.act_bpf,
-                        .tcx = m->kernel.tcx };
+                        .tcx = m->kernel.tcx,
+                        .trusted = m->config.trusted_keys };
         int r;
 
         for (;;) {
@@ -81,7 +82,9 @@ static int hog_resolve(Manager *m, ObjectCache *cache, Store *store, Document *d
                                 r = k;
                                 break;
                         }
-                        if (store && store_object_put(store, p->data, p->size, digest, NULL, reterr) < 0) {
+                        if (store && (store_object_put(store, p->data, p->size, digest, NULL, reterr) < 0 ||
+                                      (p->sig && store_object_signature_put(store, digest, p->sig,
+                                                                            p->sig_size, reterr) < 0))) {
                                 nl_object_info_free(info);
                                 r = -EIO;
                                 break;
@@ -239,8 +242,10 @@ static int hogs_read(Manager *m, ObjectCache *cache, Store *store, const char *d
         return 0;
 }
 
-int daemon_hogs_check(const char *dir, size_t object_size_max) {
-        Manager m = { .config = { .hogs_dir = dir, .object_size_max = object_size_max } };
+int daemon_hogs_check(const char *dir, size_t object_size_max, const TrustedKeys *trusted) {
+        Manager m = {
+                .config = { .hogs_dir = dir, .object_size_max = object_size_max, .trusted_keys = trusted }
+        };
         _cleanup_(nl_socket_freep) NlSocket *rtnl = NULL;
         ObjectCache *cache = NULL;
         HogSet s = { 0 };

@@ -24,6 +24,19 @@ int manager_objects_load(Manager *m) {
                 size_t size;
 
                 r = store_object_read(m->store, digests[i], m->config.object_size_max, &data, &size);
+                if (r >= 0 && m->config.trusted_keys) {
+                        /* a key removed since is a signature revoked: kept on disk, not loaded */
+                        _cleanup_free_ char *sig = NULL;
+                        size_t sig_size = 0;
+                        int k = store_object_signature_read(m->store, digests[i], &sig, &sig_size);
+                        if ((k < 0 && k != -ENOENT) ||
+                            trusted_keys_verify(m->config.trusted_keys, data, size, k < 0 ? NULL : sig,
+                                                sig_size, digests[i], &e) < 0) {
+                                log_error("object %s not loaded: %s", digests[i], e.message ?: strerror(-k));
+                                error_done(&e);
+                                continue;
+                        }
+                }
                 if (r >= 0)
                         r = nl_object_inspect(data, size, &info, &e);
                 if (r < 0) {
@@ -88,6 +101,8 @@ typedef struct Upload {
         Manager *m;
         char *data;
         size_t size;
+        char *sig;
+        size_t sig_size;
         char digest[SHA256_DIGEST_STRING_MAX];
         DaemonObjectDoneFunc done;
         void *userdata;
@@ -96,6 +111,7 @@ typedef struct Upload {
 static void upload_finish(Upload *u, const DaemonObject *o, bool created, const Error *e) {
         u->done(u->m, o, created, e, u->userdata);
         free(u->data);
+        free(u->sig);
         free(u);
 }
 
@@ -138,6 +154,8 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
         r = daemon_object_quota_check(m, u->digest, u->size, &e);
         if (r >= 0)
                 r = store_object_put(m->store, u->data, u->size, digest, &created, &e);
+        if (r >= 0 && u->sig)
+                r = store_object_signature_put(m->store, digest, u->sig, u->sig_size, &e);
         if (r < 0) {
                 upload_finish(u, NULL, false, &e);
                 error_done(&e);
@@ -157,8 +175,8 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
         upload_finish(u, o, created, NULL);
 }
 
-void daemon_object_add(Manager *m, const void *data, size_t size, DaemonObjectDoneFunc done,
-                       void *userdata) {
+void daemon_object_add(Manager *m, const void *data, size_t size, const char *sig, size_t sig_size,
+                       DaemonObjectDoneFunc done, void *userdata) {
         Upload *u = calloc(1, sizeof(*u));
         Error e = ERROR_NULL;
         int r;
@@ -180,6 +198,22 @@ void daemon_object_add(Manager *m, const void *data, size_t size, DaemonObjectDo
         memcpy(u->data, data, size);
         *u = (Upload){ .m = m, .data = u->data, .size = size, .done = done, .userdata = userdata };
         sha256_digest_string(data, size, u->digest);
+        if (m->config.trusted_keys) {
+                if (trusted_keys_verify(m->config.trusted_keys, data, size, sig, sig_size, u->digest, &e) <
+                    0) {
+                        daemon_count_error(m, e.code);
+                        upload_finish(u, NULL, false, &e);
+                        error_done(&e);
+                        return;
+                }
+                if (sig && !(u->sig = strndup(sig, sig_size))) {
+                        error_set(&e, ENOMEM, "internal_error", "out of memory");
+                        upload_finish(u, NULL, false, &e);
+                        error_done(&e);
+                        return;
+                }
+                u->sig_size = sig ? strlen(u->sig) : 0;
+        }
         if (daemon_object_quota_check(m, u->digest, size, &e) < 0) {
                 daemon_count_error(m, e.code);
                 upload_finish(u, NULL, false, &e);

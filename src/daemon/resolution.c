@@ -11,6 +11,7 @@ void resolution_init(ObjectResolution *res, Manager *m, bool keep_only,
         res->resolver = (Resolver){ .cache = m->objects,
                                     .object_size_max = m->config.object_size_max,
                                     .object_dirs = m->config.object_dirs,
+                                    .trusted = m->config.trusted_keys,
                                     .act_bpf = m->kernel.act_bpf,
                                     .tcx = m->kernel.tcx };
 }
@@ -67,7 +68,9 @@ static void on_one_inspected(WorkerResult *result, void *userdata) {
                         if (daemon_object_quota_check(m, p->digest, p->size, &e) < 0) {
                                 result->r = -ENOSPC;
                                 result->error = e;
-                        } else if (store_object_put(m->store, p->data, p->size, digest, NULL, &e) < 0) {
+                        } else if (store_object_put(m->store, p->data, p->size, digest, NULL, &e) < 0 ||
+                                   (p->sig && store_object_signature_put(m->store, digest, p->sig,
+                                                                         p->sig_size, &e) < 0)) {
                                 result->r = -EIO;
                                 result->error = e;
                         } else if (!object_cache_get(m->objects, digest) &&

@@ -8,8 +8,10 @@
 #include "resolve.h"
 
 void pending_objects_free(PendingObject *v, size_t n) {
-        for (size_t i = 0; v && i < n; i++)
+        for (size_t i = 0; v && i < n; i++) {
                 free(v[i].data);
+                free(v[i].sig);
+        }
         free(v);
 }
 
@@ -157,12 +159,31 @@ static int resolve_maps(const Resolver *rs, const FilterSpec *f, Error *reterr) 
         return 0;
 }
 
+/* The signature file beside the object file path, read as the object was (under the object directories
+ * if they bind it): NULL in *ret when there is none. */
+static int read_signature(const Resolver *rs, const char *path, char **ret, size_t *ret_size) {
+        for (const char *const *suffix = SIGNATURE_SUFFIXES; *suffix; suffix++) {
+                _cleanup_free_ char *p = NULL;
+                int r;
+                if (asprintf(&p, "%s%s", path, *suffix) < 0)
+                        return -ENOMEM;
+                r = rs->object_dirs
+                            ? read_file_under_dirs(rs->object_dirs, p, STORE_SIGNATURE_MAX, ret, ret_size)
+                            : read_regular_file(p, STORE_SIGNATURE_MAX, ret, ret_size);
+                if (r != -ENOENT)
+                        return r;
+        }
+        *ret = NULL;
+        *ret_size = 0;
+        return 0;
+}
+
 /* An "object": a digest clsd has, or a path that is read (its digest filled, or checked when the
  * document pins it). An object clsd has not seen is added to rs->pending: 1 then. */
 static int resolve_object(Resolver *rs, const char *object, char **digest, const char *who, Error *reterr) {
         char got[SHA256_DIGEST_STRING_MAX];
-        _cleanup_free_ char *data = NULL;
-        size_t size;
+        _cleanup_free_ char *data = NULL, *sig = NULL;
+        size_t size, sig_size = 0;
         int r;
 
         if (object[0] != '/') {
@@ -199,11 +220,23 @@ static int resolve_object(Resolver *rs, const char *object, char **digest, const
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         if (resolver_info(rs, got) || pending_has(rs, got))
                 return resolver_info(rs, got) ? 0 : 1;
+        if (rs->trusted) {
+                r = read_signature(rs, object, &sig, &sig_size);
+                if (r < 0)
+                        return error_set(reterr, EPERM, "object_signature_invalid",
+                                         "%s: cannot read the signature of %s: %s", who, object,
+                                         r == -EFBIG ? "too large" : strerror(-r));
+                r = trusted_keys_verify(rs->trusted, data, size, sig, sig_size, object, reterr);
+                if (r < 0)
+                        return r;
+        }
         PendingObject *v = realloc(rs->pending, (rs->n_pending + 1) * sizeof(PendingObject));
         if (!v)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         rs->pending = v;
-        rs->pending[rs->n_pending] = (PendingObject){ .data = TAKE_PTR(data), .size = size };
+        rs->pending[rs->n_pending] = (PendingObject){
+                .data = TAKE_PTR(data), .size = size, .sig = TAKE_PTR(sig), .sig_size = sig_size
+        };
         snprintf(rs->pending[rs->n_pending].digest, sizeof(v->digest), "%s", got);
         rs->n_pending++;
         return 1;

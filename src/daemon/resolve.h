@@ -9,6 +9,8 @@ typedef struct PendingObject {
         char digest[SHA256_DIGEST_STRING_MAX];
         char *data;
         size_t size;
+        char *sig; /* its signature file's text (--trusted-keys), stored with it; else NULL */
+        size_t sig_size;
 } PendingObject;
 
 typedef struct Resolver {
@@ -20,6 +22,9 @@ typedef struct Resolver {
         bool fresh;
         bool act_bpf; /* the kernel has act_bpf: "actions" can run */
         bool tcx; /* the kernel has tcx */
+        /* Set: an object file read by path must have a signature file beside it (SIGNATURE_SUFFIXES)
+         * by one of these keys. */
+        const TrustedKeys *trusted;
         /* Objects inspected for this resolution that are not in the cache (a dry run stores nothing). */
         DaemonObject *extra;
         size_t n_extra;

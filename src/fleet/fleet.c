@@ -408,7 +408,7 @@ static void on_object_added(Manager *m, const DaemonObject *o, bool created, con
 
 static void on_object_fetched(Fleet *f, json_t *answer, const Error *e, void *userdata) {
         ObjectFetch *x = userdata;
-        EtcdKv *kvs = NULL;
+        EtcdKv *kvs = NULL, *obj = NULL, *sig = NULL;
         size_t n = 0;
         Error e2 = ERROR_NULL;
         char digest[SHA256_DIGEST_STRING_MAX];
@@ -419,12 +419,21 @@ static void on_object_fetched(Fleet *f, json_t *answer, const Error *e, void *us
                 disconnect(f, "%s", e->message);
                 return;
         }
-        if (etcd_range_parse(answer, &kvs, &n, NULL, &e2) < 0 || n == 0) {
-                if (!e2.code)
-                        error_set(&e2, ENOENT, "object_not_found", "object %s is not in etcd (%s)",
-                                  x->digest, "clsctl fleet apply uploads the objects a policy names");
-        } else {
-                sha256_digest_string(kvs[0].value, kvs[0].value_size, digest);
+        /* the object's key, and its signature's (objects/DIGEST.sig), by one prefix range */
+        if (etcd_range_parse(answer, &kvs, &n, NULL, &e2) >= 0)
+                for (size_t i = 0; i < n; i++) {
+                        size_t l = strlen(kvs[i].key);
+                        if (l > 4 && streq(kvs[i].key + l - 4, ".sig"))
+                                sig = &kvs[i];
+                        else if (l >= strlen(x->digest) &&
+                                 streq(kvs[i].key + l - strlen(x->digest), x->digest))
+                                obj = &kvs[i];
+                }
+        if (!e2.code && !obj)
+                error_set(&e2, ENOENT, "object_not_found", "object %s is not in etcd (%s)", x->digest,
+                          "clsctl fleet apply uploads the objects a policy names");
+        else if (!e2.code) {
+                sha256_digest_string(obj->value, obj->value_size, digest);
                 if (!streq(digest, x->digest))
                         error_set(&e2, EBADMSG, "object_corrupt",
                                   "etcd's object %s has the digest %s: not used", x->digest, digest);
@@ -434,7 +443,8 @@ static void on_object_fetched(Fleet *f, json_t *answer, const Error *e, void *us
                 error_done(&e2);
                 free(x);
         } else
-                daemon_object_add(f->m, kvs[0].value, kvs[0].value_size, on_object_added, x);
+                daemon_object_add(f->m, obj->value, obj->value_size, sig ? sig->value : NULL,
+                                  sig ? sig->value_size : 0, on_object_added, x);
         etcd_kvs_free(kvs, n);
 }
 
@@ -481,7 +491,7 @@ static int fetch_object(Fleet *f, const Pending *v, size_t n) {
                         }
                         x->f = f;
                         snprintf(x->digest, sizeof(x->digest), "%s", digests[k]);
-                        if (call(f, "/v3/kv/range", etcd_range_body(key, false), on_object_fetched, x) < 0) {
+                        if (call(f, "/v3/kv/range", etcd_range_body(key, true), on_object_fetched, x) < 0) {
                                 free(x);
                                 return -ENOMEM;
                         }

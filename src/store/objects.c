@@ -38,6 +38,32 @@ int store_object_put(Store *s, const void *data, size_t size, char ret_digest[SH
         return 0;
 }
 
+int store_object_signature_put(Store *s, const char *digest, const char *sig, size_t size, Error *reterr) {
+        char name[80];
+        int r;
+
+        if (!sha256_digest_string_valid(digest))
+                return error_set(reterr, EINVAL, "invalid_value", "%s: not a sha256 digest", digest);
+        snprintf(name, sizeof(name), "%s.o.sig", digest_hex(digest));
+        r = write_file_atomic(s->objects_fd, name, sig, size);
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot write %s/objects/%s: %s", s->dir, name,
+                                 strerror(-r));
+        return 0;
+}
+
+int store_object_signature_read(const Store *s, const char *digest, char **ret_sig, size_t *ret_size) {
+        char name[80];
+
+        if (!sha256_digest_string_valid(digest))
+                return -EINVAL;
+        snprintf(name, sizeof(name), "%s.o.sig", digest_hex(digest));
+        _cleanup_close_ int fd = openat(s->objects_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        return read_full_fd(fd, STORE_SIGNATURE_MAX, ret_sig, ret_size);
+}
+
 int store_object_exists(const Store *s, const char *digest) {
         char name[80];
         struct stat st;
@@ -102,6 +128,10 @@ int store_object_remove(Store *s, const char *digest, Error *reterr) {
         if (unlinkat(s->objects_fd, name, 0) < 0)
                 return error_set(reterr, errno, errno == ENOENT ? "object_not_found" : "store_error",
                                  "cannot remove object %s: %m", digest);
+        snprintf(name, sizeof(name), "%s.o.sig", digest_hex(digest));
+        if (unlinkat(s->objects_fd, name, 0) < 0 && errno != ENOENT)
+                return error_set(reterr, errno, "store_error",
+                                 "cannot remove the signature of object %s: %m", digest);
         if (fsync(s->objects_fd) < 0)
                 return error_set(reterr, errno, "store_error", "cannot sync %s/objects: %m", s->dir);
         return 0;

@@ -6,6 +6,7 @@
 #include <systemd/sd-event.h>
 
 #include "nl.h"
+#include "signature.h"
 #include "store.h"
 
 typedef struct Manager Manager;
@@ -34,6 +35,9 @@ typedef struct DaemonConfig {
         /* Where an object a change names by path may be read from (real paths, NULL-terminated; hogs
          * are not bound): opened without following links (read_file_under_dirs()). */
         const char *const *object_dirs;
+        /* With --trusted-keys: an object is loaded only if one of these keys signed it (uploads, paths,
+         * hogs, the fleet's, and the store's at start); NULL: any. */
+        const TrustedKeys *trusted_keys;
         /* The periodic full resync, the backstop for lost events; 0 turns it off. */
         uint64_t resync_usec;
         /* Holds BPF_ENABLE_STATS so that programs' run_count and run_time_ns are counted. */
@@ -78,8 +82,8 @@ void daemon_reconcile_all(Manager *m);
 /* SIGHUP: re-reads the hogs directory and queues what changed. */
 int daemon_hogs_reload(Manager *m);
 /* clsd --check: validates every hog file (JSON, fields, object files) without starting; prints one
- * line per problem on stderr and returns how many there were. */
-int daemon_hogs_check(const char *dir, size_t object_size_max);
+ * line per problem on stderr and returns how many there were. With trusted, objects must be signed. */
+int daemon_hogs_check(const char *dir, size_t object_size_max, const TrustedKeys *trusted);
 /* clsd --flush: removes every filter, tcx link and pin of clsd's from the kernel and keeps the store;
  * prints what it removed. -EBUSY when a clsd runs on the state directory. */
 int daemon_flush(const DaemonConfig *config);
@@ -317,10 +321,13 @@ typedef struct DaemonObject {
 /* Whether one more object (digest, size bytes) fits --max-objects and --max-objects-size (one stored
  * already always does): quota_exceeded (507) otherwise. */
 int daemon_object_quota_check(Manager *m, const char *digest, size_t size, Error *reterr);
-/* Inspected in a worker without privileges (a parser that crashes costs that worker, not clsd). */
+/* Inspected in a worker without privileges (a parser that crashes costs that worker, not clsd). With
+ * trusted keys, sig (a minisign or signify signature file's text, or NULL) must sign the bytes first;
+ * it is stored with the object. */
 typedef void (*DaemonObjectDoneFunc)(Manager *m, const DaemonObject *o, bool created, const Error *e,
                                      void *userdata);
-void daemon_object_add(Manager *m, const void *data, size_t size, DaemonObjectDoneFunc done, void *userdata);
+void daemon_object_add(Manager *m, const void *data, size_t size, const char *sig, size_t sig_size,
+                       DaemonObjectDoneFunc done, void *userdata);
 const DaemonObject *daemon_object_get(Manager *m, const char *digest);
 size_t daemon_object_count(Manager *m);
 const DaemonObject *daemon_object_at(Manager *m, size_t i);

@@ -62,6 +62,7 @@ int etcd_answer_error(long http_status, json_t *answer, Error *reterr);
 /* ---- the fleet's keys, under the prefix (a "/"-terminated path, "/clsd/" by default) ----
  *   PREFIX policies/NAME          a fleet policy (JSON, fleet_policy_parse())
  *   PREFIX objects/DIGEST         an object's bytes, named by their sha256
+ *   PREFIX objects/DIGEST.sig     its signature file (minisign, signify), for hosts with --trusted-keys
  *   PREFIX nodes/NODE             a node's record (JSON; bound to the node's lease)
  *   PREFIX status/NODE/POLICY     a node's status of a policy it is selected by (JSON; its lease) */
 char *fleet_key(const char *prefix, const char *kind, const char *name, const char *sub);

@@ -340,6 +340,11 @@ int store_policies_load(Store *s, Policy ***ret, size_t *ret_n, StoreProblemFunc
 /* Objects: ELF bytes stored once under their sha256 digest. */
 int store_object_put(Store *s, const void *data, size_t size, char ret_digest[SHA256_DIGEST_STRING_MAX],
                      bool *ret_created, Error *reterr);
+/* An object's signature (a minisign or signify file, --trusted-keys), kept beside it as <hex>.o.sig,
+ * replaced by a later one; read back at start to verify the object again. -ENOENT: none. */
+#define STORE_SIGNATURE_MAX 4096
+int store_object_signature_put(Store *s, const char *digest, const char *sig, size_t size, Error *reterr);
+int store_object_signature_read(const Store *s, const char *digest, char **ret_sig, size_t *ret_size);
 int store_object_path(const Store *s, const char *digest, char **ret_path);
 int store_object_exists(const Store *s, const char *digest);
 /* -EBADMSG when the bytes do not hash to their name. */

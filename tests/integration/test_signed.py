@@ -1,0 +1,185 @@
+"""Signed objects (--trusted-keys): an object is loaded only if a trusted key signed it, with minisign
+(prehashed or legacy, its trusted comment signed too) or OpenBSD signify; for uploads (Clsd-Signature),
+files named by path and hogs (FILE.minisig or FILE.sig beside them), and the store's at start, so that a
+key removed revokes what it signed."""
+
+import base64
+import os
+import shutil
+import subprocess
+
+from conftest import CLSD, filt, run, status_of, wait_for
+from test_hogs import write_hog
+
+
+def keypair(d, name):
+    pub, key = os.path.join(d, name + ".pub"), os.path.join(d, name + ".key")
+    subprocess.run(["minisign", "-G", "-W", "-p", pub, "-s", key], check=True, capture_output=True)
+    return pub, key
+
+
+def sign(key, path, out=None, legacy=False):
+    out = out or path + ".minisig"
+    subprocess.run(["minisign", "-S", "-W", "-s", key, "-m", path, "-x", out, *(["-l"] if legacy else [])],
+                   check=True, capture_output=True)
+    return out
+
+
+def sig_header(path):
+    with open(path, "rb") as f:
+        return {"Clsd-Signature": base64.b64encode(f.read()).decode()}
+
+
+def upload(c, obj, sig=None, headers=None):
+    with open(obj, "rb") as f:
+        data = f.read()
+    return c.api.request("POST", "/objects", body=data, content_type="application/octet-stream",
+                         headers=headers if headers is not None else (sig_header(sig) if sig else None))
+
+
+def refused(r, code, *words):
+    assert r.status == 422 and r.json["error"]["code"] == code, r
+    for w in words:
+        assert w in r.json["error"]["message"], r.json
+    return r.json["error"]["message"]
+
+
+def setup_keys(workdir):
+    d = os.path.join(workdir, "signing")
+    trusted = os.path.join(workdir, "trusted")
+    os.makedirs(d)
+    os.makedirs(trusted)
+    pub1, key1 = keypair(d, "k1")
+    pub2, key2 = keypair(d, "k2")
+    shutil.copy(pub1, trusted)
+    return trusted, key1, key2, pub1
+
+
+def key_id(pub):
+    with open(pub) as f:
+        return f.readline().split()[-1]
+
+
+def test_uploads_need_a_trusted_signature(net, clsd_factory, bpf, workdir):
+    trusted, key1, key2, _ = setup_keys(workdir)
+    obj = os.path.join(workdir, "count.bpf.o")
+    shutil.copy(bpf.count, obj)
+    c = clsd_factory(net.a, args=("--trusted-keys", trusted))
+    refused(upload(c, obj), "object_unsigned", "not signed", "--trusted-keys")
+    other = sign(key2, obj, os.path.join(workdir, "other.minisig"))
+    refused(upload(c, obj, other), "object_signature_invalid",
+            "signed by key %s, which is not a trusted key" % key_id(os.path.join(workdir, "signing", "k2.pub")))
+    good = sign(key1, obj)
+    # the bytes changed after signing: one byte of the ELF flipped
+    tampered = os.path.join(workdir, "tampered.bpf.o")
+    with open(obj, "rb") as f:
+        data = bytearray(f.read())
+    data[len(data) // 2] ^= 0xFF
+    with open(tampered, "wb") as f:
+        f.write(data)
+    refused(upload(c, tampered, good), "object_signature_invalid", "does not match its bytes")
+    # minisign's trusted comment is signed too
+    with open(good) as f:
+        lines = f.read().splitlines()
+    lines[2] = lines[2].replace("file:", "file:evil-")
+    forged = os.path.join(workdir, "forged.minisig")
+    with open(forged, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    refused(upload(c, obj, forged), "object_signature_invalid", "trusted comment")
+    for bad in ({"Clsd-Signature": "***"}, {"Clsd-Signature": base64.b64encode(b"hello\nworld\n").decode()}):
+        r = upload(c, obj, headers=bad)
+        assert r.status in (400, 422) and r.json["error"]["code"] in ("invalid_value", "object_signature_invalid"), r
+    assert c.api.get("/objects").json["objects"] == []
+    assert not [f for f in os.listdir(os.path.join(c.state_dir, "objects")) if f.endswith(".o")]
+    # signed: stored, with its signature
+    r = upload(c, obj, good)
+    assert r.status == 201, r
+    digest = r.json["digest"]
+    assert os.path.exists(os.path.join(c.state_dir, "objects", digest[7:] + ".o.sig"))
+    # minisign's legacy (not prehashed) signature, and signify's
+    legacy = sign(key1, obj, os.path.join(workdir, "legacy.minisig"), legacy=True)
+    assert upload(c, obj, legacy).status == 200
+    sd = os.path.join(workdir, "signify")
+    os.makedirs(sd)
+    subprocess.run(["signify-openbsd", "-G", "-n", "-p", os.path.join(sd, "s.pub"), "-s", os.path.join(sd, "s.sec")],
+                   check=True, capture_output=True)
+    subprocess.run(["signify-openbsd", "-S", "-s", os.path.join(sd, "s.sec"), "-m", obj, "-x", os.path.join(sd, "o.sig")],
+                   check=True, capture_output=True)
+    refused(upload(c, obj, os.path.join(sd, "o.sig")), "object_signature_invalid", "not a trusted key")
+    c.stop()
+    shutil.copy(os.path.join(sd, "s.pub"), trusted)
+    c.start()
+    assert upload(c, obj, os.path.join(sd, "o.sig")).status == 200
+
+
+def test_objects_by_path_and_hogs_need_a_signature_beside_them(net, clsd_factory, bpf, workdir):
+    trusted, key1, key2, _ = setup_keys(workdir)
+    objdir = os.path.join(workdir, "objects")
+    os.makedirs(objdir)
+    signed, unsigned, foreign = (os.path.join(objdir, n) for n in ("signed.bpf.o", "unsigned.bpf.o", "foreign.bpf.o"))
+    shutil.copy(bpf.count, signed)
+    sign(key1, signed)
+    shutil.copy(bpf.drop_port, unsigned)
+    shutil.copy(bpf.classid, foreign)
+    sign(key2, foreign, foreign + ".sig")  # the other suffix, by a key clsd does not trust
+    hogs_dir = os.path.join(workdir, "hogs.d")
+    write_hog(hogs_dir, "a.json", net.if_a, ingress=[filt("h", unsigned, priority=30)])
+    c = clsd_factory(net.a, args=("--trusted-keys", trusted, "--object-dir", objdir, "--hogs-dir", hogs_dir))
+    # the hog's object is not signed: never loaded, and the log says why (clsd --check too)
+    log = c.log_this_run()
+    assert os.path.join(hogs_dir, "a.json") in log and "%s is not signed" % unsigned in log, log
+    assert c.api.get_classifier(net.if_a).status == 404
+    assert not [f for f in net.a.filters(net.if_a) if f.name and f.name.startswith("clsd:")]
+    p = run([CLSD, "--check", "--hogs-dir", hogs_dir, "--trusted-keys", trusted], check=False)
+    assert p.returncode == 1 and "not signed" in p.stderr, p
+    # over the API
+    r = c.api.put_classifier(net.if_a, {"ingress": [filt("x", unsigned, priority=10)]})
+    refused(r, "object_unsigned", unsigned)
+    refused(c.api.put_classifier(net.if_a, {"ingress": [filt("x", foreign, priority=10)]}, headers={}),
+            "object_signature_invalid", "not a trusted key")
+    refused(c.api.request("PUT", "/ifaces/%s/classifier?dry_run=1" % net.if_a,
+                          {"ingress": [filt("x", unsigned, priority=10)]}), "object_unsigned")
+    assert c.api.get("/objects").json["objects"] == []
+    # the hog's object signed: it applies (hogs are read again on SIGHUP)
+    sign(key1, unsigned)
+    p = run([CLSD, "--check", "--hogs-dir", hogs_dir, "--trusted-keys", trusted], check=False)
+    assert p.returncode == 0, p
+    c.proc.send_signal(1)
+    wait_for(lambda: [f.pref for f in net.a.filters(net.if_a) if f.name and f.name.startswith("clsd:")] == [30],
+             timeout=5, what="the signed hog's filter")
+    assert len(c.api.get("/objects").json["objects"]) == 1
+
+
+def test_a_key_removed_revokes_what_it_signed(net, clsd_factory, bpf, workdir):
+    trusted, key1, _, pub1 = setup_keys(workdir)
+    obj = os.path.join(workdir, "count.bpf.o")
+    shutil.copy(bpf.count, obj)
+    c = clsd_factory(net.a, args=("--trusted-keys", trusted))
+    digest = upload(c, obj, sign(key1, obj)).json["digest"]
+    r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]})
+    assert r.status == 200 and status_of(r.json, "web")["attached"], r
+    c.stop()
+    os.unlink(os.path.join(trusted, os.path.basename(pub1)))
+    c.start()
+    assert c.api.get("/objects").json["objects"] == []
+    assert "object %s not loaded" % digest in c.log() and "not a trusted key" in c.log()
+    # a document naming it cannot be applied again, and a new upload is refused
+    refused(upload(c, obj, obj + ".minisig"), "object_signature_invalid", "not a trusted key")
+    r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=11)]})
+    assert r.status == 404 and r.json["error"]["code"] == "object_not_found", r
+    # the key back: the stored object and its signature load again
+    shutil.copy(pub1, trusted)
+    c.stop()
+    c.start()
+    assert [o["digest"] for o in c.api.get("/objects").json["objects"]] == [digest]
+
+
+def test_a_key_directory_that_is_not_one_is_refused_at_start(net, workdir):
+    from test_access import start_refused
+    bad = os.path.join(workdir, "bad")
+    os.makedirs(bad)
+    with open(os.path.join(bad, "x.pub"), "w") as f:
+        f.write("untrusted comment: nothing\nnot base64 at all\n")
+    for d, why in (("/nonexistent-dir", "No such file"), (bad, "not a minisign or signify public key")):
+        p = start_refused(net.a, workdir, "--trusted-keys", d)
+        assert p.returncode == 1 and why in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
