@@ -3,6 +3,7 @@
 
 #include <microhttpd.h>
 
+#include "access.h"
 #include "api.h"
 #include "json-writer.h"
 
@@ -26,6 +27,9 @@ struct Api {
         ApiConfig config;
         size_t metrics_size; /* the last scrape's: the next one's buffer starts that large */
         char *token;
+        AccessPolicy *access; /* --access-file; NULL: none */
+        struct Tls *tls; /* --tls-cert; NULL: plain TCP */
+        uint64_t access_generation; /* counts reloads: a connection's certificate is verified again */
         struct Listener *listeners[3];
         size_t n_listeners;
         ApiRequestCount requests[128]; /* routes × the statuses each gives */
@@ -69,7 +73,10 @@ typedef struct Request {
         size_t body_size;
         size_t body_max;
         bool too_large;
-        char who[128]; /* the peer, for the audit */
+        char who[256]; /* the peer, for the audit */
+        Role role;
+        bool authenticated; /* over TCP: a verified client certificate, or a token clsd knows */
+        bool bad_token; /* a bearer token clsd does not know */
         /* A change the daemon answers later (it waits for its interface's turn, or a worker): the
          * connection is suspended until request_answer(). */
         bool deferring;

@@ -9,9 +9,11 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "access.h"
 #include "api-internal.h"
 #include "fileio.h"
 #include "log.h"
+#include "tls.h"
 
 #define LISTEN_BACKLOG 128
 /* Per-connection memory for headers and buffering; bodies are copied out as they arrive. At most 32 KiB
@@ -24,6 +26,8 @@
 typedef struct Listener {
         Api *api;
         bool tcp;
+        bool tls; /* HTTPS (--tls-cert) */
+        bool loopback; /* a TCP listener on a loopback address */
         bool metrics_only;
         struct MHD_Daemon *mhd;
         sd_event_source *io;
@@ -42,6 +46,14 @@ typedef struct Peer {
         int fd;
         char key[INET6_ADDRSTRLEN + 16]; /* "ip ADDR" or "uid N" */
         pid_t pid; /* on the unix socket: the peer's, when it connected */
+        uid_t uid; /* on the unix socket: its credentials (SO_PEERCRED, SO_PEERGROUPS) */
+        gid_t gids[64];
+        size_t n_gids;
+        /* Over TLS: its client certificate, verified once per connection and access generation: 0
+         * verified (subject, sans), -ENOENT none sent, -EPERM not trusted (why). */
+        uint64_t cert_generation;
+        int cert_r;
+        char *subject, **sans, *cert_why;
         uint64_t deadline;
         struct Peer *prev, *next;
 } Peer;
@@ -175,22 +187,31 @@ static void request_completed(void *cls, struct MHD_Connection *c, void **con_cl
 
 /* ---- peers: connections per peer, header deadlines ---- */
 
-static void peer_key(int fd, bool tcp, char *key, size_t size, pid_t *ret_pid) {
+static void peer_key(Peer *p, bool tcp) {
         struct sockaddr_storage sa;
         socklen_t len = sizeof(sa);
         struct ucred cred;
-        socklen_t clen = sizeof(cred);
+        socklen_t clen = sizeof(cred), glen = sizeof(p->gids) - sizeof(gid_t);
         char addr[INET6_ADDRSTRLEN] = "?";
+        char *key = p->key;
+        size_t size = sizeof(p->key);
 
         if (!tcp) {
-                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) {
+                p->uid = (uid_t) -1;
+                if (getsockopt(p->fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0) {
                         snprintf(key, size, "uid %u", (unsigned) cred.uid);
-                        *ret_pid = cred.pid;
+                        p->pid = cred.pid;
+                        p->uid = cred.uid;
+                        p->gids[0] = cred.gid;
+                        p->n_gids = 1;
+                        /* its supplementary groups too, which group grants count */
+                        if (getsockopt(p->fd, SOL_SOCKET, SO_PEERGROUPS, p->gids + 1, &glen) == 0)
+                                p->n_gids += glen / sizeof(gid_t);
                 } else
                         snprintf(key, size, "uid ?");
                 return;
         }
-        if (getpeername(fd, (struct sockaddr *) &sa, &len) == 0) {
+        if (getpeername(p->fd, (struct sockaddr *) &sa, &len) == 0) {
                 if (sa.ss_family == AF_INET)
                         inet_ntop(AF_INET, &((struct sockaddr_in *) &sa)->sin_addr, addr, sizeof(addr));
                 else if (sa.ss_family == AF_INET6)
@@ -244,6 +265,32 @@ static void peer_expect_request(Peer *p, bool due) {
         deadline_arm(l);
 }
 
+static void peer_forget_certificate(Peer *p) {
+        for (size_t i = 0; p->sans && p->sans[i]; i++)
+                free(p->sans[i]);
+        free(p->sans);
+        free(p->subject);
+        free(p->cert_why);
+        p->sans = NULL;
+        p->subject = p->cert_why = NULL;
+        p->cert_generation = 0;
+}
+
+/* The peer's client certificate, verified once per connection (and again after a reload). */
+static void peer_check_certificate(Peer *p, struct MHD_Connection *c) {
+        Api *a = p->listener->api;
+        const union MHD_ConnectionInfo *info;
+
+        if (p->cert_generation == a->access_generation)
+                return;
+        peer_forget_certificate(p);
+        p->cert_generation = a->access_generation;
+        info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        p->cert_r = info && info->tls_session ? tls_peer_certificate(a->tls, info->tls_session, &p->subject,
+                                                                     &p->sans, &p->cert_why)
+                                              : -ENOENT;
+}
+
 /* A connection opened or closed: the peer's count, and its first request's deadline. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
@@ -261,6 +308,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                         l->peers = p->next;
                 if (p->next)
                         p->next->prev = p->prev;
+                peer_forget_certificate(p);
                 free(p);
                 *socket_context = NULL;
                 deadline_arm(l);
@@ -270,7 +318,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         if (!info || !(p = calloc(1, sizeof(*p))))
                 return;
         *p = (Peer){ .listener = l, .connection = c, .fd = info->connect_fd };
-        peer_key(p->fd, l->tcp, p->key, sizeof(p->key), &p->pid);
+        peer_key(p, l->tcp);
         for (Peer *q = l->peers; q; q = q->next)
                 same += streq(q->key, p->key);
         p->next = l->peers;
@@ -306,17 +354,84 @@ static bool token_matches(const char *want, const char *got) {
         return diff == 0;
 }
 
-static bool request_has_token(const Request *req) {
-        const char *h = request_header(req, "Authorization");
+/* Who the request is from (req->who, for the audit), and the role that gives it: on the unix socket its
+ * credentials; over TCP a verified client certificate and a bearer token, the better of the two. */
+static void request_identify(Request *req, Peer *p) {
+        Api *a = req->api;
+        Listener *l = req->listener;
+        const char *h = request_header(req, "Authorization"), *token_name = NULL;
+        char cert[160] = "";
+        Role role = ROLE_NONE;
 
-        /* The scheme is case-insensitive (RFC 9110 11.1). */
-        if (!req->api->token || !h || strncasecmp(h, "Bearer ", 7) != 0)
-                return false;
-        return token_matches(req->api->token, h + 7);
+        if (!p) {
+                snprintf(req->who, sizeof(req->who), "an unknown peer");
+                return;
+        }
+        if (!l->tcp) {
+                req->role = a->access ? access_role_of_unix(a->access, p->uid, p->gids, p->n_gids)
+                                      : ROLE_OPERATOR;
+                snprintf(req->who, sizeof(req->who), "%s pid %d (unix socket)", p->key, (int) p->pid);
+                return;
+        }
+        if (l->tls && a->tls) {
+                peer_check_certificate(p, req->connection);
+                if (p->cert_r == 0) {
+                        req->authenticated = true;
+                        role = a->access ? access_role_of_certificate(a->access, p->subject, p->sans)
+                                         : ROLE_OPERATOR;
+                        snprintf(cert, sizeof(cert), " with certificate \"%.120s\"", p->subject);
+                }
+        }
+        if (h && strncasecmp(h, "Bearer ", 7) == 0) { /* the scheme is case-insensitive (RFC 9110 11.1) */
+                Role t = ROLE_NONE;
+                if (a->token && token_matches(a->token, h + 7)) {
+                        t = ROLE_OPERATOR;
+                        token_name = "the token of --token-file";
+                } else if (a->access &&
+                           (t = access_role_of_token(a->access, h + 7, &token_name)) == ROLE_NONE)
+                        token_name = NULL;
+                req->bad_token = t == ROLE_NONE;
+                req->authenticated = req->authenticated || t != ROLE_NONE;
+                role = role > t ? role : t;
+        }
+        req->role = role;
+        snprintf(req->who, sizeof(req->who), "%s%s%s%s%s (%s)", p->key + 3, cert, token_name ? " with " : "",
+                 token_name && !streq(token_name, "the token of --token-file") ? "token " : "",
+                 token_name ? token_name : (cert[0] ? "" : " without the token"), l->tls ? "TLS" : "TCP");
 }
 
-static bool request_authorized(const Request *req) {
-        return !req->tcp || !method_changes_state(req->method) || request_has_token(req);
+/* Whether the request may go on; if not, its 401 or 403 answer in resp. A reader may read, an operator
+ * change too. Without an access file, the unix socket is its file mode's, and a loopback TCP listener
+ * serves reads to anyone, as before roles. */
+static bool request_allowed(Request *req, Response *resp) {
+        Api *a = req->api;
+        Listener *l = req->listener;
+        bool change = method_changes_state(req->method);
+        Role need = change ? ROLE_OPERATOR : ROLE_READER;
+        Peer *p = connection_peer(req->connection);
+
+        if (l->metrics_only || (!change && streq(req->url, "/healthz")) || req->role >= need)
+                return true;
+        if (!change && l->tcp && !a->access && l->loopback && !req->bad_token)
+                return true;
+        if (l->tcp && !req->authenticated) {
+                if (p && p->cert_r == -EPERM)
+                        response_errorf(resp, "unauthorized",
+                                        "the client certificate is not trusted (--client-ca): %s",
+                                        strna(p->cert_why));
+                else
+                        response_errorf(resp, "unauthorized",
+                                        "%s over TCP needs \"Authorization: Bearer <token>\"%s%s",
+                                        change ? "a change" : "a read",
+                                        a->tls && tls_client_ca_pem(a->tls) ? " or a client certificate"
+                                                                            : "",
+                                        req->bad_token ? "; the token given is not one clsd knows" : "");
+                return false;
+        }
+        response_errorf(resp, "forbidden", "%s %s needs the %s role; %s has %s", req->method, req->url,
+                        role_to_string(need), req->who,
+                        req->role == ROLE_NONE ? "no role (--access-file)" : "the reader role");
+        return false;
 }
 
 /* The path (and query values) decoded as libmicrohttpd would, except that one with a control byte
@@ -383,14 +498,7 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
                 req->body_max = startswith(url, "/objects") ? l->api->config.object_size_max
                                                             : l->api->config.json_size_max;
                 *con_cls = req;
-                if (!p)
-                        snprintf(req->who, sizeof(req->who), "an unknown peer");
-                else if (!l->tcp)
-                        snprintf(req->who, sizeof(req->who), "%s pid %d (unix socket)", p->key,
-                                 (int) p->pid);
-                else
-                        snprintf(req->who, sizeof(req->who), "%s %s (TCP)", p->key + 3,
-                                 request_has_token(req) ? "with the token" : "without the token");
+                request_identify(req, p);
 
                 if (url[0] == PATH_CONTROL_BYTE) {
                         response_errorf(
@@ -407,13 +515,8 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
                 }
                 /* Refuse early, before reading a body we will not use. The metrics listener changes
                  * nothing, so it asks for no token. */
-                if (!l->metrics_only && !request_authorized(req)) {
-                        response_errorf(
-                                &resp, "unauthorized",
-                                "a request that changes state over TCP needs \"Authorization: Bearer "
-                                "<token>\" with the token of --token-file");
+                if (!request_allowed(req, &resp))
                         return api_send(req, &resp);
-                }
                 cl = request_header(req, "Content-Length");
                 if (cl && strtoull(cl, NULL, 10) > req->body_max) {
                         response_errorf(&resp, "payload_too_large",
@@ -461,7 +564,7 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
         }
 }
 
-static int listener_new(Api *a, int fd, bool tcp, Listener **ret, Error *reterr) {
+static int listener_new(Api *a, int fd, bool tcp, bool tls, Listener **ret, Error *reterr) {
         Listener *l = calloc(1, sizeof(*l));
         const union MHD_DaemonInfo *info;
         int r;
@@ -472,9 +575,19 @@ static int listener_new(Api *a, int fd, bool tcp, Listener **ret, Error *reterr)
         }
         l->api = a;
         l->tcp = tcp;
+        l->tls = tls;
+        /* HTTPS: the certificate comes from tls.c's callback (reloaded on SIGHUP); a client CA makes
+         * libmicrohttpd ask for client certificates, which tls.c verifies against its own trust list. */
+        struct MHD_OptionItem tls_options[] = {
+                { MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *) tls_retrieve_certificate },
+                { tls && tls_client_ca_pem(a->tls) ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END, 0,
+                  tls ? (void *) tls_client_ca_pem(a->tls) : NULL },
+                { MHD_OPTION_END, 0, NULL },
+        };
         l->mhd = MHD_start_daemon(
-                MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, access_handler,
-                l, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, a->config.connections_max,
+                MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME | (tls ? MHD_USE_TLS : 0), 0,
+                NULL, NULL, access_handler, l, MHD_OPTION_ARRAY, tls ? tls_options : &tls_options[2],
+                MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, a->config.connections_max,
                 MHD_OPTION_CONNECTION_TIMEOUT, a->config.timeout_sec, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                 (size_t) CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
                 MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, l,
@@ -601,15 +714,33 @@ static int tcp_check(Api *a, Error *reterr) {
                         reterr, EINVAL, "invalid_value",
                         "--metrics-listen %s: expected ADDR:PORT or [ADDR6]:PORT with a numeric address",
                         a->config.metrics_listen);
+        if (!a->config.tls_cert != !a->config.tls_key)
+                return error_set(reterr, EINVAL, "invalid_value", "--tls-cert and --tls-key go together");
+        if (a->config.client_ca && !a->config.tls_cert)
+                return error_set(
+                        reterr, EINVAL, "invalid_value",
+                        "--client-ca needs TLS (--tls-cert, --tls-key): client certificates are TLS's");
+        if (a->config.tls_cert && !a->config.listen)
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "--tls-cert is for --listen, which is not given");
         if (!a->config.listen)
                 return 0;
         if (parse_listen(a->config.listen, &ss, &len, &loopback) < 0)
                 return error_set(reterr, EINVAL, "invalid_value",
                                  "--listen %s: expected ADDR:PORT or [ADDR6]:PORT with a numeric address",
                                  a->config.listen);
-        if (!loopback && !a->config.token_file)
-                return error_set(reterr, EPERM, "invalid_value",
-                                 "--listen %s: a non-loopback address needs --token-file", a->config.listen);
+        if (!loopback && !a->config.tls_cert)
+                return error_set(
+                        reterr, EPERM, "invalid_value",
+                        "--listen %s: a non-loopback address needs TLS (--tls-cert, --tls-key): a token "
+                        "would cross the network in clear text",
+                        a->config.listen);
+        if (!loopback && !a->config.token_file && !a->config.client_ca && !a->config.access_file)
+                return error_set(
+                        reterr, EPERM, "invalid_value",
+                        "--listen %s: a non-loopback address needs a way to authenticate: --token-file, "
+                        "--client-ca or --access-file (named tokens)",
+                        a->config.listen);
         return 0;
 }
 
@@ -632,7 +763,7 @@ static int tcp_listen(const char *flag, const char *addr, Error *reterr) {
         return TAKE_FD(fd);
 }
 
-int api_reload(Api *a, Error *reterr) {
+static int token_load(Api *a, Error *reterr) {
         _cleanup_free_ char *token = NULL;
         size_t size;
         int r;
@@ -660,6 +791,31 @@ int api_reload(Api *a, Error *reterr) {
         return 0;
 }
 
+int api_reload(Api *a, Error *reterr) {
+        AccessPolicy *access = NULL;
+        int r;
+
+        /* each read whole before anything changes: a file that does not parse leaves the old in use */
+        if (a->config.access_file) {
+                r = access_policy_load(a->config.access_file, &access, reterr);
+                if (r < 0)
+                        return r;
+        }
+        r = token_load(a, reterr);
+        if (r >= 0 && a->tls)
+                r = tls_reload(a->tls, reterr);
+        if (r < 0) {
+                access_policy_free(access);
+                return r;
+        }
+        if (a->config.access_file) {
+                access_policy_free(a->access);
+                a->access = access;
+        }
+        a->access_generation++; /* every connection's certificate is looked at again */
+        return 0;
+}
+
 int api_new(Manager *d, sd_event *event, const ApiConfig *config, Api **ret, Error *reterr) {
         _cleanup_(api_freep) Api *a = calloc(1, sizeof(*a));
         int r, fd;
@@ -675,9 +831,14 @@ int api_new(Manager *d, sd_event *event, const ApiConfig *config, Api **ret, Err
         r = api_reload(a, reterr);
         if (r < 0)
                 return r;
+        if (config->tls_cert) {
+                r = tls_new(config->tls_cert, config->tls_key, config->client_ca, &a->tls, reterr);
+                if (r < 0)
+                        return r;
+        }
         if (config->socket_fd >= 0) {
                 /* Socket activation: clients connected while clsd (re)started wait in its backlog. */
-                r = listener_new(a, config->socket_fd, false, &a->listeners[a->n_listeners], reterr);
+                r = listener_new(a, config->socket_fd, false, false, &a->listeners[a->n_listeners], reterr);
                 if (r < 0)
                         return r;
                 a->n_listeners++;
@@ -686,28 +847,35 @@ int api_new(Manager *d, sd_event *event, const ApiConfig *config, Api **ret, Err
                 fd = unix_listen(config->socket_path, reterr);
                 if (fd < 0)
                         return fd;
-                r = listener_new(a, fd, false, &a->listeners[a->n_listeners], reterr);
+                r = listener_new(a, fd, false, false, &a->listeners[a->n_listeners], reterr);
                 if (r < 0)
                         return r;
                 a->n_listeners++;
                 log_info("listening on %s", config->socket_path);
         }
         if (config->listen) {
+                struct sockaddr_storage ss;
+                socklen_t len;
+                bool loopback = false;
+                (void) parse_listen(config->listen, &ss, &len, &loopback);
                 fd = tcp_listen("--listen", config->listen, reterr);
                 if (fd < 0)
                         return fd;
-                r = listener_new(a, fd, true, &a->listeners[a->n_listeners], reterr);
+                r = listener_new(a, fd, true, !!a->tls, &a->listeners[a->n_listeners], reterr);
                 if (r < 0)
                         return r;
-                a->n_listeners++;
-                log_info("listening on %s (TCP%s)", config->listen,
-                         a->token ? ", token required for changes" : "");
+                a->listeners[a->n_listeners++]->loopback = loopback;
+                log_info("listening on %s (%s%s%s)", config->listen, a->tls ? "TLS" : "TCP",
+                         a->tls && config->client_ca ? ", client certificates verified" : "",
+                         a->access  ? ", roles from the access file"
+                         : a->token ? ", token required for changes"
+                                    : "");
         }
         if (config->metrics_listen) {
                 fd = tcp_listen("--metrics-listen", config->metrics_listen, reterr);
                 if (fd < 0)
                         return fd;
-                r = listener_new(a, fd, true, &a->listeners[a->n_listeners], reterr);
+                r = listener_new(a, fd, true, false, &a->listeners[a->n_listeners], reterr);
                 if (r < 0)
                         return r;
                 a->listeners[a->n_listeners++]->metrics_only = true;
@@ -733,6 +901,8 @@ Api *api_free(Api *a) {
                 free(a->ifaces_answers[i].text);
         }
         free(a->token);
+        access_policy_free(a->access);
+        tls_free(a->tls);
         free(a);
         return NULL;
 }

@@ -24,6 +24,7 @@ static const struct {
         { "bad_cursor", 400 },
         { "unauthorized", 401 },
         { "object_path_refused", 403 },
+        { "forbidden", 403 },
         { "route_not_found", 404 },
         { "document_not_found", 404 },
         { "netns_not_found", 404 },

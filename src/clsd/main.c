@@ -97,8 +97,18 @@ static void help(void) {
                "       --socket PATH          Unix socket of the API, mode 0660 (default %s);\n"
                "                              --socket '' serves no unix socket; a socket systemd\n"
                "                              passes (clsd.socket) is used instead\n"
-               "       --listen ADDR:PORT     Also serve the API on TCP; changes need a bearer token\n"
-               "       --token-file FILE      Bearer token for TCP (needed for a non-loopback --listen)\n"
+               "       --listen ADDR:PORT     Also serve the API on TCP (HTTPS with --tls-cert, which\n"
+               "                              a non-loopback address needs); changes need an\n"
+               "                              operator (a token, or a client certificate)\n"
+               "       --token-file FILE      An operator's bearer token over TCP\n"
+               "       --tls-cert FILE, --tls-key FILE\n"
+               "                              The certificate (PEM, with its chain) and key of\n"
+               "                              --listen: HTTPS; read again on SIGHUP\n"
+               "       --client-ca FILE       Verify client certificates against these CAs (mutual\n"
+               "                              TLS; read again on SIGHUP)\n"
+               "       --access-file FILE     Roles (reader, operator) of unix users and groups,\n"
+               "                              named tokens and client certificates (JSON; read\n"
+               "                              again on SIGHUP); 403 forbidden names the role needed\n"
                "       --metrics-listen ADDR:PORT\n"
                "                              Serve GET /metrics (Prometheus) on TCP, and nothing\n"
                "                              else there: no token needed (every listener has it)\n"
@@ -169,9 +179,10 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
         (void) s, (void) si;
         log_info("received SIGHUP; reloading");
         if (api_reload(c->api, &e) < 0) {
-                log_error("reload: %s; keeping the old token", e.message);
+                log_error("cannot reload: %s; the token, access file and TLS files in use stay", e.message);
                 error_done(&e);
-        }
+        } else
+                log_info("reloaded the token, access file and TLS files");
         (void) daemon_hogs_reload(c->daemon);
         (void) daemon_reconcile_all(c->daemon);
         return 0;
@@ -214,6 +225,10 @@ enum {
         ARG_SOCKET,
         ARG_LISTEN,
         ARG_TOKEN_FILE,
+        ARG_TLS_CERT,
+        ARG_TLS_KEY,
+        ARG_CLIENT_CA,
+        ARG_ACCESS_FILE,
         ARG_METRICS_LISTEN,
         ARG_BPF_STATS,
         ARG_MAX_OBJECT,
@@ -287,6 +302,10 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "listen", required_argument, NULL, ARG_LISTEN },
                 { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
+                { "tls-cert", required_argument, NULL, ARG_TLS_CERT },
+                { "tls-key", required_argument, NULL, ARG_TLS_KEY },
+                { "client-ca", required_argument, NULL, ARG_CLIENT_CA },
+                { "access-file", required_argument, NULL, ARG_ACCESS_FILE },
                 { "metrics-listen", required_argument, NULL, ARG_METRICS_LISTEN },
                 { "bpf-stats", no_argument, NULL, ARG_BPF_STATS },
                 { "max-object-size", required_argument, NULL, ARG_MAX_OBJECT },
@@ -383,6 +402,18 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                         break;
                 case ARG_TOKEN_FILE:
                         ac->token_file = optarg;
+                        break;
+                case ARG_TLS_CERT:
+                        ac->tls_cert = optarg;
+                        break;
+                case ARG_TLS_KEY:
+                        ac->tls_key = optarg;
+                        break;
+                case ARG_CLIENT_CA:
+                        ac->client_ca = optarg;
+                        break;
+                case ARG_ACCESS_FILE:
+                        ac->access_file = optarg;
                         break;
                 case ARG_MAX_OBJECT:
                         if (parse_size("--max-object-size", optarg, &ac->object_size_max) < 0)

@@ -20,6 +20,7 @@ import select
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -554,6 +555,58 @@ class NetnsHTTPConnection(http.client.HTTPConnection):
         self.sock = s
 
 
+class NetnsHTTPSConnection(http.client.HTTPSConnection):
+    """HTTPS to host:port from inside a namespace; cafile to trust, and a client certificate if given."""
+
+    def __init__(self, ns, host, port, cafile, cert=None, key=None, timeout=10):
+        ctx = ssl.create_default_context(cafile=cafile)
+        ctx.check_hostname = False  # the test certificates name the namespace's address
+        if cert:
+            ctx.load_cert_chain(cert, key)
+        super().__init__(host, port, timeout=timeout, context=ctx)
+        self.ns = ns
+
+    def connect(self):
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        s = self.ns.socket(family, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect((self.host, self.port))
+        self.sock = self._context.wrap_socket(s, server_hostname=self.host)
+
+
+class Pki:
+    """A certificate authority made with openssl in dir: issue(name, subject, sans) -> (cert, key)."""
+
+    def __init__(self, d, name="ca"):
+        self.dir = d
+        os.makedirs(d, exist_ok=True)
+        self.key, self.cert = os.path.join(d, name + ".key"), os.path.join(d, name + ".pem")
+        self._openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+                      self.key, "-out", self.cert, "-days", "30", "-subj", "/CN=clsd test %s" % name)
+
+    def _openssl(self, *args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    def issue(self, name, subject, sans=(), days=30):
+        key, csr, crt = (os.path.join(self.dir, name + ext) for ext in (".key", ".csr", ".pem"))
+        ext = os.path.join(self.dir, name + ".ext")
+        with open(ext, "w") as f:
+            f.write("subjectAltName=%s\n" % ",".join(sans) if sans else "basicConstraints=CA:FALSE\n")
+        self._openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
+                      "-out", csr, "-subj", subject)
+        # days=-1: expired a day ago
+        self._openssl("x509", "-req", "-in", csr, "-CA", self.cert, "-CAkey", self.key, "-CAcreateserial", "-out",
+                      crt, "-days", str(days), "-extfile", ext)
+        return crt, key
+
+
+def tls_server(workdir, addrs=("198.18.0.1", "127.0.0.1"), name="pki"):
+    """A CA and a server certificate for addrs: (pki, clsd's TLS flags)."""
+    pki = Pki(os.path.join(workdir, name))
+    cert, key = pki.issue("server", "/CN=clsd", ["IP:%s" % a for a in addrs])
+    return pki, ["--tls-cert", cert, "--tls-key", key]
+
+
 class Response:
     def __init__(self, status, reason, headers, body):
         self.status, self.reason, self.headers, self.body = status, reason, headers, body
@@ -595,7 +648,7 @@ class Api:
         try:
             try:
                 conn.request(method, path, body=body, headers=h)
-            except (BrokenPipeError, ConnectionResetError):
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError):
                 # The server may answer (413, 401) and close before reading the whole body; its
                 # answer is still waiting in our socket.
                 pass

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from conftest import (ADDR_A, CLSD, Api, NetnsHTTPConnection, UnixHTTPConnection, assert_error, filt, run,
-                      status_of, wait_for)
+from conftest import (ADDR_A, CLSD, Api, NetnsHTTPConnection, NetnsHTTPSConnection, UnixHTTPConnection, assert_error,
+                      filt, run, status_of, tls_server, wait_for)
 
 
 def free_port(ns, addr):
@@ -122,10 +122,14 @@ def test_tcp_needs_the_token_for_changes(net, clsd_factory, bpf, workdir):
 def test_tcp_on_the_namespace_address_with_a_token(net, clsd_factory, bpf, workdir):
     token = os.urandom(16).hex()
     port = free_port(net.a, ADDR_A)
-    clsd_factory(net.a, args=["--listen", "%s:%d" % (ADDR_A, port), "--token-file", token_file(workdir, token)])
-    # Reached from the other namespace, across the veth.
-    tcp = Api(lambda: NetnsHTTPConnection(net.b, ADDR_A, port))
+    pki, tls = tls_server(workdir)
+    clsd_factory(net.a, args=["--listen", "%s:%d" % (ADDR_A, port), "--token-file", token_file(workdir, token), *tls])
+    # Reached from the other namespace, across the veth, over TLS.
+    tcp = Api(lambda: NetnsHTTPSConnection(net.b, ADDR_A, port, pki.cert))
     assert tcp.get("/healthz").status == 200
+    # away from loopback, reads need the token too
+    assert_error(tcp.get("/objects"), 401, "unauthorized")
+    assert tcp.get("/objects", headers={"Authorization": "Bearer " + token}).status == 200
     assert_error(tcp.put_classifier(net.if_a, {}), 401, "unauthorized")
     assert tcp.put_classifier(net.if_a, {}, headers={"Authorization": "Bearer " + token}).status == 200
 
@@ -147,12 +151,17 @@ def start_refused(ns, workdir, *args):
     return p
 
 
-def test_non_loopback_listen_without_token_file_is_refused(net, workdir):
+def test_non_loopback_listen_without_tls_or_a_way_to_authenticate_is_refused(net, workdir):
     port = free_port(net.a, ADDR_A)
-    p = start_refused(net.a, workdir, "--listen", "%s:%d" % (ADDR_A, port))
+    # a token over clear text only on loopback
+    p = start_refused(net.a, workdir, "--listen", "%s:%d" % (ADDR_A, port), "--token-file",
+                      token_file(workdir, os.urandom(16).hex()))
     assert p.returncode == 1, p
     last = p.stderr.strip().splitlines()[-1]
-    assert last.startswith("clsd: ") and "--token-file" in last, p.stderr
+    assert last.startswith("clsd: ") and "needs TLS (--tls-cert, --tls-key)" in last, p.stderr
+    _, tls = tls_server(workdir)
+    p = start_refused(net.a, workdir, "--listen", "%s:%d" % (ADDR_A, port), *tls)
+    assert p.returncode == 1 and "needs a way to authenticate" in p.stderr, p.stderr
     # Nothing listens on the port afterwards.
     s = net.a.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:

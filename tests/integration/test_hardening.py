@@ -162,24 +162,27 @@ def test_clients_dripping_headers_hold_no_slot_and_one_peer_holds_a_few(net, cls
     header deadline passes; other peers and the unix socket are served all along."""
     import socket as sk
     import time
-    from conftest import ADDR_A, ADDR_B, Api, NetnsHTTPConnection
+    from conftest import ADDR_A, ADDR_B, Api, NetnsHTTPSConnection, tls_server
     port = free_port(net.a, ADDR_A)
+    pki, tls = tls_server(workdir)
     c = clsd_factory(net.a, args=("--listen", "%s:%d" % (ADDR_A, port), "--token-file",
                                   token_file(workdir, "0123456789abcdef0123"), "--header-timeout", "2",
-                                  "--max-connections-per-peer", "4"))
+                                  "--max-connections-per-peer", "4", *tls))
+    # over TLS, the slow part is the handshake: a record header announcing a 512-byte ClientHello,
+    # whose bytes then come one at a time
     drippers = []
     for _ in range(20):
         s = net.b.socket()
         s.settimeout(0.2)
         s.connect((ADDR_A, port))
-        s.sendall(b"G")
+        s.sendall(b"\x16\x03\x01\x02\x00")
         drippers.append(s)
 
     def open_ones():
         alive = []
         for s in drippers:
             try:
-                s.sendall(b"E")
+                s.sendall(b"\x01")
                 if s.recv(1, sk.MSG_PEEK) == b"":
                     continue
             except sk.timeout:
@@ -191,7 +194,7 @@ def test_clients_dripping_headers_hold_no_slot_and_one_peer_holds_a_few(net, cls
     time.sleep(0.5)
     assert len(open_ones()) == 4
     # another peer (ADDR_A, over TCP) and the unix socket are served meanwhile
-    assert Api(lambda: NetnsHTTPConnection(net.a, ADDR_A, port)).get("/healthz").status == 200
+    assert Api(lambda: NetnsHTTPSConnection(net.a, ADDR_A, port, pki.cert)).get("/healthz").status == 200
     assert c.api.get("/healthz").status == 200
     start = time.monotonic()
     wait_for(lambda: not open_ones(), timeout=5, interval=0.3, what="the dripping clients closed")
@@ -202,7 +205,7 @@ def test_clients_dripping_headers_hold_no_slot_and_one_peer_holds_a_few(net, cls
     for s in drippers:
         s.close()
     # the address may connect again
-    assert Api(lambda: NetnsHTTPConnection(net.b, ADDR_A, port)).get("/healthz").status == 200
+    assert Api(lambda: NetnsHTTPSConnection(net.b, ADDR_A, port, pki.cert)).get("/healthz").status == 200
 
 
 def test_quotas_on_what_clients_may_store(net, clsd_factory, bpf, workdir):
@@ -255,11 +258,12 @@ def test_a_parent_the_interface_has_no_qdisc_of_is_422_not_500(net, clsd_factory
 
 
 def test_every_change_and_every_refused_one_is_audited_once(net, clsd_factory, bpf, workdir):
-    from conftest import ADDR_A, Api, NetnsHTTPConnection
+    from conftest import ADDR_A, Api, NetnsHTTPSConnection, tls_server
     from test_queue import metric
     port = free_port(net.a, ADDR_A)
+    pki, tls = tls_server(workdir)
     c = clsd_factory(net.a, args=("--listen", "%s:%d" % (ADDR_A, port), "--token-file",
-                                  token_file(workdir, "0123456789abcdef0123")))
+                                  token_file(workdir, "0123456789abcdef0123"), *tls))
     me = "uid 0 pid %d (unix socket)" % os.getpid()
     digest = c.api.upload_ok(bpf.count)
     doc = {"ingress": [filt("web", digest, priority=10)]}
@@ -267,7 +271,7 @@ def test_every_change_and_every_refused_one_is_audited_once(net, clsd_factory, b
     assert c.api.request("PUT", "/ifaces/%s/classifier?dry_run=1" % net.if_a, doc).status == 200  # not a change
     assert c.api.request("PUT", "/ifaces/%s/classifier" % net.if_a, b"{", content_type="application/json").status == 400
     assert c.api.get_classifier(net.if_a).status == 200  # a read
-    tcp = Api(lambda: NetnsHTTPConnection(net.b, ADDR_A, port))
+    tcp = Api(lambda: NetnsHTTPSConnection(net.b, ADDR_A, port, pki.cert))
     assert tcp.delete("/ifaces/%s/classifier" % net.if_a).status == 401
     assert c.api.delete("/ifaces/%s/classifier" % net.if_a).status == 204
     audits = [l.split("audit: ", 1)[1] for l in c.log_this_run().splitlines() if "audit: " in l]
@@ -275,7 +279,7 @@ def test_every_change_and_every_refused_one_is_audited_once(net, clsd_factory, b
         "POST /objects by %s: 201 ok digest=%s" % (me, digest),
         "PUT /ifaces/%s/classifier by %s: 200 ok generation=1" % (net.if_a, me),
         "PUT /ifaces/%s/classifier by %s: 400 malformed_json" % (net.if_a, me),
-        "DELETE /ifaces/%s/classifier by 198.18.0.2 without the token (TCP): 401 unauthorized" % net.if_a,
+        "DELETE /ifaces/%s/classifier by 198.18.0.2 without the token (TLS): 401 unauthorized" % net.if_a,
         "DELETE /ifaces/%s/classifier by %s: 204 ok" % (net.if_a, me),
     ], audits
     from test_metrics import parse_exposition, value

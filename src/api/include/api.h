@@ -20,7 +20,13 @@ typedef struct ApiConfig {
         int socket_fd; /* a listening socket systemd passed (clsd.socket), used instead of socket_path; or -1
                         */
         const char *listen; /* "ADDR:PORT" or NULL */
-        const char *token_file; /* required for a non-loopback --listen */
+        const char *token_file; /* an operator's token over TCP */
+        /* HTTPS on --listen (required for a non-loopback address), and client certificates verified
+         * against client_ca; all reloaded on SIGHUP. NULL: none. */
+        const char *tls_cert, *tls_key, *client_ca;
+        /* Roles (reader, operator) of unix users and groups, named tokens and certificates. NULL: the
+         * unix socket's file mode decides, and a token or certificate is an operator's. */
+        const char *access_file;
         const char *metrics_listen; /* "ADDR:PORT" serving GET /metrics only, with no token; or NULL */
         size_t json_size_max;
         size_t object_size_max;
@@ -48,5 +54,6 @@ int api_listen_address_valid(const char *s);
 /* Puts clsd on the system bus as org.clsd1 (DBUS_SYSTEM_BUS_ADDRESS picks another bus); without a bus,
  * or when the name cannot be owned, clsd goes on without D-Bus and says so. */
 int api_dbus_start(Api *a);
-/* Re-reads the token file (SIGHUP). */
+/* Re-reads the token file, the access file and the TLS certificate, key and client CA (SIGHUP); on
+ * failure, what was in use stays. */
 int api_reload(Api *a, Error *reterr);

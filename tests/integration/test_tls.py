@@ -1,0 +1,200 @@
+"""TLS on --listen, mutual TLS, and roles: HTTPS with a certificate reloaded on SIGHUP, client
+certificates verified against --client-ca (a wrong CA, an expired certificate, a CA removed), and an
+access file giving reader or operator to unix users and groups, named tokens and certificates."""
+
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+
+import pytest
+
+from conftest import (ADDR_A, Api, NetnsHTTPConnection, NetnsHTTPSConnection, Pki, assert_error, filt, status_of,
+                      tls_server, wait_for)
+from test_access import free_port, start_refused, token_file
+
+
+def https(net, port, pki, cert=None, ns=None):
+    if cert:
+        cert, key = cert
+        return Api(lambda: NetnsHTTPSConnection(ns or net.b, ADDR_A, port, pki.cert, cert, key))
+    return Api(lambda: NetnsHTTPSConnection(ns or net.b, ADDR_A, port, pki.cert))
+
+
+def sighup(c, what):
+    before = c.log_this_run().count("reloaded")
+    c.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: c.log_this_run().count("reloaded") > before or "cannot reload" in c.log_this_run(),
+             timeout=5, what=what)
+
+
+def test_https_with_mutual_tls(net, clsd_factory, bpf, workdir):
+    pki, tls = tls_server(workdir)
+    good = pki.issue("ops", "/O=example/CN=ops", ["DNS:ops.example"])
+    expired = pki.issue("old", "/CN=old", days=-1)
+    other = Pki(os.path.join(workdir, "other"), "other")
+    foreign = other.issue("foreign", "/CN=ops")
+    port = free_port(net.a, ADDR_A)
+    client_ca = os.path.join(workdir, "client-ca.pem")
+    shutil.copy(pki.cert, client_ca)
+    c = clsd_factory(net.a, args=("--listen", "%s:%d" % (ADDR_A, port), *tls, "--client-ca", client_ca))
+    digest = c.api.upload_ok(bpf.count)
+    doc = {"ingress": [filt("web", digest, priority=10)]}
+    # clear text is not answered
+    with pytest.raises((ConnectionError, http.client.HTTPException)):
+        Api(lambda: NetnsHTTPConnection(net.b, ADDR_A, port)).get("/healthz")
+    # no certificate: health only; a read or a change is 401
+    anon = https(net, port, pki)
+    assert anon.get("/healthz").status == 200
+    assert_error(anon.get("/ifaces"), 401, "unauthorized")
+    assert_error(anon.put_classifier(net.if_a, doc), 401, "unauthorized")
+    # a certificate of another CA, and an expired one: 401 saying why, nothing changed
+    r = https(net, port, pki, foreign).put_classifier(net.if_a, doc)
+    assert_error(r, 401, "unauthorized")
+    assert "not trusted" in r.json["error"]["message"] and "issuer is unknown" in r.json["error"]["message"], r.json
+    r = https(net, port, pki, expired).get("/ifaces")
+    assert_error(r, 401, "unauthorized")
+    assert "expired" in r.json["error"]["message"], r.json
+    assert net.a.filters(net.if_a) == []
+    # the CA's certificate: an operator (no access file)
+    ops = https(net, port, pki, good)
+    r = ops.put_classifier(net.if_a, doc)
+    assert r.status == 200 and status_of(r.json, "web")["attached"], r
+    assert 'with certificate "CN=ops,O=example" (TLS): 200 ok' in c.log_this_run()
+    # the client CA replaced (SIGHUP): the old CA's certificates are refused, the new one's taken
+    shutil.copy(other.cert, client_ca)
+    sighup(c, "the reload")
+    assert_error(ops.get("/ifaces"), 401, "unauthorized")
+    assert https(net, port, pki, foreign).get("/ifaces").status == 200
+    # the server's certificate replaced: new handshakes see the new one
+    new_pki, new_tls = tls_server(workdir, name="pki2")
+    shutil.copy(new_tls[1], tls[1])
+    shutil.copy(new_tls[3], tls[3])
+    sighup(c, "the reload")
+    with pytest.raises(ssl.SSLError):
+        https(net, port, pki, foreign).get("/healthz")
+    assert https(net, port, new_pki, foreign).get("/ifaces").status == 200
+    # a broken file on SIGHUP: what was in use stays
+    with open(tls[3], "w") as f:
+        f.write("not a key\n")
+    sighup(c, "the failed reload")
+    assert "cannot reload" in c.log_this_run()
+    assert https(net, port, new_pki, foreign).get("/ifaces").status == 200
+
+
+def test_tls_flags_that_cannot_work_are_refused_at_start(net, workdir):
+    pki, tls = tls_server(workdir)
+    port = "%s:%d" % (ADDR_A, free_port(net.a, ADDR_A))
+    other_key = pki.issue("other", "/CN=other")[1]
+    for args, why in (
+        (("--listen", port, tls[0], tls[1]), "--tls-cert and --tls-key go together"),
+        (("--listen", port, "--client-ca", pki.cert, "--token-file", token_file(workdir, "x" * 20)), "--client-ca needs TLS"),
+        (("--listen", port, tls[0], tls[1], "--tls-key", other_key, "--client-ca", pki.cert), "is not the key of"),
+        (("--listen", port, tls[0], "/nonexistent.pem", tls[2], tls[3], "--client-ca", pki.cert), "No such file"),
+        ((*tls,), "--tls-cert is for --listen"),
+    ):
+        p = start_refused(net.a, workdir, *args)
+        assert p.returncode in (1, 2) and why in p.stderr, (args, p.stderr)
+
+
+def write_access(path, grants):
+    with open(path, "w") as f:
+        json.dump({"grants": grants}, f)
+    os.chmod(path, 0o640)
+
+
+def test_roles_from_the_access_file(net, clsd_factory, bpf, workdir):
+    pki, tls = tls_server(workdir)
+    monitor = pki.issue("monitor", "/CN=monitor")
+    ops = pki.issue("ops", "/CN=someone", ["DNS:Ops.Example"])
+    stranger = pki.issue("stranger", "/CN=stranger")
+    ci, ro = "ci-" + os.urandom(12).hex(), "ro-" + os.urandom(12).hex()
+    sha = lambda t: "sha256:" + hashlib.sha256(t.encode()).hexdigest()
+    access = os.path.join(workdir, "access.json")
+    grants = [
+        {"role": "reader", "subject": "CN=monitor"},
+        {"role": "operator", "san": "DNS:ops.example"},
+        {"role": "operator", "token": "ci", "token_sha256": sha(ci)},
+        {"role": "reader", "token": "dashboard", "token_sha256": sha(ro)},
+        {"role": "reader", "user": 4201},
+        {"role": "operator", "group": 4300},
+    ]
+    write_access(access, grants)
+    port = free_port(net.a, ADDR_A)
+    c = clsd_factory(net.a, args=("--listen", "%s:%d" % (ADDR_A, port), *tls, "--client-ca", pki.cert,
+                                  "--access-file", access))
+    digest = c.api.upload_ok(bpf.count)  # root on the socket: an operator
+    doc = {"ingress": [filt("web", digest, priority=10)]}
+
+    def forbidden(r, role="operator"):
+        assert_error(r, 403, "forbidden")
+        assert "needs the %s role" % role in r.json["error"]["message"], r.json
+        return r.json["error"]["message"]
+    # certificates: a reader reads and may not change; an operator by its SAN (host names in any case)
+    reader = https(net, port, pki, monitor)
+    assert reader.get("/ifaces").status == 200 and reader.get("/metrics").status == 200
+    msg = forbidden(reader.put_classifier(net.if_a, doc))
+    assert 'certificate "CN=monitor"' in msg and "has the reader role" in msg, msg
+    forbidden(reader.upload(bpf.drop_port))
+    assert https(net, port, pki, ops).put_classifier(net.if_a, doc).status == 200
+    # a certificate the CA signed but the file does not name: no role at all, not even reads
+    forbidden(https(net, port, pki, stranger).get("/ifaces"), "reader")
+    # named tokens
+    anon = https(net, port, pki)
+    assert anon.get("/ifaces", headers={"Authorization": "Bearer " + ro}).status == 200
+    forbidden(anon.delete_classifier(net.if_a, headers={"Authorization": "Bearer " + ro}))
+    assert_error(anon.delete_classifier(net.if_a, headers={"Authorization": "Bearer nope-" + ci}), 401, "unauthorized")
+    assert anon.delete_classifier(net.if_a, headers={"Authorization": "Bearer " + ci}).status == 204
+    assert 'with token ci (TLS): 204 ok' in c.log_this_run()
+    # the unix socket: root changes; uid 4201 reads; a member of group 4300 changes; others nothing
+    os.chmod(c.socket, 0o666)
+    for d in (workdir, c.dir):
+        os.chmod(d, 0o755)
+
+    def as_user(uid, method, path, groups=()):
+        ids = ["--reuid", str(uid), "--regid", str(uid)]
+        ids += ["--groups", ",".join(map(str, groups))] if groups else ["--clear-groups"]
+        p = subprocess.run(["setpriv", *ids, "curl", "-sS", "--unix-socket", c.socket, "-X", method, "-w",
+                            "\n%{http_code}", "http://clsd" + path], capture_output=True, text=True)
+        body, _, status = p.stdout.rpartition("\n")
+        assert status.isdigit(), p
+        return int(status), body
+    assert as_user(4201, "GET", "/ifaces")[0] == 200
+    status, body = as_user(4201, "DELETE", "/objects/" + digest)
+    assert status == 403 and "uid 4201" in body and "needs the operator role" in body, body
+    assert as_user(4299, "GET", "/ifaces")[0] == 403
+    assert as_user(4299, "DELETE", "/objects/" + digest, groups=(4300,))[0] == 204
+    # the access file changed (SIGHUP): the operator certificate's grant removed, at once
+    write_access(access, [g for g in grants if "san" not in g])
+    sighup(c, "the reload")
+    forbidden(https(net, port, pki, ops).get("/ifaces"), "reader")
+    # one that does not parse is refused, and the last good one stays
+    with open(access, "w") as f:
+        f.write('{"grants": [{"role": "admin", "user": 0}]}')
+    sighup(c, "the failed reload")
+    assert "grants[0].role" in c.log_this_run()
+    assert reader.get("/ifaces").status == 200
+
+
+@pytest.mark.parametrize("text,why", [
+    ('{"grants": [{"role": "reader"}]}', "expected one of user"),
+    ('{"grants": [{"role": "reader", "user": 1, "group": 2}]}', "one of user, group"),
+    ('{"grants": [{"role": "boss", "user": 1}]}', "grants[0].role"),
+    ('{"grants": [{"role": "reader", "token": "x"}]}', "token_sha256"),
+    ('{"grants": [{"role": "reader", "token": "x", "token_sha256": "abc"}]}', "sha256:<64 hex>"),
+    ('{"grants": [{"role": "reader", "user": "no-such-user-here"}]}', "no such name"),
+    ('{"grants": [], "extra": 1}', 'unknown field "extra"'),
+    ('{"grants": [{"role": "reader", "user": 1, "colour": "red"}]}', 'unknown field "colour"'),
+    ('{"grants": [', "--access-file"),
+])
+def test_an_access_file_that_does_not_parse_is_refused_at_start(net, workdir, text, why):
+    path = os.path.join(workdir, "access.json")
+    with open(path, "w") as f:
+        f.write(text)
+    p = start_refused(net.a, workdir, "--access-file", path)
+    assert p.returncode == 1 and why in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
