@@ -120,37 +120,35 @@ int ctl_report_error_object(const Ctl *c, const json_t *error, const char *conte
 }
 
 static int report_http_error(const Ctl *c, const HttpResponse *resp, const char *context) {
-        _cleanup_(json_decrefp) json_t *body = json_loadb(resp->body, resp->body_size, 0, NULL);
+        _cleanup_(json_decrefp) json_t *body = json_loadb(resp->body ?: "", resp->body_size, 0, NULL);
         const json_t *error = json_object_get(body, "error");
 
         if (json_is_string(json_object_get(error, "code")) ||
             json_is_string(json_object_get(error, "message")))
                 return ctl_report_error_object(c, error, context);
-        /* Not clsd's error shape (a proxy, a stray server on the socket): the status line must do. */
-        return ctl_error(-EREMOTEIO, "%s%sHTTP %u%s%s", context ?: "", context ? ": " : "", resp->status,
-                         resp->reason[0] ? " " : "", resp->reason);
+        /* Not clsd's error shape (a proxy, a stray server on the socket): the status must do. */
+        return ctl_error(-EREMOTEIO, "%s%sHTTP %u", context ?: "", context ? ": " : "", resp->status);
 }
 
 int ctl_call(const Ctl *c, const HttpRequest *req, const char *context, json_t **ret_json) {
         _cleanup_(http_response_freep) HttpResponse *resp = NULL;
         _cleanup_(json_decrefp) json_t *body = NULL;
-        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *why = NULL;
+        const HttpTarget t = { .socket_path = c->socket_path,
+                               .url = c->host,
+                               .cacert = c->cacert,
+                               .cert = c->cert,
+                               .key = c->key,
+                               .token = c->token };
+        const char *where = c->host ?: c->socket_path;
         json_error_t e;
         int r;
 
-        fd = http_connect_unix(c->socket_path);
-        if (fd < 0)
-                return ctl_error(fd, "cannot connect to %s: %s", c->socket_path, strerror(-fd));
-
-        r = http_request(fd, req, &resp);
-        if (r == -EBADMSG)
-                return ctl_error(r, "invalid HTTP answer on %s", c->socket_path);
-        if (r == -EFBIG)
-                return ctl_error(r, "answer on %s larger than %u MiB", c->socket_path,
-                                 HTTP_RESPONSE_MAX >> 20);
+        r = http_perform(&t, req, &resp, &why);
+        if (r == -ENOMEM)
+                return ctl_oom();
         if (r < 0)
-                return ctl_error(r, "%s %s on %s: %s", req->method, req->path, c->socket_path, strerror(-r));
-
+                return ctl_error(r, "%s %s on %s: %s", req->method, req->path, where, why ?: strerror(-r));
         if (resp->status < 200 || resp->status >= 300)
                 return report_http_error(c, resp, context);
 
@@ -265,6 +263,14 @@ static void help(void) {
                "\n"
                "OPTIONS\n"
                "       --socket PATH          Connect to PATH ('@NAME': abstract socket)\n"
+               "       --host URL             Talk to the clsd at URL (https://HOST:PORT) instead\n"
+               "       --hosts FILE           Run the command on every host of FILE (lines \"URL\" or\n"
+               "                              \"NAME URL\") at once: each host's output, then a table;\n"
+               "                              exits 1 if any host failed\n"
+               "       --cacert FILE          The CA that signed the hosts' certificates (PEM)\n"
+               "       --cert FILE, --key FILE\n"
+               "                              A client certificate and its key (mutual TLS)\n"
+               "       --token-file FILE      A bearer token (default: CLSD_TOKEN)\n"
                "       -n, --netns NAME       Interfaces of the network namespace /run/netns/NAME\n"
                "                              (ls, get, apply, diff, delete)\n"
                "       -j, --json             Print the daemon's JSON answer instead of tables\n"
@@ -283,6 +289,8 @@ static void help(void) {
                "\n"
                "ENVIRONMENT\n"
                "       CLSD_SOCKET            Socket used without --socket (default %s)\n"
+               "       CLSD_HOST              A host used without --host or --socket\n"
+               "       CLSD_TOKEN             A bearer token without --token-file\n"
                "       CLSD_FLEET             etcd's endpoints without --fleet\n",
                ETCD_PREFIX_DEFAULT, CTL_SOCKET_DEFAULT);
 }
@@ -297,7 +305,13 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                 ARG_FLEET_PREFIX,
                 ARG_FLEET_CA,
                 ARG_FLEET_CERT,
-                ARG_FLEET_KEY
+                ARG_FLEET_KEY,
+                ARG_HOST,
+                ARG_HOSTS,
+                ARG_CACERT,
+                ARG_CERT,
+                ARG_KEY,
+                ARG_TOKEN_FILE,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -312,6 +326,12 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                 { "fleet-ca", required_argument, NULL, ARG_FLEET_CA },
                 { "fleet-cert", required_argument, NULL, ARG_FLEET_CERT },
                 { "fleet-key", required_argument, NULL, ARG_FLEET_KEY },
+                { "host", required_argument, NULL, ARG_HOST },
+                { "hosts", required_argument, NULL, ARG_HOSTS },
+                { "cacert", required_argument, NULL, ARG_CACERT },
+                { "cert", required_argument, NULL, ARG_CERT },
+                { "key", required_argument, NULL, ARG_KEY },
+                { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
                 {},
         };
         int opt;
@@ -329,6 +349,7 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                         if (!*optarg)
                                 return usage_error("--socket needs a path");
                         c->socket_path = optarg;
+                        c->host = NULL; /* CLSD_HOST's */
                         break;
                 case 'j':
                         c->json = true;
@@ -367,6 +388,28 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                         break;
                 case ARG_FLEET_KEY:
                         c->fleet_key = optarg;
+                        break;
+                case ARG_HOST:
+                        if (!startswith(optarg, "https://") && !startswith(optarg, "http://"))
+                                return usage_error("--host %s: expected https://HOST:PORT", optarg);
+                        c->host = optarg;
+                        break;
+                case ARG_HOSTS:
+                        if (!*optarg)
+                                return usage_error("--hosts needs a file");
+                        c->hosts_file = optarg;
+                        break;
+                case ARG_CACERT:
+                        c->cacert = optarg;
+                        break;
+                case ARG_CERT:
+                        c->cert = optarg;
+                        break;
+                case ARG_KEY:
+                        c->key = optarg;
+                        break;
+                case ARG_TOKEN_FILE:
+                        c->token_file = optarg;
                         break;
                 case ':':
                         return usage_error("option '%s' needs an argument", argv[optind - 1]);
@@ -445,6 +488,29 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
         return 1;
 }
 
+/* The bearer token of --token-file (one line), else of CLSD_TOKEN. */
+static int token_read(Ctl *c) {
+        const char *env = getenv("CLSD_TOKEN");
+        _cleanup_free_ char *data = NULL;
+        size_t size;
+        int r;
+
+        if (!c->token_file) {
+                if (env && *env && !(c->token = strdup(env)))
+                        return ctl_oom();
+                return 0;
+        }
+        r = ctl_read_input(c->token_file, &data, &size);
+        if (r < 0)
+                return r;
+        while (size > 0 && (data[size - 1] == '\n' || data[size - 1] == '\r'))
+                data[--size] = 0;
+        if (size == 0 || strlen(data) != size || strchr(data, '\n'))
+                return ctl_error(-EINVAL, "--token-file %s: expected one line, the token", c->token_file);
+        c->token = TAKE_PTR(data);
+        return 0;
+}
+
 /* A full disk or a closed pipe must not pass for success. */
 static int flush_stdout(void) {
         if (fflush(stdout) != 0 || ferror(stdout))
@@ -453,10 +519,11 @@ static int flush_stdout(void) {
 }
 
 int main(int argc, char *argv[]) {
-        const char *env = getenv("CLSD_SOCKET"), *fleet = getenv("CLSD_FLEET");
+        const char *env = getenv("CLSD_SOCKET"), *fleet = getenv("CLSD_FLEET"), *host = getenv("CLSD_HOST");
         Ctl c = {
                 .socket_path = env && *env ? env : CTL_SOCKET_DEFAULT,
                 .fleet_urls = fleet && *fleet ? fleet : NULL,
+                .host = host && *host ? host : NULL,
         };
         const Verb *verb = NULL;
         char **args = NULL;
@@ -470,7 +537,16 @@ int main(int argc, char *argv[]) {
         if (r <= 0)
                 return r < 0 ? EXIT_USAGE : (flush_stdout() < 0 ? EXIT_FAILURE : EXIT_SUCCESS);
 
-        r = verb->run(&c, args);
+        r = token_read(&c);
+        if (r < 0)
+                return EXIT_FAILURE;
+        if (c.hosts_file && startswith(verb->usage, "clsctl fleet ")) {
+                (void) usage_error("--hosts is for commands clsd answers, not 'fleet' (etcd)");
+                return EXIT_USAGE;
+        }
+        r = c.hosts_file ? ctl_run_on_hosts(&c, verb->usage + strlen("clsctl "), verb->run, args)
+                         : verb->run(&c, args);
+        free(c.token);
         if (flush_stdout() < 0)
                 return EXIT_FAILURE;
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -17,6 +17,14 @@
 
 typedef struct Ctl {
         const char *socket_path;
+        /* Another host's clsd (--host URL), with TLS files and a bearer token (--token-file,
+         * CLSD_TOKEN); NULL: the unix socket. */
+        const char *host;
+        const char *cacert, *cert, *key;
+        char *token;
+        const char *token_file;
+        /* --hosts FILE: the command runs on each of its hosts (ctl_run_on_hosts()). */
+        const char *hosts_file;
         bool json;
         bool verbose;
         const char *if_match; /* apply: the generation the document must be at, decimal */
@@ -53,6 +61,10 @@ int ctl_report_error_object(const Ctl *c, const json_t *error, const char *conte
 
 /* "/ifaces/IFNAME/classifier", or under "/netns/NAME" with --netns. */
 int ctl_iface_path(const Ctl *c, const char *ifname, char **ret);
+
+/* Runs run(args) on every host of c->hosts_file at once (a child each, --host set), shows each host's
+ * output and then a table of results; fails when a host did. */
+int ctl_run_on_hosts(const Ctl *c, const char *verb, int (*run)(const Ctl *c, char **args), char **args);
 
 int verb_ifaces_list(const Ctl *c, char **args);
 int verb_maps(const Ctl *c, char **args);

@@ -1,14 +1,13 @@
-/* http-client.c: one HTTP/1.1 request per unix-socket connection: connect, send, read until EOF (we
- * ask for "Connection: close"), hand the bytes to http_response_parse(). */
+/* http-client.c: one request to clsd through libcurl's easy interface. */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE 1 /* open_memstream() */
+#define _GNU_SOURCE 1 /* asprintf() */
 #endif
-#include <stddef.h>
 #include <stdio.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
+#include "etcd-dl.h"
 #include "http-client.h"
 
 static bool is_unreserved(char c) {
@@ -16,181 +15,145 @@ static bool is_unreserved(char c) {
                c == '_' || c == '-';
 }
 
-int http_connect_unix(const char *path) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        struct timeval tv = { .tv_sec = HTTP_TIMEOUT_SEC };
-        size_t n = strlen(path);
-        socklen_t len;
-
-        if (n == 0)
-                return -EINVAL;
-        if (n >= sizeof(sa.sun_path))
-                return -ENAMETOOLONG;
-        if (path[0] == '@') {
-                memcpy(sa.sun_path + 1, path + 1, n - 1);
-                len = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + n);
-        } else {
-                memcpy(sa.sun_path, path, n);
-                len = (socklen_t) sizeof(sa);
-        }
-
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return -errno;
-        /* On AF_UNIX the send timeout also bounds connect() against a full listen backlog. */
-        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
-                return -errno;
-        if (connect(fd, (struct sockaddr *) &sa, len) < 0)
-                return errno == EAGAIN ? -ETIMEDOUT : -errno;
-        return TAKE_FD(fd);
+HttpResponse *http_response_free(HttpResponse *r) {
+        if (!r)
+                return NULL;
+        free(r->body);
+        free(r);
+        return NULL;
 }
 
-static int send_all(int fd, const void *buf, size_t size) {
-        const char *p = buf;
+typedef struct Sink {
+        HttpResponse *resp;
+        bool too_large;
+} Sink;
 
-        while (size > 0) {
-                /* MSG_NOSIGNAL: a daemon closing early must give us EPIPE, not kill us with SIGPIPE. */
-                ssize_t n = send(fd, p, size, MSG_NOSIGNAL);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return errno == EAGAIN ? -ETIMEDOUT : -errno;
+static size_t on_data(char *p, size_t size, size_t n, void *userdata) {
+        Sink *s = userdata;
+        size_t len = size * n;
+        char *b;
+
+        if (s->resp->body_size + len > HTTP_RESPONSE_MAX) {
+                s->too_large = true;
+                return 0; /* libcurl stops with CURLE_WRITE_ERROR */
+        }
+        b = realloc(s->resp->body, s->resp->body_size + len + 1);
+        if (!b)
+                return 0;
+        memcpy(b + s->resp->body_size, p, len);
+        s->resp->body = b;
+        s->resp->body_size += len;
+        b[s->resp->body_size] = 0;
+        return len;
+}
+
+int http_perform(const HttpTarget *t, const HttpRequest *req, HttpResponse **ret, char **ret_error) {
+        _cleanup_free_ char *url = NULL, *content_type = NULL, *auth = NULL;
+        char errbuf[CURL_ERROR_SIZE] = "";
+        struct curl_slist *headers = NULL;
+        Error e = ERROR_NULL;
+        HttpResponse *resp;
+        Sink sink;
+        CURLcode cc;
+        CURL *curl;
+        long status = 0;
+        int r;
+
+        *ret_error = NULL;
+        if (etcd_dl_load(&e) < 0) {
+                *ret_error = e.message ? strdup(e.message) : NULL;
+                error_done(&e);
+                return -ENOPKG;
+        }
+        if (!(resp = calloc(1, sizeof(*resp))) || !(curl = curl_api.easy_init())) {
+                free(resp);
+                return -ENOMEM;
+        }
+        sink = (Sink){ .resp = resp };
+        /* the unix socket's requests name a host for the Host header only */
+        if (asprintf(&url, "%s%s", t->url ?: "http://clsd", req->path) < 0) {
+                url = NULL;
+                r = -ENOMEM;
+                goto out;
+        }
+        if (!t->url)
+                curl_api.easy_setopt(curl,
+                                     t->socket_path[0] == '@' ? CURLOPT_ABSTRACT_UNIX_SOCKET
+                                                              : CURLOPT_UNIX_SOCKET_PATH,
+                                     t->socket_path + (t->socket_path[0] == '@'));
+        curl_api.easy_setopt(curl, CURLOPT_URL, url);
+        curl_api.easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_api.easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req->method);
+        if (streq(req->method, "HEAD"))
+                curl_api.easy_setopt(curl, CURLOPT_NOBODY, 1L);
+        curl_api.easy_setopt(curl, CURLOPT_TIMEOUT, (long) HTTP_TIMEOUT_SEC);
+        curl_api.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+        curl_api.easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+        curl_api.easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
+        curl_api.easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
+        if (t->cacert)
+                curl_api.easy_setopt(curl, CURLOPT_CAINFO, t->cacert);
+        if (t->cert)
+                curl_api.easy_setopt(curl, CURLOPT_SSLCERT, t->cert);
+        if (t->key)
+                curl_api.easy_setopt(curl, CURLOPT_SSLKEY, t->key);
+        /* "Expect: 100-continue" would hold a large upload back a second for an answer clsd never gives */
+        headers = curl_api.slist_append(headers, "Expect:");
+        if (req->content_type) {
+                if (asprintf(&content_type, "Content-Type: %s", req->content_type) < 0) {
+                        content_type = NULL;
+                        r = -ENOMEM;
+                        goto out;
                 }
-                p += n;
-                size -= (size_t) n;
+                headers = curl_api.slist_append(headers, content_type);
+                curl_api.easy_setopt(curl, CURLOPT_POSTFIELDS, req->body ?: "");
+                curl_api.easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) req->body_size);
         }
-        return 0;
-}
-
-static bool is_valid_header_line(const char *h) {
-        const char *colon = strchr(h, ':');
-
-        if (!colon || colon == h)
-                return false;
-        for (const char *p = h; p < colon; p++)
-                if (!http_is_token_char(*p))
-                        return false;
-        for (const char *p = colon; *p; p++)
-                if (((unsigned char) *p < 0x20 && *p != '\t') || *p == 0x7f)
-                        return false;
-        return true;
-}
-
-static int request_format_head(const HttpRequest *req, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *buf = NULL;
-        size_t size = 0;
-        FILE *f;
-
-        if (!req->method[0])
-                return -EINVAL;
-        for (const char *p = req->method; *p; p++)
-                if (!http_is_token_char(*p))
-                        return -EINVAL;
-        /* The path goes verbatim on the request line: no spaces, no control bytes, no CR/LF. */
-        if (req->path[0] != '/')
-                return -EINVAL;
-        for (const char *p = req->path; *p; p++)
-                if ((unsigned char) *p <= 0x20 || (unsigned char) *p >= 0x7f)
-                        return -EINVAL;
-        if (req->content_type && strpbrk(req->content_type, "\r\n"))
-                return -EINVAL;
+        if (t->token) {
+                if (asprintf(&auth, "Authorization: Bearer %s", t->token) < 0) {
+                        auth = NULL;
+                        r = -ENOMEM;
+                        goto out;
+                }
+                headers = curl_api.slist_append(headers, auth);
+        }
         for (const char *const *h = req->headers; h && *h; h++)
-                if (!is_valid_header_line(*h))
-                        return -EINVAL;
+                headers = curl_api.slist_append(headers, *h);
+        curl_api.easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
 
-        f = open_memstream(&buf, &size);
-        if (!f)
-                return -ENOMEM;
-        fprintf(f, "%s %s HTTP/1.1\r\n", req->method, req->path);
-        fputs("Host: localhost\r\n"
-              "User-Agent: clsctl\r\n"
-              "Accept: application/json\r\n"
-              "Connection: close\r\n",
-              f);
-        if (req->content_type)
-                fprintf(f, "Content-Type: %s\r\nContent-Length: %zu\r\n", req->content_type, req->body_size);
-        for (const char *const *h = req->headers; h && *h; h++)
-                fprintf(f, "%s\r\n", *h);
-        fputs("\r\n", f);
-        if (ferror(f)) {
-                fclose(f);
-                return -ENOMEM;
+        cc = curl_api.easy_perform(curl);
+        if (cc != CURLE_OK) {
+                r = sink.too_large ? -EFBIG : cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
+                struct stat st;
+                long os_errno = 0;
+                if (sink.too_large)
+                        (void) asprintf(ret_error, "the answer is larger than %u MiB",
+                                        HTTP_RESPONSE_MAX >> 20);
+                else if (cc == CURLE_COULDNT_CONNECT && !t->url)
+                        /* libcurl does not keep connect()'s errno for a unix socket: the path tells */
+                        (void) asprintf(ret_error, "cannot connect: %s",
+                                        t->socket_path[0] == '@'        ? "no such abstract socket"
+                                        : stat(t->socket_path, &st) < 0 ? strerror(errno)
+                                        : !S_ISSOCK(st.st_mode)
+                                                ? "not a socket"
+                                                : "nothing listens there (is clsd running?)");
+                else if (cc == CURLE_COULDNT_CONNECT &&
+                         curl_api.easy_getinfo(curl, CURLINFO_OS_ERRNO, &os_errno) == CURLE_OK &&
+                         os_errno > 0)
+                        (void) asprintf(ret_error, "cannot connect: %s", strerror((int) os_errno));
+                else
+                        *ret_error = strdup(errbuf[0] ? errbuf : curl_api.easy_strerror(cc));
+                goto out;
         }
-        if (fclose(f) != 0)
-                return -ENOMEM;
-
-        *ret = TAKE_PTR(buf);
-        *ret_size = size;
-        return 0;
-}
-
-/* Like read_full_fd(), but a reset after the answer counts as its end: on AF_UNIX a server that
- * closes with some of our body unread resets the connection once we have read what it sent. */
-static int read_until_eof(int fd, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *buf = NULL;
-        size_t size = 0, alloc = 0;
-
-        for (;;) {
-                ssize_t n;
-
-                if (alloc - size < 4096) {
-                        size_t a = alloc ? alloc * 2 : 16384;
-                        char *b;
-
-                        if (alloc > HTTP_RESPONSE_MAX)
-                                return -EFBIG;
-                        b = realloc(buf, a + 1);
-                        if (!b)
-                                return -ENOMEM;
-                        buf = b;
-                        alloc = a;
-                }
-                n = recv(fd, buf + size, alloc - size, 0);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == ECONNRESET && size > 0)
-                                break;
-                        return errno == EAGAIN ? -ETIMEDOUT : -errno;
-                }
-                if (n == 0)
-                        break;
-                size += (size_t) n;
-                if (size > HTTP_RESPONSE_MAX)
-                        return -EFBIG;
-        }
-        buf[size] = 0; /* the loop allocated before its first recv() */
-        *ret = TAKE_PTR(buf);
-        *ret_size = size;
-        return 0;
-}
-
-int http_request(int fd, const HttpRequest *req, HttpResponse **ret) {
-        _cleanup_free_ char *head = NULL, *data = NULL;
-        size_t head_size = 0, size = 0;
-        int r, r_send;
-
-        r = request_format_head(req, &head, &head_size);
-        if (r < 0)
-                return r;
-
-        r_send = send_all(fd, head, head_size);
-        if (r_send >= 0 && req->content_type && req->body_size > 0)
-                r_send = send_all(fd, req->body, req->body_size);
-        /* A server may answer (413, 401, ...) and close before reading all we send: read that answer. */
-        if (r_send < 0 && r_send != -EPIPE && r_send != -ECONNRESET)
-                return r_send;
-
-        r = read_until_eof(fd, &data, &size);
-        if (r < 0)
-                return r_send < 0 ? r_send : r;
-        if (size == 0)
-                return r_send < 0 ? r_send : -ECONNRESET;
-
-        r = http_response_parse(data, size, streq(req->method, "HEAD"), ret);
-        if (r < 0 && r_send < 0)
-                return r_send;
+        curl_api.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        resp->status = (unsigned) status;
+        *ret = resp;
+        resp = NULL;
+        r = 0;
+out:
+        curl_api.slist_free_all(headers);
+        curl_api.easy_cleanup(curl);
+        http_response_free(resp);
         return r;
 }
 

@@ -1,5 +1,5 @@
-/* http-client.h: a minimal HTTP/1.1 client over a unix stream socket, one request per connection
- * (http-client.c), and the parser of its answers (http-response.c). */
+/* http-client.h: clsctl's requests to clsd over libcurl (opened with dlopen(), src/etcd/dl.c): the unix
+ * socket, or HTTPS to another host (--host) with a CA, a client certificate or a bearer token. */
 #pragma once
 
 #include <stdbool.h>
@@ -11,14 +11,14 @@
 #define HTTP_TIMEOUT_SEC 120
 /* Far above any answer clsd gives (a verifier log is at most a few MiB); bounds our memory. */
 #define HTTP_RESPONSE_MAX (64u * 1024 * 1024)
-/* Limits on the header section, against a peer that is not an HTTP server. */
-#define HTTP_HEADERS_MAX 100
-#define HTTP_HEADER_SECTION_MAX (64u * 1024)
 
-typedef struct HttpHeader {
-        char *name;
-        char *value;
-} HttpHeader;
+/* Where clsd is. */
+typedef struct HttpTarget {
+        const char *socket_path; /* the unix socket ('@NAME': abstract), when url is NULL */
+        const char *url; /* "https://host:port" (or http:// on loopback) */
+        const char *cacert, *cert, *key; /* PEM files: the CA to trust, a client certificate and key */
+        const char *token; /* a bearer token, or NULL */
+} HttpTarget;
 
 typedef struct HttpRequest {
         const char *method;
@@ -31,9 +31,6 @@ typedef struct HttpRequest {
 
 typedef struct HttpResponse {
         unsigned status;
-        char *reason;
-        HttpHeader *headers;
-        size_t n_headers;
         char *body; /* NUL-terminated for convenience; body_size excludes the NUL */
         size_t body_size;
 } HttpResponse;
@@ -41,20 +38,9 @@ typedef struct HttpResponse {
 HttpResponse *http_response_free(HttpResponse *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(HttpResponse *, http_response_free);
 
-/* Case-insensitive lookup; the last occurrence wins. NULL if absent. */
-const char *http_response_header(const HttpResponse *r, const char *name);
-
-/* Connects to a unix socket; a path starting with '@' names an abstract socket. Returns the fd. */
-int http_connect_unix(const char *path);
-
-/* Sends req on fd, reads the answer until EOF (we ask for "Connection: close") and parses it. */
-int http_request(int fd, const HttpRequest *req, HttpResponse **ret);
-
-/* A tchar of RFC 9110 §5.6.2: what method and header names are made of. */
-bool http_is_token_char(char c);
-
-/* Parses a complete response as read until EOF. -EBADMSG if malformed or truncated. Exposed for tests. */
-int http_response_parse(const char *data, size_t size, bool head, HttpResponse **ret);
+/* Sends req to t and reads the answer: 0, or a negative errno with what went wrong in *ret_error
+ * (libcurl's words: cannot connect, a certificate not trusted, …). */
+int http_perform(const HttpTarget *t, const HttpRequest *req, HttpResponse **ret, char **ret_error);
 
 /* Percent-encodes s for use as one path segment: keeps [A-Za-z0-9._-] and the bytes in keep. */
 int http_escape_segment(const char *s, const char *keep, char **ret);

@@ -3,10 +3,13 @@
 #define _GNU_SOURCE 1 /* asprintf(), open_memstream() */
 #endif
 #include <ctype.h>
+#include <sodium.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "ctl.h"
 #include "output.h"
+#include "signature.h"
 
 #define DIGEST_PREFIX "sha256:"
 #define DIGEST_HEX_LEN 64
@@ -117,21 +120,53 @@ static int print_object(const json_t *o) {
         return print_tables(programs, maps);
 }
 
+/* The signature file beside FILE (FILE.minisig or FILE.sig), as a Clsd-Signature header in *ret;
+ * NULL when there is none. */
+static int signature_header(const char *file, char **ret) {
+        *ret = NULL;
+        if (streq(file, "-"))
+                return 0;
+        for (const char *const *suffix = SIGNATURE_SUFFIXES; *suffix; suffix++) {
+                _cleanup_free_ char *p = NULL, *sig = NULL;
+                size_t size, len;
+                if (asprintf(&p, "%s%s", file, *suffix) < 0)
+                        return ctl_oom();
+                if (access(p, F_OK) < 0)
+                        continue;
+                if (ctl_read_input(p, &sig, &size) < 0)
+                        return -EIO;
+                len = sodium_base64_ENCODED_LEN(size, sodium_base64_VARIANT_ORIGINAL);
+                if (!(*ret = malloc(strlen("Clsd-Signature: ") + len)))
+                        return ctl_oom();
+                strcpy(*ret, "Clsd-Signature: ");
+                sodium_bin2base64(*ret + strlen(*ret), len, (const unsigned char *) sig, size,
+                                  sodium_base64_VARIANT_ORIGINAL);
+                return 0;
+        }
+        return 0;
+}
+
 int verb_object_add(const Ctl *c, char **args) {
         _cleanup_(json_decrefp) json_t *answer = NULL;
-        _cleanup_free_ char *data = NULL;
+        _cleanup_free_ char *data = NULL, *sig = NULL;
+        const char *headers[2] = { NULL, NULL };
         size_t size = 0;
         int r;
 
         r = ctl_read_input(args[0], &data, &size);
         if (r < 0)
                 return r;
+        r = signature_header(args[0], &sig);
+        if (r < 0)
+                return r;
+        headers[0] = sig;
         r = ctl_call(c,
                      &(HttpRequest){ .method = "POST",
                                      .path = "/objects",
                                      .content_type = "application/octet-stream",
                                      .body = data,
-                                     .body_size = size },
+                                     .body_size = size,
+                                     .headers = headers },
                      streq(args[0], "-") ? "stdin" : args[0], &answer);
         if (r < 0)
                 return r;

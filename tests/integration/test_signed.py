@@ -183,3 +183,16 @@ def test_a_key_directory_that_is_not_one_is_refused_at_start(net, workdir):
     for d, why in (("/nonexistent-dir", "No such file"), (bad, "not a minisign or signify public key")):
         p = start_refused(net.a, workdir, "--trusted-keys", d)
         assert p.returncode == 1 and why in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_clsctl_object_add_sends_the_signature_beside_the_file(net, clsd_factory, bpf, workdir):
+    trusted, key1, _, _ = setup_keys(workdir)
+    obj = os.path.join(workdir, "drop.bpf.o")
+    shutil.copy(bpf.drop_port, obj)
+    c = clsd_factory(net.a, args=("--trusted-keys", trusted))
+    p = c.ctl("object", "add", obj)
+    assert p.returncode == 1 and "object_unsigned" in p.stderr, p
+    sign(key1, obj)
+    p = c.ctl("object", "add", obj)
+    assert p.returncode == 0, p
+    assert len(c.api.get("/objects").json["objects"]) == 1

@@ -198,3 +198,88 @@ def test_an_access_file_that_does_not_parse_is_refused_at_start(net, workdir, te
         f.write(text)
     p = start_refused(net.a, workdir, "--access-file", path)
     assert p.returncode == 1 and why in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def clsctl(ns, *args, env=None, input=None):
+    from conftest import CLSCTL
+    return subprocess.run(ns.argv("env", *["%s=%s" % kv for kv in (env or {}).items()], CLSCTL, *args),
+                          capture_output=True, text=True, input=input, timeout=60)
+
+
+def test_clsctl_over_https_with_a_certificate_or_a_token(net, clsd_factory, bpf, workdir):
+    pki, tls = tls_server(workdir)
+    ops = pki.issue("ops", "/CN=ops")
+    other = Pki(os.path.join(workdir, "other"), "other").issue("foreign", "/CN=ops")
+    token = "tok-" + os.urandom(12).hex()
+    port = free_port(net.a, ADDR_A)
+    c = clsd_factory(net.a, args=("--listen", "%s:%d" % (ADDR_A, port), *tls, "--client-ca", pki.cert,
+                                  "--token-file", token_file(workdir, token)))
+    url = "https://%s:%d" % (ADDR_A, port)
+    doc = os.path.join(workdir, "doc.json")
+    with open(doc, "w") as f:
+        json.dump({"ingress": [filt("web", bpf.count, priority=10)]}, f)
+    # from the other namespace: a client certificate
+    p = clsctl(net.b, "--host", url, "--cacert", pki.cert, "--cert", ops[0], "--key", ops[1], "apply", net.if_a, doc)
+    assert p.returncode == 0, p
+    assert net.a.filter_at(net.if_a, 10) is not None
+    p = clsctl(net.b, "--host", url, "--cacert", pki.cert, "--cert", ops[0], "--key", ops[1], "ls")
+    assert p.returncode == 0 and net.if_a in p.stdout, p
+    # a token, from a file or CLSD_TOKEN
+    tf = token_file(os.path.join(workdir, "pki"), token)
+    p = clsctl(net.b, "--host", url, "--cacert", pki.cert, "--token-file", tf, "get", net.if_a)
+    assert p.returncode == 0 and "web" in p.stdout, p
+    p = clsctl(net.b, "get", net.if_a, env={"CLSD_HOST": url, "CLSD_TOKEN": token})
+    assert p.returncode == 1 and "certificate" in p.stderr.lower(), p  # the system's CAs do not know ours
+    # refused: a certificate of another CA, no credential, a server whose CA is not given
+    for args, why in (
+        (("--cacert", pki.cert, "--cert", other[0], "--key", other[1]), "unauthorized: the client certificate is not trusted"),
+        (("--cacert", pki.cert), "unauthorized"),
+        (("--cert", ops[0], "--key", ops[1]), "certificate"),
+    ):
+        p = clsctl(net.b, "--host", url, *args, "delete", net.if_a)
+        assert p.returncode == 1 and why in p.stderr and len(p.stderr.splitlines()) == 1, (args, p.stderr)
+    assert net.a.filter_at(net.if_a, 10) is not None
+
+
+def test_clsctl_hosts_runs_a_command_on_every_host(net, clsd_factory, bpf, workdir):
+    """Three hosts: clsd in net.a and in net.b over mutual TLS, and one where nothing listens."""
+    from conftest import ADDR_B
+    pki, tls = tls_server(workdir, addrs=(ADDR_A, ADDR_B))
+    ops = pki.issue("ops", "/CN=ops")
+    pa, pb = free_port(net.a, ADDR_A), free_port(net.b, ADDR_B)
+    a = clsd_factory(net.a, name="a", args=("--listen", "%s:%d" % (ADDR_A, pa), *tls, "--client-ca", pki.cert))
+    b = clsd_factory(net.b, name="b", args=("--listen", "%s:%d" % (ADDR_B, pb), *tls, "--client-ca", pki.cert))
+    hosts = os.path.join(workdir, "hosts")
+    with open(hosts, "w") as f:
+        f.write("# the lab\nalpha https://%s:%d\nbeta https://%s:%d   # the other one\n\ngone https://%s:1\n"
+                % (ADDR_A, pa, ADDR_B, pb, ADDR_B))
+    doc = os.path.join(workdir, "doc.json")
+    with open(doc, "w") as f:
+        json.dump({"ingress": [filt("web", bpf.count, priority=10)]}, f)
+    tls_args = ("--hosts", hosts, "--cacert", pki.cert, "--cert", ops[0], "--key", ops[1])
+    # beta has no interface of that name: its document waits for it (202), which is a success too
+    p = clsctl(net.a, *tls_args, "apply", net.if_a, doc)
+    assert p.returncode == 1, p
+    rows = {l.split()[0]: l for l in p.stdout.splitlines() if l.split() and l.split()[0] in ("alpha", "beta", "gone")}
+    assert set(rows) == {"alpha", "beta", "gone"}, p.stdout
+    assert " ok" in rows["alpha"] and " ok" in rows["beta"], p.stdout
+    assert "failed" in rows["gone"] and "cannot connect" in rows["gone"], p.stdout
+    assert "2 of 3 host(s) ok" in p.stdout, p.stdout
+    assert p.stderr.strip().splitlines()[-1] == "clsctl: 1 of 3 host(s) failed", p.stderr
+    assert net.a.filter_at(net.if_a, 10) is not None
+    assert b.api.get_classifier(net.if_a).status == 200
+    # without the dead host: every one ok, exit 0; "ls" shows each host's table under its name
+    with open(hosts, "w") as f:
+        f.write("alpha https://%s:%d\nbeta https://%s:%d\n" % (ADDR_A, pa, ADDR_B, pb))
+    p = clsctl(net.a, *tls_args, "ls")
+    assert p.returncode == 0 and "── alpha (ls) ──" in p.stdout and "── beta (ls) ──" in p.stdout, p
+    assert "2 of 2 host(s) ok" in p.stdout
+    p = clsctl(net.a, *tls_args, "diff", net.if_a, doc)
+    assert "alpha" in p.stdout and "beta" in p.stdout, p
+    # a hosts file that is not one; fleet commands are etcd's, not the hosts'
+    with open(hosts, "w") as f:
+        f.write("alpha ftp://x\n")
+    p = clsctl(net.a, *tls_args, "ls")
+    assert p.returncode == 1 and "hosts:1:" in p.stderr, p
+    p = clsctl(net.a, *tls_args, "fleet", "ls")
+    assert p.returncode == 2, p

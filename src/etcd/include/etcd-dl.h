@@ -1,7 +1,6 @@
-/* etcd-dl.h: libcurl and GnuTLS's base64, opened with dlopen() when the fleet is used (clsd --fleet,
- * clsctl fleet …). Linked, libcurl-gnutls and GnuTLS bring 30 shared libraries to every start of clsctl
- * (11 ms of its 14 here, most of it page faults) and 18 to clsd's; opened on demand, a command that does
- * not talk to etcd never maps them. Only the functions the etcd module and the fleet use. */
+/* etcd-dl.h: libcurl and GnuTLS's base64, opened with dlopen() when first used (clsd --fleet; clsctl's
+ * requests, src/ctl/http-client.c). Linked, libcurl-gnutls and GnuTLS bring 18 shared libraries to
+ * clsd's start; opened on demand, a clsd without --fleet never maps them. Only the functions used. */
 #pragma once
 
 #include <curl/curl.h>
