@@ -264,6 +264,7 @@ json_t *render_dry_run(Manager *d, const DryRun *dr) {
                 [DRY_RUN_LOAD] = "load",
         };
         json_t *programs = json_array(), *steps = json_array();
+        bool changed = dr->document_changed;
 
         (void) d;
         for (size_t i = 0; i < dr->n_programs; i++) {
@@ -279,14 +280,16 @@ json_t *render_dry_run(Manager *d, const DryRun *dr) {
         }
         for (size_t i = 0; i < dr->n_steps; i++) {
                 const DryRunStep *s = &dr->steps[i];
+                changed = changed || !streq(s->action, "keep");
                 json_array_append_new(steps,
                                       json_pack("{s:s,s:s,s:i,s:s,s:s}", "action", s->action, "direction",
                                                 direction_to_string(s->direction), "pref", (int) s->pref,
                                                 "name", s->name, "reason", s->reason));
         }
-        return json_pack("{s:s,s:b,s:s,s:I,s:o,s:o,s:o}", "ifname", dr->doc->ifname, "dry_run", 1, "state",
-                         dr->pending ? "pending" : "present", "generation", (json_int_t) dr->doc->generation,
-                         "document", document_spec_to_json(dr->doc), "programs", programs, "filters", steps);
+        return json_pack("{s:s,s:b,s:s,s:b,s:I,s:o,s:o,s:o}", "ifname", dr->doc->ifname, "dry_run", 1,
+                         "state", dr->pending ? "pending" : "present", "changed", changed, "generation",
+                         (json_int_t) dr->doc->generation, "document", document_spec_to_json(dr->doc),
+                         "programs", programs, "filters", steps);
 }
 
 json_t *render_netns_list(const NetnsView *v, size_t n) {

@@ -54,6 +54,25 @@ json_t *render_policy(Manager *d, const Policy *p) {
         return j;
 }
 
+/* A dry run changes nothing if the policy is stored as it is and no interface would change. */
+static bool policy_dry_run_changes(Manager *d, const PolicyOutcome *o, json_t *j) {
+        static const char *const fields[] = { "match", "order", "ingress", "egress" };
+        Policy *old = o->policy ? daemon_policy_get(d, o->policy->name) : NULL;
+        json_t *was = old ? render_policy(d, old) : NULL;
+        bool changed = !was;
+
+        for (size_t i = 0; !changed && i < ELEMENTSOF(fields); i++)
+                changed = !json_equal(json_object_get(was, fields[i]), json_object_get(j, fields[i]));
+        json_decref(was);
+        for (size_t i = 0; !changed && i < o->n_results; i++) {
+                const PolicyResult *r = &o->results[i];
+                changed = !r->matched || r->removed;
+                for (size_t k = 0; !changed && r->dry_run.doc && k < r->dry_run.n_steps; k++)
+                        changed = !streq(r->dry_run.steps[k].action, "keep");
+        }
+        return changed;
+}
+
 static json_t *render_outcome(Manager *d, const PolicyOutcome *o) {
         json_t *j = o->policy ? render_policy(d, o->policy) : json_object(), *results = json_array();
 
@@ -74,12 +93,14 @@ static json_t *render_outcome(Manager *d, const PolicyOutcome *o) {
                         json_object_del(plan, "dry_run");
                         json_object_del(plan, "generation");
                         json_object_del(plan, "document");
+                        json_object_del(plan, "changed");
                         json_object_set_new(rj, "plan", plan);
                 }
                 json_array_append_new(results, rj);
         }
         if (o->dry_run) {
                 json_object_set_new(j, "dry_run", json_true());
+                json_object_set_new(j, "changed", json_boolean(policy_dry_run_changes(d, o, j)));
                 json_object_del(j, "ifaces");
                 json_object_del(j, "summary");
         }

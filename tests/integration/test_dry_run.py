@@ -69,3 +69,22 @@ def test_clsctl_diff(clsd, api, bpf, net, workdir):
     assert net.a.filters(net.if_a) == []
     j = json.loads(clsd.ctl("--json", "diff", net.if_a, spec, check=0).stdout)
     assert j["filters"][0]["action"] == "add"
+
+
+def test_dry_run_says_whether_the_put_would_change_anything(api, bpf, net):
+    """"changed": the stored document (whatever its generation) or the kernel; what idempotent clients
+    (the Ansible collection) report. A policy's dry run says it for the policy and all its interfaces."""
+    doc = {"ingress": [filt("web", bpf.count, priority=10)]}
+    dry = lambda path, body: api.request("PUT", path + "?dry_run=1", body).json
+    path = "/ifaces/%s/classifier" % net.if_a
+    assert dry(path, doc)["changed"] is True  # no document yet
+    assert api.put_classifier(net.if_a, doc).status == 200
+    assert dry(path, doc)["changed"] is False
+    assert dry(path, {"ingress": [filt("web", bpf.count, priority=11)]})["changed"] is True
+    pol = {"match": {"ifname": [net.if_a]}, "egress": [filt("cnt", bpf.count, priority=20)]}
+    assert dry("/policies/p", pol)["changed"] is True
+    assert api.request("PUT", "/policies/p", pol).status == 200
+    answer = dry("/policies/p", pol)
+    assert answer["changed"] is False and "changed" not in answer["results"][0]["plan"], answer
+    assert dry("/policies/p", dict(pol, order=5))["changed"] is True
+    assert dry("/policies/p", dict(pol, match={"ifname": ["nothing*"]}))["changed"] is True  # it would lose an interface

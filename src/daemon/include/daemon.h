@@ -232,6 +232,7 @@ typedef struct DryRun {
         Document *doc; /* the document as it would be stored */
         Document *plan_doc; /* what the reconciler would apply: doc, with a hog's hooks */
         bool pending; /* the interface does not exist: nothing would change in the kernel now */
+        bool document_changed; /* doc differs from the stored one (or there is none) */
         DryRunProgram *programs;
         size_t n_programs;
         DryRunStep *steps;

@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+# clsd.net.classifier: an interface's classifier document (PUT /ifaces/IFNAME/classifier).
+
+DOCUMENTATION = r"""
+module: classifier
+short_description: Declare the classifier document of an interface in clsd
+description:
+  - Makes the document of an interface what is given (ingress and egress filters, as clsd's API takes
+    them). clsd is asked for a dry run first; the module reports changed only if the dry run says the
+    document or the attached filters would change. Check mode stops after the dry run; diff mode shows
+    the document before and after.
+options:
+  ifname:
+    description: The interface.
+    type: str
+    required: true
+  netns:
+    description: A named network namespace (/run/netns/NAME) the interface is in.
+    type: str
+  document:
+    description: The document (ingress, egress); objects by digest or by path under clsd's object directories.
+    type: dict
+  state:
+    type: str
+    choices: [present, absent]
+    default: present
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.clsd.net.plugins.module_utils.clsd import CONNECTION_ARGS, Clsd, ClsdError, pretty, quote
+
+
+def own_document(current):
+    """The interface's own document out of GET's, which shows each hook's filters whoever declared them
+    (a hog, the document, a policy): the filters whose status says "api"."""
+    if not current or current.get("source") != "api":
+        return None
+    doc = current["document"]
+    status = current.get("status") or {}
+    own = {}
+    for hook in ("ingress", "egress"):
+        names = {f.get("name") for f in status.get(hook, []) if f.get("source") == "api"}
+        # a hook without status (the interface is not there yet) is taken as it is
+        own[hook] = [f for f in doc.get(hook, []) if not status.get(hook) or f["name"] in names]
+    return own
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(CONNECTION_ARGS, ifname=dict(type="str", required=True), netns=dict(type="str"),
+                           document=dict(type="dict"),
+                           state=dict(type="str", default="present", choices=["present", "absent"])),
+        required_if=[("state", "present", ("document",))],
+        supports_check_mode=True,
+    )
+    p = module.params
+    clsd = Clsd(p)
+    path = ("/netns/%s" % quote(p["netns"]) if p["netns"] else "") + "/ifaces/%s/classifier" % quote(p["ifname"])
+    try:
+        current = clsd.get_or_none(path)
+        before = own_document(current)
+        if p["state"] == "absent":
+            if current and not module.check_mode:
+                clsd.request("DELETE", path)
+            module.exit_json(changed=current is not None, diff=dict(before=pretty(before), after=""))
+        _, plan = clsd.request("PUT", path + "?dry_run=1", body=p["document"])
+        # clsd says whether the document or the kernel would change (GET's document is the effective
+        # one, with a policy's or a hog's hooks; the dry run's is this interface's own)
+        changed = plan["changed"]
+        result = dict(changed=changed, plan=plan, diff=dict(before=pretty(before), after=pretty(plan["document"])))
+        if changed and not module.check_mode:
+            _, answer = clsd.request("PUT", path, body=p["document"])
+            result["state"], result["generation"] = answer.get("state"), answer.get("generation")
+        module.exit_json(**result)
+    except ClsdError as e:
+        module.fail_json(msg=str(e), status=e.status, code=e.code)
+
+
+if __name__ == "__main__":
+    main()
