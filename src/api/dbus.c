@@ -2,6 +2,8 @@
  * /org/clsd1 and one object per document's interface under /org/clsd1/link/, with PropertiesChanged
  * when a state changes. Reads are open to everyone; what changes state asks for root or CAP_NET_ADMIN. */
 #include <linux/capability.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -135,12 +137,13 @@ static void bus_audit(ApiDbus *b, sd_bus_message *m, unsigned status, const char
                           .who = who, .method = "CALL", .path = path, .status = status, .code = code });
 }
 
-/* Root, or CAP_NET_ADMIN in the caller's effective set, in clsd's user namespace. The euid and pid are
+/* Root, an operator of the access file, or CAP_NET_ADMIN in the caller's effective set, in clsd's user
+ * namespace. The euid and pid are
  * the ones dbus-daemon vouches for (the euid as the bus's namespace sees it: a user namespace's root
  * is its owner there). dbus-daemon 1.14 passes no pidfd, so the capabilities come from the caller's
  * /proc/PID/status; that read must show the euid the bus does, so that a caller which execs a setuid
  * program after sending cannot lend it its PID (what it would find there is the new euid). */
-static int require_privilege(sd_bus_message *m, sd_bus_error *error) {
+static int require_privilege(const Api *a, sd_bus_message *m, sd_bus_error *error) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         uid_t euid = (uid_t) -1, proc_euid = (uid_t) -1;
         uint64_t caps = 0;
@@ -150,15 +153,30 @@ static int require_privilege(sd_bus_message *m, sd_bus_error *error) {
             sd_bus_creds_get_euid(creds, &euid) >= 0) {
                 if (euid == 0)
                         return 0;
+                /* An operator of the access file: the uid the bus vouches for, and its groups in the
+                 * user database (as dbus-daemon's own group policies take them). */
+                if (a->access) {
+                        gid_t gids[64];
+                        int n = 0;
+                        struct passwd *pw = getpwuid(euid);
+                        if (pw) {
+                                n = ELEMENTSOF(gids);
+                                if (getgrouplist(pw->pw_name, pw->pw_gid, gids, &n) < 0)
+                                        n = 0;
+                        }
+                        if (access_role_of_unix(a->access, euid, gids, (size_t) n) == ROLE_OPERATOR)
+                                return 0;
+                }
                 if (sd_bus_creds_get_pid(creds, &pid) >= 0 && pid > 0 &&
                     proc_status(pid, &proc_euid, &caps) >= 0 && proc_euid == euid &&
                     (caps & (UINT64_C(1) << CAP_NET_ADMIN)) && same_user_namespace(pid))
                         return 0;
         }
-        log_warning("D-Bus: %s refused to %s (uid %d): needs root or CAP_NET_ADMIN (in the host's user "
-                    "namespace)",
+        log_warning("D-Bus: %s refused to %s (uid %d): needs root, CAP_NET_ADMIN (in the host's user "
+                    "namespace) or the operator role (--access-file)",
                     sd_bus_message_get_member(m), strna(sd_bus_message_get_sender(m)), (int) euid);
-        return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "%s needs root or CAP_NET_ADMIN",
+        return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                 "%s needs root, CAP_NET_ADMIN or the operator role",
                                  sd_bus_message_get_member(m));
 }
 
@@ -267,7 +285,7 @@ static int method_get_maps(sd_bus_message *m, void *userdata, sd_bus_error *erro
 static int method_reconcile(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         ApiDbus *b = userdata;
         Manager *d = b->api->daemon;
-        int r = require_privilege(m, error);
+        int r = require_privilege(b->api, m, error);
 
         bus_audit(b, m, r < 0 ? 403 : 200, r < 0 ? "access_denied" : NULL);
         if (r < 0)
