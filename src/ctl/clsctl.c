@@ -6,11 +6,13 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "ctl.h"
 #include "etcd.h"
 #include "fileio.h"
 #include "output.h"
+#include "signature.h"
 
 #ifndef PROJECT_VERSION
 #define PROJECT_VERSION "0.1.0"
@@ -183,6 +185,21 @@ int ctl_read_input(const char *path, char **ret_data, size_t *ret_size) {
                                  CTL_INPUT_MAX >> 20);
         if (r < 0)
                 return ctl_error(r, "%s: %s", is_stdin ? "stdin" : path, strerror(-r));
+        return 0;
+}
+
+int ctl_read_signature(const char *file, char **ret, size_t *ret_size) {
+        *ret = NULL;
+        *ret_size = 0;
+        if (streq(file, "-"))
+                return 0;
+        for (const char *const *suffix = SIGNATURE_SUFFIXES; *suffix; suffix++) {
+                _cleanup_free_ char *p = NULL;
+                if (asprintf(&p, "%s%s", file, *suffix) < 0)
+                        return ctl_oom();
+                if (access(p, F_OK) == 0)
+                        return ctl_read_input(p, ret, ret_size);
+        }
         return 0;
 }
 

@@ -56,6 +56,10 @@ int ctl_put_file(const Ctl *c, const char *path, const char *file, const char *c
 /* Reads a whole file, or stdin for "-"; reports failures itself. */
 int ctl_read_input(const char *path, char **ret_data, size_t *ret_size);
 
+/* The signature file beside an object file (FILE.minisig, else FILE.sig; --trusted-keys): NULL in *ret
+ * when there is none; reports failures itself. */
+int ctl_read_signature(const char *file, char **ret, size_t *ret_size);
+
 /* Reports a state "failed" carried in an answer's "error" member, as ctl_call() reports errors. */
 int ctl_report_error_object(const Ctl *c, const json_t *error, const char *context);
 

@@ -11,7 +11,6 @@
 #include "etcd.h"
 #include "output.h"
 #include "sha256.h"
-#include "signature.h"
 
 /* etcd refuses a request over 1.5 MiB by default; base64 makes an object a third bigger. */
 #define FLEET_OBJECT_MAX (1024u * 1024)
@@ -128,23 +127,20 @@ static int object_present(EtcdClient *ec, const Ctl *c, const char *digest, bool
         return 0;
 }
 
+/* The object file's signature, if it has one, beside it in etcd (objects/DIGEST.sig), for hosts with
+ * --trusted-keys. */
 static int put_signature(EtcdClient *ec, const Ctl *c, const char *file, const char *digest) {
-        for (const char *const *suffix = SIGNATURE_SUFFIXES; *suffix; suffix++) {
-                _cleanup_free_ char *p = NULL, *sig = NULL, *key = NULL, *name = NULL;
-                _cleanup_(json_decrefp) json_t *answer = NULL;
-                size_t size;
-                if (asprintf(&p, "%s%s", file, *suffix) < 0)
-                        return ctl_oom();
-                if (access(p, F_OK) < 0)
-                        continue;
-                if (ctl_read_input(p, &sig, &size) < 0)
-                        return -EIO;
-                if (asprintf(&name, "%s.sig", digest) < 0 ||
-                    !(key = fleet_key(prefix_of(c), "objects", name, NULL)))
-                        return ctl_oom();
-                return call(ec, "/v3/kv/put", etcd_put_body(key, sig, size, 0), &answer);
-        }
-        return 0;
+        _cleanup_free_ char *sig = NULL, *key = NULL, *name = NULL;
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        size_t size;
+        int r;
+
+        r = ctl_read_signature(file, &sig, &size);
+        if (r < 0 || !sig)
+                return r;
+        if (asprintf(&name, "%s.sig", digest) < 0 || !(key = fleet_key(prefix_of(c), "objects", name, NULL)))
+                return ctl_oom();
+        return call(ec, "/v3/kv/put", etcd_put_body(key, sig, size, 0), &answer);
 }
 
 /* An "object" value: a digest stays (it must be in etcd); a file (relative to the policy file's
@@ -193,7 +189,6 @@ static int resolve_object(EtcdClient *ec, const Ctl *c, json_t *holder, const ch
                 if (r < 0)
                         return r;
         }
-        /* its signature file (FILE.minisig or FILE.sig) too, for hosts with --trusted-keys */
         r = put_signature(ec, c, path ?: s, digest);
         if (r < 0)
                 return r;

@@ -5,11 +5,9 @@
 #include <ctype.h>
 #include <sodium.h>
 #include <stdio.h>
-#include <unistd.h>
 
 #include "ctl.h"
 #include "output.h"
-#include "signature.h"
 
 #define DIGEST_PREFIX "sha256:"
 #define DIGEST_HEX_LEN 64
@@ -120,29 +118,22 @@ static int print_object(const json_t *o) {
         return print_tables(programs, maps);
 }
 
-/* The signature file beside FILE (FILE.minisig or FILE.sig), as a Clsd-Signature header in *ret;
- * NULL when there is none. */
+/* The signature file beside FILE as a Clsd-Signature header in *ret; NULL when there is none. */
 static int signature_header(const char *file, char **ret) {
+        _cleanup_free_ char *sig = NULL;
+        size_t size, len;
+        int r;
+
         *ret = NULL;
-        if (streq(file, "-"))
-                return 0;
-        for (const char *const *suffix = SIGNATURE_SUFFIXES; *suffix; suffix++) {
-                _cleanup_free_ char *p = NULL, *sig = NULL;
-                size_t size, len;
-                if (asprintf(&p, "%s%s", file, *suffix) < 0)
-                        return ctl_oom();
-                if (access(p, F_OK) < 0)
-                        continue;
-                if (ctl_read_input(p, &sig, &size) < 0)
-                        return -EIO;
-                len = sodium_base64_ENCODED_LEN(size, sodium_base64_VARIANT_ORIGINAL);
-                if (!(*ret = malloc(strlen("Clsd-Signature: ") + len)))
-                        return ctl_oom();
-                strcpy(*ret, "Clsd-Signature: ");
-                sodium_bin2base64(*ret + strlen(*ret), len, (const unsigned char *) sig, size,
-                                  sodium_base64_VARIANT_ORIGINAL);
-                return 0;
-        }
+        r = ctl_read_signature(file, &sig, &size);
+        if (r < 0 || !sig)
+                return r;
+        len = sodium_base64_ENCODED_LEN(size, sodium_base64_VARIANT_ORIGINAL);
+        if (!(*ret = malloc(strlen("Clsd-Signature: ") + len)))
+                return ctl_oom();
+        strcpy(*ret, "Clsd-Signature: ");
+        sodium_bin2base64(*ret + strlen(*ret), len, (const unsigned char *) sig, size,
+                          sodium_base64_VARIANT_ORIGINAL);
         return 0;
 }
 

@@ -540,6 +540,14 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock = s
 
 
+def netns_connect(ns, host, port, timeout):
+    """A TCP socket connected to host:port from inside ns."""
+    s = ns.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect((host, port))
+    return s
+
+
 class NetnsHTTPConnection(http.client.HTTPConnection):
     """TCP to host:port as seen from inside a namespace."""
 
@@ -548,11 +556,7 @@ class NetnsHTTPConnection(http.client.HTTPConnection):
         self.ns = ns
 
     def connect(self):
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        s = self.ns.socket(family, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect((self.host, self.port))
-        self.sock = s
+        self.sock = netns_connect(self.ns, self.host, self.port, self.timeout)
 
 
 class NetnsHTTPSConnection(http.client.HTTPSConnection):
@@ -567,11 +571,8 @@ class NetnsHTTPSConnection(http.client.HTTPSConnection):
         self.ns = ns
 
     def connect(self):
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        s = self.ns.socket(family, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect((self.host, self.port))
-        self.sock = self._context.wrap_socket(s, server_hostname=self.host)
+        self.sock = self._context.wrap_socket(netns_connect(self.ns, self.host, self.port, self.timeout),
+                                              server_hostname=self.host)
 
 
 class Pki:

@@ -661,3 +661,29 @@ def test_libcurl_is_opened_only_with_fleet(fleet, clsd_factory):
     needed = run(["ldd", CLSCTL]).stdout
     assert "libcurl" not in needed and "libgnutls" not in needed, needed
     assert fleet.ctl_json("fleet", "nodes")[0]["node"] == "h1"
+
+
+def test_a_host_with_trusted_keys_loads_only_signed_fleet_objects(fleet, bpf, workdir):
+    """clsctl fleet apply puts FILE.minisig beside the object in etcd (objects/DIGEST.sig); a host with
+    --trusted-keys refuses the object without it, and takes it once it is signed."""
+    from test_signed import setup_keys, sign
+    trusted, key1, _, _ = setup_keys(workdir)
+    obj = os.path.join(workdir, "count.bpf.o")
+    shutil.copy(bpf.count, obj)
+    h1 = fleet.host("h1", start=False, role="edge")
+    plain = h1.args
+    h1.args = lambda: (*plain(), "--trusted-keys", trusted)
+    h1.start(fleet.factory)
+    policy = count_policy(bpf, labels={"role": "edge"})
+    policy["ingress"][0]["object"] = obj
+    rev = fleet.apply(policy, workdir)
+    wait_for(lambda: fleet.status("edge-count").get(("h1", "edge-count"), {}).get("state") == "failed", timeout=10,
+             what="h1 refusing the unsigned object")
+    st = fleet.status("edge-count")[("h1", "edge-count")]
+    assert "not signed" in json.dumps(st), st
+    assert h1.prefs() == []
+    sign(key1, obj)
+    policy["ingress"][0]["priority"] = 11  # a new revision, the same object, now with its signature
+    rev = fleet.apply(policy, workdir)
+    fleet.wait_converged("edge-count", rev, {"h1"})
+    assert h1.prefs() == [11]
