@@ -30,6 +30,7 @@ struct Api {
         AccessPolicy *access; /* --access-file; NULL: none */
         struct Tls *tls; /* --tls-cert; NULL: plain TCP */
         uint64_t access_generation; /* counts reloads: a connection's certificate is verified again */
+        bool socket_created; /* the unix socket is ours (not systemd's): removed at exit */
         struct Listener *listeners[3];
         size_t n_listeners;
         ApiRequestCount requests[128]; /* routes × the statuses each gives */

@@ -638,16 +638,24 @@ static int unix_listen(const char *path, Error *reterr) {
                 (void) mkdir_p(dir, 0755);
         }
         strcpy(sa.sun_path, path);
-        /* A stale socket from an earlier run is replaced; anything else at the path is not ours. */
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return error_set(reterr, errno, "internal_error", "socket: %m");
+        /* A stale socket from an earlier run is replaced; one that still answers is another daemon's
+         * (a second clsd on another state directory): taking it would steal its clients. Anything
+         * else at the path is not ours. */
         if (lstat(path, &st) >= 0) {
                 if (!S_ISSOCK(st.st_mode))
                         return error_set(reterr, EEXIST, "invalid_value",
                                          "--socket %s: exists and is not a socket", path);
+                _cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (probe >= 0 && connect(probe, (struct sockaddr *) &sa, sizeof(sa)) == 0)
+                        return error_set(reterr, EADDRINUSE, "invalid_value",
+                                         "--socket %s: another process answers there (a clsd on another state "
+                                         "directory?); give this one a --socket of its own",
+                                         path);
                 (void) unlink(path);
         }
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return error_set(reterr, errno, "internal_error", "socket: %m");
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
                 return error_set(reterr, errno, "internal_error", "cannot bind %s: %m", path);
         if (chmod(path, 0660) < 0 || listen(fd, LISTEN_BACKLOG) < 0)
@@ -847,6 +855,7 @@ int api_new(Manager *d, sd_event *event, const ApiConfig *config, Api **ret, Err
                 fd = unix_listen(config->socket_path, reterr);
                 if (fd < 0)
                         return fd;
+                a->socket_created = true;
                 r = listener_new(a, fd, false, false, &a->listeners[a->n_listeners], reterr);
                 if (r < 0)
                         return r;
@@ -900,6 +909,9 @@ Api *api_free(Api *a) {
                 free(a->ifaces_answers[i].netns);
                 free(a->ifaces_answers[i].text);
         }
+        /* our own socket goes with us (systemd's, passed in, stays for the next start) */
+        if (a->socket_created)
+                (void) unlink(a->config.socket_path);
         free(a->token);
         access_policy_free(a->access);
         tls_free(a->tls);

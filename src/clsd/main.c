@@ -15,6 +15,7 @@
 
 #include "api.h"
 #include "daemon.h"
+#include "fileio.h"
 #include "fleet.h"
 #include "log.h"
 #include "nl.h"
@@ -89,8 +90,9 @@ static void help(void) {
                "                              them), the fleet's, and the store's at start\n"
                "       --bpffs-dir DIR        Where programs (progs/) and tcx links (tcx/) are\n"
                "                              pinned, on a bpf filesystem (default %s)\n"
-               "       --check                Validate the hog files (JSON, fields, object files)\n"
-               "                              and exit: 0 if all are valid, 1 naming each problem\n"
+               "       --check[=FILE]         Validate the hog files (JSON, fields, object files), or\n"
+               "                              FILE alone, and exit: 0 if all are valid, 1 naming\n"
+               "                              each problem (Ansible: validate: clsd --check=%%s)\n"
                "       --flush                Remove what clsd attached (its filters in every\n"
                "                              namespace, tcx links, pins), keep the store, and exit;\n"
                "                              refused while a clsd runs on the state directory\n"
@@ -256,6 +258,22 @@ enum {
         ARG_MAX_POLICIES,
 };
 
+/* What clsd does needs CAP_NET_ADMIN (tc) and CAP_BPF or CAP_SYS_ADMIN (bpf(2)), in the effective set. */
+static bool privileged(void) {
+        _cleanup_free_ char *status = NULL;
+        unsigned long long caps = 0;
+        const char *line;
+        size_t size;
+
+        if (read_full_file("/proc/self/status", 64 * 1024, &status, &size) < 0 ||
+            !(line = strstr(status, "\nCapEff:")) || sscanf(line + 8, "%llx", &caps) != 1)
+                return geteuid() == 0;
+        return (caps & (1ULL << 12)) && (caps & ((1ULL << 39) | (1ULL << 21)));
+}
+
+/* --check=FILE: that file alone. */
+static const char *check_file;
+
 /* --trusted-keys: the directory of public keys whose signatures make an object loadable. */
 static const char *trusted_keys_dir;
 static TrustedKeys *trusted_keys_global;
@@ -297,7 +315,7 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
                 { "hogs-dir", required_argument, NULL, ARG_HOGS_DIR },
                 { "bpffs-dir", required_argument, NULL, ARG_BPFFS_DIR },
-                { "check", no_argument, NULL, ARG_CHECK },
+                { "check", optional_argument, NULL, ARG_CHECK },
                 { "flush", no_argument, NULL, ARG_FLUSH },
                 { "socket", required_argument, NULL, ARG_SOCKET },
                 { "listen", required_argument, NULL, ARG_LISTEN },
@@ -369,6 +387,7 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                         break;
                 case ARG_CHECK:
                         *check = true;
+                        check_file = optarg;
                         break;
                 case ARG_FLUSH:
                         *flush = true;
@@ -657,7 +676,13 @@ int main(int argc, char *argv[]) {
         }
         if (check) {
                 nl_bpf_setup_logging();
-                return daemon_hogs_check(dc.hogs_dir, dc.object_size_max, dc.trusted_keys) == 0 ? 0 : 1;
+                return daemon_hogs_check(dc.hogs_dir, check_file, dc.object_size_max, dc.trusted_keys) == 0 ? 0 : 1;
+        }
+        if (!privileged()) {
+                fprintf(stderr, "clsd: needs root (or CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN): it "
+                                "changes tc filters and loads BPF programs; as uid %u it would only fail\n",
+                        (unsigned) geteuid());
+                return 1;
         }
         if (object_dirs_resolve() < 0)
                 return 1;

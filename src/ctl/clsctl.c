@@ -4,6 +4,9 @@
 #define _GNU_SOURCE 1 /* asprintf(), open_memstream() */
 #endif
 #include <getopt.h>
+#include <stdlib.h>
+#include <limits.h>
+#include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -60,11 +63,32 @@ static const Verb policy_verbs[] = {
         { "rm", "clsctl policy rm NAME", 1, 1, verb_policy_remove },
 };
 
+/* --json: errors too are JSON, one object on one line of stderr ({"error":{"code","message"}}), as
+ * bpftool -j does, for scripts that parse what clsctl says. */
+static bool json_errors;
+
+static void report_json(const char *code, const char *message, const json_t *detail) {
+        _cleanup_(json_decrefp) json_t *e = json_pack("{s:s}", "message", message ?: "");
+        _cleanup_free_ char *text = NULL;
+
+        if (e && code)
+                json_object_set_new(e, "code", json_string(code));
+        if (e && detail)
+                json_object_set(e, "detail", (json_t *) detail);
+        text = e ? json_dumps(json_pack("{s:O}", "error", e), JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        fflush(stdout);
+        fprintf(stderr, "%s\n", text ?: "{\"error\":{\"message\":\"out of memory\"}}");
+}
+
 static int vreport(int r, const char *fmt, va_list ap) {
         _cleanup_free_ char *msg = NULL, *escaped = NULL;
 
         if (vasprintf(&msg, fmt, ap) < 0)
                 msg = NULL;
+        if (json_errors) {
+                report_json(NULL, msg ?: "out of memory", NULL);
+                return r;
+        }
         /* Exactly one line, whatever the daemon put in its message. */
         escaped = msg ? text_escape(msg, false) : NULL;
         /* What was already printed on stdout comes first, as in a terminal. */
@@ -115,6 +139,13 @@ int ctl_report_error_object(const Ctl *c, const json_t *error, const char *conte
 
         if (!code && !message)
                 message = "failed, no reason given";
+        if (json_errors) {
+                _cleanup_free_ char *m = NULL;
+                if (asprintf(&m, "%s%s%s", context ?: "", context ? ": " : "", message ?: "") < 0)
+                        m = NULL;
+                report_json(code, m ?: message, json_object_get(error, "detail"));
+                return -EREMOTEIO;
+        }
         ctl_error(-EREMOTEIO, "%s%s%s%s%s", context ?: "", context ? ": " : "", code ?: "",
                   code && message ? ": " : "", message ?: "");
         print_detail(c, error);
@@ -203,6 +234,44 @@ int ctl_read_signature(const char *file, char **ret, size_t *ret_size) {
         return 0;
 }
 
+/* An "object" given as a relative path, made absolute as clsd needs it: relative to the working
+ * directory, else to the document's own. 1 if one was changed. */
+static int absolute_object(json_t *holder, const char *file) {
+        const char *o = json_string_value(json_object_get(holder, "object"));
+        _cleanup_free_ char *dir = NULL, *joined = NULL;
+        char real[PATH_MAX];
+
+        if (!o || !*o || o[0] == '/' || startswith(o, "sha256:"))
+                return 0;
+        if (!realpath(o, real)) {
+                if (streq(file, "-") || !(dir = strdup(file)))
+                        return 0;
+                if (asprintf(&joined, "%s/%s", dirname(dir), o) < 0) {
+                        joined = NULL;
+                        return 0;
+                }
+                if (!realpath(joined, real))
+                        return 0;
+        }
+        return json_object_set_new(holder, "object", json_string(real)) == 0;
+}
+
+static int absolute_objects(json_t *doc, const char *file) {
+        static const char *const hooks[] = { "ingress", "egress" };
+        int n = 0;
+
+        for (size_t h = 0; h < ELEMENTSOF(hooks); h++) {
+                json_t *f, *a;
+                size_t i, k;
+                json_array_foreach (json_object_get(doc, hooks[h]), i, f) {
+                        n += absolute_object(f, file);
+                        json_array_foreach (json_object_get(f, "actions"), k, a)
+                                n += absolute_object(a, file);
+                }
+        }
+        return n;
+}
+
 int ctl_put_file(const Ctl *c, const char *path, const char *file, const char *context, json_t **ret_json) {
         _cleanup_free_ char *data = NULL, *if_match = NULL;
         _cleanup_(json_decrefp) json_t *doc = NULL;
@@ -219,6 +288,15 @@ int ctl_put_file(const Ctl *c, const char *path, const char *file, const char *c
         if (!doc)
                 return ctl_error(-EINVAL, "%s:%d:%d: %s", streq(file, "-") ? "stdin" : file, e.line,
                                  e.column, e.text);
+        /* clsd reads an object named by path on its own host, by absolute path: a relative one is made
+         * so here, when clsd is on this host */
+        if (!c->host && !c->hosts_file && absolute_objects(doc, file) > 0) {
+                free(data);
+                data = json_dumps(doc, JSON_COMPACT);
+                if (!data)
+                        return ctl_oom();
+                size = strlen(data);
+        }
         if (c->if_match) {
                 if (asprintf(&if_match, "If-Match: \"%s\"", c->if_match) < 0)
                         return ctl_oom();
@@ -291,6 +369,8 @@ static void help(void) {
                "       -n, --netns NAME       Interfaces of the network namespace /run/netns/NAME\n"
                "                              (ls, get, apply, diff, delete)\n"
                "       -j, --json             Print the daemon's JSON answer instead of tables\n"
+               "       --wait[=SECONDS]       apply: wait until the document is applied or failed (exit\n"
+               "                              1), at most SECONDS (default 30) for its interface\n"
                "       --if-match GENERATION  apply, policy apply: only if the document or policy is\n"
                "                              still at GENERATION\n"
                "       --fleet URL[,URL…]     etcd's endpoints, for fleet (default: CLSD_FLEET)\n"
@@ -302,7 +382,9 @@ static void help(void) {
                "       --version              Show the version and exit\n"
                "\n"
                "EXIT STATUS\n"
-               "       0 on success, 1 on failure (one line on stderr), 2 on a usage error.\n"
+               "       0 on success, 1 on failure (one line on stderr), 2 on a usage error. diff and\n"
+               "       policy diff, as diff(1): 0 when applying would change nothing, 1 when it would\n"
+               "       change something, 2 when they could not tell (one line on stderr).\n"
                "\n"
                "ENVIRONMENT\n"
                "       CLSD_SOCKET            Socket used without --socket (default %s)\n"
@@ -329,6 +411,7 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                 ARG_CERT,
                 ARG_KEY,
                 ARG_TOKEN_FILE,
+                ARG_WAIT,
         };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
@@ -349,6 +432,7 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                 { "cert", required_argument, NULL, ARG_CERT },
                 { "key", required_argument, NULL, ARG_KEY },
                 { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
+                { "wait", optional_argument, NULL, ARG_WAIT },
                 {},
         };
         int opt;
@@ -369,7 +453,7 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                         c->host = NULL; /* CLSD_HOST's */
                         break;
                 case 'j':
-                        c->json = true;
+                        c->json = json_errors = true;
                         break;
                 case 'n':
                         if (!*optarg)
@@ -428,6 +512,13 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                 case ARG_TOKEN_FILE:
                         c->token_file = optarg;
                         break;
+                case ARG_WAIT: {
+                        char *end = NULL;
+                        c->wait_sec = optarg ? strtod(optarg, &end) : 30;
+                        if (optarg && (end == optarg || *end || !(c->wait_sec > 0) || c->wait_sec > 86400))
+                                return usage_error("--wait=%s: expected seconds (default 30)", optarg);
+                        break;
+                }
                 case ':':
                         return usage_error("option '%s' needs an argument", argv[optind - 1]);
                 case '?':
@@ -499,6 +590,8 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
                 return r;
         if (c->if_match && v->run != verb_iface_apply && v->run != verb_policy_apply)
                 return usage_error("--if-match is for 'apply' and 'policy apply' only");
+        if (c->wait_sec > 0 && v->run != verb_iface_apply)
+                return usage_error("--wait is for 'apply' only");
 
         *ret_verb = v;
         *ret_args = argv + 1;
@@ -566,5 +659,8 @@ int main(int argc, char *argv[]) {
         free(c.token);
         if (flush_stdout() < 0)
                 return EXIT_FAILURE;
+        /* diff and policy diff as diff(1) and kubectl diff: 0 no change, 1 changes, 2 trouble */
+        if (verb->run == verb_iface_diff || verb->run == verb_policy_diff)
+                return r < 0 ? EXIT_USAGE : r > 0 ? EXIT_FAILURE : EXIT_SUCCESS;
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -28,6 +28,7 @@ typedef struct Ctl {
         bool json;
         bool verbose;
         const char *if_match; /* apply: the generation the document must be at, decimal */
+        double wait_sec; /* apply --wait: how long to wait for the document to leave "pending"; 0: no wait */
         const char *netns; /* a named network namespace: its interfaces instead of clsd's own */
         const char *fleet_urls; /* etcd's endpoints (--fleet, CLSD_FLEET), for "fleet" */
         const char *fleet_prefix;

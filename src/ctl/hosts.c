@@ -117,7 +117,8 @@ static int host_start(const Ctl *c, Host *h, int (*run)(const Ctl *c, char **arg
                 if (dup2(out[1], STDOUT_FILENO) < 0 || dup2(err[1], STDERR_FILENO) < 0)
                         _exit(1);
                 int r = run(&one, args);
-                _exit(fflush(stdout) != 0 || r < 0 ? 1 : 0);
+                /* 0 ok, 1 ok and something would change (a diff), 2 failed */
+                _exit(fflush(stdout) != 0 || r < 0 ? 2 : r > 0 ? 1 : 0);
         }
         close(out[1]);
         close(err[1]);
@@ -172,7 +173,7 @@ static void collect(Host *v, size_t n) {
 int ctl_run_on_hosts(const Ctl *c, const char *verb, int (*run)(const Ctl *c, char **args), char **args) {
         _cleanup_(table_freep) Table *t = NULL;
         Host *v = NULL;
-        size_t n = 0, failed = 0;
+        size_t n = 0, failed = 0, differ = 0;
         int r;
 
         r = hosts_read(c->hosts_file, &v, &n);
@@ -195,9 +196,11 @@ int ctl_run_on_hosts(const Ctl *c, const char *verb, int (*run)(const Ctl *c, ch
                 return ctl_oom();
         }
         for (size_t i = 0; i < n; i++) {
-                bool ok = v[i].status == 0;
+                int code = v[i].status != -1 && WIFEXITED(v[i].status) ? WEXITSTATUS(v[i].status) : -1;
+                bool ok = code == 0 || code == 1;
                 char *err = v[i].out[1], *nl;
                 failed += !ok;
+                differ += code == 1;
                 if (v[i].out[0] && v[i].size[0]) {
                         printf("── %s (%s) ──\n", v[i].name, verb);
                         fwrite(v[i].out[0], 1, v[i].size[0], stdout);
@@ -211,7 +214,7 @@ int ctl_run_on_hosts(const Ctl *c, const char *verb, int (*run)(const Ctl *c, ch
                 table_add(t, v[i].name);
                 table_add(t, v[i].url);
                 if (ok)
-                        table_add(t, "ok");
+                        table_add(t, code == 1 ? "ok, would change" : "ok");
                 else
                         table_addf(t, "failed: %s", err && *err ? err : "no reason given");
         }
@@ -220,5 +223,7 @@ int ctl_run_on_hosts(const Ctl *c, const char *verb, int (*run)(const Ctl *c, ch
         table_print(t, stdout);
         printf("%zu of %zu host(s) ok\n", n - failed, n);
         hosts_free(v, n);
-        return failed ? ctl_error(-EREMOTEIO, "%zu of %zu host(s) failed", failed, n) : 0;
+        if (failed)
+                return ctl_error(-EREMOTEIO, "%zu of %zu host(s) failed", failed, n);
+        return differ > 0;
 }

@@ -131,12 +131,15 @@ int http_perform(const HttpTarget *t, const HttpRequest *req, HttpResponse **ret
                                         HTTP_RESPONSE_MAX >> 20);
                 else if (cc == CURLE_COULDNT_CONNECT && !t->url)
                         /* libcurl does not keep connect()'s errno for a unix socket: the path tells */
-                        (void) asprintf(ret_error, "cannot connect: %s",
-                                        t->socket_path[0] == '@'        ? "no such abstract socket"
-                                        : stat(t->socket_path, &st) < 0 ? strerror(errno)
-                                        : !S_ISSOCK(st.st_mode)
-                                                ? "not a socket"
-                                                : "nothing listens there (is clsd running?)");
+                        (void) asprintf(
+                                ret_error, "cannot connect: %s",
+                                t->socket_path[0] == '@' ? "no such abstract socket"
+                                : stat(t->socket_path, &st) < 0
+                                        ? (errno == ENOENT ? "no socket there (is clsd running? systemctl "
+                                                             "status clsd.socket clsd; or give --socket)"
+                                                           : strerror(errno))
+                                : !S_ISSOCK(st.st_mode) ? "not a socket"
+                                                        : "nothing listens there (is clsd running?)");
                 else if (cc == CURLE_COULDNT_CONNECT &&
                          curl_api.easy_getinfo(curl, CURLINFO_OS_ERRNO, &os_errno) == CURLE_OK &&
                          os_errno > 0)

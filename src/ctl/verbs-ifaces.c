@@ -3,6 +3,8 @@
 #define _GNU_SOURCE 1 /* asprintf(), open_memstream() */
 #endif
 #include <stdio.h>
+#include <unistd.h>
+#include <time.h>
 
 #include "ctl.h"
 #include "output.h"
@@ -180,6 +182,82 @@ static int put_document(const Ctl *c, char **args, bool dry_run, json_t **ret_an
         return ctl_put_file(c, path, args[1], args[0], ret_answer);
 }
 
+/* How many single-byte edits make a into b (at most 15 bytes each are compared; more is "far"). */
+static unsigned edit_distance(const char *a, const char *b) {
+        size_t n = strlen(a), m = strlen(b);
+        unsigned d[16][16];
+
+        if (n > 15 || m > 15)
+                return 99;
+        for (size_t i = 0; i <= n; i++)
+                for (size_t j = 0; j <= m; j++)
+                        d[i][j] = i == 0   ? (unsigned) j
+                                  : j == 0 ? (unsigned) i
+                                           : MIN(MIN(d[i - 1][j] + 1, d[i][j - 1] + 1),
+                                                 d[i - 1][j - 1] + (a[i - 1] != b[j - 1]));
+        return d[n][m];
+}
+
+/* A document for an interface that is not there waits for it, which is right for one that will
+ * appear and wrong for a typo: said on stderr, with the names that are near. */
+static void warn_pending(const Ctl *c, const char *ifname) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        _cleanup_free_ char *path = NULL;
+        char near[256] = "";
+        size_t used = 0, i;
+        const json_t *v;
+
+        if (ifaces_path(c, &path) >= 0 &&
+            ctl_call(c, &(HttpRequest){ .method = "GET", .path = path }, NULL, &answer) >= 0)
+                json_array_foreach (json_object_get(answer, "ifaces"), i, v) {
+                        const char *name = json_string_value(json_object_get(v, "ifname"));
+                        int k;
+                        if (!name || streq(name, ifname) || edit_distance(name, ifname) > 2)
+                                continue;
+                        k = snprintf(near + used, sizeof(near) - used, "%s%s", used ? ", " : "", name);
+                        if (k < 0 || (size_t) k >= sizeof(near) - used)
+                                break;
+                        used += (size_t) k;
+                }
+        fflush(stdout);
+        fprintf(stderr,
+                "clsctl: warning: %s does not exist%s; the document is stored and applies when it "
+                "appears%s%s%s\n",
+                ifname, c->netns ? " in that namespace" : "", near[0] ? " (did you mean " : "", near,
+                near[0] ? "?)" : "");
+}
+
+/* --wait: until the document is applied (0) or failed, or the time is up (reported). */
+static int wait_applied(const Ctl *c, const char *ifname, json_t **answer) {
+        _cleanup_free_ char *path = NULL;
+        struct timespec ts;
+        double start, now;
+        int r;
+
+        r = ctl_iface_path(c, ifname, &path);
+        if (r < 0)
+                return r;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        start = (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+        for (;;) {
+                const char *state = json_string_value(json_object_get(*answer, "state"));
+                if (!streq_ptr(state, "pending"))
+                        return 0;
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                now = (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+                if (now - start >= c->wait_sec)
+                        return ctl_error(-ETIMEDOUT,
+                                         "%s: still pending after %gs (the interface has not appeared)",
+                                         ifname, c->wait_sec);
+                (void) usleep(100 * 1000);
+                json_decref(*answer);
+                *answer = NULL;
+                r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = path }, ifname, answer);
+                if (r < 0)
+                        return r;
+        }
+}
+
 int verb_iface_apply(const Ctl *c, char **args) {
         _cleanup_(json_decrefp) json_t *answer = NULL;
         const char *state;
@@ -189,6 +267,14 @@ int verb_iface_apply(const Ctl *c, char **args) {
         if (r < 0)
                 return r;
         state = json_string_value(json_object_get(answer, "state"));
+        if (streq_ptr(state, "pending"))
+                warn_pending(c, args[0]);
+        if (c->wait_sec > 0) {
+                r = wait_applied(c, args[0], &answer);
+                if (r < 0)
+                        return r;
+                state = json_string_value(json_object_get(answer, "state"));
+        }
         r = c->json ? ctl_print_json(answer) : print_classifier(answer, args[0], false);
         if (r < 0)
                 return r;
@@ -269,13 +355,16 @@ int verb_ifaces_list(const Ctl *c, char **args _unused_) {
 int verb_iface_diff(const Ctl *c, char **args) {
         _cleanup_(json_decrefp) json_t *answer = NULL;
         _cleanup_(table_freep) Table *progs = NULL, *steps = NULL;
+        bool changed;
         int r;
 
         r = put_document(c, args, true, &answer);
         if (r < 0)
                 return r;
+        /* as diff(1) and kubectl diff: 1 when applying would change something */
+        changed = json_is_true(json_object_get(answer, "changed"));
         if (c->json)
-                return ctl_print_json(answer);
+                return ctl_print_json(answer) ?: changed;
         progs = table_new("FILTER", "DIRECTION", "PROGRAM", "LOAD", NULL);
         steps = table_new("ACTION", "DIRECTION", "PREF", "NAME", "REASON", NULL);
         if (!progs || !steps)
@@ -288,7 +377,8 @@ int verb_iface_diff(const Ctl *c, char **args) {
                                                              NULL });
         if (r < 0)
                 return ctl_oom();
-        printf("%s: dry run, nothing changed%s\n", args[0],
+        printf("%s: dry run, nothing changed; applying it %s%s\n", args[0],
+               changed ? "would change what is below" : "would change nothing",
                streq_ptr(json_string_value(json_object_get(answer, "state")), "pending")
                        ? " (the interface does not exist: nothing would change in the kernel now)"
                        : "");
@@ -299,7 +389,7 @@ int verb_iface_diff(const Ctl *c, char **args) {
                 if (table_print(steps, stdout) < 0)
                         return ctl_error(-EIO, "cannot write to stdout");
         }
-        return 0;
+        return changed;
 }
 
 int verb_netns_list(const Ctl *c, char **args _unused_) {

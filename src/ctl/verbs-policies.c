@@ -151,15 +151,19 @@ int verb_policy_diff(const Ctl *c, char **args) {
         _cleanup_(json_decrefp) json_t *answer = NULL;
         _cleanup_(table_freep) Table *t = NULL;
         const json_t *v, *s;
+        bool changed;
         size_t i, k;
         int r;
 
         r = put_policy(c, args, true, &answer);
         if (r < 0)
                 return r;
+        /* as diff(1) and kubectl diff: 1 when applying would change something */
+        changed = json_is_true(json_object_get(answer, "changed"));
         if (c->json)
-                return ctl_print_json(answer);
-        printf("%s: dry run, nothing changed\n", args[0]);
+                return ctl_print_json(answer) ?: changed;
+        printf("%s: dry run, nothing changed; applying it %s\n", args[0],
+               changed ? "would change what is below" : "would change nothing");
         t = table_new("IFNAME", "ACTION", "DIRECTION", "PREF", "NAME", "REASON", NULL);
         if (!t)
                 return ctl_oom();
@@ -189,9 +193,9 @@ int verb_policy_diff(const Ctl *c, char **args) {
         }
         if (table_rows(t) == 0) {
                 puts("(no interface would change)");
-                return 0;
+                return changed;
         }
-        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
+        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : changed;
 }
 
 int verb_policy_remove(const Ctl *c, char **args) {

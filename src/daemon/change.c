@@ -451,10 +451,13 @@ int change_run(Manager *m, Operation *op) {
                         if (r == -EAGAIN)
                                 return -EAGAIN;
                 }
-                if (r >= 0 && c->kind == CHANGE_PUT)
-                        c->doc->generation = it->api && it->visible ? it->api->generation + 1 : 1;
-                if (r >= 0 && c->kind == CHANGE_DRY_RUN)
-                        c->doc->generation = it->api && it->visible ? it->api->generation + 1 : 1;
+                /* The generation counts changes of the document: the same one again keeps it (and is
+                 * still reconciled, which repairs any drift). */
+                if (r >= 0 && (c->kind == CHANGE_PUT || c->kind == CHANGE_DRY_RUN))
+                        c->doc->generation = !it->api || !it->visible ? 1
+                                             : document_spec_equal(it->api, c->doc)
+                                                     ? it->api->generation
+                                                     : it->api->generation + 1;
                 if (r >= 0)
                         r = make_candidate(c, it, &e);
                 if (r < 0)

@@ -67,16 +67,6 @@ static void plan_programs(Change *c, Iface *it, Error *reterr, int *ret) {
         *ret = r;
 }
 
-/* The same filters, whatever the generation: what a client declared. */
-static bool document_spec_equal(const Document *a, const Document *b) {
-        json_t *x = document_spec_to_json(a), *y = document_spec_to_json(b);
-        bool eq = x && y && json_equal(x, y);
-
-        json_decref(x);
-        json_decref(y);
-        return eq;
-}
-
 int dry_run_apply(Change *c, Iface *it, NlSocket *rtnl, bool present, Error *reterr) {
         Manager *m = c->m;
         Iface *cand = c->candidate;

@@ -586,6 +586,15 @@ json_t *filter_spec_to_json(const FilterSpec *f) {
         return j;
 }
 
+bool document_spec_equal(const Document *a, const Document *b) {
+        json_t *x = document_spec_to_json(a), *y = document_spec_to_json(b);
+        bool eq = x && y && json_equal(x, y);
+
+        json_decref(x);
+        json_decref(y);
+        return eq;
+}
+
 json_t *document_spec_to_json(const Document *d) {
         json_t *j = json_object();
 

@@ -63,12 +63,18 @@ def test_clsctl_diff(clsd, api, bpf, net, workdir):
     spec = os.path.join(workdir, "spec.json")
     with open(spec, "w") as f:
         json.dump({"ingress": [filt("web", digest, priority=10)]}, f)
-    p = clsd.ctl("diff", net.if_a, spec, check=0)
-    assert "dry run, nothing changed" in p.stdout
+    # as diff(1) and kubectl diff: 1 when applying would change something, 0 when nothing, 2 trouble
+    p = clsd.ctl("diff", net.if_a, spec, check=1)
+    assert "dry run, nothing changed; applying it would change what is below" in p.stdout and not p.stderr
     assert "add" in p.stdout and "clsd:web" in p.stdout and "nothing at this pref" in p.stdout
     assert net.a.filters(net.if_a) == []
-    j = json.loads(clsd.ctl("--json", "diff", net.if_a, spec, check=0).stdout)
-    assert j["filters"][0]["action"] == "add"
+    j = json.loads(clsd.ctl("--json", "diff", net.if_a, spec, check=1).stdout)
+    assert j["filters"][0]["action"] == "add" and j["changed"] is True
+    clsd.ctl("apply", net.if_a, spec, check=0)
+    p = clsd.ctl("diff", net.if_a, spec, check=0)
+    assert "applying it would change nothing" in p.stdout
+    p = clsd.ctl("diff", net.if_a, os.path.join(workdir, "missing.json"), check=2)
+    assert p.stderr.startswith("clsctl: ") and len(p.stderr.splitlines()) == 1, p.stderr
 
 
 def test_dry_run_says_whether_the_put_would_change_anything(api, bpf, net):

@@ -248,7 +248,7 @@ def test_clsctl_policy_apply_diff_get_ls_rm(clsd, bpf, net, workdir):
     a, b = veths(net.a, "ct", 2)
     net.a.add_foreign_filter(b, 10, bpf.drop_port)
     doc = write_doc(workdir, "p.json", policy({"ifname": ["ct*"]}, ingress=[filt("count", bpf.count, priority=10)]))
-    p = clsd.ctl("policy", "diff", "web", doc, check=0)
+    p = clsd.ctl("policy", "diff", "web", doc, check=1)  # 1: applying it would change something
     assert "dry run, nothing changed" in p.stdout
     rows = find_table(p.stdout, ["IFNAME", "ACTION", "DIRECTION", "PREF", "NAME", "REASON"])
     assert [r[:2] for r in rows[1:]] == [[a, "add"], [b, "conflict"]], rows

@@ -274,8 +274,13 @@ def test_clsctl_hosts_runs_a_command_on_every_host(net, clsd_factory, bpf, workd
     p = clsctl(net.a, *tls_args, "ls")
     assert p.returncode == 0 and "── alpha (ls) ──" in p.stdout and "── beta (ls) ──" in p.stdout, p
     assert "2 of 2 host(s) ok" in p.stdout
+    # diff on every host: nothing to change on either, exit 0
     p = clsctl(net.a, *tls_args, "diff", net.if_a, doc)
-    assert "alpha" in p.stdout and "beta" in p.stdout, p
+    assert p.returncode == 0 and "alpha" in p.stdout and "beta" in p.stdout, p
+    with open(doc, "w") as f:
+        json.dump({"ingress": [filt("web", bpf.count, priority=12)]}, f)
+    p = clsctl(net.a, *tls_args, "diff", net.if_a, doc)
+    assert p.returncode == 1 and p.stdout.count("ok, would change") == 2 and not p.stderr, p
     # a hosts file that is not one; fleet commands are etcd's, not the hosts'
     with open(hosts, "w") as f:
         f.write("alpha ftp://x\n")

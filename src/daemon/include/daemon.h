@@ -81,9 +81,10 @@ void daemon_notify_status(Manager *m);
 void daemon_reconcile_all(Manager *m);
 /* SIGHUP: re-reads the hogs directory and queues what changed. */
 int daemon_hogs_reload(Manager *m);
-/* clsd --check: validates every hog file (JSON, fields, object files) without starting; prints one
- * line per problem on stderr and returns how many there were. With trusted, objects must be signed. */
-int daemon_hogs_check(const char *dir, size_t object_size_max, const TrustedKeys *trusted);
+/* clsd --check: validates every hog file of dir (JSON, fields, object files), or only file when it is
+ * given, without starting; prints one line per problem on stderr and returns how many there were. With
+ * trusted, objects must be signed. */
+int daemon_hogs_check(const char *dir, const char *file, size_t object_size_max, const TrustedKeys *trusted);
 /* clsd --flush: removes every filter, tcx link and pin of clsd's from the kernel and keeps the store;
  * prints what it removed. -EBUSY when a clsd runs on the state directory. */
 int daemon_flush(const DaemonConfig *config);

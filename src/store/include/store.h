@@ -221,6 +221,8 @@ int document_from_json(const char *ifname, json_t *spec, Document **ret, Error *
 int document_from_string(const char *ifname, const char *text, size_t size, Document **ret, Error *reterr);
 /* The normalized spec: {"ingress":[…],"egress":[…]} */
 json_t *document_spec_to_json(const Document *d);
+/* The same filters (as document_spec_to_json() renders them), whatever the generation. */
+bool document_spec_equal(const Document *a, const Document *b);
 json_t *filter_spec_to_json(const FilterSpec *f);
 /* A hog file: a PUT document plus "ifname" (and optionally "netns"), its objects given by absolute
  * path. */

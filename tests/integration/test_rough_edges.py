@@ -1,0 +1,101 @@
+"""What a first-time operator runs into: a second clsd on a live socket, a typo in an interface name,
+an identical re-apply, a relative object path, --json errors, clsd --check on one file, clsd started
+without privileges, clsctl with the daemon down."""
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+from conftest import CLSCTL, CLSD, filt, run, status_of
+
+
+def test_a_second_clsd_on_a_live_socket_is_refused_and_the_socket_goes_with_its_clsd(net, clsd_factory, workdir):
+    first = clsd_factory(net.a, name="first")
+    p = net.a.run(CLSD, "--state-dir", os.path.join(workdir, "other-state"), "--socket", first.socket,
+                  "--bpffs-dir", "/sys/fs/bpf/clsdt-other-%d" % os.getpid(), check=False, timeout=10)
+    assert p.returncode == 1 and "another process answers there" in p.stderr, p
+    assert first.api.healthy()
+    assert first.stop() == 0
+    assert not os.path.exists(first.socket), "clsd left its socket behind"
+    # a stale socket (a clsd killed) is taken over
+    first.start()
+    first.kill()
+    assert os.path.exists(first.socket)
+    first.start()
+    assert first.api.healthy()
+
+
+def test_apply_to_a_name_that_is_not_there_says_so_and_wait_waits(net, clsd, bpf, workdir):
+    spec = os.path.join(workdir, "spec.json")
+    with open(spec, "w") as f:
+        json.dump({"ingress": [filt("web", bpf.count, priority=10)]}, f)
+    typo = net.if_a[:-1] + "x" + net.if_a[-1:]  # one letter off
+    p = clsd.ctl("apply", typo, spec, check=0)
+    assert "warning: %s does not exist" % typo in p.stderr and "did you mean %s?" % net.if_a in p.stderr, p.stderr
+    # --wait: still pending when the time is up is a failure
+    start = time.monotonic()
+    p = clsd.ctl("apply", "--wait=1", typo, spec, check=1)
+    assert "still pending after 1s" in p.stderr and 0.9 < time.monotonic() - start < 5, p.stderr
+    # and success once the interface appears and the document applies
+    later = "vlate"
+    t = threading.Timer(0.5, lambda: net.a.run("ip", "link", "add", later, "type", "veth", "peer", "name", later + "p"))
+    t.start()
+    try:
+        p = clsd.ctl("apply", "--wait=10", later, spec, check=0)
+        assert "configured" in p.stdout, p.stdout
+        assert net.a.filter_at(later, 10) is not None
+    finally:
+        t.join()
+    assert clsd.ctl("--wait", "get", net.if_a, check=2).stderr.strip().endswith("Try 'clsctl --help'.")
+
+
+def test_an_identical_re_apply_keeps_the_generation(net, api, bpf):
+    doc = {"ingress": [filt("web", bpf.count, priority=10)]}
+    assert api.put_classifier(net.if_a, doc).json["generation"] == 1
+    r = api.put_classifier(net.if_a, doc)
+    assert r.status == 200 and r.json["generation"] == 1 and status_of(r.json, "web")["attached"], r
+    assert api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=11)]}).json["generation"] == 2
+
+
+def test_a_relative_object_path_is_made_absolute_by_clsctl(net, clsd, bpf, workdir):
+    sub = os.path.join(workdir, "objs")
+    os.makedirs(sub)
+    shutil.copy(bpf.count, os.path.join(sub, "count.bpf.o"))
+    spec = os.path.join(sub, "spec.json")
+    with open(spec, "w") as f:
+        json.dump({"ingress": [filt("web", "count.bpf.o", priority=10)]}, f)
+    # relative to the document's directory, from anywhere
+    p = clsd.ctl("apply", net.if_a, spec, check=0)
+    assert net.a.filter_at(net.if_a, 10) is not None, p
+    got = clsd.api.get_classifier(net.if_a).json["document"]["ingress"][0]["object"]
+    assert got == os.path.realpath(os.path.join(sub, "count.bpf.o")), got
+
+
+def test_json_errors_are_json(net, clsd, workdir):
+    p = clsd.ctl("--json", "get", "nothing0", check=1)
+    err = json.loads(p.stderr)["error"]
+    assert err["code"] == "document_not_found" and "nothing0" in err["message"], err
+    p = run([CLSCTL, "--json", "--socket", os.path.join(workdir, "none.sock"), "ls"], check=False)
+    assert p.returncode == 1 and "is clsd running?" in json.loads(p.stderr)["error"]["message"], p
+
+
+def test_check_validates_one_file_whatever_its_name(bpf, workdir):
+    good, bad = os.path.join(workdir, "tmpAbC1"), os.path.join(workdir, "tmpAbC2")
+    with open(good, "w") as f:
+        json.dump({"ifname": "eth0", "ingress": [filt("web", bpf.count, priority=10)]}, f)
+    with open(bad, "w") as f:
+        json.dump({"ifname": "eth0", "ingress": [filt("web", bpf.count, priority=10, colour="red")]}, f)
+    p = run([CLSD, "--check=" + good], check=False)
+    assert p.returncode == 0 and "a valid hog" in p.stdout, p
+    p = run([CLSD, "--check=" + bad], check=False)
+    assert p.returncode == 1 and bad in p.stderr and "colour" in p.stderr, p
+
+
+def test_clsd_without_privileges_refuses_to_start(workdir):
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", CLSD, "--socket",
+                        os.path.join(workdir, "x.sock"), "--state-dir", os.path.join(workdir, "st")],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 1 and "needs root" in p.stderr and len(p.stderr.splitlines()) == 1, p
