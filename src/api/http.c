@@ -650,10 +650,11 @@ static int unix_listen(const char *path, Error *reterr) {
                                          "--socket %s: exists and is not a socket", path);
                 _cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
                 if (probe >= 0 && connect(probe, (struct sockaddr *) &sa, sizeof(sa)) == 0)
-                        return error_set(reterr, EADDRINUSE, "invalid_value",
-                                         "--socket %s: another process answers there (a clsd on another state "
-                                         "directory?); give this one a --socket of its own",
-                                         path);
+                        return error_set(
+                                reterr, EADDRINUSE, "invalid_value",
+                                "--socket %s: another process answers there (a clsd on another state "
+                                "directory?); give this one a --socket of its own",
+                                path);
                 (void) unlink(path);
         }
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)

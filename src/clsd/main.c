@@ -676,11 +676,14 @@ int main(int argc, char *argv[]) {
         }
         if (check) {
                 nl_bpf_setup_logging();
-                return daemon_hogs_check(dc.hogs_dir, check_file, dc.object_size_max, dc.trusted_keys) == 0 ? 0 : 1;
+                return daemon_hogs_check(dc.hogs_dir, check_file, dc.object_size_max, dc.trusted_keys) == 0
+                               ? 0
+                               : 1;
         }
         if (!privileged()) {
-                fprintf(stderr, "clsd: needs root (or CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN): it "
-                                "changes tc filters and loads BPF programs; as uid %u it would only fail\n",
+                fprintf(stderr,
+                        "clsd: needs root (or CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN): it "
+                        "changes tc filters and loads BPF programs; as uid %u it would only fail\n",
                         (unsigned) geteuid());
                 return 1;
         }

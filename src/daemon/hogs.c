@@ -242,7 +242,8 @@ static int hogs_read(Manager *m, ObjectCache *cache, Store *store, const char *d
         return 0;
 }
 
-int daemon_hogs_check(const char *dir, const char *file, size_t object_size_max, const TrustedKeys *trusted) {
+int daemon_hogs_check(const char *dir, const char *file, size_t object_size_max,
+                      const TrustedKeys *trusted) {
         Manager m = {
                 .config = { .hogs_dir = dir, .object_size_max = object_size_max, .trusted_keys = trusted }
         };
