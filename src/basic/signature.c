@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sodium.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -72,9 +73,12 @@ static int key_parse(const char *text, size_t size, TrustedKey *k) {
 }
 
 static void key_id_string(const unsigned char id[KEY_ID_SIZE], char out[2 * KEY_ID_SIZE + 1]) {
-        /* as minisign prints it: the little-endian 64-bit number in hex */
-        for (int i = 0; i < KEY_ID_SIZE; i++)
-                snprintf(out + 2 * i, 3, "%02X", id[KEY_ID_SIZE - 1 - i]);
+        /* as minisign prints it: the little-endian 64-bit number in hex, without leading zeros */
+        uint64_t v = 0;
+
+        for (int i = KEY_ID_SIZE - 1; i >= 0; i--)
+                v = v << 8 | id[i];
+        snprintf(out, 2 * KEY_ID_SIZE + 1, "%" PRIX64, v);
 }
 
 int trusted_keys_load(const char *dir, TrustedKeys **ret, Error *reterr) {

@@ -44,6 +44,10 @@ mkdir -p /run/systemd/system
 cp -r %s/. /run/systemd/system/
 exec env container=other %s --unit=basic.target
 """ % (self.stage, SYSTEMD)
+        return self._boot_script(script, timeout)
+
+    def _boot_script(self, script, timeout):
+        """Runs script (which ends by exec'ing systemd) as PID 1 of new pid and mount namespaces."""
         log = open(self.log_path, "ab")
         self.proc = self.ns.popen("unshare", "--pid", "--fork", "--mount", "--mount-proc", "sh", "-c", script,
                                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)

@@ -1,0 +1,111 @@
+"""The Debian package (scripts/build-deb, which scripts/test runs first) installed with dpkg under a real
+systemd: its own units, socket activation, the clsd group, the man page, the example objects; then an
+upgrade to a rebuilt package restarts clsd, and the programs stay attached and keep counting.
+
+/usr, /etc and /var/lib are overlays in the systemd's own mount namespace: dpkg writes there, the
+host's files are untouched."""
+
+import glob
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import ADDR_A, BUILD_DIR, IF_A, SOURCE_DIR, filt, prog_map_id, read_counter, run, status_of
+from systemd_host import SYSTEMD, SystemdHost
+from test_systemd import Sender
+
+DEB_DIR = os.path.join(SOURCE_DIR, "build", "deb")
+
+
+class PackageHost(SystemdHost):
+    """A systemd with no clsd units of the build: the package brings its own."""
+
+    def _stage(self):
+        shutil.rmtree(self.stage, ignore_errors=True)
+        os.makedirs(os.path.join(self.stage, "overlay"))
+
+    def boot(self, timeout=30):
+        self._stage()
+        script = """set -e
+mount -t tmpfs -o mode=0755 tmpfs %(o)s
+for d in usr etc var/lib; do
+        mkdir -p %(o)s/$d/up %(o)s/$d/work
+        mount -t overlay overlay -o lowerdir=/$d,upperdir=%(o)s/$d/up,workdir=%(o)s/$d/work /$d
+done
+for d in /tmp /run /var/tmp /var/log; do mount -t tmpfs -o mode=0755 tmpfs $d; done
+mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
+exec env container=other %(systemd)s --unit=basic.target
+""" % {"o": os.path.join(self.stage, "overlay"), "systemd": SYSTEMD}
+        return self._boot_script(script, timeout)
+
+
+def repack(deb, version, out):
+    """The same package under another version: what an upgrade to a rebuilt package installs."""
+    tree = out + ".d"
+    run(["dpkg-deb", "-R", deb, tree])
+    control = os.path.join(tree, "DEBIAN", "control")
+    with open(control) as f:
+        text = f.read()
+    with open(control, "w") as f:
+        f.write("\n".join("Version: " + version if l.startswith("Version: ") else l for l in text.splitlines()) + "\n")
+    run(["dpkg-deb", "-b", tree, out])
+    return out
+
+
+@pytest.fixture
+def package():
+    if "asan" in os.path.basename(BUILD_DIR):
+        pytest.skip("the package is built once, without sanitizers: the plain run tests it")
+    debs = glob.glob(os.path.join(DEB_DIR, "clsd_*.deb"))
+    assert debs, "no package in %s: scripts/build-deb makes it (scripts/test runs it first)" % DEB_DIR
+    return debs[0]
+
+
+def test_install_start_and_upgrade_keep_every_packet(net, workdir, bpf, package):
+    h = PackageHost(net.a, workdir)
+    try:
+        h.boot()
+        newer = repack(package, "0.1.0+rebuilt1", os.path.join(h.stage, "clsd_rebuilt.deb"))
+        p = h.enter("env", "DEBIAN_FRONTEND=noninteractive", "dpkg", "-i", package, check=False, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        # what the package lays out
+        for path in ("/usr/sbin/clsd", "/usr/bin/clsctl", "/usr/lib/clsd/count.bpf.o",
+                     "/usr/share/dbus-1/system.d/org.clsd1.conf", "/usr/share/man/man8/clsd.8.gz",
+                     "/usr/share/man/man5/clsd-documents.5.gz", "/usr/share/bash-completion/completions/clsctl",
+                     "/usr/lib/sysusers.d/clsd.conf", "/etc/clsd/hogs.d"):
+            assert os.path.exists(h.path(path)), path
+        assert h.enter("getent", "group", "clsd").stdout.startswith("clsd:")
+        assert h.systemctl("is-active", "clsd.socket").stdout.strip() == "active"
+        assert h.systemctl("is-enabled", "clsd.socket").stdout.strip() == "enabled"
+        st = os.stat(h.path("/run/clsd/clsd.sock"))
+        assert st.st_gid == int(h.enter("getent", "group", "clsd").stdout.split(":")[2])
+        assert "clsctl" in h.enter("man", "-P", "cat", "clsctl").stdout
+        # a document, with the package's own example object, through the package's clsctl
+        doc = os.path.join(h.stage, "count.json")
+        with open(doc, "w") as f:
+            f.write('{"ingress": [{"name": "count", "object": "/usr/lib/clsd/count.bpf.o", "priority": 10}]}')
+        p = h.enter("clsctl", "apply", "--wait=10", IF_A, doc, check=False)
+        assert p.returncode == 0 and "configured" in p.stdout, p.stdout + p.stderr
+        first = net.a.filter_at(IF_A, 10)
+        counters = prog_map_id(first.id, "counters")
+        net.quiet()
+        before = read_counter(counters)[0]
+        pid = h.main_pid()
+        with Sender(net) as sender:
+            time.sleep(0.3)
+            p = h.enter("env", "DEBIAN_FRONTEND=noninteractive", "dpkg", "-i", newer, check=False, timeout=120)
+            assert p.returncode == 0, p.stdout + p.stderr
+            time.sleep(0.3)
+        assert h.enter("dpkg-query", "-W", "-f", "${Version}", "clsd").stdout == "0.1.0+rebuilt1"
+        # the upgrade restarted clsd, which took its program back: same filter, same program, every packet
+        assert h.main_pid() not in (0, pid), "the upgrade did not restart clsd"
+        assert net.a.filter_at(IF_A, 10).id == first.id
+        assert read_counter(counters)[0] - before == sender.sent, "datagrams were missed across the upgrade"
+        assert sender.sent > 300
+        g = h.api.get_classifier(IF_A).json
+        assert g["state"] == "configured" and status_of(g, "count")["id"] == first.id, g
+    finally:
+        h.shutdown()
