@@ -1,8 +1,6 @@
 /* fileio.c: whole-file reads and atomic, durable writes. */
 #include <fcntl.h>
 #include <stdbool.h>
-#include <sys/syscall.h>
-#include <linux/openat2.h>
 #include <libgen.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -119,19 +117,42 @@ static int read_regular_fd(int fd, size_t max, char **ret_data, size_t *ret_size
         return read_full_fd(fd, max, ret_data, ret_size);
 }
 
+/* Opens the absolute path real component by component, following no link: a component that is a link
+ * (put there since the real path was taken) fails. openat2()'s RESOLVE_NO_SYMLINKS would do it in one
+ * call, but systemd's RestrictSUIDSGID= blocks openat2() (ENOSYS: seccomp cannot see its flags). */
+static int open_no_links(const char *real) {
+        _cleanup_free_ char *copy = strdup(real);
+        _cleanup_close_ int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        char *save = NULL, *next;
+
+        if (!copy)
+                return -ENOMEM;
+        if (dir < 0)
+                return -errno;
+        for (char *c = strtok_r(copy, "/", &save); c; c = next) {
+                next = strtok_r(NULL, "/", &save);
+                int fd = openat(dir, c,
+                                next ? O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+                                     : O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+                if (fd < 0)
+                        return -errno;
+                safe_close(dir);
+                dir = fd;
+        }
+        return TAKE_FD(dir);
+}
+
 int read_file_under_dirs(const char *const *dirs, const char *path, size_t max, char **ret_data,
                          size_t *ret_size) {
         _cleanup_free_ char *real = NULL;
-        struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-                                .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
         int r = real_under_dirs(dirs, path, &real);
 
         if (r < 0)
                 return r;
         /* The real path has no link in it: one that appears now was put there since. */
-        _cleanup_close_ int fd = (int) syscall(SYS_openat2, AT_FDCWD, real, &how, sizeof(how));
+        _cleanup_close_ int fd = open_no_links(real);
         if (fd < 0)
-                return errno == ENOENT ? -ENOENT : -EACCES;
+                return fd == -ENOENT ? -ENOENT : fd == -ENOMEM ? -ENOMEM : -EACCES;
         return read_regular_fd(fd, max, ret_data, ret_size);
 }
 

@@ -14,8 +14,8 @@ int read_regular_file(const char *path, size_t max, char **ret_data, size_t *ret
  * file missing from such a directory; -EACCES otherwise. */
 int path_under_dirs(const char *const *dirs, const char *path);
 /* read_regular_file() of a path under one of dirs, opened without following any link (its real path,
- * with RESOLVE_NO_SYMLINKS): a link put there after the check is refused, -EACCES, as is a path elsewhere.
- */
+ * component by component with O_NOFOLLOW): a link put there after the check is refused, -EACCES, as is a
+ * path elsewhere. */
 int read_file_under_dirs(const char *const *dirs, const char *path, size_t max, char **ret_data,
                          size_t *ret_size);
 /* Writes data to dir_fd/name atomically and durably. */

@@ -183,7 +183,8 @@ int ctl_run_on_hosts(const Ctl *c, const char *verb, int (*run)(const Ctl *c, ch
                 r = host_start(c, &v[i], run, args);
                 if (r < 0) {
                         v[i].status = -1;
-                        (void) asprintf(&v[i].out[1], "clsctl: cannot start: %s\n", strerror(-r));
+                        if (asprintf(&v[i].out[1], "clsctl: cannot start: %s\n", strerror(-r)) < 0)
+                                v[i].out[1] = NULL;
                 }
         }
         collect(v, n);

@@ -126,26 +126,27 @@ int http_perform(const HttpTarget *t, const HttpRequest *req, HttpResponse **ret
                 r = sink.too_large ? -EFBIG : cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
                 struct stat st;
                 long os_errno = 0;
+                char why[512];
                 if (sink.too_large)
-                        (void) asprintf(ret_error, "the answer is larger than %u MiB",
-                                        HTTP_RESPONSE_MAX >> 20);
+                        snprintf(why, sizeof(why), "the answer is larger than %u MiB",
+                                 HTTP_RESPONSE_MAX >> 20);
                 else if (cc == CURLE_COULDNT_CONNECT && !t->url)
                         /* libcurl does not keep connect()'s errno for a unix socket: the path tells */
-                        (void) asprintf(
-                                ret_error, "cannot connect: %s",
-                                t->socket_path[0] == '@' ? "no such abstract socket"
-                                : stat(t->socket_path, &st) < 0
-                                        ? (errno == ENOENT ? "no socket there (is clsd running? systemctl "
-                                                             "status clsd.socket clsd; or give --socket)"
-                                                           : strerror(errno))
-                                : !S_ISSOCK(st.st_mode) ? "not a socket"
-                                                        : "nothing listens there (is clsd running?)");
+                        snprintf(why, sizeof(why), "cannot connect: %s",
+                                 t->socket_path[0] == '@' ? "no such abstract socket"
+                                 : stat(t->socket_path, &st) < 0
+                                         ? (errno == ENOENT ? "no socket there (is clsd running? systemctl "
+                                                              "status clsd.socket clsd; or give --socket)"
+                                                            : strerror(errno))
+                                 : !S_ISSOCK(st.st_mode) ? "not a socket"
+                                                         : "nothing listens there (is clsd running?)");
                 else if (cc == CURLE_COULDNT_CONNECT &&
                          curl_api.easy_getinfo(curl, CURLINFO_OS_ERRNO, &os_errno) == CURLE_OK &&
                          os_errno > 0)
-                        (void) asprintf(ret_error, "cannot connect: %s", strerror((int) os_errno));
+                        snprintf(why, sizeof(why), "cannot connect: %s", strerror((int) os_errno));
                 else
-                        *ret_error = strdup(errbuf[0] ? errbuf : curl_api.easy_strerror(cc));
+                        snprintf(why, sizeof(why), "%s", errbuf[0] ? errbuf : curl_api.easy_strerror(cc));
+                *ret_error = strdup(why);
                 goto out;
         }
         curl_api.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);

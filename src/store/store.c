@@ -505,7 +505,8 @@ int store_documents_load_end(StoreLoad *l, StoredDocument **ret, size_t *ret_n, 
                 } else if (slot->r >= 0)
                         stored_documents_free(&slot->d, 1);
                 else {
-                        (void) asprintf(&path, "%s/%s/%s", l->store->dir, l->subdir, slot->name);
+                        if (asprintf(&path, "%s/%s/%s", l->store->dir, l->subdir, slot->name) < 0)
+                                path = NULL;
                         /* Only a file known to be corrupt moves; one from a newer clsd stays for that clsd.
                          */
                         if (streq(slot->e.code, "corrupt") &&

@@ -36,6 +36,8 @@ for d in usr etc var/lib; do
         mount -t overlay overlay -o lowerdir=/$d,upperdir=%(o)s/$d/up,workdir=%(o)s/$d/work /$d
 done
 for d in /tmp /run /var/tmp /var/log; do mount -t tmpfs -o mode=0755 tmpfs $d; done
+# a container host may forbid starting services (policy-rc.d); a Debian machine does not
+rm -f /usr/sbin/policy-rc.d
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
 exec env container=other %(systemd)s --unit=basic.target
 """ % {"o": os.path.join(self.stage, "overlay"), "systemd": SYSTEMD}
@@ -78,7 +80,9 @@ def test_install_start_and_upgrade_keep_every_packet(net, workdir, bpf, package)
                      "/usr/lib/sysusers.d/clsd.conf", "/etc/clsd/hogs.d"):
             assert os.path.exists(h.path(path)), path
         assert h.enter("getent", "group", "clsd").stdout.startswith("clsd:")
-        assert h.systemctl("is-active", "clsd.socket").stdout.strip() == "active"
+        status = h.systemctl("status", "--no-pager", "clsd.socket", "clsd.service", check=False)
+        assert h.systemctl("is-active", "clsd.socket", check=False).stdout.strip() == "active", \
+            p.stdout + p.stderr + status.stdout + status.stderr
         assert h.systemctl("is-enabled", "clsd.socket").stdout.strip() == "enabled"
         st = os.stat(h.path("/run/clsd/clsd.sock"))
         assert st.st_gid == int(h.enter("getent", "group", "clsd").stdout.split(":")[2])
@@ -88,7 +92,8 @@ def test_install_start_and_upgrade_keep_every_packet(net, workdir, bpf, package)
         with open(doc, "w") as f:
             f.write('{"ingress": [{"name": "count", "object": "/usr/lib/clsd/count.bpf.o", "priority": 10}]}')
         p = h.enter("clsctl", "apply", "--wait=10", IF_A, doc, check=False)
-        assert p.returncode == 0 and "configured" in p.stdout, p.stdout + p.stderr
+        assert p.returncode == 0 and "configured" in p.stdout, \
+            p.stdout + p.stderr + h.enter("journalctl", "-u", "clsd", "--no-pager", check=False).stdout[-3000:]
         first = net.a.filter_at(IF_A, 10)
         counters = prog_map_id(first.id, "counters")
         net.quiet()

@@ -90,6 +90,13 @@ def put_counter(h, bpf, obj=None):
     return status_of(r.json, "count")
 
 
+def test_an_object_named_by_path_is_read_under_the_units_sandbox(net, host, bpf):
+    """The unit's RestrictSUIDSGID= makes systemd block openat2() (seccomp cannot see its flags): the
+    object directories are read without it."""
+    r = host.api.put_classifier(IF_A, {"ingress": [filt("count", bpf.count, priority=10)]})
+    assert r.status == 200 and status_of(r.json, "count")["attached"], r
+
+
 def test_start_is_socket_activated_and_ready_after_the_first_reconcile(net, host, bpf):
     h = host
     assert h.show("clsd.service", "ActiveState")["ActiveState"] == "inactive"
