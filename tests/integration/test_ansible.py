@@ -13,6 +13,8 @@ import pytest
 
 from conftest import SOURCE_DIR, netns_create, netns_destroy, tls_server
 
+pytestmark = pytest.mark.once
+
 SUBNET = "198.18.201"
 PORT = 8443
 

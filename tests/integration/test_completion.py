@@ -4,7 +4,11 @@ commands, options, interface names and digests asked of the daemon, files."""
 import os
 import subprocess
 
+import pytest
+
 from conftest import CLSCTL, SOURCE_DIR, filt
+
+pytestmark = pytest.mark.once
 
 SCRIPT = os.path.join(SOURCE_DIR, "contrib", "completion", "clsctl.bash")
 

@@ -320,6 +320,7 @@ def test_one_member_killed_changes_still_converge(fleet, bpf, workdir):
         assert h.prefs() == [12] and h.send(4) == 4
 
 
+@pytest.mark.once
 def test_etcd_down_for_30_s_hosts_keep_and_repair_their_filters_then_converge(fleet, bpf, workdir):
     hosts = [fleet.host("h%d" % i) for i in range(1, 5)]
     rev = fleet.apply(count_policy(bpf), workdir)

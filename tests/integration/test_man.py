@@ -9,6 +9,8 @@ import pytest
 
 from conftest import BUILD_DIR, CLSCTL, CLSD, SOURCE_DIR
 
+pytestmark = pytest.mark.once
+
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[a-zA-Z])(?![\w-])")
 
 

@@ -235,6 +235,7 @@ def test_metrics_listen_serves_only_metrics_and_needs_no_token(net, clsd_factory
     assert bad.returncode != 0 and "--metrics-listen nonsense" in bad.stderr
 
 
+@pytest.mark.once
 def test_a_real_prometheus_scrapes_clsd(net, clsd_factory, bpf, workdir):
     net.quiet()
     port, prom_port = free_port(net.a), free_port(net.a)

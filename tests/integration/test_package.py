@@ -17,6 +17,8 @@ from conftest import ADDR_A, BUILD_DIR, IF_A, SOURCE_DIR, filt, prog_map_id, rea
 from systemd_host import SYSTEMD, SystemdHost
 from test_systemd import Sender
 
+pytestmark = pytest.mark.once
+
 DEB_DIR = os.path.join(SOURCE_DIR, "build", "deb")
 
 
@@ -59,8 +61,6 @@ def repack(deb, version, out):
 
 @pytest.fixture
 def package():
-    if "asan" in os.path.basename(BUILD_DIR):
-        pytest.skip("the package is built once, without sanitizers: the plain run tests it")
     debs = glob.glob(os.path.join(DEB_DIR, "clsd_*.deb"))
     assert debs, "no package in %s: scripts/build-deb makes it (scripts/test runs it first)" % DEB_DIR
     return debs[0]
