@@ -34,7 +34,7 @@ _clsctl() {
         local opts="--socket --host --hosts --cacert --cert --key --token-file --netns --json --wait
                 --if-match --fleet --fleet-prefix --fleet-ca --fleet-cert --fleet-key --verbose --help
                 --version"
-        local commands="ls get apply diff delete netns maps policy fleet object help"
+        local commands="ls get apply diff delete netns maps map policy fleet object help"
 
         case $prev in
         --socket | --hosts | --cacert | --cert | --key | --token-file | --fleet-ca | --fleet-cert | --fleet-key)
@@ -79,6 +79,7 @@ _clsctl() {
                         COMPREPLY=($(compgen -W "$(_clsctl_column 2 ls)" -- "$cur"))
                         ;;
                 policy) COMPREPLY=($(compgen -W "ls get apply diff rm" -- "$cur")) ;;
+                map) COMPREPLY=($(compgen -W "set rm" -- "$cur")) ;;
                 fleet) COMPREPLY=($(compgen -W "apply ls rm nodes status" -- "$cur")) ;;
                 object) COMPREPLY=($(compgen -W "ls add show rm" -- "$cur")) ;;
                 esac
@@ -103,6 +104,14 @@ _clsctl() {
                         apply) _filedir json ;;
                         esac
                         ;;
+                map) COMPREPLY=($(compgen -W "$(_clsctl_column 2 ls)" -- "$cur")) ;;
+                esac
+                ;;
+        3)
+                case ${args[0]} in
+                map) COMPREPLY=($(compgen -W "$(_clsctl_column 1 maps "${args[2]}")" -- "$cur")) ;;
+                policy) [[ ${args[1]} == apply || ${args[1]} == diff ]] && _filedir json ;;
+                fleet) [[ ${args[1]} == apply ]] && _filedir json ;;
                 esac
                 ;;
         *)

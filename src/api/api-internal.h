@@ -121,6 +121,9 @@ int request_change_body(Request *req, const char *const *types, json_t **ret_bod
 DaemonExpect request_expect(const Request *req);
 /* routes-maps.c: what NULL lists every map; else one map, by name or id. */
 void route_maps(Request *req, const char *netns, const char *ifname, const char *what, Response *resp);
+/* PUT (write one entry: {"key", "value"}) and DELETE ({"key"}) of .../maps/{map}/entries. */
+void route_map_entries(Request *req, const char *netns, const char *ifname, const char *what,
+                       Response *resp);
 
 /* metrics.c */
 void route_metrics(Request *req, Response *resp);

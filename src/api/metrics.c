@@ -40,6 +40,9 @@ const char *api_route_label(const char *url) {
         if (rest && streq(rest, "/classifier/maps"))
                 return netns ? "/netns/{netns}/ifaces/{ifname}/classifier/maps"
                              : "/ifaces/{ifname}/classifier/maps";
+        if (rest && startswith(rest, "/classifier/maps/") && endswith(rest, "/entries"))
+                return netns ? "/netns/{netns}/ifaces/{ifname}/classifier/maps/{map}/entries"
+                             : "/ifaces/{ifname}/classifier/maps/{map}/entries";
         if (rest && startswith(rest, "/classifier/maps/"))
                 return netns ? "/netns/{netns}/ifaces/{ifname}/classifier/maps/{map}"
                              : "/ifaces/{ifname}/classifier/maps/{map}";

@@ -350,7 +350,12 @@ void route_ifaces(Request *req, const char *netns, const char *rest, Response *r
                 route_maps(req, netns, ifname, NULL, resp);
         else if (maps[0] == '/' && !strchr(maps + 1, '/') && strlen(maps + 1) < sizeof(map))
                 route_maps(req, netns, ifname, strcpy(map, maps + 1), resp);
-        else
+        else if (maps[0] == '/' && (slash = strchr(maps + 1, '/')) && streq(slash, "/entries") &&
+                 (size_t) (slash - maps - 1) < sizeof(map) && slash > maps + 1) {
+                memcpy(map, maps + 1, (size_t) (slash - maps - 1));
+                map[slash - maps - 1] = 0;
+                route_map_entries(req, netns, ifname, map, resp);
+        } else
                 response_errorf(resp, "route_not_found", "no route %s", req->url);
 }
 

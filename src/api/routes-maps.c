@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api-internal.h"
+#include "log.h"
 
 static int query_limit(Request *req, size_t *ret, Response *resp) {
         const char *s = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "limit");
@@ -81,4 +82,59 @@ fail:
         daemon_maps_done(&maps);
         response_error(resp, &e);
         error_done(&e);
+}
+
+void route_map_entries(Request *req, const char *netns, const char *ifname, const char *what,
+                       Response *resp) {
+        static const char *const types[] = { "application/json", NULL };
+        Manager *d = req->api->daemon;
+        _cleanup_(json_decrefp) json_t *body = NULL;
+        bool put = streq(req->method, "PUT");
+        DaemonMaps maps = { 0 };
+        Error e = ERROR_NULL;
+        const DaemonMap *m;
+        json_error_t jerr;
+        const char *key;
+        json_t *v;
+        Iface *it;
+
+        if (!put && !streq(req->method, "DELETE")) {
+                method_not_allowed(resp, req, "PUT, DELETE");
+                return;
+        }
+        if (request_want_content_type(req, types, resp) < 0)
+                return;
+        body = json_loadb(req->body ? req->body : "", req->body_size, JSON_REJECT_DUPLICATES, &jerr);
+        if (!json_is_object(body)) {
+                response_errorf(resp, "malformed_json", "expected {\"key\": …%s}%s%s",
+                                put ? ", \"value\": …" : "", body ? "" : ": ", body ? "" : jerr.text);
+                return;
+        }
+        json_object_foreach (body, key, v)
+                if (!streq(key, "key") && !(put && streq(key, "value"))) {
+                        response_errorf(resp, "unknown_field", "%s: unknown field (%s)", key,
+                                        put ? "\"key\" and \"value\"" : "only \"key\"");
+                        return;
+                }
+        if (!json_object_get(body, "key") || (put && !json_object_get(body, "value"))) {
+                response_errorf(resp, "missing_field", "%s: missing",
+                                json_object_get(body, "key") ? "value" : "key");
+                return;
+        }
+        it = daemon_iface_get(d, netns, ifname);
+        if (!it) {
+                response_errorf(resp, "document_not_found", "no classifier document for %s", ifname);
+                return;
+        }
+        if (daemon_iface_maps(d, it, &maps, &e) >= 0 &&
+            daemon_maps_lookup(&maps, ifname, what, &m, &e) >= 0 &&
+            (put ? daemon_map_write(d, m, json_object_get(body, "key"), json_object_get(body, "value"), &e)
+                 : daemon_map_delete(d, m, json_object_get(body, "key"), &e)) >= 0) {
+                resp->status = 204;
+                log_info("%s: map %s: entry %s", ifname, m->map.name, put ? "written" : "deleted");
+        } else {
+                response_error(resp, &e);
+                error_done(&e);
+        }
+        daemon_maps_done(&maps);
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,4 +109,9 @@ static inline int streq_ptr(const char *a, const char *b) {
 static inline const char *startswith(const char *s, const char *prefix) {
         size_t l = strlen(prefix);
         return strncmp(s, prefix, l) == 0 ? s + l : NULL;
+}
+
+static inline bool endswith(const char *s, const char *suffix) {
+        size_t a = strlen(s), b = strlen(suffix);
+        return a >= b && strcmp(s + a - b, suffix) == 0;
 }

@@ -47,6 +47,11 @@ static const Verb object_verbs[] = {
         { "rm", "clsctl object rm DIGEST", 1, 1, verb_object_remove },
 };
 
+static const Verb map_verbs[] = {
+        { "set", "clsctl map set IFNAME MAP KEY VALUE", 4, 4, verb_map_set },
+        { "rm", "clsctl map rm IFNAME MAP KEY", 3, 3, verb_map_remove },
+};
+
 static const Verb fleet_verbs[] = {
         { "apply", "clsctl fleet apply FILE...", 1, CTL_ARGS_MAX, verb_fleet_apply },
         { "ls", "clsctl fleet ls", 0, 0, verb_fleet_list },
@@ -329,6 +334,10 @@ static void help(void) {
                "       netns                  List named network namespaces and clsd's documents there\n"
                "       maps IFNAME [MAP]      List the attached programs' maps, or every entry of one MAP\n"
                "                              (its name, or its id), decoded through BTF\n"
+               "       map set IFNAME MAP KEY VALUE\n"
+               "                              Write one entry of MAP (KEY and VALUE in the JSON\n"
+               "                              'maps' shows, checked against the map's BTF)\n"
+               "       map rm IFNAME MAP KEY  Delete one entry of MAP\n"
                "       policy ls              List policies, with how many interfaces each matches\n"
                "       policy get NAME        Show the interfaces policy NAME matches and each hook's "
                "state\n"
@@ -575,6 +584,11 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
                 if (argc == 0)
                         return usage_error("missing command after 'object' (add, ls, show, rm)");
                 r = find_verb(object_verbs, ELEMENTSOF(object_verbs), "object ", argc, argv, &v);
+        } else if (streq(argv[0], "map")) {
+                argc--, argv++;
+                if (argc == 0)
+                        return usage_error("missing command after 'map' (set, rm)");
+                r = find_verb(map_verbs, ELEMENTSOF(map_verbs), "map ", argc, argv, &v);
         } else if (streq(argv[0], "fleet")) {
                 argc--, argv++;
                 if (argc == 0)

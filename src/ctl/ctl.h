@@ -73,6 +73,8 @@ int ctl_run_on_hosts(const Ctl *c, const char *verb, int (*run)(const Ctl *c, ch
 
 int verb_ifaces_list(const Ctl *c, char **args);
 int verb_maps(const Ctl *c, char **args);
+int verb_map_set(const Ctl *c, char **args);
+int verb_map_remove(const Ctl *c, char **args);
 int verb_iface_get(const Ctl *c, char **args);
 int verb_iface_apply(const Ctl *c, char **args);
 int verb_iface_diff(const Ctl *c, char **args);

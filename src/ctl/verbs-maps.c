@@ -130,3 +130,47 @@ int verb_maps(const Ctl *c, char **args) {
         json_object_set_new(answer, "next_cursor", json_null());
         return c->json ? ctl_print_json(answer) : print_entries(entries);
 }
+
+/* map set IFNAME MAP KEY VALUE, map rm IFNAME MAP KEY: KEY and VALUE in the JSON "maps" shows them. */
+static int map_entry(const Ctl *c, char **args, bool set) {
+        _cleanup_free_ char *base = NULL, *map = NULL, *path = NULL, *body = NULL;
+        _cleanup_(json_decrefp) json_t *key = NULL, *value = NULL, *j = NULL;
+        json_error_t e;
+        int r;
+
+        key = json_loads(args[2], JSON_DECODE_ANY, &e);
+        if (!key)
+                return ctl_error(-EINVAL,
+                                 "key %s: not JSON (%s); a number, a string in quotes, or an object",
+                                 args[2], e.text);
+        if (set && !(value = json_loads(args[3], JSON_DECODE_ANY, &e)))
+                return ctl_error(-EINVAL,
+                                 "value %s: not JSON (%s); a number, a string in quotes, or an object",
+                                 args[3], e.text);
+        r = ctl_iface_path(c, args[0], &base);
+        if (r < 0)
+                return r;
+        r = http_escape_segment(args[1], NULL, &map);
+        if (r < 0)
+                return ctl_error(r, "%s", strerror(-r));
+        if (asprintf(&path, "%s/maps/%s/entries", base, map) < 0)
+                return ctl_oom();
+        j = set ? json_pack("{s:O,s:O}", "key", key, "value", value) : json_pack("{s:O}", "key", key);
+        if (!j || !(body = json_dumps(j, JSON_COMPACT)))
+                return ctl_oom();
+        return ctl_call(c,
+                        &(HttpRequest){ .method = set ? "PUT" : "DELETE",
+                                        .path = path,
+                                        .content_type = "application/json",
+                                        .body = body,
+                                        .body_size = strlen(body) },
+                        args[0], NULL);
+}
+
+int verb_map_set(const Ctl *c, char **args) {
+        return map_entry(c, args, true);
+}
+
+int verb_map_remove(const Ctl *c, char **args) {
+        return map_entry(c, args, false);
+}

@@ -226,3 +226,48 @@ int daemon_map_read(Manager *d, const DaemonMap *m, const uint8_t *cursor, size_
         (void) d;
         return nl_map_read(&m->map, cursor, cursor_size, limit, ret, reterr);
 }
+
+static int encode_entry(const DaemonMap *m, const json_t *key, const json_t *value, uint8_t **ret_key,
+                        uint8_t **ret_value, Error *reterr) {
+        _cleanup_free_ uint8_t *k = calloc(1, m->map.key_size ?: 1), *v = NULL;
+        int r;
+
+        if (!k || (value && !(v = calloc(1, m->map.value_size ?: 1))))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = btf_json_encode(m->btf, m->map.btf_key_type_id, key, k, m->map.key_size, "key", reterr);
+        if (r >= 0 && value)
+                r = btf_json_encode(m->btf, m->map.btf_value_type_id, value, v, m->map.value_size, "value",
+                                    reterr);
+        if (r < 0)
+                return r;
+        *ret_key = TAKE_PTR(k);
+        if (ret_value)
+                *ret_value = TAKE_PTR(v);
+        return 0;
+}
+
+int daemon_map_write(Manager *d, const DaemonMap *m, const json_t *key, const json_t *value, Error *reterr) {
+        _cleanup_free_ uint8_t *k = NULL, *v = NULL;
+        int r;
+
+        (void) d;
+        if (!nl_map_writable(m->map.type))
+                return error_set(reterr, EOPNOTSUPP, "map_unwritable",
+                                 "map %s (%s): its entries are not written", m->map.name,
+                                 nl_map_type_name(m->map.type));
+        r = encode_entry(m, key, value, &k, &v, reterr);
+        if (r < 0)
+                return r;
+        return nl_map_update(&m->map, k, v, reterr);
+}
+
+int daemon_map_delete(Manager *d, const DaemonMap *m, const json_t *key, Error *reterr) {
+        _cleanup_free_ uint8_t *k = NULL;
+        int r;
+
+        (void) d;
+        r = encode_entry(m, key, NULL, &k, NULL, reterr);
+        if (r < 0)
+                return r;
+        return nl_map_delete(&m->map, k, reterr);
+}

@@ -282,3 +282,66 @@ struct btf *nl_btf_load(uint32_t btf_id) {
 void nl_btf_free(struct btf *b) {
         btf__free(b);
 }
+
+bool nl_map_writable(uint32_t type) {
+        switch (type) {
+        case BPF_MAP_TYPE_HASH:
+        case BPF_MAP_TYPE_ARRAY:
+        case BPF_MAP_TYPE_PERCPU_HASH:
+        case BPF_MAP_TYPE_PERCPU_ARRAY:
+        case BPF_MAP_TYPE_LRU_HASH:
+        case BPF_MAP_TYPE_LRU_PERCPU_HASH:
+        case BPF_MAP_TYPE_LPM_TRIE:
+                return true;
+        default:
+                return false; /* program and map arrays hold fds; rings and stacks are no key-value stores */
+        }
+}
+
+int nl_map_update(const NlMap *m, const void *key, const void *value, Error *reterr) {
+        _cleanup_free_ uint8_t *all = NULL;
+        const void *v = value;
+
+        if (!nl_map_writable(m->type))
+                return error_set(reterr, EOPNOTSUPP, "map_unwritable",
+                                 "map %s (%s): its entries are not written", m->name,
+                                 nl_map_type_name(m->type));
+        if (nl_map_percpu(m->type)) {
+                int ncpus = libbpf_num_possible_cpus();
+                size_t stride = (m->value_size + 7) / 8 * 8;
+                if (ncpus <= 0 || !(all = calloc((size_t) ncpus, stride)))
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                for (int i = 0; i < ncpus; i++)
+                        memcpy(all + (size_t) i * stride, value, m->value_size);
+                v = all;
+        }
+        if (bpf_map_update_elem(m->fd, key, v, BPF_ANY) < 0) {
+                int e = errno;
+                bool array = m->type == BPF_MAP_TYPE_ARRAY || m->type == BPF_MAP_TYPE_PERCPU_ARRAY;
+                if (array && (e == E2BIG || e == EINVAL))
+                        return error_set(reterr, e, "invalid_value",
+                                         "key: map %s is an array of keys 0 to %u", m->name,
+                                         m->max_entries - 1);
+                if (e == E2BIG || e == ENOSPC)
+                        return error_set(reterr, e, "map_full", "map %s is full (%u entries)", m->name,
+                                         m->max_entries);
+                return error_set(reterr, e, "kernel_error", "map %s: cannot write the entry: %s", m->name,
+                                 strerror(e));
+        }
+        return 0;
+}
+
+int nl_map_delete(const NlMap *m, const void *key, Error *reterr) {
+        if (!nl_map_writable(m->type) || m->type == BPF_MAP_TYPE_ARRAY ||
+            m->type == BPF_MAP_TYPE_PERCPU_ARRAY)
+                return error_set(
+                        reterr, EOPNOTSUPP, "map_unwritable",
+                        "map %s (%s): its entries cannot be deleted (an array's are written instead)",
+                        m->name, nl_map_type_name(m->type));
+        if (bpf_map_delete_elem(m->fd, key) < 0) {
+                int e = errno;
+                return error_set(reterr, e, e == ENOENT ? "entry_not_found" : "kernel_error", "map %s: %s",
+                                 m->name, e == ENOENT ? "no entry with that key" : strerror(e));
+        }
+        return 0;
+}

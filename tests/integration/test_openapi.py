@@ -132,6 +132,11 @@ def test_every_operation_is_served_as_the_spec_says(spec, net, clsd, bpf):
     c.request("GET", base + "/maps/size_hist")
     c.request("GET", base + "/maps/nosuchmap")
     c.request("GET", base + "/maps/size_hist?cursor=nonsense")
+    c.request("PUT", base + "/maps/pkts_by_port/entries", body={"key": 5353, "value": 7})
+    c.request("PUT", base + "/maps/pkts_by_port/entries", body={"key": "no", "value": 7})
+    c.request("DELETE", base + "/maps/pkts_by_port/entries", body={"key": 5353})
+    c.request("DELETE", base + "/maps/pkts_by_port/entries", body={"key": 5353})  # 404: gone
+    c.request("DELETE", base + "/maps/size_hist/entries", body={"key": 0})  # 422: an array
     c.request("GET", "/metrics")
 
     other = netns_create()
@@ -146,6 +151,8 @@ def test_every_operation_is_served_as_the_spec_says(spec, net, clsd, bpf):
         c.request("GET", "/netns/%s/ifaces" % other.name)
         c.request("GET", nbase + "/maps")
         c.request("GET", nbase + "/maps/size_hist")
+        c.request("PUT", nbase + "/maps/size_hist/entries", body={"key": 0})  # 400: no value
+        c.request("DELETE", nbase + "/maps/size_hist/entries", body={"key": 0})  # 422: an array
         c.request("GET", "/netns/bad!name/ifaces")
         c.request("DELETE", nbase)
     finally:

@@ -399,6 +399,10 @@ int daemon_maps_add(Manager *m, const Iface *it, const IfaceStatus *st, DaemonMa
 int daemon_iface_maps(Manager *m, const Iface *it, DaemonMaps *ret, Error *reterr);
 void daemon_maps_done(DaemonMaps *maps);
 /* A page of the map's entries as the kernel has them now (nl_map_read()). */
+/* Writes one entry of a map (BPF_ANY: added or replaced; a per-CPU map gets the value on every CPU), or
+ * deletes one: key and value in the JSON a read gives. -ENOENT (entry_not_found) for a key not there. */
+int daemon_map_write(Manager *d, const DaemonMap *m, const json_t *key, const json_t *value, Error *reterr);
+int daemon_map_delete(Manager *d, const DaemonMap *m, const json_t *key, Error *reterr);
 int daemon_map_read(Manager *m, const DaemonMap *dm, const uint8_t *cursor, size_t cursor_size, size_t limit,
                     NlMapPage *ret, Error *reterr);
 /* By kernel name, or by id when names are ambiguous: 404 "unknown_map", 409 "map_ambiguous". */
@@ -408,6 +412,11 @@ int daemon_maps_lookup(const DaemonMaps *maps, const char *ifname, const char *w
 json_t *btf_json_hex(const uint8_t *data, size_t size);
 /* The value of type type_id at data (size bytes) as typed JSON; hex when btf is NULL or disagrees. */
 json_t *btf_json_decode(const struct btf *btf, uint32_t type_id, const uint8_t *data, size_t size);
+/* The reverse: v, in the shapes btf_json_decode() gives, as size bytes of type_id in out (zeroed first;
+ * a struct's fields not given stay 0). Errors name the place in v (what: "key", "value"): 400
+ * invalid_value or unknown_field; 422 map_unwritable for a kind that is not written (a pointer). */
+int btf_json_encode(const struct btf *btf, uint32_t type_id, const json_t *v, uint8_t *out, size_t size,
+                    const char *what, Error *reterr);
 /* A per-CPU value (n_cpus slots of value_size rounded up to 8): the list of each CPU's, and in
  * *ret_sum their sum leaf by leaf when every leaf is an integer (else NULL). */
 json_t *btf_json_percpu(const struct btf *btf, uint32_t type_id, const uint8_t *data, size_t value_size,

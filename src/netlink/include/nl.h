@@ -271,6 +271,13 @@ typedef struct NlMapPage {
 /* Whether the kernel lets user space read this type's values (ring buffers, perf arrays, … do not). */
 bool nl_map_readable(uint32_t type);
 bool nl_map_percpu(uint32_t type);
+/* One entry written (BPF_ANY; value: one CPU's, written to every CPU of a per-CPU map) or deleted.
+ * reterr: "map_unwritable" for a type whose entries are not plain data (program arrays, …),
+ * "entry_not_found", "map_full", "kernel_error". */
+int nl_map_update(const NlMap *m, const void *key, const void *value, Error *reterr);
+int nl_map_delete(const NlMap *m, const void *key, Error *reterr);
+bool nl_map_writable(uint32_t type);
+
 /* Up to limit entries (at most NL_MAP_PAGE_MAX) from cursor (NULL: from the start), batched where the
  * map type supports it. reterr "bad_cursor" for a cursor that is not one of this map's. */
 int nl_map_read(const NlMap *m, const uint8_t *cursor, size_t cursor_size, size_t limit, NlMapPage *ret,

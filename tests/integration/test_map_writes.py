@@ -1,0 +1,63 @@
+"""Map writes: PUT and DELETE .../classifier/maps/{map}/entries (clsctl map set|rm) with the typed JSON
+reads give, checked against the map's BTF: a port blocklist filled without bpftool, and what is
+refused (a key out of range, a field the struct does not have, a delete from an array, a pointer)."""
+
+import json
+
+from conftest import ADDR_A, assert_error, filt, udp_exchange
+
+
+def entries(api, ifname, m):
+    return {json.dumps(e["key"]): e["value"] for e in api.get("/ifaces/%s/classifier/maps/%s" % (ifname, m)).json["entries"]}
+
+
+def test_a_blocklist_filled_through_the_api_drops_what_it_names(net, clsd, bpf):
+    api = clsd.api
+    assert api.put_classifier(net.if_a, {"ingress": [filt("drop", bpf.drop_port, priority=10),
+                                                     filt("count", bpf.count, priority=20)]}).status == 200
+    net.quiet()
+    assert udp_exchange(net.b, net.a, ADDR_A, {7777: 5})[7777] == 5
+    # clsctl map set: the port is blocked at once
+    clsd.ctl("map", "set", net.if_a, "blocked_ports", "7777", "1", check=0)
+    assert entries(api, net.if_a, "blocked_ports") == {"7777": 1}
+    assert udp_exchange(net.b, net.a, ADDR_A, {7777: 5, 7778: 5}) == {7777: 0, 7778: 5}
+    # the REST form, and replacing an entry
+    path = "/ifaces/%s/classifier/maps/blocked_ports/entries" % net.if_a
+    assert api.request("PUT", path, {"key": 7778, "value": 2}).status == 204
+    assert api.request("PUT", path, {"key": 7778, "value": 3}).status == 204
+    assert entries(api, net.if_a, "blocked_ports") == {"7777": 1, "7778": 3}
+    assert udp_exchange(net.b, net.a, ADDR_A, {7778: 3})[7778] == 0
+    # clsctl map rm: the port passes again
+    clsd.ctl("map", "rm", net.if_a, "blocked_ports", "7777", check=0)
+    assert udp_exchange(net.b, net.a, ADDR_A, {7777: 4})[7777] == 4
+    # a struct value by field name (count's counters), read back as written
+    counters = "/ifaces/%s/classifier/maps/counters/entries" % net.if_a
+    before = entries(api, net.if_a, "counters")["0"]
+    assert api.request("PUT", counters, {"key": 0, "value": {"packets": 1000000}}).status == 204
+    got = entries(api, net.if_a, "counters")["0"]
+    assert got["packets"] >= 1000000 and got["bytes"] < before["bytes"] + 10000, (before, got)
+    # what is refused, and nothing changes with it
+    for body, status, code, words in (
+        ({"key": 70000, "value": 1}, 400, "invalid_value", "key: expected an integer from 0 to 65535"),
+        ({"key": -1, "value": 1}, 400, "invalid_value", "key: expected an integer from 0 to 65535"),
+        ({"key": 5, "value": 256}, 400, "invalid_value", "value: expected an integer from 0 to 255"),
+        ({"key": "x", "value": 1}, 400, "invalid_value", "key"),
+        ({"key": 5}, 400, "missing_field", "value"),
+        ({"key": 5, "value": 1, "ttl": 3}, 400, "unknown_field", "ttl"),
+    ):
+        r = api.request("PUT", path, body)
+        assert_error(r, status, code)
+        assert words in r.json["error"]["message"], r.json
+    r = api.request("PUT", counters, {"key": 0, "value": {"packets": 1, "colour": 2}})
+    assert_error(r, 400, "unknown_field")
+    assert "value: no field colour" in r.json["error"]["message"], r.json
+    assert_error(api.request("PUT", counters.replace("counters", "nosuch"), {"key": 0, "value": 0}), 404, "unknown_map")
+    assert_error(api.request("DELETE", path, {"key": 4242}), 404, "entry_not_found")
+    r = api.request("DELETE", counters, {"key": 0})
+    assert_error(r, 422, "map_unwritable")
+    assert_error(api.request("PUT", "/ifaces/%s/classifier/maps/dropped/entries" % net.if_a, {"key": 5, "value": 1}),
+                 400, "invalid_value")
+    assert_error(api.get(path), 405, "method_not_allowed")
+    assert entries(api, net.if_a, "blocked_ports") == {"7778": 3}
+    p = clsd.ctl("map", "set", net.if_a, "blocked_ports", "port", "1", check=1)
+    assert "not JSON" in p.stderr, p.stderr
