@@ -73,14 +73,15 @@ static const Verb policy_verbs[] = {
 static bool json_errors;
 
 static void report_json(const char *code, const char *message, const json_t *detail) {
-        _cleanup_(json_decrefp) json_t *e = json_pack("{s:s}", "message", message ?: "");
+        _cleanup_(json_decrefp) json_t *e = json_pack("{s:s}", "message", message ?: ""), *all = NULL;
         _cleanup_free_ char *text = NULL;
 
         if (e && code)
                 json_object_set_new(e, "code", json_string(code));
         if (e && detail)
                 json_object_set(e, "detail", (json_t *) detail);
-        text = e ? json_dumps(json_pack("{s:O}", "error", e), JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        if (e && (all = json_pack("{s:O}", "error", e)))
+                text = json_dumps(all, JSON_COMPACT | JSON_PRESERVE_ORDER);
         fflush(stdout);
         fprintf(stderr, "%s\n", text ?: "{\"error\":{\"message\":\"out of memory\"}}");
 }
