@@ -22,6 +22,7 @@
 
 #define OBJECT_DIRS_MAX 16
 #define OBJECT_DIR_DEFAULT "/usr/lib/clsd"
+#define CONFIG_FILE_DEFAULT "/etc/clsd/clsd.conf"
 
 #define DEFAULT_STATE_DIR "/var/lib/clsd"
 #define DEFAULT_SOCKET "/run/clsd/clsd.sock"
@@ -77,6 +78,9 @@ static void help(void) {
                "       DBUS_SYSTEM_BUS_ADDRESS names, if set), and runs on without one.\n"
                "\n"
                "OPTIONS\n"
+               "       --config FILE          Options, one per line (\"option = value\"), before the\n"
+               "                              command line's (default " CONFIG_FILE_DEFAULT " if it\n"
+               "                              exists; '' for none)\n"
                "       --state-dir DIR        Documents and objects (default %s)\n"
                "       --hogs-dir DIR         Hog files (default %s; a missing directory holds none)\n"
                "       --object-dir DIR       Where objects named by path in API requests may be (by\n"
@@ -250,6 +254,7 @@ enum {
         ARG_FLEET_TTL,
         ARG_OBJECT_DIR,
         ARG_TRUSTED_KEYS,
+        ARG_CONFIG,
         ARG_HEADER_TIMEOUT,
         ARG_PER_PEER,
         ARG_MAX_OBJECTS,
@@ -348,6 +353,7 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                 { "fleet-lease-ttl", required_argument, NULL, ARG_FLEET_TTL },
                 { "object-dir", required_argument, NULL, ARG_OBJECT_DIR },
                 { "trusted-keys", required_argument, NULL, ARG_TRUSTED_KEYS },
+                { "config", required_argument, NULL, ARG_CONFIG },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
                 {},
@@ -366,6 +372,8 @@ static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, F
                         break;
                 case ARG_HOGS_DIR:
                         dc->hogs_dir = optarg;
+                        break;
+                case ARG_CONFIG: /* read before: config_argv() */
                         break;
                 case ARG_TRUSTED_KEYS:
                         trusted_keys_dir = optarg;
@@ -617,6 +625,92 @@ static void passed_fds_free(DaemonPassedFd *v, size_t n) {
         free(v);
 }
 
+/* What config_argv() made (the strings of the file's options, and the vector), freed at exit: getopt
+ * permutes the vector, so the strings are kept apart. */
+static char **config_strings, **config_vector;
+static size_t n_config_strings;
+static void config_free(void) {
+        for (size_t i = 0; i < n_config_strings; i++)
+                free(config_strings[i]);
+        free(config_strings);
+        free(config_vector);
+        config_strings = config_vector = NULL;
+        n_config_strings = 0;
+}
+
+/* The configuration file (--config FILE, else /etc/clsd/clsd.conf when it exists): one long option per
+ * line, "name = value" or "name" alone, '#' comments, as if given before the command line's own
+ * flags (which win). */
+static int config_argv(int argc, char *argv[], int *ret_argc, char ***ret_argv) {
+        const char *path = NULL;
+        bool given = false;
+        _cleanup_free_ char *text = NULL;
+        char *save = NULL;
+        size_t size, line = 0;
+        int r;
+
+        for (int i = 1; i < argc; i++) {
+                if (streq(argv[i], "--config") && i + 1 < argc)
+                        path = argv[i + 1], given = true;
+                else if (startswith(argv[i], "--config="))
+                        path = argv[i] + strlen("--config="), given = true;
+        }
+        if (!path && access(CONFIG_FILE_DEFAULT, F_OK) == 0)
+                path = CONFIG_FILE_DEFAULT;
+        *ret_argc = argc;
+        *ret_argv = argv;
+        if (!path || (given && !*path))
+                return 0;
+        r = read_regular_file(path, 1024 * 1024, &text, &size);
+        if (r < 0) {
+                fprintf(stderr, "clsd: --config %s: %s\n", path, strerror(-r));
+                return r;
+        }
+        atexit(config_free);
+        config_strings = calloc(size / 2 + 1, sizeof(char *));
+        if (!config_strings)
+                return -ENOMEM;
+        for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+                char *hash = strchr(l, '#'), *eq, *name, *value = NULL;
+                line++;
+                if (hash)
+                        *hash = 0;
+                name = l + strspn(l, " \t");
+                if (!*name)
+                        continue;
+                if ((eq = strchr(name, '='))) {
+                        *eq = 0;
+                        value = eq + 1 + strspn(eq + 1, " \t");
+                        for (char *e = value + strlen(value); e > value && strchr(" \t\r", e[-1]); e--)
+                                e[-1] = 0;
+                }
+                for (char *e = name + strlen(name); e > name && strchr(" \t\r", e[-1]); e--)
+                        e[-1] = 0;
+                if (!*name || strspn(name, "abcdefghijklmnopqrstuvwxyz-") != strlen(name) ||
+                    streq(name, "config")) {
+                        fprintf(stderr,
+                                "clsd: %s:%zu: expected \"option = value\" or \"option\" (a long option "
+                                "without "
+                                "its dashes)\n",
+                                path, line);
+                        return -EINVAL;
+                }
+                if (asprintf(&config_strings[n_config_strings], value ? "--%s=%s" : "--%s", name, value) < 0)
+                        return -ENOMEM;
+                n_config_strings++;
+        }
+        config_vector = calloc(n_config_strings + (size_t) argc + 1, sizeof(char *));
+        if (!config_vector)
+                return -ENOMEM;
+        config_vector[0] = argv[0];
+        memcpy(config_vector + 1, config_strings, n_config_strings * sizeof(char *));
+        for (int i = 1; i < argc; i++) /* the command line's, after: they win */
+                config_vector[n_config_strings + (size_t) i] = argv[i];
+        *ret_argc = (int) n_config_strings + argc;
+        *ret_argv = config_vector;
+        return 0;
+}
+
 int main(int argc, char *argv[]) {
         DaemonConfig dc = { .state_dir = DEFAULT_STATE_DIR,
                             .hogs_dir = DAEMON_HOGS_DIR_DEFAULT,
@@ -647,6 +741,8 @@ int main(int argc, char *argv[]) {
         size_t n_passed = 0;
         bool check = false, flush = false;
         char worker_path[PATH_MAX];
+        char **conf_argv = NULL;
+        int conf_argc = 0;
         sigset_t mask;
         int r;
 
@@ -654,7 +750,10 @@ int main(int argc, char *argv[]) {
         /* A worker (see src/daemon/worker.c) when clsd-worker is not installed: one job on fd 3. */
         if (argc == 2 && streq(argv[1], "--worker"))
                 nl_worker_main(3);
-        r = parse_argv(argc, argv, &dc, &ac, &fc, &check, &flush);
+        r = config_argv(argc, argv, &conf_argc, &conf_argv);
+        if (r < 0)
+                return r == -ENOMEM ? 1 : 2;
+        r = parse_argv(conf_argc, conf_argv, &dc, &ac, &fc, &check, &flush);
         if (r <= 0)
                 return r < 0 ? 2 : 0;
         if (sodium_init() < 0) {

@@ -740,6 +740,9 @@ class Clsd:
         given = any(a.startswith("--object-dir") for a in (*self.args, *extra))
         previous = self.binary.startswith(os.path.join(BUILD_DIR, "previous-"))
         dirs = [] if given or previous else [a for d in TEST_OBJECT_DIRS for a in ("--object-dir", d)]
+        # nor has the host's /etc/clsd/clsd.conf (a test that wants a configuration file passes --config)
+        if not previous and not any(a.startswith("--config") for a in (*self.args, *extra)):
+            dirs += ["--config", ""]
         return [self.binary, "--state-dir", self.state_dir, "--socket", self.socket, "--log-level", "debug",
                 "--hogs-dir", os.path.join(self.dir, "hogs.d"), "--bpffs-dir", self.bpffs_dir, *dirs, *self.args,
                 *extra]

@@ -99,3 +99,23 @@ def test_clsd_without_privileges_refuses_to_start(workdir):
                         os.path.join(workdir, "x.sock"), "--state-dir", os.path.join(workdir, "st")],
                        capture_output=True, text=True, timeout=10)
     assert p.returncode == 1 and "needs root" in p.stderr and len(p.stderr.splitlines()) == 1, p
+
+
+def test_a_configuration_file_gives_options_and_the_command_line_wins(net, bpf, workdir):
+    from test_hogs import write_hog
+    hogs = os.path.join(workdir, "conf-hogs.d")
+    write_hog(hogs, "a.json", net.if_a, ingress=[filt("h", bpf.count, priority=30)])
+    conf = os.path.join(workdir, "clsd.conf")
+    with open(conf, "w") as f:
+        f.write("# clsd's options, one per line\nhogs-dir = %s\n  max-connections=7  \nbpf-stats\n" % hogs)
+    # the file's options apply
+    p = run([CLSD, "--config", conf, "--check"], check=False)
+    assert p.returncode == 0 and "%s: 1 hog(s), all valid" % hogs in p.stdout, p
+    # the command line's win
+    p = run([CLSD, "--config", conf, "--hogs-dir", os.path.join(workdir, "none"), "--check"], check=False)
+    assert p.returncode == 0 and "none: 0 hog(s)" in p.stdout, p
+    # a line that is not an option is refused with its place
+    with open(conf, "a") as f:
+        f.write("Not An Option\n")
+    p = run([CLSD, "--config", conf, "--check"], check=False)
+    assert p.returncode == 2 and "%s:5: expected" % conf in p.stderr, p
