@@ -8,6 +8,11 @@
 
 static int max_level = LOG_INFO;
 static int journal_prefix = 0;
+static LogJournalSink journal_sink;
+
+void log_set_journal_sink(LogJournalSink sink) {
+        journal_sink = journal_prefix ? sink : NULL;
+}
 
 void log_set_max_level(int level) {
         max_level = level;
@@ -48,7 +53,9 @@ int log_internal(int level, int error, const char *file, int line, const char *f
         vsnprintf(buf, sizeof(buf), fmt, ap);
         va_end(ap);
 
-        if (journal_prefix)
+        if (journal_sink)
+                journal_sink(level, error, file, line, buf);
+        else if (journal_prefix)
                 fprintf(stderr, "<%d>%s\n", level, buf);
         else if (max_level >= LOG_DEBUG)
                 fprintf(stderr, "%s:%d: %s\n", file, line, buf);

@@ -1,4 +1,5 @@
-/* log.h: one logging family; "<N>" syslog prefixes when stderr is the journal, plain text otherwise. */
+/* log.h: one logging family; under journald structured entries (or "<N>" syslog prefixes), plain text
+ * otherwise. */
 #pragma once
 
 #include <syslog.h>
@@ -9,6 +10,11 @@ void log_set_max_level(int level);
 int log_get_max_level(void);
 int log_level_from_string(const char *s);
 void log_open(void);
+/* Under journald, each line goes to sink instead of stderr, with its fields (the composition root sets
+ * one that calls sd_journal_send(): PRIORITY, CODE_FILE, CODE_LINE, ERRNO), so that basic needs no
+ * libsystemd and the workers stay small. NULL: stderr with "<N>" prefixes. */
+typedef void (*LogJournalSink)(int level, int error, const char *file, int line, const char *message);
+void log_set_journal_sink(LogJournalSink sink);
 
 int log_internal(int level, int error, const char *file, int line, const char *fmt, ...) _printf_(5, 6);
 

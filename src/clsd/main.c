@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <string.h>
 #include <systemd/sd-daemon.h>
+#include <systemd/sd-journal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -262,6 +263,20 @@ enum {
         ARG_MAX_DOCUMENTS,
         ARG_MAX_POLICIES,
 };
+
+/* A log line under journald: an entry with fields of its own (journalctl -u clsd CODE_FILE=…, PRIORITY=3).
+ */
+static void journal_sink(int level, int error, const char *file, int line, const char *message) {
+        char code_file[256], code_line[32], errno_field[32] = "CLSD_LOG=1";
+
+        snprintf(code_file, sizeof(code_file), "CODE_FILE=%s", file);
+        snprintf(code_line, sizeof(code_line), "CODE_LINE=%d", line);
+        if (error > 0)
+                snprintf(errno_field, sizeof(errno_field), "ERRNO=%d", error);
+        /* the place in clsd that logged, not this function's (sd_journal_send() would add its own) */
+        (void) sd_journal_send_with_location(code_file, code_line, "", "MESSAGE=%s", message, "PRIORITY=%d",
+                                             level, "SYSLOG_IDENTIFIER=clsd", errno_field, NULL);
+}
 
 /* What clsd does needs CAP_NET_ADMIN (tc) and CAP_BPF or CAP_SYS_ADMIN (bpf(2)), in the effective set. */
 static bool privileged(void) {
@@ -747,6 +762,7 @@ int main(int argc, char *argv[]) {
         int r;
 
         log_open();
+        log_set_journal_sink(journal_sink);
         /* A worker (see src/daemon/worker.c) when clsd-worker is not installed: one job on fd 3. */
         if (argc == 2 && streq(argv[1], "--worker"))
                 nl_worker_main(3);

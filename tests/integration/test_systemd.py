@@ -246,3 +246,25 @@ def test_changes_are_audited_in_the_journal_with_fields_of_their_own(net, host, 
     assert e[2]["CLSD_ERROR"] == "malformed_json"
     assert all(x["CLSD_WHO"].startswith("uid 0 pid ") and x["CLSD_WHO"].endswith("(unix socket)") for x in e)
     assert all(x["_SYSTEMD_UNIT"] == "clsd.service" for x in e)
+
+
+@pytest.mark.parametrize("host", ["StandardOutput=journal\nStandardError=journal\n"], indirect=True)
+def test_log_lines_are_journal_entries_with_fields(net, host, bpf):
+    """Under journald clsd's log lines are entries of their own: PRIORITY, CODE_FILE, CODE_LINE and, for
+    an error, ERRNO (journalctl -u clsd PRIORITY=3 finds the errors)."""
+    import json
+    h = host
+    put_counter(h, bpf)
+
+    def entries():
+        out = h.enter("journalctl", "-o", "json", "--no-pager", "_SYSTEMD_UNIT=clsd.service", "SYSLOG_IDENTIFIER=clsd",
+                      check=False).stdout
+        return [json.loads(l) for l in out.splitlines() if l.strip()]
+    deadline = time.monotonic() + 10
+    while not any("document generation 1 stored" in x.get("MESSAGE", "") for x in entries()):
+        assert time.monotonic() < deadline, entries()[-5:]
+        time.sleep(0.2)
+    stored = [x for x in entries() if "document generation 1 stored" in x.get("MESSAGE", "")][0]
+    assert stored["PRIORITY"] == "6" and stored["CODE_FILE"].endswith("change.c") and int(stored["CODE_LINE"]) > 0, stored
+    listening = [x for x in entries() if x.get("MESSAGE") == "listening on the socket systemd passed"]
+    assert listening and listening[0]["CODE_FILE"].endswith("http.c"), listening
