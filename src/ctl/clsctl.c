@@ -240,14 +240,22 @@ int ctl_read_signature(const char *file, char **ret, size_t *ret_size) {
         return 0;
 }
 
-/* An "object" given as a relative path, made absolute as clsd needs it: relative to the working
- * directory, else to the document's own. 1 if one was changed. */
-static int absolute_object(json_t *holder, const char *file) {
+/* An "object" given as a relative path, made absolute as clsd needs it (relative to the working
+ * directory, else to the document's own); or as a digest prefix ("sha256:55c5ed83"), made the stored
+ * object's whole digest. 1 if one was changed, < 0 on failure (reported). */
+static int absolute_object(const Ctl *c, json_t *holder, const char *file) {
         const char *o = json_string_value(json_object_get(holder, "object"));
-        _cleanup_free_ char *dir = NULL, *joined = NULL;
+        _cleanup_free_ char *dir = NULL, *joined = NULL, *digest = NULL;
         char real[PATH_MAX];
+        int r;
 
-        if (!o || !*o || o[0] == '/' || startswith(o, "sha256:"))
+        if (o && startswith(o, "sha256:") && strlen(o) < strlen("sha256:") + 64) {
+                r = ctl_object_resolve_digest(c, o, &digest);
+                if (r < 0)
+                        return r;
+                return json_object_set_new(holder, "object", json_string(digest)) == 0;
+        }
+        if (!o || !*o || o[0] == '/' || startswith(o, "sha256:") || c->host || c->hosts_file)
                 return 0;
         if (!realpath(o, real)) {
                 if (streq(file, "-") || !(dir = strdup(file)))
@@ -262,17 +270,22 @@ static int absolute_object(json_t *holder, const char *file) {
         return json_object_set_new(holder, "object", json_string(real)) == 0;
 }
 
-static int absolute_objects(json_t *doc, const char *file) {
+static int absolute_objects(const Ctl *c, json_t *doc, const char *file) {
         static const char *const hooks[] = { "ingress", "egress" };
-        int n = 0;
+        int n = 0, r;
 
         for (size_t h = 0; h < ELEMENTSOF(hooks); h++) {
                 json_t *f, *a;
                 size_t i, k;
                 json_array_foreach (json_object_get(doc, hooks[h]), i, f) {
-                        n += absolute_object(f, file);
-                        json_array_foreach (json_object_get(f, "actions"), k, a)
-                                n += absolute_object(a, file);
+                        if ((r = absolute_object(c, f, file)) < 0)
+                                return r;
+                        n += r;
+                        json_array_foreach (json_object_get(f, "actions"), k, a) {
+                                if ((r = absolute_object(c, a, file)) < 0)
+                                        return r;
+                                n += r;
+                        }
                 }
         }
         return n;
@@ -295,8 +308,11 @@ int ctl_put_file(const Ctl *c, const char *path, const char *file, const char *c
                 return ctl_error(-EINVAL, "%s:%d:%d: %s", streq(file, "-") ? "stdin" : file, e.line,
                                  e.column, e.text);
         /* clsd reads an object named by path on its own host, by absolute path: a relative one is made
-         * so here, when clsd is on this host */
-        if (!c->host && !c->hosts_file && absolute_objects(doc, file) > 0) {
+         * so here, when clsd is on this host; a digest prefix becomes the stored object's digest */
+        r = absolute_objects(c, doc, file);
+        if (r < 0)
+                return r;
+        if (r > 0) {
                 free(data);
                 data = json_dumps(doc, JSON_COMPACT);
                 if (!data)

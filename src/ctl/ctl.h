@@ -57,6 +57,10 @@ int ctl_put_file(const Ctl *c, const char *path, const char *file, const char *c
 /* Reads a whole file, or stdin for "-"; reports failures itself. */
 int ctl_read_input(const char *path, char **ret_data, size_t *ret_size);
 
+/* A digest, or a unique prefix of its hex digits (with or without "sha256:"), as the full digest of a
+ * stored object; reports failures itself. */
+int ctl_object_resolve_digest(const Ctl *c, const char *arg, char **ret);
+
 /* The signature file beside an object file (FILE.minisig, else FILE.sig; --trusted-keys): NULL in *ret
  * when there is none; reports failures itself. */
 int ctl_read_signature(const char *file, char **ret, size_t *ret_size);

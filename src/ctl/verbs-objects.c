@@ -15,7 +15,7 @@
 #define DIGEST_SHORT_LEN 12
 
 /* Accepts "sha256:<64 hex>", bare hex, or a unique prefix of the hex (looked up in the store). */
-static int object_resolve_digest(const Ctl *c, const char *arg, char **ret) {
+int ctl_object_resolve_digest(const Ctl *c, const char *arg, char **ret) {
         _cleanup_(json_decrefp) json_t *answer = NULL;
         _cleanup_free_ char *hex = strdup(startswith(arg, DIGEST_PREFIX) ?: arg);
         const char *match = NULL;
@@ -171,7 +171,7 @@ int verb_object_show(const Ctl *c, char **args) {
         _cleanup_free_ char *digest = NULL, *path = NULL;
         int r;
 
-        r = object_resolve_digest(c, args[0], &digest);
+        r = ctl_object_resolve_digest(c, args[0], &digest);
         if (r < 0)
                 return r;
         r = object_path(digest, &path);
@@ -189,7 +189,7 @@ int verb_object_remove(const Ctl *c, char **args) {
         _cleanup_free_ char *digest = NULL, *path = NULL;
         int r;
 
-        r = object_resolve_digest(c, args[0], &digest);
+        r = ctl_object_resolve_digest(c, args[0], &digest);
         if (r < 0)
                 return r;
         r = object_path(digest, &path);

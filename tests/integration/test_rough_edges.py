@@ -119,3 +119,16 @@ def test_a_configuration_file_gives_options_and_the_command_line_wins(net, bpf, 
         f.write("Not An Option\n")
     p = run([CLSD, "--config", conf, "--check"], check=False)
     assert p.returncode == 2 and "%s:5: expected" % conf in p.stderr, p
+
+
+def test_a_digest_prefix_in_a_document_is_made_whole_by_clsctl(net, clsd, bpf, workdir):
+    digest = clsd.api.upload_ok(bpf.count)
+    spec = os.path.join(workdir, "spec.json")
+    with open(spec, "w") as f:
+        json.dump({"ingress": [filt("web", digest[:7 + 10], priority=10)]}, f)
+    clsd.ctl("apply", net.if_a, spec, check=0)
+    assert clsd.api.get_classifier(net.if_a).json["document"]["ingress"][0]["object"] == digest
+    with open(spec, "w") as f:
+        json.dump({"ingress": [filt("web", "sha256:ffff", priority=10)]}, f)
+    p = clsd.ctl("apply", net.if_a, spec, check=1)
+    assert "no stored object has this digest prefix" in p.stderr, p.stderr
