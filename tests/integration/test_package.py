@@ -87,6 +87,11 @@ def test_install_start_and_upgrade_keep_every_packet(net, workdir, bpf, package)
         st = os.stat(h.path("/run/clsd/clsd.sock"))
         assert st.st_gid == int(h.enter("getent", "group", "clsd").stdout.split(":")[2])
         assert "clsctl" in h.enter("man", "-P", "cat", "clsctl").stdout
+        # the package's D-Bus policy lets clsd own org.clsd1 on the system bus
+        h.api.get("/healthz")  # the first request starts clsd
+        intro = h.enter("busctl", "introspect", "org.clsd1", "/org/clsd1", check=False)
+        assert intro.returncode == 0 and "org.clsd1.Manager" in intro.stdout and ".ListInterfaces" in intro.stdout, \
+            intro.stdout + intro.stderr
         # a document, with the package's own example object, through the package's clsctl
         doc = os.path.join(h.stage, "count.json")
         with open(doc, "w") as f:
