@@ -140,7 +140,8 @@ def test_introspection_methods_and_properties(net, bus, dclsd, bpf):
 def monitor(bus):
     """busctl monitor on org.clsd1 while the block runs; yields a function giving the messages seen so far
     (decoded). It is in place once it shows a call of ours (a fixed sleep is not enough under ASan)."""
-    mon = subprocess.Popen(["busctl", "--address=" + bus.address, "monitor", "org.clsd1", "--json=short"],
+    # stdbuf: busctl writes to a pipe through stdio, which would hold messages back in its buffer
+    mon = subprocess.Popen(["stdbuf", "-oL", "busctl", "--address=" + bus.address, "monitor", "org.clsd1", "--json=short"],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     lines = []
     threading.Thread(target=lambda: lines.extend(mon.stdout), daemon=True).start()
@@ -154,7 +155,9 @@ def monitor(bus):
                 continue
         return got
     try:
-        wait_for(lambda: bus.prop("InterfaceCount") is not None and lines, timeout=10, what="busctl monitor")
+        # in place once it shows a message (a line of text such as "Monitoring bus message stream." may come
+        # before the monitor is)
+        wait_for(lambda: bus.prop("InterfaceCount") is not None and messages(), timeout=10, what="busctl monitor")
         yield messages
     finally:
         mon.kill()
@@ -164,26 +167,31 @@ def monitor(bus):
 def test_properties_changed_after_a_delete_and_a_repair(net, bus, dclsd, bpf):
     api = dclsd.api
     assert api.put_classifier(net.if_a, {"ingress": [filt("c", bpf.count, priority=10)]}).status == 200
+    link = "/org/clsd1/link/" + net.if_a
     with monitor(bus) as messages:
-        # A repair: the filter is deleted behind clsd's back and put back; Repairs goes to 1.
-        net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress", "pref", "10")
-        wait_for(lambda: api.get_classifier(net.if_a).json["repairs"] == 1, timeout=5, what="the repair")
-        assert api.delete_classifier(net.if_a).status == 204
-
         def signals():
             got = []
             for m in messages():
                 if m.get("member") in ("PropertiesChanged", "InterfacesRemoved"):
                     got.append((m["member"], m["path"], json.dumps(m.get("payload", {}))))
             return got
-        link = "/org/clsd1/link/" + net.if_a
 
-        def seen():
-            s = signals()
-            return (any(p == link and m == "PropertiesChanged" and "Repairs" in b for m, p, b in s) and
-                    any(p == "/org/clsd1" and m == "PropertiesChanged" and "InterfaceCount" in b for m, p, b in s) and
-                    any(m == "InterfacesRemoved" and link in b for m, p, b in s))
-        wait_for(seen, timeout=5, what="PropertiesChanged and InterfacesRemoved: %r" % signals())
+        def wait_signals(pred, what):
+            try:
+                wait_for(lambda: pred(signals()), timeout=5, what=what)
+            except AssertionError as e:  # what was seen by then
+                raise AssertionError("%s: %r" % (e, signals())) from None
+        # A repair: the filter is deleted behind clsd's back and put back; Repairs goes to 1. (Changes
+        # that meet before clsd announces them go out together: a link removed meanwhile is announced
+        # removed, not changed; so the delete waits for the repair's announcement.)
+        net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress", "pref", "10")
+        wait_signals(lambda s: any(p == link and m == "PropertiesChanged" and "Repairs" in b for m, p, b in s),
+                     "PropertiesChanged with Repairs")
+        assert api.get_classifier(net.if_a).json["repairs"] == 1
+        assert api.delete_classifier(net.if_a).status == 204
+        wait_signals(lambda s: any(p == "/org/clsd1" and m == "PropertiesChanged" and "InterfaceCount" in b
+                                   for m, p, b in s) and any(m == "InterfacesRemoved" and link in b for m, p, b in s),
+                     "InterfaceCount and InterfacesRemoved")
     assert bus.prop("InterfaceCount") == 0
 
 
