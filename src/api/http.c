@@ -410,6 +410,10 @@ static bool request_allowed(Request *req, Response *resp) {
         Role need = change ? ROLE_OPERATOR : ROLE_READER;
         Peer *p = connection_peer(req->connection);
 
+        if (req->bad_token && !l->metrics_only) { /* a wrong token is said, whatever else authenticated */
+                response_errorf(resp, "unauthorized", "the bearer token is not one clsd knows");
+                return false;
+        }
         if (l->metrics_only || (!change && streq(req->url, "/healthz")) || req->role >= need)
                 return true;
         if (!change && l->tcp && !a->access && l->loopback && !req->bad_token)

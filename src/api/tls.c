@@ -22,13 +22,15 @@ typedef struct Credentials {
         unsigned n_pcert;
         gnutls_privkey_t key;
         gnutls_x509_trust_list_t clients; /* NULL without --client-ca */
+        struct Credentials *older; /* the generation before: kept until clsd exits */
 } Credentials;
 
 struct Tls {
         char *cert_file, *key_file, *client_ca_file;
         char *client_ca_pem;
-        /* The one in use, and the one before: a handshake that began before a reload may still use it. */
-        Credentials *current, *previous;
+        /* The one in use; the ones before stay (current->older…) until clsd exits: GnuTLS keeps the
+         * pointers the callback gave a session for as long as the session lasts. */
+        Credentials *current;
 };
 
 /* libmicrohttpd's callback carries no pointer of ours: the one TLS listener's. */
@@ -149,8 +151,11 @@ Tls *tls_free(Tls *t) {
                 return NULL;
         if (the_tls == t)
                 the_tls = NULL;
-        credentials_free(t->current);
-        credentials_free(t->previous);
+        while (t->current) {
+                Credentials *older = t->current->older;
+                credentials_free(t->current);
+                t->current = older;
+        }
         free(t->cert_file);
         free(t->key_file);
         free(t->client_ca_file);
@@ -165,8 +170,7 @@ int tls_reload(Tls *t, Error *reterr) {
 
         if (r < 0)
                 return r;
-        credentials_free(t->previous);
-        t->previous = t->current;
+        c->older = t->current;
         t->current = c;
         return 0;
 }
@@ -221,8 +225,11 @@ int tls_peer_certificate(Tls *t, gnutls_session_t session, char **ret_subject, c
                 if (r >= 0)
                         r = gnutls_x509_crt_import(crts[i], &raw[i], GNUTLS_X509_FMT_DER);
         }
+        /* a client certificate, not a server's of the same CA (extended key usage) */
+        gnutls_typed_vdata_st purpose = { .type = GNUTLS_DT_KEY_PURPOSE_OID,
+                                          .data = (unsigned char *) GNUTLS_KP_TLS_WWW_CLIENT };
         if (r >= 0)
-                r = gnutls_x509_trust_list_verify_crt2(t->current->clients, crts, n, NULL, 0, 0, &status,
+                r = gnutls_x509_trust_list_verify_crt2(t->current->clients, crts, n, &purpose, 1, 0, &status,
                                                        NULL);
         if (r < 0 || status != 0) {
                 gnutls_datum_t out = { 0 };
