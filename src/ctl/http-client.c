@@ -47,8 +47,20 @@ static size_t on_data(char *p, size_t size, size_t n, void *userdata) {
         return len;
 }
 
+/* One header line, formatted (libcurl copies it). */
+static int header_add(struct curl_slist **headers, const char *fmt, const char *value) {
+        _cleanup_free_ char *line = NULL;
+
+        if (asprintf(&line, fmt, value) < 0) {
+                line = NULL;
+                return -ENOMEM;
+        }
+        *headers = curl_api.slist_append(*headers, line);
+        return 0;
+}
+
 int http_perform(const HttpTarget *t, const HttpRequest *req, HttpResponse **ret, char **ret_error) {
-        _cleanup_free_ char *url = NULL, *content_type = NULL, *auth = NULL;
+        _cleanup_free_ char *url = NULL;
         char errbuf[CURL_ERROR_SIZE] = "";
         struct curl_slist *headers = NULL;
         Error e = ERROR_NULL;
@@ -100,22 +112,16 @@ int http_perform(const HttpTarget *t, const HttpRequest *req, HttpResponse **ret
         /* "Expect: 100-continue" would hold a large upload back a second for an answer clsd never gives */
         headers = curl_api.slist_append(headers, "Expect:");
         if (req->content_type) {
-                if (asprintf(&content_type, "Content-Type: %s", req->content_type) < 0) {
-                        content_type = NULL;
+                if (header_add(&headers, "Content-Type: %s", req->content_type) < 0) {
                         r = -ENOMEM;
                         goto out;
                 }
-                headers = curl_api.slist_append(headers, content_type);
                 curl_api.easy_setopt(curl, CURLOPT_POSTFIELDS, req->body ?: "");
                 curl_api.easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) req->body_size);
         }
-        if (t->token) {
-                if (asprintf(&auth, "Authorization: Bearer %s", t->token) < 0) {
-                        auth = NULL;
-                        r = -ENOMEM;
-                        goto out;
-                }
-                headers = curl_api.slist_append(headers, auth);
+        if (t->token && header_add(&headers, "Authorization: Bearer %s", t->token) < 0) {
+                r = -ENOMEM;
+                goto out;
         }
         for (const char *const *h = req->headers; h && *h; h++)
                 headers = curl_api.slist_append(headers, *h);

@@ -362,17 +362,7 @@ int manager_hogs_load(Manager *m) {
 }
 
 static bool hog_equal(const Iface *it, const Hog *h) {
-        json_t *a, *b;
-        bool eq;
-
-        if (!it->hog || !streq_ptr(it->hog_path, h->path))
-                return false;
-        a = document_spec_to_json(it->hog);
-        b = document_spec_to_json(h->doc);
-        eq = json_equal(a, b);
-        json_decref(a);
-        json_decref(b);
-        return eq;
+        return it->hog && streq_ptr(it->hog_path, h->path) && document_spec_equal(it->hog, h->doc);
 }
 
 /* A SIGHUP's changes, said once they are all applied. */

@@ -505,11 +505,7 @@ def tc_monitor(ns):
             captured.extend(l for l in lines[start + 1:end] if not fence_added(l))
     finally:
         proc.terminate()
-        try:
-            proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        wait_or_kill(proc, 3)
         t.join(timeout=3)
 
 
@@ -538,6 +534,15 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         s.settimeout(self.timeout)
         s.connect(self.unix_path)
         self.sock = s
+
+
+def wait_or_kill(proc, timeout):
+    """Waits for proc to end (it was told to), and kills it past timeout."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def netns_connect(ns, host, port, timeout):

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import time
 
-from conftest import BUILD_DIR, TEST_OBJECT_DIRS, UnixHTTPConnection, Api, run
+from conftest import BUILD_DIR, TEST_OBJECT_DIRS, UnixHTTPConnection, Api, run, wait_or_kill
 
 UNITS = os.path.join(BUILD_DIR, "systemd")
 SYSTEMD = "/lib/systemd/systemd"
@@ -78,11 +78,7 @@ exec env container=other %s --unit=basic.target
         if self.pid:
             run(["kill", "-9", str(self.pid)], check=False)
         if self.proc:
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            wait_or_kill(self.proc, 10)
         shutil.rmtree(self.stage, ignore_errors=True)
 
     def path(self, p):

@@ -12,7 +12,7 @@ import zlib
 
 import pytest
 
-from conftest import SOURCE_DIR, filt, wait_for
+from conftest import SOURCE_DIR, filt, wait_for, wait_or_kill
 from test_dbus import bus, dclsd  # noqa: F401 (fixtures: a dbus-daemon of the test's own, clsd on it)
 
 pytestmark = pytest.mark.once
@@ -96,9 +96,5 @@ def test_the_desktop_tool_follows_clsd_over_dbus(net, bus, dclsd, bpf, workdir, 
             shutil.copy(png, os.environ["CLSD_DESKTOP_SCREENSHOT"])
     finally:
         app.terminate()
-        try:
-            app.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            app.kill()
-            app.wait()
+        wait_or_kill(app, 5)
     assert "Traceback" not in app.stderr.read()
