@@ -158,7 +158,7 @@ json_t *render_error(const Error *e);
 json_t *render_version(Manager *d);
 json_t *render_dry_run(Manager *d, const DryRun *dr);
 /* render-maps.c: page NULL: the map could not be read, read_error says why. */
-json_t *render_map(const DaemonMap *m, const NlMapPage *page, const Error *read_error);
+json_t *render_map(Manager *d, const DaemonMap *m, const NlMapPage *page, const Error *read_error);
 /* A page of the map read now, rendered; NULL with reterr when it cannot be read. */
 json_t *render_map_page(Manager *d, const DaemonMap *m, const uint8_t *cursor, size_t cursor_size,
                         size_t limit, Error *reterr);

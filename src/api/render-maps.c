@@ -58,7 +58,7 @@ static json_t *render_entry(const DaemonMap *m, const NlMapPage *p, size_t i) {
         return e;
 }
 
-json_t *render_map(const DaemonMap *m, const NlMapPage *page, const Error *read_error) {
+json_t *render_map(Manager *d, const DaemonMap *m, const NlMapPage *page, const Error *read_error) {
         json_t *j = json_object(), *users = json_array();
         char buf[256];
 
@@ -86,6 +86,13 @@ json_t *render_map(const DaemonMap *m, const NlMapPage *page, const Error *read_
                                                        filter_spec(f)->name));
         }
         json_object_set_new(j, "filters", users);
+        {
+                size_t stored = 0;
+                json_object_set_new(j, "config",
+                                    daemon_map_config(d, m, &stored)
+                                            ? json_pack("{s:I}", "stored", (json_int_t) stored)
+                                            : json_null());
+        }
         if (!page) {
                 json_object_set_new(j, "entries", json_null());
                 json_object_set_new(j, "count", json_null());
@@ -119,7 +126,7 @@ json_t *render_map_page(Manager *d, const DaemonMap *m, const uint8_t *cursor, s
 
         if (daemon_map_read(d, m, cursor, cursor_size, limit, &p, reterr) < 0)
                 return NULL;
-        j = render_map(m, &p, NULL);
+        j = render_map(d, m, &p, NULL);
         nl_map_page_done(&p);
         return j;
 }
@@ -132,7 +139,7 @@ json_t *render_maps_list(Manager *d, const Iface *it, const DaemonMaps *maps, si
                 json_t *j = render_map_page(d, &maps->maps[i], NULL, 0, limit, &e);
                 if (!j) {
                         /* one map that cannot be read does not hide the others */
-                        j = render_map(&maps->maps[i], NULL, &e);
+                        j = render_map(d, &maps->maps[i], NULL, &e);
                         error_done(&e);
                 }
                 json_array_append_new(list, j);

@@ -516,6 +516,7 @@ int change_run(Manager *m, Operation *op) {
                 log_info("%s: document deleted", it->ifname);
                 change_finish(c, NULL, NULL);
                 manager_forget(m, it);
+                map_config_prune(m);
                 return -ESRCH;
         }
         r = apply_candidate(c, it, rtnl, present, &obs, &e);
@@ -531,6 +532,7 @@ int change_run(Manager *m, Operation *op) {
                 iface_table_set_ifindex(m->ifaces, it, present ? link.ifindex : 0);
                 for (size_t i = 0; i < it->n_filters; i++)
                         it->filters[i].state = FILTER_CONFIGURED;
+                map_config_prune(m); /* filters or maps no longer configuration forget their entries */
                 if (c->kind == CHANGE_PUT)
                         log_info("%s: document generation %" PRIu64 " stored, %s", it->ifname,
                                  it->api->generation, iface_state_to_string(it->state));

@@ -73,6 +73,7 @@ Manager *daemon_free(Manager *m) {
         sd_event_source_disable_unref(m->resync_source);
         sd_event_source_disable_unref(m->start.post);
         store_free(m->store);
+        json_decref(m->map_entries);
         safe_close(m->kernel.bpf_stats_fd);
         free(m->listeners);
         sd_event_unref(m->event);
@@ -482,6 +483,15 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
         r = manager_hogs_load(m);
         if (r < 0)
                 return error_set(reterr, r, "internal_error", "cannot load hogs: %s", strerror(-r));
+        {
+                Error e = ERROR_NULL;
+                if (store_map_entries_load(m->store, &m->map_entries, &e) < 0)
+                        log_warning("%s", strna(e.message));
+                error_done(&e);
+                if (!m->map_entries)
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                map_config_prune(m);
+        }
         r = manager_resync_start(m, reterr);
         if (r < 0)
                 return r;

@@ -72,6 +72,7 @@ struct Manager {
         size_t n_listeners;
         Startup start;
         DaemonFleet fleet;
+        json_t *map_entries; /* configuration maps' entries, as stored (map-config.c) */
 };
 
 /* Tells every listener of the change (where it happens: networkd's link_send_changed()). */
@@ -87,6 +88,20 @@ void manager_forget(Manager *m, Iface *it);
 /* Saves the documents' facts if they changed. */
 void manager_save_facts(Manager *m, Iface *it);
 void manager_check_started(Manager *m);
+
+/* map-config.c: configuration maps ("config": true) */
+/* The entry just written to (value) or deleted from (NULL) map dm is stored for every filter whose "maps"
+ * declares dm configuration and whose programs use it. */
+int map_config_record(Manager *m, const DaemonMap *dm, const json_t *key, const json_t *value,
+                      Error *reterr);
+/* Writes the stored entries into the configuration maps of the interface's programs (just acquired). */
+void map_config_apply(Manager *m, const Iface *it);
+/* Forgets the entries of documents, filters and maps that no longer declare them configuration. */
+void map_config_prune(Manager *m);
+
+/* maps.c */
+/* The maps of the programs the filter holds, each once in m, with the filter as one more user. */
+int daemon_maps_add_filter(DaemonMaps *m, const Iface *it, const Filter *f, Error *reterr);
 
 /* policies.c */
 int manager_policies_load(Manager *m, Error *reterr);

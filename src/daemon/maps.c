@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "iface.h"
+#include "log.h"
+#include "manager.h"
 
 static struct btf *maps_btf(DaemonMaps *m, uint32_t btf_id) {
         struct btf *b, **v;
@@ -155,6 +156,16 @@ int daemon_maps_add(Manager *mgr, const Iface *it, const IfaceStatus *st, Daemon
         return 0;
 }
 
+int daemon_maps_add_filter(DaemonMaps *m, const Iface *it, const Filter *f, Error *reterr) {
+        for (int a = -1; a < (int) f->spec->n_actions; a++) {
+                const Program *p = a < 0 ? f->program : f->actions[a];
+                int r = p ? maps_add_program(m, program_id(p), it, f, reterr) : 0;
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int daemon_iface_maps(Manager *d, const Iface *it, DaemonMaps *ret, Error *reterr) {
         IfaceStatus st = { 0 };
         DaemonMaps m = { 0 };
@@ -250,24 +261,32 @@ int daemon_map_write(Manager *d, const DaemonMap *m, const json_t *key, const js
         _cleanup_free_ uint8_t *k = NULL, *v = NULL;
         int r;
 
-        (void) d;
         if (!nl_map_writable(m->map.type))
                 return error_set(reterr, EOPNOTSUPP, "map_unwritable",
                                  "map %s (%s): its entries are not written", m->map.name,
                                  nl_map_type_name(m->map.type));
         r = encode_entry(m, key, value, &k, &v, reterr);
-        if (r < 0)
-                return r;
-        return nl_map_update(&m->map, k, v, reterr);
+        if (r >= 0)
+                r = nl_map_update(&m->map, k, v, reterr);
+        if (r >= 0)
+                r = map_config_record(d, m, key, value, reterr);
+        return r;
 }
 
 int daemon_map_delete(Manager *d, const DaemonMap *m, const json_t *key, Error *reterr) {
         _cleanup_free_ uint8_t *k = NULL;
         int r;
 
-        (void) d;
         r = encode_entry(m, key, NULL, &k, NULL, reterr);
-        if (r < 0)
-                return r;
-        return nl_map_delete(&m->map, k, reterr);
+        if (r >= 0)
+                r = nl_map_delete(&m->map, k, reterr);
+        if (r == -ENOENT) {
+                /* not in the map, but maybe stored (the program deleted it): forgotten there too */
+                Error e = ERROR_NULL;
+                if (map_config_record(d, m, key, NULL, &e) < 0)
+                        log_warning("map %s: %s", m->map.name, strna(e.message));
+                error_done(&e);
+        } else if (r >= 0)
+                r = map_config_record(d, m, key, NULL, reterr);
+        return r;
 }

@@ -627,6 +627,7 @@ static void txn_step(PolicyTxn *txn) {
                 else
                         log_info("policy %s: deleted", txn->items[i].name);
         txn_apply(txn);
+        map_config_prune(m);
         return;
 fail:
         txn_fail_item(txn, txn->items[i].name, &e);

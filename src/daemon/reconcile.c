@@ -118,6 +118,8 @@ int iface_acquire_programs(Manager *m, Iface *target, Iface *resume, Error *rete
         }
         if (waiting)
                 return -EAGAIN;
+        /* before anything is attached: the programs see their configuration from the first packet */
+        map_config_apply(m, target);
         target->programs_held = true;
         return 0;
 }

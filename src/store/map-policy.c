@@ -1,7 +1,8 @@
-/* map-policy.c: a filter's "maps": {"NAME": {"reuse": false, "shared": false}}: which maps of the
- * program it replaces the new program takes over (by default all of them), and which maps each filter
- * has its own of instead of sharing one with every filter of the same program (by default none), parsed
- * strictly and written back normalised. */
+/* map-policy.c: a filter's "maps": {"NAME": {"reuse": false, "shared": false, "config": true}}: which
+ * maps of the program it replaces the new program takes over (by default all of them), which maps each
+ * filter has its own of instead of sharing one with every filter of the same program (by default none),
+ * and which are configuration (entries written through clsd are stored and written again into a new
+ * load's map), parsed strictly and written back normalised. */
 #include <string.h>
 
 #include "store.h"
@@ -38,7 +39,12 @@ int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret
         if (!v)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         json_object_foreach (j, name, m) {
-                json_t *reuse = json_object_get(m, "reuse"), *shared = json_object_get(m, "shared");
+                json_t *reuse = json_object_get(m, "reuse"), *shared = json_object_get(m, "shared"),
+                       *config = json_object_get(m, "config");
+                const char *bad = reuse && !json_is_boolean(reuse)     ? "reuse"
+                                  : shared && !json_is_boolean(shared) ? "shared"
+                                  : config && !json_is_boolean(config) ? "config"
+                                                                       : NULL;
                 int r = 0;
 
                 if (!map_name_valid(name))
@@ -46,17 +52,21 @@ int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret
                                       "%s: \"%.64s\" is not a map name (1 to 255 of A-Z a-z 0-9 _ .)", path,
                                       name);
                 else if (!json_is_object(m))
-                        r = error_set(reterr, EINVAL, "wrong_type",
-                                      "%s.%s: expected {\"reuse\": BOOL, \"shared\": BOOL}", path, name);
-                else if (json_object_size(m) != (reuse ? 1u : 0u) + (shared ? 1u : 0u))
+                        r = error_set(
+                                reterr, EINVAL, "wrong_type",
+                                "%s.%s: expected {\"reuse\": BOOL, \"shared\": BOOL, \"config\": BOOL}",
+                                path, name);
+                else if (json_object_size(m) != (reuse ? 1u : 0u) + (shared ? 1u : 0u) + (config ? 1u : 0u))
                         r = error_set(reterr, EINVAL, "unknown_field",
-                                      "%s.%s: only \"reuse\" and \"shared\" are known", path, name);
-                else if (!reuse && !shared)
+                                      "%s.%s: only \"reuse\", \"shared\" and \"config\" are known", path,
+                                      name);
+                else if (!reuse && !shared && !config)
                         r = error_set(reterr, EINVAL, "missing_field",
-                                      "%s.%s: expected \"reuse\" or \"shared\" (true or false)", path, name);
-                else if ((reuse && !json_is_boolean(reuse)) || (shared && !json_is_boolean(shared)))
+                                      "%s.%s: expected \"reuse\", \"shared\" or \"config\" (true or false)",
+                                      path, name);
+                else if (bad)
                         r = error_set(reterr, EINVAL, "wrong_type", "%s.%s.%s: expected true or false", path,
-                                      name, reuse && !json_is_boolean(reuse) ? "reuse" : "shared");
+                                      name, bad);
                 else if (!(v[n].name = strdup(name)))
                         r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
                 if (r < 0) {
@@ -64,7 +74,8 @@ int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret
                         return r;
                 }
                 v[n].reuse = !reuse || json_is_true(reuse);
-                v[n++].shared = !shared || json_is_true(shared);
+                v[n].shared = !shared || json_is_true(shared);
+                v[n++].config = json_is_true(config);
         }
         *ret = v;
         *ret_n = n;
@@ -74,11 +85,14 @@ int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret
 json_t *map_policies_to_json(const MapPolicy *v, size_t n) {
         json_t *j = json_object();
 
-        for (size_t i = 0; i < n; i++)
-                json_object_set_new(j, v[i].name,
-                                    v[i].shared
-                                            ? json_pack("{s:b}", "reuse", v[i].reuse)
-                                            : json_pack("{s:b,s:b}", "reuse", v[i].reuse, "shared", false));
+        for (size_t i = 0; i < n; i++) {
+                json_t *m = json_pack("{s:b}", "reuse", v[i].reuse);
+                if (!v[i].shared)
+                        json_object_set_new(m, "shared", json_false());
+                if (v[i].config)
+                        json_object_set_new(m, "config", json_true());
+                json_object_set_new(j, v[i].name, m);
+        }
         return j;
 }
 
@@ -99,6 +113,18 @@ bool filter_map_reused(const FilterSpec *f, const char *map) {
 bool filter_map_shared(const FilterSpec *f, const char *map) {
         const MapPolicy *p = map_policy_find(f, map);
         return !p || p->shared;
+}
+
+bool filter_map_config(const FilterSpec *f, const char *map) {
+        const MapPolicy *p = map_policy_find(f, map);
+        return p && p->config;
+}
+
+bool filter_has_config_maps(const FilterSpec *f) {
+        for (size_t i = 0; i < f->n_maps; i++)
+                if (f->maps[i].config)
+                        return true;
+        return false;
 }
 
 bool filter_has_own_maps(const FilterSpec *f) {

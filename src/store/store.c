@@ -15,6 +15,7 @@
 
 /* A document file is small; anything bigger is corrupt. */
 #define DOCUMENT_FILE_MAX (4u * 1024 * 1024)
+#define STORE_MAP_ENTRIES_MAX (64u * 1024 * 1024)
 
 Store *store_free(Store *s) {
         if (!s)
@@ -581,4 +582,52 @@ int store_fleet_revision_load(Store *s, uint64_t *ret) {
                 *ret = (uint64_t) json_integer_value(v);
         json_decref(j);
         return *ret ? 0 : -EINVAL;
+}
+
+int store_map_entries_save(Store *s, const json_t *entries, Error *reterr) {
+        _cleanup_(json_decrefp) json_t *j =
+                json_pack("{s:i,s:O}", "format", 1, "owners", (json_t *) entries);
+        _cleanup_free_ char *text = j ? json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
+        int r;
+
+        if (!text)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = write_file_atomic(s->dir_fd, "map-entries.json", text, strlen(text));
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot write %s/map-entries.json: %s", s->dir,
+                                 strerror(-r));
+        return 0;
+}
+
+int store_map_entries_load(Store *s, json_t **ret, Error *reterr) {
+        _cleanup_close_ int fd = openat(s->dir_fd, "map-entries.json", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        _cleanup_free_ char *text = NULL;
+        _cleanup_(json_decrefp) json_t *j = NULL;
+        json_error_t jerr;
+        json_t *owners;
+        size_t size;
+        int r;
+
+        if (fd < 0 && errno == ENOENT) {
+                *ret = json_object();
+                return *ret ? 0 : error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        r = fd < 0 ? -errno : read_full_fd(fd, STORE_MAP_ENTRIES_MAX, &text, &size);
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot read %s/map-entries.json: %s", s->dir,
+                                 strerror(-r));
+        j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
+        owners = json_object_get(j, "owners");
+        if (!json_is_integer(json_object_get(j, "format")) ||
+            json_integer_value(json_object_get(j, "format")) != 1 || !json_is_object(owners)) {
+                _cleanup_free_ char *moved = NULL;
+                (void) store_quarantine(s, s->dir_fd, "map-entries.json", &moved);
+                *ret = json_object();
+                return error_set(reterr, EINVAL, "store_error",
+                                 "%s/map-entries.json: not a map entries file of format 1%s%s; moved to %s, "
+                                 "configuration maps start with no stored entries",
+                                 s->dir, j ? "" : ": ", j ? "" : jerr.text, strna(moved));
+        }
+        *ret = json_incref(owners);
+        return 0;
 }

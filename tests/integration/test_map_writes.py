@@ -3,8 +3,10 @@ reads give, checked against the map's BTF: a port blocklist filled without bpfto
 refused (a key out of range, a field the struct does not have, a delete from an array, a pointer)."""
 
 import json
+import os
+import subprocess
 
-from conftest import ADDR_A, assert_error, filt, udp_exchange
+from conftest import ADDR_A, assert_error, filt, udp_exchange, wait_for
 
 
 def entries(api, ifname, m):
@@ -61,3 +63,58 @@ def test_a_blocklist_filled_through_the_api_drops_what_it_names(net, clsd, bpf):
     assert entries(api, net.if_a, "blocked_ports") == {"7778": 3}
     p = clsd.ctl("map", "set", net.if_a, "blocked_ports", "port", "1", check=1)
     assert "not JSON" in p.stderr, p.stderr
+
+
+def test_configuration_maps_keep_their_entries_through_a_new_load_and_a_restart(net, clsd, bpf):
+    """"config": true declares a map configuration: entries written through clsd are stored with the
+    document and written again into a new load's map (its own instance here) and after a restart that
+    found nothing to take back; entries of other maps are the kernel's only."""
+    api = clsd.api
+    net.quiet()
+    path = "/ifaces/%s/classifier/maps/blocked_ports" % net.if_a
+
+    def doc(**maps):
+        return {"ingress": [filt("drop", bpf.drop_port, priority=10, maps=maps),
+                            filt("count", bpf.count, priority=20)]}
+
+    assert api.put_classifier(net.if_a, doc(blocked_ports={"config": True})).status == 200
+    got = api.get_classifier(net.if_a).json["document"]["ingress"][0]["maps"]
+    assert got == {"blocked_ports": {"reuse": True, "config": True}}, got
+    clsd.ctl("map", "set", net.if_a, "blocked_ports", "7777", "1", check=0)
+    clsd.ctl("map", "set", net.if_a, "blocked_ports", "7778", "1", check=0)
+    clsd.ctl("map", "set", net.if_a, "blocked_ports", "7778", "2", check=0)  # replaced, not twice
+    clsd.ctl("map", "set", net.if_a, "blocked_ports", "7779", "1", check=0)
+    clsd.ctl("map", "rm", net.if_a, "blocked_ports", "7779", check=0)
+    m = api.get(path).json
+    assert m["config"] == {"stored": 2}, m
+    assert api.get("/ifaces/%s/classifier/maps/counters" % net.if_a).json["config"] is None
+    with open(os.path.join(clsd.state_dir, "map-entries.json")) as f:
+        stored = json.load(f)
+    assert stored == {"format": 1, "owners": {"api:/" + net.if_a: {"drop": {"blocked_ports": [
+        {"key": 7777, "value": 1}, {"key": 7778, "value": 2}]}}}}, stored
+    old_id = m["id"]
+
+    # a new load (the filter's own instance: a map of its own, empty) gets the stored entries first
+    r = api.put_classifier(net.if_a, doc(blocked_ports={"config": True, "shared": False}))
+    assert r.status == 200, r
+    m = api.get(path).json
+    assert m["id"] != old_id and entries(api, net.if_a, "blocked_ports") == {"7777": 1, "7778": 2}, m
+    assert "filter drop: 2 stored entries written into its configuration maps" in clsd.log_this_run()
+    assert udp_exchange(net.b, net.a, ADDR_A, {7777: 4, 7780: 4}) == {7777: 0, 7780: 4}
+
+    # a restart that finds nothing to take back (no pins, nothing attached) loads again: configured
+    assert clsd.stop() == 0
+    subprocess.run(["rm", "-rf", clsd.bpffs_dir], check=True)
+    net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress")
+    clsd.start()
+    wait_for(lambda: api.get_classifier(net.if_a).json["state"] == "configured", what="configured again")
+    assert api.get(path).json["id"] != m["id"]
+    assert entries(api, net.if_a, "blocked_ports") == {"7777": 1, "7778": 2}
+    assert udp_exchange(net.b, net.a, ADDR_A, {7777: 4, 7780: 4}) == {7777: 0, 7780: 4}
+
+    # a document that no longer declares the map configuration forgets its entries
+    assert api.put_classifier(net.if_a, doc()).status == 200
+    assert api.get(path).json["config"] is None
+    with open(os.path.join(clsd.state_dir, "map-entries.json")) as f:
+        assert json.load(f)["owners"] == {}
+    assert_error(api.put_classifier(net.if_a, doc(blocked_ports={"config": 1})), 400, "wrong_type")

@@ -422,3 +422,43 @@ def test_a_hog_with_match_is_a_policy_of_the_configuration(net, clsd_factory, bp
     write_match_hog(hogs_dir, "bad.json", policy({"ifname": []}, ingress=[filt("x", bpf.count)]))
     p = run([CLSD, "--check", "--hogs-dir", hogs_dir], check=False)
     assert p.returncode == 1 and "bad.json" in p.stderr and "match.ifname" in p.stderr, p.stderr
+
+
+def test_a_policys_configuration_map_is_the_policys_or_each_interfaces_own(clsd, api, bpf, net):
+    names = veths(net.a, "pb", 2)
+
+    def body(**m):
+        return policy({"ifname": ["pb*"]}, ingress=[filt("drop", bpf.drop_port, priority=10,
+                                                         maps={"blocked_ports": dict(config=True, **m)})])
+
+    def entries(dev):
+        r = api.get("/ifaces/%s/classifier/maps/blocked_ports" % dev)
+        assert r.status == 200, r
+        return {e["key"]: e["value"] for e in r.json["entries"]}, r.json["config"]
+
+    def write(method, dev, key, value=None):
+        b = {"key": key} if value is None else {"key": key, "value": value}
+        r = api.request(method, "/ifaces/%s/classifier/maps/blocked_ports/entries" % dev, body=b)
+        assert r.status == 204, r
+
+    assert put_policy(api, "bl", body()).status == 200
+    write("PUT", names[0], 7777, 1)  # one map, shared: both interfaces have it
+    assert [entries(d) for d in names] == [({7777: 1}, {"stored": 1})] * 2
+    # each interface's own map (a new load each) starts with the policy's entries
+    shared_id = api.get("/ifaces/pb0/classifier/maps/blocked_ports").json["id"]
+    assert put_policy(api, "bl", body(shared=False)).status == 200
+    ids = {api.get("/ifaces/%s/classifier/maps/blocked_ports" % d).json["id"] for d in names}
+    assert len(ids) == 2 and shared_id not in ids, (shared_id, ids)
+    assert [entries(d) for d in names] == [({7777: 1}, {"stored": 1})] * 2
+    write("PUT", names[1], 7778, 1)
+    write("DELETE", names[0], 7777)
+    assert [entries(d)[0] for d in names] == [{}, {7777: 1, 7778: 1}]
+    with open(os.path.join(clsd.state_dir, "map-entries.json")) as f:
+        owners = json.load(f)["owners"]
+    assert owners == {"policy:bl": {"drop": {"blocked_ports": [{"key": 7777, "value": 1}]}},
+                      "policy:bl@/pb0": {"drop": {"blocked_ports": []}},
+                      "policy:bl@/pb1": {"drop": {"blocked_ports": [{"key": 7777, "value": 1},
+                                                                    {"key": 7778, "value": 1}]}}}, owners
+    assert api.request("DELETE", "/policies/bl").status in (200, 204)
+    with open(os.path.join(clsd.state_dir, "map-entries.json")) as f:
+        assert json.load(f)["owners"] == {}

@@ -152,7 +152,8 @@ static void test_maps(void **state) {
 }
 
 static void test_maps_shared(void **state) {
-        const char *text = F_MAPS("{\"counters\":{\"shared\":false},\"seen_by_port\":{\"shared\":true}}");
+        const char *text = F_MAPS("{\"counters\":{\"shared\":false},\"seen_by_port\":{\"shared\":true,"
+                                  "\"config\":true}}");
         _cleanup_(document_freep) Document *d = NULL;
         _cleanup_free_ char *a = NULL;
         Error e = ERROR_NULL;
@@ -166,17 +167,22 @@ static void test_maps_shared(void **state) {
         assert_true(filter_map_shared(&d->filters[DIRECTION_INGRESS][0], "seen_by_port"));
         assert_true(filter_map_shared(&d->filters[DIRECTION_INGRESS][0], "other"));
         assert_true(filter_has_own_maps(&d->filters[DIRECTION_INGRESS][0]));
-        /* written back normalised: "reuse" always, "shared" only when false */
+        assert_true(filter_map_config(&d->filters[DIRECTION_INGRESS][0], "seen_by_port"));
+        assert_false(filter_map_config(&d->filters[DIRECTION_INGRESS][0], "counters"));
+        assert_true(filter_has_config_maps(&d->filters[DIRECTION_INGRESS][0]));
+        /* written back normalised: "reuse" always, "shared" only when false, "config" only when true */
         j = filter_spec_to_json(&d->filters[DIRECTION_INGRESS][0]);
         a = json_dumps(json_object_get(j, "maps"), JSON_COMPACT | JSON_SORT_KEYS);
         json_decref(j);
         assert_string_equal(
-                a, "{\"counters\":{\"reuse\":true,\"shared\":false},\"seen_by_port\":{\"reuse\":true}}");
+                a, "{\"counters\":{\"reuse\":true,\"shared\":false},\"seen_by_port\":{\"config\":true,"
+                   "\"reuse\":true}}");
 
         expect_error(F_MAPS("[]"), "wrong_type", "ingress[0].maps");
         expect_error(F_MAPS("{\"c\":true}"), "wrong_type", "ingress[0].maps.c");
         expect_error(F_MAPS("{\"c\":{}}"), "missing_field",
-                     "ingress[0].maps.c: expected \"reuse\" or \"shared\"");
+                     "ingress[0].maps.c: expected \"reuse\", \"shared\" or \"config\"");
+        expect_error(F_MAPS("{\"c\":{\"config\":\"yes\"}}"), "wrong_type", "ingress[0].maps.c.config");
         expect_error(F_MAPS("{\"c\":{\"shared\":1}}"), "wrong_type", "ingress[0].maps.c.shared");
         expect_error(F_MAPS("{\"c\":{\"reuse\":0}}"), "wrong_type", "ingress[0].maps.c.reuse");
         expect_error(F_MAPS("{\"c\":{\"reuse\":true,\"x\":1}}"), "unknown_field", "ingress[0].maps.c");

@@ -403,6 +403,9 @@ void daemon_maps_done(DaemonMaps *maps);
  * deletes one: key and value in the JSON a read gives. -ENOENT (entry_not_found) for a key not there. */
 int daemon_map_write(Manager *d, const DaemonMap *m, const json_t *key, const json_t *value, Error *reterr);
 int daemon_map_delete(Manager *d, const DaemonMap *m, const json_t *key, Error *reterr);
+/* Whether a user's "maps" declares the map configuration ("config": true), and how many entries are stored
+ * for it (the most any of its users has). */
+bool daemon_map_config(Manager *m, const DaemonMap *dm, size_t *ret_stored);
 int daemon_map_read(Manager *m, const DaemonMap *dm, const uint8_t *cursor, size_t cursor_size, size_t limit,
                     NlMapPage *ret, Error *reterr);
 /* By kernel name, or by id when names are ambiguous: 404 "unknown_map", 409 "map_ambiguous". */

@@ -65,6 +65,7 @@ typedef struct MapPolicy {
         char *name;
         bool reuse;
         bool shared;
+        bool config; /* entries written through clsd are stored and written into a new load's map */
 } MapPolicy;
 
 /* One entry of a filter's "metrics": a Prometheus metric derived from one of its program's maps. */
@@ -204,6 +205,9 @@ bool filter_map_reused(const FilterSpec *f, const char *map);
 bool filter_map_shared(const FilterSpec *f, const char *map);
 /* Whether "maps" gives the filter a map of its own (then its program is its own load). */
 bool filter_has_own_maps(const FilterSpec *f);
+/* Whether "maps" declares the map of this (kernel) name configuration: "config": true. */
+bool filter_map_config(const FilterSpec *f, const char *map);
+bool filter_has_config_maps(const FilterSpec *f);
 
 int ifname_valid(const char *s);
 /* 1 to 64 characters of A-Z a-z 0-9 _ . -, not "." or "..". */
@@ -322,6 +326,10 @@ int store_document_load(Store *s, DocumentSource source, const char *netns, cons
 /* The revision of the fleet snapshot last applied (fleet.json); 0 when there is none. */
 int store_fleet_revision_save(Store *s, uint64_t revision, Error *reterr);
 int store_fleet_revision_load(Store *s, uint64_t *ret);
+/* The entries of configuration maps ("config": true) written through clsd: one JSON object, kept in
+ * map-entries.json. Load gives an empty object when there is none. */
+int store_map_entries_save(Store *s, const json_t *entries, Error *reterr);
+int store_map_entries_load(Store *s, json_t **ret, Error *reterr);
 
 /* Policies, each under policies/NAME.json, its objects resolved (by digest, with their program). */
 int store_policy_save(Store *s, const Policy *p, Error *reterr);

@@ -1,0 +1,306 @@
+/* map-config.c: configuration maps ("maps": {"NAME": {"config": true}}): the entries written through clsd
+ * (PUT|DELETE .../maps/{map}/entries) are kept in the store, by the document the filter comes from, and
+ * written again into the filter's maps whenever its programs are acquired: at a start, and when a new
+ * load (a new build, "reuse": false, a program lost with its maps) would otherwise start them empty.
+ *
+ * The store keeps one JSON object: {OWNER: {FILTER: {MAP: [{"key": …, "value": …}, …]}}}, where OWNER is
+ * "api:KEY" or "hog:KEY" (KEY: the interface's "netns/ifname", "/ifname" in clsd's own namespace),
+ * "policy:NAME" for a policy's shared map, "policy:NAME@KEY" for a map each interface has its own of. Key
+ * and value are the typed JSON as written, encoded again against the map they go into. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "manager.h"
+
+/* The owner of the filter's entries of map (see above): NULL when out of memory. */
+static char *config_owner(const Iface *it, const Filter *f, const char *map) {
+        const Policy *p = f->source == SOURCE_POLICY ? it->hook_policy[f->dir] : NULL;
+        char *s = NULL;
+
+        if (f->source == SOURCE_POLICY && !p)
+                return NULL;
+        if (p && filter_map_shared(f->spec, map))
+                return asprintf(&s, "policy:%s", p->name) < 0 ? NULL : s;
+        if (p)
+                return asprintf(&s, "policy:%s@%s", p->name, it->key) < 0 ? NULL : s;
+        return asprintf(&s, "%s:%s", document_source_to_string(f->source), it->key) < 0 ? NULL : s;
+}
+
+/* owners[owner][filter][map], made when create. */
+static json_t *entries_of(json_t *owners, const char *owner, const char *filter, const char *map,
+                          bool create) {
+        json_t *o = json_object_get(owners, owner), *fo, *v;
+
+        if (!o && create && json_object_set_new(owners, owner, o = json_object()) < 0)
+                return NULL;
+        fo = json_object_get(o, filter);
+        if (!fo && create && json_object_set_new(o, filter, fo = json_object()) < 0)
+                return NULL;
+        v = json_object_get(fo, map);
+        if (!v && create && json_object_set_new(fo, map, v = json_array()) < 0)
+                return NULL;
+        return json_is_array(v) ? v : NULL;
+}
+
+/* The entries stored for the filter's map (made when create). A policy's map of each interface's own
+ * starts as the policy's shared entries: read from there until the interface's are written. */
+static json_t *stored_entries(Manager *m, const Iface *it, const Filter *f, const char *map, bool create) {
+        _cleanup_free_ char *owner = config_owner(it, f, map), *wide = NULL;
+        const Policy *p = f->source == SOURCE_POLICY ? it->hook_policy[f->dir] : NULL;
+        json_t *v, *w;
+
+        if (!owner)
+                return NULL;
+        v = entries_of(m->map_entries, owner, f->spec->name, map, false);
+        if (v || !p || filter_map_shared(f->spec, map))
+                return v ?: create ? entries_of(m->map_entries, owner, f->spec->name, map, true) : NULL;
+        if (asprintf(&wide, "policy:%s", p->name) < 0)
+                return NULL;
+        w = entries_of(m->map_entries, wide, f->spec->name, map, false);
+        if (!create)
+                return w;
+        v = entries_of(m->map_entries, owner, f->spec->name, map, true);
+        if (v && w && json_array_extend(v, w) < 0)
+                return NULL;
+        return v;
+}
+
+static int encode(const DaemonMap *m, const json_t *j, bool key, uint8_t **ret, Error *reterr) {
+        size_t size = key ? m->map.key_size : m->map.value_size;
+        uint8_t *b = calloc(1, size ?: 1);
+        int r;
+
+        if (!b)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = btf_json_encode(m->btf, key ? m->map.btf_key_type_id : m->map.btf_value_type_id, j, b, size,
+                            key ? "key" : "value", reterr);
+        if (r < 0) {
+                free(b);
+                return r;
+        }
+        *ret = b;
+        return 0;
+}
+
+/* The index in v of the entry whose key is the same bytes in map m as key (k encoded), or -1. */
+static ssize_t entry_find(const DaemonMap *m, json_t *v, const uint8_t *k) {
+        size_t i;
+        json_t *e;
+
+        json_array_foreach (v, i, e) {
+                _cleanup_free_ uint8_t *other = NULL;
+                if (encode(m, json_object_get(e, "key"), true, &other, NULL) >= 0 &&
+                    memcmp(other, k, m->map.key_size) == 0)
+                        return (ssize_t) i;
+        }
+        return -1;
+}
+
+/* The users of map dm: every filter, on any interface, whose "maps" declares it configuration and whose
+ * attached programs use it (a shared map is many filters'). */
+static int config_users(Manager *m, const DaemonMap *dm, DaemonMaps *ret, const DaemonMap **ret_map,
+                        Error *reterr) {
+        DaemonMaps all = { 0 };
+        int r;
+
+        *ret_map = NULL;
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
+                const Iface *it = iface_table_at(m->ifaces, i);
+                for (size_t k = 0; k < it->n_filters; k++) {
+                        const Filter *f = &it->filters[k];
+                        if (!filter_map_config(f->spec, dm->map.name))
+                                continue;
+                        r = daemon_maps_add_filter(&all, it, f, reterr);
+                        if (r < 0) {
+                                daemon_maps_done(&all);
+                                return r;
+                        }
+                }
+        }
+        for (size_t i = 0; i < all.n; i++)
+                if (all.maps[i].map.id == dm->map.id)
+                        *ret_map = &all.maps[i];
+        *ret = all;
+        return 0;
+}
+
+int map_config_record(Manager *m, const DaemonMap *dm, const json_t *key, const json_t *value,
+                      Error *reterr) {
+        _cleanup_free_ uint8_t *k = NULL;
+        const DaemonMap *users;
+        DaemonMaps all;
+        bool changed = false;
+        int r;
+
+        r = config_users(m, dm, &all, &users, reterr);
+        if (r < 0)
+                return r;
+        if (!users) {
+                daemon_maps_done(&all);
+                return 0; /* not configuration: the entry lives in the kernel's map only */
+        }
+        r = encode(dm, key, true, &k, reterr);
+        for (size_t i = 0; r >= 0 && i < users->n_users; i++) {
+                const Filter *f = users->users[i].filter;
+                /* (a delete too makes the interface's own set, not to delete from the policy's) */
+                json_t *v = stored_entries(m, users->users[i].iface, f, dm->map.name, true);
+                ssize_t at = v ? entry_find(dm, v, k) : -1;
+
+                if (!v)
+                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                else if (value) {
+                        json_t *e = json_pack("{s:O,s:O}", "key", key, "value", value);
+                        if (!e || (at >= 0 ? json_array_set_new(v, (size_t) at, e)
+                                           : json_array_append_new(v, e)) < 0)
+                                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        changed = true;
+                } else if (at >= 0) {
+                        json_array_remove(v, (size_t) at);
+                        changed = true;
+                }
+        }
+        daemon_maps_done(&all);
+        if (r < 0)
+                return r;
+        if (!changed)
+                return 0;
+        return store_map_entries_save(m->store, m->map_entries, reterr);
+}
+
+/* Writes the stored entries into the configuration maps of one program of the filter; returns how many. */
+static size_t write_program(Manager *m, const Iface *it, const Filter *f, Program *p) {
+        NlMap *maps = NULL;
+        size_t n = 0, written = 0;
+        Error e = ERROR_NULL;
+
+        if (nl_program_maps(program_fd(p), &maps, &n, &e) < 0) {
+                log_warning("%s: filter %s: cannot list its program's maps to configure them: %s",
+                            it->ifname, f->spec->name, strna(e.message));
+                error_done(&e);
+                return 0;
+        }
+        for (size_t i = 0; i < n; i++) {
+                json_t *v = filter_map_config(f->spec, maps[i].name)
+                                    ? stored_entries(m, it, f, maps[i].name, false)
+                                    : NULL;
+                DaemonMap dm = { .map = maps[i] };
+                json_t *entry;
+                size_t k;
+
+                if (json_array_size(v) == 0)
+                        continue;
+                dm.btf = maps[i].btf_id ? nl_btf_load(maps[i].btf_id) : NULL;
+                json_array_foreach (v, k, entry) {
+                        _cleanup_free_ uint8_t *key = NULL, *value = NULL;
+                        if (encode(&dm, json_object_get(entry, "key"), true, &key, &e) >= 0 &&
+                            encode(&dm, json_object_get(entry, "value"), false, &value, &e) >= 0 &&
+                            nl_map_update(&dm.map, key, value, &e) >= 0) {
+                                written++;
+                                continue;
+                        }
+                        log_warning("%s: filter %s: map %s: stored entry %zu not written: %s", it->ifname,
+                                    f->spec->name, maps[i].name, k + 1, strna(e.message));
+                        error_done(&e);
+                }
+                nl_btf_free(dm.btf);
+        }
+        nl_maps_free(maps, n);
+        return written;
+}
+
+void map_config_apply(Manager *m, const Iface *it) {
+        for (size_t i = 0; i < it->n_filters; i++) {
+                const Filter *f = &it->filters[i];
+                size_t written = 0;
+
+                if (!filter_has_config_maps(f->spec))
+                        continue;
+                for (int a = -1; a < (int) f->spec->n_actions; a++) {
+                        Program *p = a < 0 ? f->program : f->actions[a];
+                        if (p)
+                                written += write_program(m, it, f, p);
+                }
+                if (written > 0)
+                        log_info("%s: filter %s: %zu stored entr%s written into its configuration maps",
+                                 it->ifname, f->spec->name, written, written == 1 ? "y" : "ies");
+        }
+}
+
+/* The filter spec an owner's filter names now, or NULL (the document, hog or policy is gone, or no
+ * longer has the filter). */
+static const FilterSpec *filter_spec_of(Manager *m, const char *owner, const char *filter) {
+        _cleanup_free_ char *netns = NULL;
+        const char *rest, *slash, *at;
+        const Document *doc = NULL;
+        Direction dir;
+
+        if ((rest = startswith(owner, "policy:"))) {
+                _cleanup_free_ char *name =
+                        (at = strchr(rest, '@')) ? strndup(rest, (size_t) (at - rest)) : strdup(rest);
+                const Policy *p = name ? daemon_policy_get(m, name) : NULL;
+                doc = p ? p->doc : NULL;
+        } else {
+                bool api = !!startswith(owner, "api:");
+                const Iface *it;
+                rest = strchr(owner, ':');
+                slash = rest ? strchr(rest + 1, '/') : NULL;
+                if (!slash)
+                        return NULL;
+                if (slash > rest + 1 && !(netns = strndup(rest + 1, (size_t) (slash - rest - 1))))
+                        return NULL;
+                it = iface_table_get(m->ifaces, netns, slash + 1);
+                doc = !it ? NULL : api ? it->api : startswith(owner, "hog:") ? it->hog : NULL;
+        }
+        return doc ? document_find_filter(doc, filter, &dir) : NULL;
+}
+
+void map_config_prune(Manager *m) {
+        const char *owner, *filter, *map;
+        json_t *o, *fo, *v;
+        void *t1, *t2, *t3;
+        bool changed = false;
+        Error e = ERROR_NULL;
+
+        json_object_foreach_safe(m->map_entries, t1, owner, o) {
+                json_object_foreach_safe(o, t2, filter, fo) {
+                        const FilterSpec *spec = filter_spec_of(m, owner, filter);
+                        json_object_foreach_safe(fo, t3, map, v)
+                                /* (an empty set stays: an interface's own set emptied is not the policy's)
+                                 */
+                                if (!spec || !filter_map_config(spec, map)) {
+                                json_object_del(fo, map);
+                                changed = true;
+                        }
+                        if (json_object_size(fo) == 0)
+                                json_object_del(o, filter);
+                }
+                if (json_object_size(o) == 0) {
+                        json_object_del(m->map_entries, owner);
+                        changed = true;
+                }
+        }
+        if (changed && store_map_entries_save(m->store, m->map_entries, &e) < 0) {
+                log_warning("%s", strna(e.message));
+                error_done(&e);
+        }
+}
+
+bool daemon_map_config(Manager *m, const DaemonMap *dm, size_t *ret_stored) {
+        bool config = false;
+
+        *ret_stored = 0;
+        for (size_t i = 0; i < dm->n_users; i++) {
+                const Filter *f = dm->users[i].filter;
+
+                if (!filter_map_config(f->spec, dm->map.name))
+                        continue;
+                config = true;
+                *ret_stored =
+                        MAX(*ret_stored,
+                            json_array_size(stored_entries(m, dm->users[i].iface, f, dm->map.name, false)));
+        }
+        return config;
+}
