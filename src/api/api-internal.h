@@ -122,6 +122,7 @@ DaemonExpect request_expect(const Request *req);
 /* routes-maps.c: what NULL lists every map; else one map, by name or id. */
 void route_maps(Request *req, const char *netns, const char *ifname, const char *what, Response *resp);
 /* PUT (write one entry: {"key", "value"}) and DELETE ({"key"}) of .../maps/{map}/entries. */
+void route_policy_maps(Request *req, const char *name, const char *what, bool entries, Response *resp);
 void route_map_entries(Request *req, const char *netns, const char *ifname, const char *what,
                        Response *resp);
 

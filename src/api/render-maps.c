@@ -80,10 +80,10 @@ json_t *render_map(Manager *d, const DaemonMap *m, const NlMapPage *page, const 
                 json_object_set_new(j, "btf", json_null());
         for (size_t i = 0; i < m->n_users; i++) {
                 const Filter *f = m->users[i].filter;
-                json_array_append_new(users, json_pack("{s:s,s:i,s:s}", "direction",
-                                                       direction_to_string(filter_direction(f)), "pref",
-                                                       (int) filter_spec(f)->priority, "name",
-                                                       filter_spec(f)->name));
+                json_array_append_new(
+                        users, json_pack("{s:s,s:s,s:i,s:s}", "ifname", iface_ifname(m->users[i].iface),
+                                         "direction", direction_to_string(filter_direction(f)), "pref",
+                                         (int) filter_spec(f)->priority, "name", filter_spec(f)->name));
         }
         json_object_set_new(j, "filters", users);
         {

@@ -1,5 +1,6 @@
 /* routes-maps.c: /ifaces/{ifname}/classifier/maps and .../maps/{map}: what the attached programs'
- * maps hold, read from the kernel, a page at a time. */
+ * maps hold, read from the kernel, a page at a time; .../maps/{map}/entries: one entry written or
+ * deleted; the same under /policies/{name}/maps, over every interface the policy is applied to. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,43 +85,53 @@ fail:
         error_done(&e);
 }
 
+/* The body of a PUT ({"key", "value"}) or DELETE ({"key"}) of an entry, checked. */
+static json_t *entry_body(Request *req, bool put, Response *resp) {
+        static const char *const types[] = { "application/json", NULL };
+        _cleanup_(json_decrefp) json_t *body = NULL;
+        json_error_t jerr;
+        const char *key;
+        json_t *v;
+
+        if (request_want_content_type(req, types, resp) < 0)
+                return NULL;
+        body = json_loadb(req->body ? req->body : "", req->body_size, JSON_REJECT_DUPLICATES, &jerr);
+        if (!json_is_object(body)) {
+                response_errorf(resp, "malformed_json", "expected {\"key\": …%s}%s%s",
+                                put ? ", \"value\": …" : "", body ? "" : ": ", body ? "" : jerr.text);
+                return NULL;
+        }
+        json_object_foreach (body, key, v)
+                if (!streq(key, "key") && !(put && streq(key, "value"))) {
+                        response_errorf(resp, "unknown_field", "%s: unknown field (%s)", key,
+                                        put ? "\"key\" and \"value\"" : "only \"key\"");
+                        return NULL;
+                }
+        if (!json_object_get(body, "key") || (put && !json_object_get(body, "value"))) {
+                response_errorf(resp, "missing_field", "%s: missing",
+                                json_object_get(body, "key") ? "value" : "key");
+                return NULL;
+        }
+        return TAKE_PTR(body);
+}
+
 void route_map_entries(Request *req, const char *netns, const char *ifname, const char *what,
                        Response *resp) {
-        static const char *const types[] = { "application/json", NULL };
         Manager *d = req->api->daemon;
         _cleanup_(json_decrefp) json_t *body = NULL;
         bool put = streq(req->method, "PUT");
         DaemonMaps maps = { 0 };
         Error e = ERROR_NULL;
         const DaemonMap *m;
-        json_error_t jerr;
-        const char *key;
-        json_t *v;
         Iface *it;
 
         if (!put && !streq(req->method, "DELETE")) {
                 method_not_allowed(resp, req, "PUT, DELETE");
                 return;
         }
-        if (request_want_content_type(req, types, resp) < 0)
+        body = entry_body(req, put, resp);
+        if (!body)
                 return;
-        body = json_loadb(req->body ? req->body : "", req->body_size, JSON_REJECT_DUPLICATES, &jerr);
-        if (!json_is_object(body)) {
-                response_errorf(resp, "malformed_json", "expected {\"key\": …%s}%s%s",
-                                put ? ", \"value\": …" : "", body ? "" : ": ", body ? "" : jerr.text);
-                return;
-        }
-        json_object_foreach (body, key, v)
-                if (!streq(key, "key") && !(put && streq(key, "value"))) {
-                        response_errorf(resp, "unknown_field", "%s: unknown field (%s)", key,
-                                        put ? "\"key\" and \"value\"" : "only \"key\"");
-                        return;
-                }
-        if (!json_object_get(body, "key") || (put && !json_object_get(body, "value"))) {
-                response_errorf(resp, "missing_field", "%s: missing",
-                                json_object_get(body, "key") ? "value" : "key");
-                return;
-        }
         it = daemon_iface_get(d, netns, ifname);
         if (!it) {
                 response_errorf(resp, "document_not_found", "no classifier document for %s", ifname);
@@ -137,4 +148,67 @@ void route_map_entries(Request *req, const char *netns, const char *ifname, cons
                 error_done(&e);
         }
         daemon_maps_done(&maps);
+}
+
+/* /policies/{name}/maps[/{map}[/entries]]: the maps of the policy's programs on every interface it is
+ * applied to; an entry written by name goes into every interface's map of that name. */
+void route_policy_maps(Request *req, const char *name, const char *what, bool entries, Response *resp) {
+        Manager *d = req->api->daemon;
+        _cleanup_(json_decrefp) json_t *body = NULL;
+        bool put = streq(req->method, "PUT");
+        DaemonMaps maps = { 0 };
+        Error e = ERROR_NULL;
+        const DaemonMap *m;
+        size_t limit;
+        Policy *p;
+
+        if (entries && !put && !streq(req->method, "DELETE")) {
+                method_not_allowed(resp, req, "PUT, DELETE");
+                return;
+        }
+        if (!entries && !streq(req->method, "GET") && !streq(req->method, "HEAD")) {
+                method_not_allowed(resp, req, "GET, HEAD");
+                return;
+        }
+        if (entries && !(body = entry_body(req, put, resp)))
+                return;
+        if (!entries && query_limit(req, &limit, resp) < 0)
+                return;
+        p = daemon_policy_get(d, name);
+        if (!p) {
+                response_errorf(resp, "policy_not_found", "no policy %s", name);
+                return;
+        }
+        if (daemon_policy_maps(d, p, &maps, &e) < 0)
+                goto fail;
+        if (entries) {
+                if (daemon_policy_map_write(d, p, &maps, what, json_object_get(body, "key"),
+                                            put ? json_object_get(body, "value") : NULL, &e) < 0)
+                        goto fail;
+                resp->status = 204;
+                log_info("policy %s: map %s: entry %s", name, what, put ? "written" : "deleted");
+        } else if (!what) {
+                json_t *list = json_array();
+                for (size_t i = 0; i < maps.n; i++) {
+                        Error pe = ERROR_NULL;
+                        json_t *j = render_map_page(d, &maps.maps[i], NULL, 0, limit, &pe);
+                        json_array_append_new(list, j ?: render_map(d, &maps.maps[i], NULL, &pe));
+                        error_done(&pe);
+                }
+                resp->status = 200;
+                resp->body = json_pack("{s:s,s:o}", "policy", name, "maps", list);
+        } else {
+                json_t *j;
+                if (daemon_maps_lookup(&maps, name, what, &m, &e) < 0 ||
+                    !(j = render_map_page(d, m, NULL, 0, limit, &e)))
+                        goto fail;
+                resp->status = 200;
+                resp->body = j;
+        }
+        daemon_maps_done(&maps);
+        return;
+fail:
+        daemon_maps_done(&maps);
+        response_error(resp, &e);
+        error_done(&e);
 }

@@ -151,7 +151,7 @@ static void policies_list(Request *req, Response *resp) {
 
 void route_policies(Request *req, const char *rest, Response *resp) {
         Manager *d = req->api->daemon;
-        const char *name;
+        const char *name, *sub;
         Policy *p;
 
         if (rest[0] == 0 || streq(rest, "/")) {
@@ -162,6 +162,31 @@ void route_policies(Request *req, const char *rest, Response *resp) {
                 return;
         }
         name = rest + 1;
+        if ((sub = strchr(name, '/'))) {
+                /* /policies/{name}/maps[/{map}[/entries]] */
+                const char *maps = startswith(sub, "/maps"), *slash;
+                char pname[POLICY_NAME_MAX + 1], map[256];
+                if (!maps || (size_t) (sub - name) >= sizeof(pname) || (maps[0] && maps[0] != '/')) {
+                        response_errorf(resp, "route_not_found", "no route /policies%s", rest);
+                        return;
+                }
+                memcpy(pname, name, (size_t) (sub - name));
+                pname[sub - name] = 0;
+                if (maps[0] == 0 || streq(maps, "/")) {
+                        route_policy_maps(req, pname, NULL, false, resp);
+                        return;
+                }
+                slash = strchr(maps + 1, '/');
+                if ((slash && !streq(slash, "/entries")) || slash == maps + 1 ||
+                    (size_t) ((slash ?: maps + strlen(maps)) - maps - 1) >= sizeof(map)) {
+                        response_errorf(resp, "route_not_found", "no route /policies%s", rest);
+                        return;
+                }
+                snprintf(map, sizeof(map), "%.*s", (int) ((slash ?: maps + strlen(maps)) - maps - 1),
+                         maps + 1);
+                route_policy_maps(req, pname, map, !!slash, resp);
+                return;
+        }
         if (!policy_name_valid(name)) {
                 response_errorf(
                         resp, "invalid_value",

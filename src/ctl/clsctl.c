@@ -37,7 +37,7 @@ static const Verb verbs[] = {
         { "diff", "clsctl diff IFNAME FILE", 2, 2, verb_iface_diff },
         { "delete", "clsctl delete IFNAME", 1, 1, verb_iface_delete },
         { "netns", "clsctl netns", 0, 0, verb_netns_list },
-        { "maps", "clsctl maps IFNAME [MAP]", 1, 2, verb_maps },
+        { "maps", "clsctl maps IFNAME|policy:NAME [MAP]", 1, 2, verb_maps },
 };
 
 static const Verb object_verbs[] = {
@@ -48,8 +48,8 @@ static const Verb object_verbs[] = {
 };
 
 static const Verb map_verbs[] = {
-        { "set", "clsctl map set IFNAME MAP KEY VALUE", 4, 4, verb_map_set },
-        { "rm", "clsctl map rm IFNAME MAP KEY", 3, 3, verb_map_remove },
+        { "set", "clsctl map set IFNAME|policy:NAME MAP KEY VALUE", 4, 4, verb_map_set },
+        { "rm", "clsctl map rm IFNAME|policy:NAME MAP KEY", 3, 3, verb_map_remove },
 };
 
 static const Verb fleet_verbs[] = {
@@ -355,6 +355,8 @@ static void help(void) {
                "                              Write one entry of MAP (KEY and VALUE in the JSON\n"
                "                              'maps' shows, checked against the map's BTF)\n"
                "       map rm IFNAME MAP KEY  Delete one entry of MAP\n"
+               "                              (IFNAME policy:NAME: policy NAME's maps, on every\n"
+               "                              interface it is applied to)\n"
                "       policy ls              List policies, with how many interfaces each matches\n"
                "       policy get NAME        Show the interfaces policy NAME matches and each hook's "
                "state\n"

@@ -1,5 +1,5 @@
-/* verbs-maps.c: clsctl maps IFNAME [MAP]: what the attached programs' maps hold, as the daemon decodes
- * them through BTF; one map is read to its end, page after page. */
+/* verbs-maps.c: clsctl maps IFNAME|policy:NAME [MAP]: what the attached programs' maps hold, as the
+ * daemon decodes them through BTF; one map is read to its end, page after page; map set|rm: one entry. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* asprintf() */
 #endif
@@ -11,6 +11,21 @@
 /* Pages asked of the daemon per request: large, so that most maps come in one. */
 #define MAPS_PAGE 10000
 
+/* The path the maps of target are under: "policy:NAME" is a policy's (no interface name has a colon),
+ * anything else an interface's document. */
+static int maps_base(const Ctl *c, const char *target, char **ret) {
+        const char *policy = startswith(target, "policy:");
+        _cleanup_free_ char *e = NULL;
+        int r;
+
+        if (!policy)
+                return ctl_iface_path(c, target, ret);
+        r = http_escape_segment(policy, NULL, &e);
+        if (r < 0)
+                return ctl_error(r, "%s", strerror(-r));
+        return asprintf(ret, "/policies/%s", e) < 0 ? ctl_oom() : 0;
+}
+
 static int add_compact(Table *t, const json_t *v) {
         _cleanup_free_ char *s = NULL;
 
@@ -21,6 +36,7 @@ static int add_compact(Table *t, const json_t *v) {
 }
 
 static int print_maps(const json_t *answer) {
+        bool policy = json_object_get(answer, "policy");
         _cleanup_(table_freep) Table *t =
                 table_new("MAP", "ID", "TYPE", "KEY", "VALUE", "ENTRIES", "FILTERS", NULL);
         const json_t *m;
@@ -38,8 +54,10 @@ static int print_maps(const json_t *answer) {
                 if (!u)
                         return ctl_oom();
                 json_array_foreach (json_object_get(m, "filters"), k, f)
-                        fprintf(u, "%s%s/%s", k ? "," : "",
-                                json_string_value(json_object_get(f, "direction")),
+                        /* a policy's maps are on many interfaces: each user says where */
+                        fprintf(u, "%s%s%s%s/%s", k ? "," : "",
+                                policy ? json_string_value(json_object_get(f, "ifname")) : "",
+                                policy ? ":" : "", json_string_value(json_object_get(f, "direction")),
                                 json_string_value(json_object_get(f, "name")));
                 fclose(u);
                 r = r ?: table_add_json(t, json_object_get(m, "name"));
@@ -86,7 +104,7 @@ int verb_maps(const Ctl *c, char **args) {
         _cleanup_free_ char *base = NULL, *map = NULL, *cursor = NULL;
         int r;
 
-        r = ctl_iface_path(c, args[0], &base);
+        r = maps_base(c, args[0], &base);
         if (r < 0)
                 return r;
         if (!args[1]) {
@@ -131,7 +149,8 @@ int verb_maps(const Ctl *c, char **args) {
         return c->json ? ctl_print_json(answer) : print_entries(entries);
 }
 
-/* map set IFNAME MAP KEY VALUE, map rm IFNAME MAP KEY: KEY and VALUE in the JSON "maps" shows them. */
+/* map set IFNAME|policy:NAME MAP KEY VALUE, map rm IFNAME|policy:NAME MAP KEY: KEY and VALUE in the JSON
+ * "maps" shows them. */
 static int map_entry(const Ctl *c, char **args, bool set) {
         _cleanup_free_ char *base = NULL, *map = NULL, *path = NULL, *body = NULL;
         _cleanup_(json_decrefp) json_t *key = NULL, *value = NULL, *j = NULL;
@@ -147,7 +166,7 @@ static int map_entry(const Ctl *c, char **args, bool set) {
                 return ctl_error(-EINVAL,
                                  "value %s: not JSON (%s); a number, a string in quotes, or an object",
                                  args[3], e.text);
-        r = ctl_iface_path(c, args[0], &base);
+        r = maps_base(c, args[0], &base);
         if (r < 0)
                 return r;
         r = http_escape_segment(args[1], NULL, &map);

@@ -94,6 +94,10 @@ void manager_check_started(Manager *m);
  * declares dm configuration and whose programs use it. */
 int map_config_record(Manager *m, const DaemonMap *dm, const json_t *key, const json_t *value,
                       Error *reterr);
+/* The same for the policy's own set of a map each interface has its own of (written through the policy):
+ * 1 when it changed. */
+int map_config_record_policy(Manager *m, const Policy *p, const DaemonMap *dm, const json_t *key,
+                             const json_t *value, Error *reterr);
 /* Writes the stored entries into the configuration maps of the interface's programs (just acquired). */
 void map_config_apply(Manager *m, const Iface *it);
 /* Forgets the entries of documents, filters and maps that no longer declare them configuration. */

@@ -3,7 +3,7 @@
  * written again into the filter's maps whenever its programs are acquired: at a start, and when a new
  * load (a new build, "reuse": false, a program lost with its maps) would otherwise start them empty.
  *
- * The store keeps one JSON object: {OWNER: {FILTER: {MAP: [{"key": …, "value": …}, …]}}}, where OWNER is
+ * The store keeps one JSON object: {OWNER: {FILTER: {MAP: [{"key": K, "value": V}, ...]}}}, where OWNER is
  * "api:KEY" or "hog:KEY" (KEY: the interface's "netns/ifname", "/ifname" in clsd's own namespace),
  * "policy:NAME" for a policy's shared map, "policy:NAME@KEY" for a map each interface has its own of. Key
  * and value are the typed JSON as written, encoded again against the map they go into. */
@@ -168,6 +168,49 @@ int map_config_record(Manager *m, const DaemonMap *dm, const json_t *key, const 
         if (!changed)
                 return 0;
         return store_map_entries_save(m->store, m->map_entries, reterr);
+}
+
+int map_config_record_policy(Manager *m, const Policy *p, const DaemonMap *dm, const json_t *key,
+                             const json_t *value, Error *reterr) {
+        _cleanup_free_ char *owner = NULL;
+        _cleanup_free_ uint8_t *k = NULL;
+        bool changed = false;
+        int r;
+
+        if (asprintf(&owner, "policy:%s", p->name) < 0)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = encode(dm, key, true, &k, reterr);
+        for (Direction dir = 0; r >= 0 && dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; r >= 0 && i < p->doc->n_filters[dir]; i++) {
+                        const FilterSpec *f = &p->doc->filters[dir][i];
+                        json_t *v;
+                        ssize_t at;
+
+                        /* a shared map's set is the policy's already (map_config_record()) */
+                        if (!filter_map_config(f, dm->map.name) || filter_map_shared(f, dm->map.name))
+                                continue;
+                        v = entries_of(m->map_entries, owner, f->name, dm->map.name, true);
+                        if (!v) {
+                                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                                break;
+                        }
+                        at = entry_find(dm, v, k);
+                        if (value) {
+                                json_t *e = json_pack("{s:O,s:O}", "key", key, "value", value);
+                                if (!e || (at >= 0 ? json_array_set_new(v, (size_t) at, e)
+                                                   : json_array_append_new(v, e)) < 0)
+                                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                                changed = true;
+                        } else if (at >= 0) {
+                                json_array_remove(v, (size_t) at);
+                                changed = true;
+                        }
+                }
+        if (r < 0)
+                return r;
+        if (changed && store_map_entries_save(m->store, m->map_entries, reterr) < 0)
+                return -EIO;
+        return changed;
 }
 
 /* Writes the stored entries into the configuration maps of one program of the filter; returns how many. */

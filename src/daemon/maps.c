@@ -166,6 +166,62 @@ int daemon_maps_add_filter(DaemonMaps *m, const Iface *it, const Filter *f, Erro
         return 0;
 }
 
+int daemon_policy_maps(Manager *m, const Policy *p, DaemonMaps *ret, Error *reterr) {
+        DaemonMaps all = { 0 };
+
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
+                const Iface *it = iface_table_at(m->ifaces, i);
+                for (size_t k = 0; k < it->n_filters; k++) {
+                        const Filter *f = &it->filters[k];
+                        int r = f->source == SOURCE_POLICY && it->hook_policy[f->dir] == p
+                                        ? daemon_maps_add_filter(&all, it, f, reterr)
+                                        : 0;
+                        if (r < 0) {
+                                daemon_maps_done(&all);
+                                return r;
+                        }
+                }
+        }
+        *ret = all;
+        return 0;
+}
+
+int daemon_policy_map_write(Manager *m, const Policy *p, const DaemonMaps *maps, const char *what,
+                            const json_t *key, const json_t *value, Error *reterr) {
+        const DaemonMap *one = NULL;
+        size_t done = 0;
+        int r;
+
+        /* by name: every interface's map of that name (one when shared); by id: that one */
+        for (size_t i = 0; i < maps->n; i++) {
+                const DaemonMap *dm = &maps->maps[i];
+                if (!streq(dm->map.name, what))
+                        continue;
+                one = dm;
+                r = value ? daemon_map_write(m, dm, key, value, reterr)
+                          : daemon_map_delete(m, dm, key, reterr);
+                if (r == -ENOENT && !value) {
+                        error_done(reterr);
+                        continue;
+                }
+                if (r < 0)
+                        return r;
+                done++;
+        }
+        if (one) {
+                r = map_config_record_policy(m, p, one, key, value, reterr);
+                if (r < 0)
+                        return r;
+                return done > 0 || r > 0 ? 0
+                                         : error_set(reterr, ENOENT, "entry_not_found",
+                                                     "policy %s: no map %s has that key", p->name, what);
+        }
+        r = daemon_maps_lookup(maps, p->name, what, &one, reterr);
+        if (r < 0)
+                return r;
+        return value ? daemon_map_write(m, one, key, value, reterr) : daemon_map_delete(m, one, key, reterr);
+}
+
 int daemon_iface_maps(Manager *d, const Iface *it, DaemonMaps *ret, Error *reterr) {
         IfaceStatus st = { 0 };
         DaemonMaps m = { 0 };

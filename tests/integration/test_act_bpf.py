@@ -114,7 +114,7 @@ def test_a_counting_action_runs_only_on_what_the_classifier_matches(act):
     r = act.api.get("/ifaces/%s/classifier/maps/per_port" % act.net.if_a)
     assert r.status == 200, r
     assert r.json["btf"] == {"key": "__u32", "value": "__u64"}
-    assert r.json["filters"] == [{"direction": "ingress", "pref": 10, "name": "udp"}]
+    assert r.json["filters"] == [{"ifname": act.net.if_a, "direction": "ingress", "pref": 10, "name": "udp"}]
     assert {e["key"]: e["value"] for e in r.json["entries"]} == counts
 
     # The kernel counts what went through the action too.

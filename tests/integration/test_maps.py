@@ -36,7 +36,7 @@ def test_maps_are_decoded_through_btf_as_bpftool_reads_them(net, clsd, bpf):
     m = maps["bytes_by_proto"]
     assert m["type"] == "hash" and m["key_size"] == 8 and m["value_size"] == 16
     assert m["btf"] == {"key": "struct flow_key", "value": "struct flow_stats"}
-    assert m["filters"] == [{"direction": "ingress", "pref": 10, "name": "stats"}]
+    assert m["filters"] == [{"ifname": net.if_a, "direction": "ingress", "pref": 10, "name": "stats"}]
     assert m["read"] == "batch" and m["next_cursor"] is None
     by_key = {(e["key"]["family"], e["key"]["proto"]): e["value"] for e in m["entries"]}
     # 10 datagrams and the marker (UDP, 17), 4 echo requests (ICMP, 1)

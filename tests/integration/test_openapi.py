@@ -170,13 +170,24 @@ def test_every_operation_is_served_as_the_spec_says(spec, net, clsd, bpf):
     c.request("HEAD", "/policies/pol")
     c.request("GET", "/policies/nope")
     c.request("GET", "/policies/bad!name")
+    c.request("GET", "/policies/pol/maps")
+    c.request("GET", "/policies/pol/maps?limit=0")
+    c.request("GET", "/policies/nope/maps")
+    c.request("GET", "/policies/pol/maps/pkts_by_port?limit=2")
+    c.request("GET", "/policies/pol/maps/nosuchmap")
+    c.request("PUT", "/policies/pol/maps/pkts_by_port/entries", body={"key": 53, "value": 1})
+    c.request("PUT", "/policies/pol/maps/pkts_by_port/entries", body={"key": 53})
+    c.request("PUT", "/policies/pol/maps/nosuchmap/entries", body={"key": 53, "value": 1})
+    c.request("DELETE", "/policies/pol/maps/pkts_by_port/entries", body={"key": 53})
+    c.request("DELETE", "/policies/pol/maps/pkts_by_port/entries", body={"key": 53})  # 404 now
+    c.request("DELETE", "/policies/pol/maps/size_hist/entries", body={"key": 0})  # 422
     c.request("GET", base)
     c.request("DELETE", "/policies/pol")
     c.request("DELETE", "/policies/pol")  # 404 now
 
     # Methods a path does not have: 405 with Allow, as each operation lists.
     for path in ("/healthz", "/version", "/metrics", "/ifaces", base + "/maps", base + "/maps/size_hist", "/netns",
-                 "/policies"):
+                 "/policies", "/policies/pol/maps", "/policies/pol/maps/size_hist"):
         r = api.request("POST", path, body=b"{}")
         assert r.status == 405 and r.headers.get("Allow"), (path, r)
     c.request("DELETE", base)

@@ -459,6 +459,26 @@ def test_a_policys_configuration_map_is_the_policys_or_each_interfaces_own(clsd,
                       "policy:bl@/pb0": {"drop": {"blocked_ports": []}},
                       "policy:bl@/pb1": {"drop": {"blocked_ports": [{"key": 7777, "value": 1},
                                                                     {"key": 7778, "value": 1}]}}}, owners
+    # written through the policy: into every interface's map, and the policy's set that a new one starts with
+    r = api.request("PUT", "/policies/bl/maps/blocked_ports/entries", body={"key": 7779, "value": 1})
+    assert r.status == 204, r
+    assert [entries(d)[0] for d in names] == [{7779: 1}, {7777: 1, 7778: 1, 7779: 1}]
+    net.a.run("ip", "link", "add", "pb9", "type", "veth", "peer", "name", "zpb9")
+    net.a.run("ip", "link", "set", "pb9", "up")
+    wait_for(lambda: api.get("/ifaces/pb9/classifier").json.get("state") == "configured", what="pb9 configured")
+    assert entries("pb9") == ({7777: 1, 7779: 1}, {"stored": 2})
+    listed = api.get("/policies/bl/maps").json
+    own = [m for m in listed["maps"] if m["name"] == "blocked_ports"]
+    assert sorted(u["ifname"] for m in own for u in m["filters"]) == ["pb0", "pb1", "pb9"], listed
+    assert_error(api.get("/policies/bl/maps/blocked_ports"), 409, "map_ambiguous")
+    clsd.ctl("map", "set", "policy:bl", "blocked_ports", "7781", "1", check=0)
+    clsd.ctl("map", "rm", "policy:bl", "blocked_ports", "7781", check=0)
+    out = clsd.ctl("maps", "policy:bl", check=0).stdout
+    assert "pb0:ingress/drop" in out and "pb9:ingress/drop" in out, out
+    assert clsd.ctl("map", "rm", "policy:nope", "blocked_ports", "1", check=1).stderr.count("\n") == 1
+    r = api.request("DELETE", "/policies/bl/maps/blocked_ports/entries", body={"key": 7779})
+    assert r.status == 204, r
+    assert [entries(d)[0] for d in names + ["pb9"]] == [{}, {7777: 1, 7778: 1}, {7777: 1}]
     assert api.request("DELETE", "/policies/bl").status in (200, 204)
     with open(os.path.join(clsd.state_dir, "map-entries.json")) as f:
         assert json.load(f)["owners"] == {}

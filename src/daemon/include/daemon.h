@@ -397,6 +397,12 @@ typedef struct DaemonMaps {
 int daemon_maps_add(Manager *m, const Iface *it, const IfaceStatus *st, DaemonMaps *maps, Error *reterr);
 /* The document's maps: its status read from the kernel, then daemon_maps_add(). */
 int daemon_iface_maps(Manager *m, const Iface *it, DaemonMaps *ret, Error *reterr);
+/* The maps of the programs held for the policy's filters, on every interface it is applied to. */
+int daemon_policy_maps(Manager *m, const Policy *p, DaemonMaps *ret, Error *reterr);
+/* Writes (value) or deletes (NULL) one entry through the policy: by name, in every interface's map of that
+ * name (one when shared) and in the policy's own set of a configuration map; by id, in that map. */
+int daemon_policy_map_write(Manager *m, const Policy *p, const DaemonMaps *maps, const char *what,
+                            const json_t *key, const json_t *value, Error *reterr);
 void daemon_maps_done(DaemonMaps *maps);
 /* A page of the map's entries as the kernel has them now (nl_map_read()). */
 /* Writes one entry of a map (BPF_ANY: added or replaced; a per-CPU map gets the value on every CPU), or
