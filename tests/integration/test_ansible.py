@@ -94,6 +94,14 @@ def test_the_collection_is_idempotent_and_honours_check_and_diff_mode(hosts, bpf
     assert p.returncode == 0 and all(r["changed"] == 1 for r in recap.values()), p.stdout[-3000:]
     for ns, _ in made:
         assert ns.filter_at("up0", 11) is not None and ns.filter_at("up0", 10) is None
+    # state=absent removes the interface's own document; the policy's hook stays, and a second run (the
+    # interface now has only the policy's filters) has nothing to remove
+    for changed in (1, 0):
+        p, recap = playbook(switch, workdir, "-e", "clsd_state=absent")
+        assert p.returncode == 0 and all(r["changed"] == changed for r in recap.values()), p.stdout[-3000:]
+        for ns, c in made:
+            assert ns.filter_at("up0", 11) is None and ns.filter_at("up0", 20, hook="egress") is not None
+            assert c.api.get_classifier("up0").json["source"] != "api"
     # without the client certificate, clsd refuses, and the run says why
     with open(os.path.join(workdir, "hosts.ini"), "a") as f:
         f.write("clsd_cert=\nclsd_key=\n")

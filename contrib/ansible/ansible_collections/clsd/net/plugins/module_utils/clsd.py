@@ -2,6 +2,7 @@
 # Only the Python standard library, so that the modules run on any host with Python 3.
 
 import http.client
+import ipaddress
 import json
 import socket
 import ssl
@@ -15,6 +16,13 @@ CONNECTION_ARGS = dict(
     token=dict(type="str", no_log=True),
     timeout=dict(type="int", default=120),
 )
+
+
+def _loopback(host):
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 class ClsdError(Exception):
@@ -46,12 +54,16 @@ class Clsd:
             return _UnixConnection(self.url[5:], p["timeout"])
         u = urllib.parse.urlsplit(self.url)
         if u.scheme == "http":
+            # plain HTTP only to this host: a token must not cross the network in clear
+            if p.get("token") and not _loopback(u.hostname):
+                raise ClsdError(0, None, "url %s: a token is sent over https:// only (or to a loopback address)"
+                                % self.url)
             return http.client.HTTPConnection(u.hostname, u.port or 80, timeout=p["timeout"])
         if u.scheme != "https":
             raise ClsdError(0, None, "url %s: expected unix:/PATH or https://HOST:PORT" % self.url)
+        # the certificate is checked against ca_path (else the system's CAs) and must name the host (a
+        # name or an address in its subjectAltName)
         ctx = ssl.create_default_context(cafile=p.get("ca_path"))
-        # the certificate is checked against the CA; its name may be the host's address
-        ctx.check_hostname = False
         if p.get("client_cert"):
             ctx.load_cert_chain(p["client_cert"], p.get("client_key"))
         return http.client.HTTPSConnection(u.hostname, u.port or 443, timeout=p["timeout"], context=ctx)

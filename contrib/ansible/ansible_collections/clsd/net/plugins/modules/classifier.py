@@ -60,9 +60,10 @@ def main():
         current = clsd.get_or_none(path)
         before = own_document(current)
         if p["state"] == "absent":
-            if current and not module.check_mode:
+            # only the interface's own document goes: hooks a hog or a policy holds are not the module's
+            if before is not None and not module.check_mode:
                 clsd.request("DELETE", path)
-            module.exit_json(changed=current is not None, diff=dict(before=pretty(before), after=""))
+            module.exit_json(changed=before is not None, diff=dict(before=pretty(before), after=""))
         _, plan = clsd.request("PUT", path + "?dry_run=1", body=p["document"])
         # clsd says whether the document or the kernel would change (GET's document is the effective
         # one, with a policy's or a hog's hooks; the dry run's is this interface's own)
