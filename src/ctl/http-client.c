@@ -2,6 +2,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* asprintf() */
 #endif
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,33 @@ static int header_add(struct curl_slist **headers, const char *fmt, const char *
         return 0;
 }
 
+/* Whether an http:// URL's host is this host's loopback (127/8, ::1, localhost): where a token may go in
+ * clear. */
+static bool url_loopback(const char *url) {
+        const char *h = url + strlen("http://"), *end;
+        char host[INET6_ADDRSTRLEN + 1];
+        struct in6_addr a6;
+        struct in_addr a4;
+        size_t n;
+
+        if (*h == '[') {
+                end = strchr(++h, ']');
+                if (!end)
+                        return false;
+        } else
+                end = h + strcspn(h, ":/");
+        n = (size_t) (end - h);
+        if (n == 0 || n >= sizeof(host))
+                return false;
+        memcpy(host, h, n);
+        host[n] = 0;
+        if (streq(host, "localhost"))
+                return true;
+        if (inet_pton(AF_INET, host, &a4) == 1)
+                return (ntohl(a4.s_addr) >> 24) == 127;
+        return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
 int http_perform(const HttpTarget *t, const HttpRequest *req, HttpResponse **ret, char **ret_error) {
         _cleanup_free_ char *url = NULL;
         char errbuf[CURL_ERROR_SIZE] = "";
@@ -72,6 +100,12 @@ int http_perform(const HttpTarget *t, const HttpRequest *req, HttpResponse **ret
         int r;
 
         *ret_error = NULL;
+        if (t->token && t->url && startswith(t->url, "http://") && !url_loopback(t->url)) {
+                if (asprintf(ret_error, "%s: a token is sent over https:// only (or to a loopback address)",
+                             t->url) < 0)
+                        *ret_error = NULL;
+                return -EPERM;
+        }
         if (etcd_dl_load(&e) < 0) {
                 *ret_error = e.message ? strdup(e.message) : NULL;
                 error_done(&e);

@@ -5,11 +5,12 @@ import os
 import random
 import socket
 import stat
+import subprocess
 import time
 
 import pytest
 
-from conftest import (ADDR_A, CLSD, Api, NetnsHTTPConnection, NetnsHTTPSConnection, UnixHTTPConnection, assert_error,
+from conftest import (ADDR_A, CLSCTL, CLSD, Api, NetnsHTTPConnection, NetnsHTTPSConnection, UnixHTTPConnection, assert_error,
                       filt, run, status_of, tls_server, wait_for)
 
 
@@ -281,3 +282,21 @@ def test_refused_start_up_does_not_touch_the_kernel(net, clsd_factory, bpf):
     p = net.a.run(*c.argv(["--listen", "%s:%d" % (ADDR_A, free_port(net.a, ADDR_A))]), check=False)
     assert p.returncode == 1, p
     assert net.a.filter_at(net.if_a, 10) is None, "a refused start attached filters"
+
+
+def test_clsctl_sends_a_token_in_clear_only_to_loopback(net, clsd_factory, workdir):
+    """A token over http:// crosses the network readable: clsctl refuses before connecting, and names
+    https://; to this host's loopback it goes (the test's clsd listens there)."""
+    token = os.urandom(16).hex()
+    port = free_port(net.a, "127.0.0.1")
+    clsd_factory(net.a, args=["--listen", "127.0.0.1:%d" % port, "--token-file", token_file(workdir, token)])
+    env = dict(os.environ, CLSD_TOKEN=token)
+    for url in ("http://%s:%d" % (ADDR_A, port), "http://[2001:db8::1]:%d" % port, "http://clsd.example:80"):
+        p = subprocess.run(net.a.argv(CLSCTL, "--host", url, "ls"), env=env, capture_output=True, text=True,
+                           timeout=15)
+        assert p.returncode == 1 and p.stderr.count("\n") == 1, p
+        assert "a token is sent over https:// only" in p.stderr, p.stderr
+    for url in ("http://127.0.0.1:%d" % port, "http://localhost:%d" % port):
+        p = subprocess.run(net.a.argv(CLSCTL, "--host", url, "ls"), env=env, capture_output=True, text=True,
+                           timeout=15)
+        assert p.returncode == 0, p
