@@ -652,8 +652,10 @@ static int unix_listen(const char *path, Error *reterr) {
                 if (!S_ISSOCK(st.st_mode))
                         return error_set(reterr, EEXIST, "invalid_value",
                                          "--socket %s: exists and is not a socket", path);
-                _cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                if (probe >= 0 && connect(probe, (struct sockaddr *) &sa, sizeof(sa)) == 0)
+                /* non-blocking: a listener whose backlog is full answers EAGAIN at once, and is alive */
+                _cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (probe >= 0 &&
+                    (connect(probe, (struct sockaddr *) &sa, sizeof(sa)) == 0 || errno == EAGAIN))
                         return error_set(
                                 reterr, EADDRINUSE, "invalid_value",
                                 "--socket %s: another process answers there (a clsd on another state "

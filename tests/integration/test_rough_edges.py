@@ -5,6 +5,7 @@ without privileges, clsctl with the daemon down."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -26,6 +27,31 @@ def test_a_second_clsd_on_a_live_socket_is_refused_and_the_socket_goes_with_its_
     assert os.path.exists(first.socket)
     first.start()
     assert first.api.healthy()
+
+
+def test_a_live_socket_whose_backlog_is_full_is_refused_at_once(net, workdir):
+    """A listener that does not accept (its backlog full) is alive: the probe must not wait on it."""
+    path = os.path.join(workdir, "busy.sock")
+    with socket.socket(socket.AF_UNIX) as srv:
+        srv.bind(path)
+        srv.listen(0)
+        fill = []
+        try:
+            for _ in range(8):
+                c = socket.socket(socket.AF_UNIX)
+                c.setblocking(False)
+                fill.append(c)
+                c.connect(path)
+        except BlockingIOError:
+            pass
+        start = time.monotonic()
+        p = net.a.run(CLSD, "--state-dir", os.path.join(workdir, "busy-state"), "--socket", path,
+                      "--bpffs-dir", "/sys/fs/bpf/clsdt-busy-%d" % os.getpid(), check=False, timeout=10)
+        took = time.monotonic() - start
+        for c in fill:
+            c.close()
+    assert p.returncode == 1 and "another process answers there" in p.stderr, p
+    assert took < 5, took
 
 
 def test_apply_to_a_name_that_is_not_there_says_so_and_wait_waits(net, clsd, bpf, workdir):
