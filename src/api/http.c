@@ -778,11 +778,13 @@ static int tcp_listen(const char *flag, const char *addr, Error *reterr) {
         return TAKE_FD(fd);
 }
 
-static int token_load(Api *a, Error *reterr) {
+/* The token of --token-file, read and checked (NULL without one); the caller makes it the one in use. */
+static int token_load(Api *a, char **ret, Error *reterr) {
         _cleanup_free_ char *token = NULL;
         size_t size;
         int r;
 
+        *ret = NULL;
         if (!a->config.token_file)
                 return 0;
         struct stat st;
@@ -801,12 +803,12 @@ static int token_load(Api *a, Error *reterr) {
                 return error_set(reterr, EINVAL, "invalid_value",
                                  "--token-file %s: the token must be one line of at least 16 characters",
                                  a->config.token_file);
-        free(a->token);
-        a->token = TAKE_PTR(token);
+        *ret = TAKE_PTR(token);
         return 0;
 }
 
 int api_reload(Api *a, Error *reterr) {
+        _cleanup_free_ char *token = NULL;
         AccessPolicy *access = NULL;
         int r;
 
@@ -816,12 +818,17 @@ int api_reload(Api *a, Error *reterr) {
                 if (r < 0)
                         return r;
         }
-        r = token_load(a, reterr);
+        r = token_load(a, &token, reterr);
+        /* the TLS files last: tls_reload() changes nothing unless they load, and nothing fails after it */
         if (r >= 0 && a->tls)
                 r = tls_reload(a->tls, reterr);
         if (r < 0) {
                 access_policy_free(access);
                 return r;
+        }
+        if (a->config.token_file) {
+                free(a->token);
+                a->token = TAKE_PTR(token);
         }
         if (a->config.access_file) {
                 access_policy_free(a->access);

@@ -87,6 +87,25 @@ def test_https_with_mutual_tls(net, clsd_factory, bpf, workdir):
     assert https(net, port, new_pki, foreign).get("/ifaces").status == 200
 
 
+def test_a_failed_reload_keeps_every_credential_in_use(net, clsd_factory, workdir):
+    """A new token beside a broken TLS key: the reload fails as a whole, and the old token stays."""
+    pki, tls = tls_server(workdir)
+    port = free_port(net.a, ADDR_A)
+    old, new = os.urandom(16).hex(), os.urandom(16).hex()
+    tf = token_file(workdir, old)
+    c = clsd_factory(net.a, args=("--listen", "%s:%d" % (ADDR_A, port), *tls, "--token-file", tf))
+    api = https(net, port, pki)
+    assert api.get("/ifaces", headers={"Authorization": "Bearer " + old}).status == 200
+    with open(tf, "w") as f:
+        f.write(new + "\n")
+    with open(tls[3], "w") as f:
+        f.write("not a key\n")
+    sighup(c, "the failed reload")
+    assert "cannot reload" in c.log_this_run()
+    assert api.get("/ifaces", headers={"Authorization": "Bearer " + old}).status == 200
+    assert_error(api.get("/ifaces", headers={"Authorization": "Bearer " + new}), 401, "unauthorized")
+
+
 def test_tls_flags_that_cannot_work_are_refused_at_start(net, workdir):
     pki, tls = tls_server(workdir)
     port = "%s:%d" % (ADDR_A, free_port(net.a, ADDR_A))
