@@ -137,6 +137,49 @@ static void bus_audit(ApiDbus *b, sd_bus_message *m, unsigned status, const char
                           .who = who, .method = "CALL", .path = path, .status = status, .code = code });
 }
 
+/* The access file's role for a uid: its grants and those of its groups in the user database (primary and
+ * supplementary, as many as it has). */
+static Role bus_role(const Api *a, uid_t uid) {
+        _cleanup_free_ gid_t *gids = NULL;
+        struct passwd *pw = getpwuid(uid);
+        int n = 64;
+
+        if (!pw)
+                return access_role_of_unix(a->access, uid, NULL, 0);
+        for (;;) {
+                gid_t *v = realloc(gids, (size_t) n * sizeof(gid_t));
+                int want = n;
+                if (!v)
+                        return access_role_of_unix(a->access, uid, &pw->pw_gid, 1);
+                gids = v;
+                if (getgrouplist(pw->pw_name, pw->pw_gid, gids, &want) >= 0) {
+                        n = want;
+                        break;
+                }
+                if (want <= n) /* no size to grow to: the primary group at least */
+                        return access_role_of_unix(a->access, uid, &pw->pw_gid, 1);
+                n = want;
+        }
+        return access_role_of_unix(a->access, uid, gids, (size_t) n);
+}
+
+/* With an access file, the methods that return documents and map contents need the reader role (root
+ * always has it); the properties and signals are the bus policy's to grant. */
+static int require_reader(const Api *a, sd_bus_message *m, sd_bus_error *error) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        uid_t euid = (uid_t) -1;
+
+        if (!a->access)
+                return 0;
+        if (sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds) >= 0 &&
+            sd_bus_creds_get_euid(creds, &euid) >= 0 && (euid == 0 || bus_role(a, euid) >= ROLE_READER))
+                return 0;
+        log_warning("D-Bus: %s refused to %s (uid %d): needs the reader role (--access-file)",
+                    sd_bus_message_get_member(m), strna(sd_bus_message_get_sender(m)), (int) euid);
+        return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                 "%s needs the reader role (--access-file)", sd_bus_message_get_member(m));
+}
+
 /* Root, an operator of the access file, or CAP_NET_ADMIN in the caller's effective set, in clsd's user
  * namespace. The euid and pid are
  * the ones dbus-daemon vouches for (the euid as the bus's namespace sees it: a user namespace's root
@@ -155,18 +198,8 @@ static int require_privilege(const Api *a, sd_bus_message *m, sd_bus_error *erro
                         return 0;
                 /* An operator of the access file: the uid the bus vouches for, and its groups in the
                  * user database (as dbus-daemon's own group policies take them). */
-                if (a->access) {
-                        gid_t gids[64];
-                        int n = 0;
-                        struct passwd *pw = getpwuid(euid);
-                        if (pw) {
-                                n = ELEMENTSOF(gids);
-                                if (getgrouplist(pw->pw_name, pw->pw_gid, gids, &n) < 0)
-                                        n = 0;
-                        }
-                        if (access_role_of_unix(a->access, euid, gids, (size_t) n) == ROLE_OPERATOR)
-                                return 0;
-                }
+                if (a->access && bus_role(a, euid) == ROLE_OPERATOR)
+                        return 0;
                 if (sd_bus_creds_get_pid(creds, &pid) >= 0 && pid > 0 &&
                     proc_status(pid, &proc_euid, &caps) >= 0 && proc_euid == euid &&
                     (caps & (UINT64_C(1) << CAP_NET_ADMIN)) && same_user_namespace(pid))
@@ -247,6 +280,9 @@ static int method_get_interface(sd_bus_message *m, void *userdata, sd_bus_error 
         Iface *it;
         int r;
 
+        r = require_reader(b->api, m, error);
+        if (r < 0)
+                return r;
         r = read_iface(m, d, &it, error);
         if (r < 0)
                 return r;
@@ -269,6 +305,9 @@ static int method_get_maps(sd_bus_message *m, void *userdata, sd_bus_error *erro
         Iface *it;
         int r;
 
+        r = require_reader(b->api, m, error);
+        if (r < 0)
+                return r;
         r = read_iface(m, d, &it, error);
         if (r < 0)
                 return r;

@@ -47,7 +47,7 @@ typedef struct Peer {
         char key[INET6_ADDRSTRLEN + 16]; /* "ip ADDR" or "uid N" */
         pid_t pid; /* on the unix socket: the peer's, when it connected */
         uid_t uid; /* on the unix socket: its credentials (SO_PEERCRED, SO_PEERGROUPS) */
-        gid_t gids[64];
+        gid_t *gids; /* primary, then supplementary (as many as it has) */
         size_t n_gids;
         /* Over TLS: its client certificate, verified once per connection and access generation: 0
          * verified (subject, sans), -ENOENT none sent, -EPERM not trusted (why). */
@@ -187,11 +187,36 @@ static void request_completed(void *cls, struct MHD_Connection *c, void **con_cl
 
 /* ---- peers: connections per peer, header deadlines ---- */
 
+/* The unix peer's primary group and its supplementary groups, which group grants count: SO_PEERGROUPS
+ * says how much room they need (ERANGE) when 64 are not enough. */
+static void peer_groups(Peer *p, gid_t primary) {
+        socklen_t glen = 64 * sizeof(gid_t);
+
+        for (int tries = 0; tries < 3; tries++) {
+                gid_t *v = realloc(p->gids, sizeof(gid_t) + glen);
+                if (!v)
+                        break;
+                p->gids = v;
+                if (getsockopt(p->fd, SOL_SOCKET, SO_PEERGROUPS, p->gids + 1, &glen) == 0) {
+                        p->gids[0] = primary;
+                        p->n_gids = 1 + glen / sizeof(gid_t);
+                        return;
+                }
+                if (errno != ERANGE)
+                        break;
+        }
+        /* the primary group at least */
+        if (p->gids || (p->gids = malloc(sizeof(gid_t)))) {
+                p->gids[0] = primary;
+                p->n_gids = 1;
+        }
+}
+
 static void peer_key(Peer *p, bool tcp) {
         struct sockaddr_storage sa;
         socklen_t len = sizeof(sa);
         struct ucred cred;
-        socklen_t clen = sizeof(cred), glen = sizeof(p->gids) - sizeof(gid_t);
+        socklen_t clen = sizeof(cred);
         char addr[INET6_ADDRSTRLEN] = "?";
         char *key = p->key;
         size_t size = sizeof(p->key);
@@ -202,11 +227,7 @@ static void peer_key(Peer *p, bool tcp) {
                         snprintf(key, size, "uid %u", (unsigned) cred.uid);
                         p->pid = cred.pid;
                         p->uid = cred.uid;
-                        p->gids[0] = cred.gid;
-                        p->n_gids = 1;
-                        /* its supplementary groups too, which group grants count */
-                        if (getsockopt(p->fd, SOL_SOCKET, SO_PEERGROUPS, p->gids + 1, &glen) == 0)
-                                p->n_gids += glen / sizeof(gid_t);
+                        peer_groups(p, cred.gid);
                 } else
                         snprintf(key, size, "uid ?");
                 return;
@@ -309,6 +330,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                 if (p->next)
                         p->next->prev = p->prev;
                 peer_forget_certificate(p);
+                free(p->gids);
                 free(p);
                 *socket_context = NULL;
                 deadline_arm(l);

@@ -220,7 +220,7 @@ def test_an_unprivileged_caller_reads_but_cannot_reconcile(net, bus, dclsd, bpf)
     assert dclsd.log_this_run().count("D-Bus: Reconcile asked by") == asked
 
 
-def test_an_operator_of_the_access_file_may_reconcile_over_the_bus(net, bus, clsd_factory, workdir):
+def test_the_access_file_gives_the_bus_its_roles(net, bus, clsd_factory, workdir):
     """The bus vouches for the caller's uid (its groups are the user database's, as dbus-daemon's own
     policies take them); the access file's grants apply to it too."""
     access = os.path.join(workdir, "access.json")
@@ -238,6 +238,14 @@ def test_an_operator_of_the_access_file_may_reconcile_over_the_bus(net, bus, cls
     r = bus.call("Reconcile", prefix=operator, check=False)
     assert r.returncode == 0, r.stderr
     assert "D-Bus: Reconcile asked by" in c.log_this_run()
+    # documents and map contents need the reader role: nobody (65534) has it, uid 2 has no role at all
+    c.api.put_classifier(net.if_a, {})
+    for who, ok in ((NOBODY, True), (operator, True), (NOBODY[:1] + ["--reuid=2", "--regid=2"] + NOBODY[3:], False)):
+        for method in ("GetInterface", "GetMaps"):
+            r = bus.call(method, "ss", "", net.if_a, prefix=who, check=False)
+            assert (r.returncode == 0) == ok, (who, method, r.stderr)
+            assert ok or "Access denied" in r.stderr, r.stderr
+    assert "D-Bus: GetMaps refused to" in c.log_this_run() and "needs the reader role" in c.log_this_run()
 
 
 def test_without_a_bus_clsd_runs_and_says_so(net, clsd):

@@ -187,6 +187,8 @@ def test_roles_from_the_access_file(net, clsd_factory, bpf, workdir):
     status, body = as_user(4201, "DELETE", "/objects/" + digest)
     assert status == 403 and "uid 4201" in body and "needs the operator role" in body, body
     assert as_user(4299, "GET", "/ifaces")[0] == 403
+    # a member of more groups than 64 (SO_PEERGROUPS says how many when they do not fit)
+    assert as_user(4299, "GET", "/ifaces", groups=tuple(range(5000, 5100)) + (4300,))[0] == 200
     assert as_user(4299, "DELETE", "/objects/" + digest, groups=(4300,))[0] == 204
     # the access file changed (SIGHUP): the operator certificate's grant removed, at once
     write_access(access, [g for g in grants if "san" not in g])
