@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,7 +94,38 @@ static int hosts_read(const char *file, Host **ret, size_t *ret_n) {
         return 0;
 }
 
-static int host_start(const Ctl *c, Host *h, int (*run)(const Ctl *c, char **args), char **args) {
+/* "-" among the arguments reads stdin: read once here into a memory file that every host's child opens
+ * anew (its own offset), or the first child would take it all. -1 when no argument is "-". */
+static int stdin_copy(char **args) {
+        _cleanup_free_ char *data = NULL;
+        bool wanted = false;
+        size_t size;
+        int fd, r;
+
+        for (char **a = args; a && *a; a++)
+                wanted = wanted || streq(*a, "-");
+        if (!wanted)
+                return -1;
+        r = ctl_read_input("-", &data, &size);
+        if (r < 0)
+                return r;
+        fd = memfd_create("clsctl-stdin", MFD_CLOEXEC);
+        if (fd < 0)
+                return ctl_error(-errno, "cannot keep stdin for every host: %s", strerror(errno));
+        for (size_t o = 0; o < size;) {
+                ssize_t w = write(fd, data + o, size - o);
+                if (w <= 0) {
+                        close(fd);
+                        return ctl_error(-EIO, "cannot keep stdin for every host: %s",
+                                         strerror(errno ?: EIO));
+                }
+                o += (size_t) w;
+        }
+        return fd;
+}
+
+static int host_start(const Ctl *c, Host *h, int (*run)(const Ctl *c, char **args), char **args,
+                      int stdin_fd) {
         int out[2], err[2];
 
         if (pipe2(out, O_CLOEXEC) < 0)
@@ -116,6 +148,14 @@ static int host_start(const Ctl *c, Host *h, int (*run)(const Ctl *c, char **arg
                 one.hosts_file = NULL;
                 if (dup2(out[1], STDOUT_FILENO) < 0 || dup2(err[1], STDERR_FILENO) < 0)
                         _exit(1);
+                if (stdin_fd >= 0) {
+                        char path[64];
+                        int fd;
+                        snprintf(path, sizeof(path), "/proc/self/fd/%d", stdin_fd);
+                        fd = open(path, O_RDONLY | O_CLOEXEC);
+                        if (fd < 0 || dup2(fd, STDIN_FILENO) < 0)
+                                _exit(2);
+                }
                 int r = run(&one, args);
                 /* 0 ok, 1 ok and something would change (a diff), 2 failed */
                 _exit(fflush(stdout) != 0 || r < 0 ? 2 : r > 0 ? 1 : 0);
@@ -174,19 +214,25 @@ int ctl_run_on_hosts(const Ctl *c, const char *verb, int (*run)(const Ctl *c, ch
         _cleanup_(table_freep) Table *t = NULL;
         Host *v = NULL;
         size_t n = 0, failed = 0, differ = 0;
-        int r;
+        int r, stdin_fd;
 
         r = hosts_read(c->hosts_file, &v, &n);
         if (r < 0)
                 return r;
+        stdin_fd = stdin_copy(args);
+        if (stdin_fd < -1) {
+                hosts_free(v, n);
+                return stdin_fd;
+        }
         for (size_t i = 0; i < n; i++) {
-                r = host_start(c, &v[i], run, args);
+                r = host_start(c, &v[i], run, args, stdin_fd);
                 if (r < 0) {
                         v[i].status = -1;
                         if (asprintf(&v[i].out[1], "clsctl: cannot start: %s\n", strerror(-r)) < 0)
                                 v[i].out[1] = NULL;
                 }
         }
+        safe_close(stdin_fd);
         collect(v, n);
         for (size_t i = 0; i < n; i++)
                 if (v[i].pid > 0 && waitpid(v[i].pid, &v[i].status, 0) < 0)

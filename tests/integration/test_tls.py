@@ -302,6 +302,11 @@ def test_clsctl_hosts_runs_a_command_on_every_host(net, clsd_factory, bpf, workd
         json.dump({"ingress": [filt("web", bpf.count, priority=12)]}, f)
     p = clsctl(net.a, *tls_args, "diff", net.if_a, doc)
     assert p.returncode == 1 and p.stdout.count("ok, would change") == 2 and not p.stderr, p
+    # the document from stdin ("-"): every host gets all of it, not only the first to read
+    with open(doc) as f:
+        p = clsctl(net.a, *tls_args, "apply", net.if_a, "-", input=f.read())
+    assert p.returncode == 0 and "2 of 2 host(s) ok" in p.stdout, p
+    assert [c.api.get_classifier(net.if_a).json["document"]["ingress"][0]["priority"] for c in (a, b)] == [12, 12]
     # a hosts file that is not one; fleet commands are etcd's, not the hosts'
     with open(hosts, "w") as f:
         f.write("alpha ftp://x\n")
