@@ -105,7 +105,7 @@ int path_under_dirs(const char *const *dirs, const char *path) {
         return real_under_dirs(dirs, path, NULL);
 }
 
-static int read_regular_fd(int fd, size_t max, char **ret_data, size_t *ret_size) {
+int read_regular_fd(int fd, size_t max, char **ret_data, size_t *ret_size) {
         struct stat st;
 
         if (fstat(fd, &st) < 0)

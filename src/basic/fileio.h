@@ -10,6 +10,8 @@ int read_full_fd(int fd, size_t max, char **ret_data, size_t *ret_size);
 /* Like read_full_file(), for a path from outside: never blocks on a FIFO or a device; -EBADFD when
  * the path is not a regular file. */
 int read_regular_file(const char *path, size_t max, char **ret_data, size_t *ret_size);
+/* The same of an open fd: a regular file, at most max bytes. */
+int read_regular_fd(int fd, size_t max, char **ret_data, size_t *ret_size);
 /* Whether path is under one of dirs (NULL-terminated, real paths), by its real path: 0; -ENOENT for a
  * file missing from such a directory; -EACCES otherwise. */
 int path_under_dirs(const char *const *dirs, const char *path);

@@ -79,9 +79,9 @@ static void help(void) {
                "       DBUS_SYSTEM_BUS_ADDRESS names, if set), and runs on without one.\n"
                "\n"
                "OPTIONS\n"
-               "       --config FILE          Options, one per line (\"option = value\"), before the\n"
-               "                              command line's (default " CONFIG_FILE_DEFAULT " if it\n"
-               "                              exists; '' for none)\n"
+               "       --config FILE          Options, one per line (\"option = value\", full names),\n"
+               "                              before the command line's (default " CONFIG_FILE_DEFAULT "\n"
+               "                              if it exists; '' for none); root's, not world-writable\n"
                "       --state-dir DIR        Documents and objects (default %s)\n"
                "       --hogs-dir DIR         Hog files (default %s; a missing directory holds none)\n"
                "       --object-dir DIR       Where objects named by path in API requests may be (by\n"
@@ -329,50 +329,52 @@ static int object_dirs_resolve(void) {
         return 0;
 }
 
+/* The long options, for getopt and for the configuration file, which takes their full names only. */
+static const struct option options[] = {
+        { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+        { "hogs-dir", required_argument, NULL, ARG_HOGS_DIR },
+        { "bpffs-dir", required_argument, NULL, ARG_BPFFS_DIR },
+        { "check", optional_argument, NULL, ARG_CHECK },
+        { "flush", no_argument, NULL, ARG_FLUSH },
+        { "socket", required_argument, NULL, ARG_SOCKET },
+        { "listen", required_argument, NULL, ARG_LISTEN },
+        { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
+        { "tls-cert", required_argument, NULL, ARG_TLS_CERT },
+        { "tls-key", required_argument, NULL, ARG_TLS_KEY },
+        { "client-ca", required_argument, NULL, ARG_CLIENT_CA },
+        { "access-file", required_argument, NULL, ARG_ACCESS_FILE },
+        { "metrics-listen", required_argument, NULL, ARG_METRICS_LISTEN },
+        { "bpf-stats", no_argument, NULL, ARG_BPF_STATS },
+        { "max-object-size", required_argument, NULL, ARG_MAX_OBJECT },
+        { "max-json-size", required_argument, NULL, ARG_MAX_JSON },
+        { "max-connections", required_argument, NULL, ARG_MAX_CONN },
+        { "request-timeout", required_argument, NULL, ARG_TIMEOUT },
+        { "header-timeout", required_argument, NULL, ARG_HEADER_TIMEOUT },
+        { "max-connections-per-peer", required_argument, NULL, ARG_PER_PEER },
+        { "max-objects", required_argument, NULL, ARG_MAX_OBJECTS },
+        { "max-objects-size", required_argument, NULL, ARG_MAX_OBJECTS_SIZE },
+        { "max-documents", required_argument, NULL, ARG_MAX_DOCUMENTS },
+        { "max-policies", required_argument, NULL, ARG_MAX_POLICIES },
+        { "resync-interval", required_argument, NULL, ARG_RESYNC },
+        { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
+        { "fleet", required_argument, NULL, ARG_FLEET },
+        { "fleet-prefix", required_argument, NULL, ARG_FLEET_PREFIX },
+        { "node", required_argument, NULL, ARG_NODE },
+        { "node-labels", required_argument, NULL, ARG_NODE_LABELS },
+        { "fleet-ca", required_argument, NULL, ARG_FLEET_CA },
+        { "fleet-cert", required_argument, NULL, ARG_FLEET_CERT },
+        { "fleet-key", required_argument, NULL, ARG_FLEET_KEY },
+        { "fleet-lease-ttl", required_argument, NULL, ARG_FLEET_TTL },
+        { "object-dir", required_argument, NULL, ARG_OBJECT_DIR },
+        { "trusted-keys", required_argument, NULL, ARG_TRUSTED_KEYS },
+        { "config", required_argument, NULL, ARG_CONFIG },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, ARG_VERSION },
+        {},
+};
+
 static int parse_argv(int argc, char *argv[], DaemonConfig *dc, ApiConfig *ac, FleetConfig *fc, bool *check,
                       bool *flush) {
-        static const struct option options[] = {
-                { "state-dir", required_argument, NULL, ARG_STATE_DIR },
-                { "hogs-dir", required_argument, NULL, ARG_HOGS_DIR },
-                { "bpffs-dir", required_argument, NULL, ARG_BPFFS_DIR },
-                { "check", optional_argument, NULL, ARG_CHECK },
-                { "flush", no_argument, NULL, ARG_FLUSH },
-                { "socket", required_argument, NULL, ARG_SOCKET },
-                { "listen", required_argument, NULL, ARG_LISTEN },
-                { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
-                { "tls-cert", required_argument, NULL, ARG_TLS_CERT },
-                { "tls-key", required_argument, NULL, ARG_TLS_KEY },
-                { "client-ca", required_argument, NULL, ARG_CLIENT_CA },
-                { "access-file", required_argument, NULL, ARG_ACCESS_FILE },
-                { "metrics-listen", required_argument, NULL, ARG_METRICS_LISTEN },
-                { "bpf-stats", no_argument, NULL, ARG_BPF_STATS },
-                { "max-object-size", required_argument, NULL, ARG_MAX_OBJECT },
-                { "max-json-size", required_argument, NULL, ARG_MAX_JSON },
-                { "max-connections", required_argument, NULL, ARG_MAX_CONN },
-                { "request-timeout", required_argument, NULL, ARG_TIMEOUT },
-                { "header-timeout", required_argument, NULL, ARG_HEADER_TIMEOUT },
-                { "max-connections-per-peer", required_argument, NULL, ARG_PER_PEER },
-                { "max-objects", required_argument, NULL, ARG_MAX_OBJECTS },
-                { "max-objects-size", required_argument, NULL, ARG_MAX_OBJECTS_SIZE },
-                { "max-documents", required_argument, NULL, ARG_MAX_DOCUMENTS },
-                { "max-policies", required_argument, NULL, ARG_MAX_POLICIES },
-                { "resync-interval", required_argument, NULL, ARG_RESYNC },
-                { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
-                { "fleet", required_argument, NULL, ARG_FLEET },
-                { "fleet-prefix", required_argument, NULL, ARG_FLEET_PREFIX },
-                { "node", required_argument, NULL, ARG_NODE },
-                { "node-labels", required_argument, NULL, ARG_NODE_LABELS },
-                { "fleet-ca", required_argument, NULL, ARG_FLEET_CA },
-                { "fleet-cert", required_argument, NULL, ARG_FLEET_CERT },
-                { "fleet-key", required_argument, NULL, ARG_FLEET_KEY },
-                { "fleet-lease-ttl", required_argument, NULL, ARG_FLEET_TTL },
-                { "object-dir", required_argument, NULL, ARG_OBJECT_DIR },
-                { "trusted-keys", required_argument, NULL, ARG_TRUSTED_KEYS },
-                { "config", required_argument, NULL, ARG_CONFIG },
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, ARG_VERSION },
-                {},
-        };
         bool object_dirs_given = false;
         size_t v;
         int c, r;
@@ -653,6 +655,37 @@ static void config_free(void) {
         n_config_strings = 0;
 }
 
+static bool option_known(const char *name) {
+        for (const struct option *o = options; o->name; o++)
+                if (streq(o->name, name) && !streq(name, "help") && !streq(name, "version"))
+                        return true;
+        return false;
+}
+
+/* The configuration file, which says how clsd listens and whom it trusts: a regular file that no one but
+ * root (or clsd's own user) may change. */
+static int config_read(const char *path, char **ret, size_t *ret_size) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        struct stat st;
+        int r;
+
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                fprintf(stderr, "clsd: --config %s: %s\n", path, strerror(errno));
+                return -errno;
+        }
+        if (st.st_mode & S_IWOTH || (st.st_uid != 0 && st.st_uid != geteuid())) {
+                fprintf(stderr,
+                        "clsd: --config %s: %s (owner uid %u, mode %04o); it sets whom clsd trusts\n", path,
+                        st.st_mode & S_IWOTH ? "every user may write it" : "owned by another user",
+                        (unsigned) st.st_uid, (unsigned) st.st_mode & 07777);
+                return -EPERM;
+        }
+        r = read_regular_fd(fd, 1024 * 1024, ret, ret_size);
+        if (r < 0)
+                fprintf(stderr, "clsd: --config %s: %s\n", path, strerror(-r));
+        return r;
+}
+
 /* The configuration file (--config FILE, else /etc/clsd/clsd.conf when it exists): one long option per
  * line, "name = value" or "name" alone, '#' comments, as if given before the command line's own
  * flags (which win). */
@@ -664,11 +697,15 @@ static int config_argv(int argc, char *argv[], int *ret_argc, char ***ret_argv) 
         size_t size, line = 0;
         int r;
 
-        for (int i = 1; i < argc; i++) {
-                if (streq(argv[i], "--config") && i + 1 < argc)
-                        path = argv[i + 1], given = true;
-                else if (startswith(argv[i], "--config="))
-                        path = argv[i] + strlen("--config="), given = true;
+        for (int i = 1; i < argc && !streq(argv[i], "--"); i++) {
+                /* getopt takes any unique abbreviation: "--con" is the shortest (--check, --client-ca) */
+                size_t n = strcspn(argv[i], "=");
+                if (n < strlen("--con") || strncmp(argv[i], "--config", n) != 0 || n > strlen("--config"))
+                        continue;
+                if (argv[i][n] == '=')
+                        path = argv[i] + n + 1, given = true;
+                else if (i + 1 < argc)
+                        path = argv[++i], given = true;
         }
         if (!path && access(CONFIG_FILE_DEFAULT, F_OK) == 0)
                 path = CONFIG_FILE_DEFAULT;
@@ -676,20 +713,23 @@ static int config_argv(int argc, char *argv[], int *ret_argc, char ***ret_argv) 
         *ret_argv = argv;
         if (!path || (given && !*path))
                 return 0;
-        r = read_regular_file(path, 1024 * 1024, &text, &size);
-        if (r < 0) {
-                fprintf(stderr, "clsd: --config %s: %s\n", path, strerror(-r));
+        r = config_read(path, &text, &size);
+        if (r < 0)
                 return r;
-        }
         atexit(config_free);
         config_strings = calloc(size / 2 + 1, sizeof(char *));
         if (!config_strings)
                 return -ENOMEM;
         for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-                char *hash = strchr(l, '#'), *eq, *name, *value = NULL;
+                char *eq, *name, *value = NULL;
                 line++;
-                if (hash)
-                        *hash = 0;
+                /* '#' starts a comment at the start of a line or after a blank; inside a value it is
+                 * the value's ("token-file = /etc/clsd/t#1") */
+                for (char *h = l; (h = strchr(h, '#')); h++)
+                        if (h == l || h[-1] == ' ' || h[-1] == '\t') {
+                                *h = 0;
+                                break;
+                        }
                 name = l + strspn(l, " \t");
                 if (!*name)
                         continue;
@@ -708,6 +748,13 @@ static int config_argv(int argc, char *argv[], int *ret_argc, char ***ret_argv) 
                                 "without "
                                 "its dashes)\n",
                                 path, line);
+                        return -EINVAL;
+                }
+                if (!option_known(name)) {
+                        fprintf(stderr,
+                                "clsd: %s:%zu: unknown option \"%s\" (full names only, as --help lists "
+                                "them without their dashes)\n",
+                                path, line, name);
                         return -EINVAL;
                 }
                 if (asprintf(&config_strings[n_config_strings], value ? "--%s=%s" : "--%s", name, value) < 0)

@@ -145,6 +145,29 @@ def test_a_configuration_file_gives_options_and_the_command_line_wins(net, bpf, 
         f.write("Not An Option\n")
     p = run([CLSD, "--config", conf, "--check"], check=False)
     assert p.returncode == 2 and "%s:5: expected" % conf in p.stderr, p
+    # an abbreviation of --config is --config (getopt takes it): the file is read, not the default
+    p = run([CLSD, "--conf", conf, "--check"], check=False)
+    assert p.returncode == 2 and "%s:5: expected" % conf in p.stderr, p
+    p = run([CLSD, "--con=" + conf, "--check"], check=False)
+    assert p.returncode == 2 and "%s:5: expected" % conf in p.stderr, p
+    # only full option names; '#' inside a value is the value's, after a blank a comment
+    odd = os.path.join(workdir, "odd#hogs.d")
+    write_hog(odd, "a.json", net.if_a, ingress=[filt("h", bpf.count, priority=30)])
+    for text, code, words in (("hogs = %s\n" % hogs, 2, 'unknown option "hogs"'),
+                              ("help\n", 2, 'unknown option "help"'),
+                              ("hogs-dir = %s # the odd one\n" % odd, 0, "%s: 1 hog(s), all valid" % odd)):
+        with open(conf, "w") as f:
+            f.write(text)
+        p = run([CLSD, "--config", conf, "--check"], check=False)
+        assert p.returncode == code and words in p.stdout + p.stderr, (text, p)
+    # a file others may change, or another user's, is refused: it says whom clsd trusts
+    os.chmod(conf, 0o666)
+    p = run([CLSD, "--config", conf, "--check"], check=False)
+    assert p.returncode == 2 and "every user may write it" in p.stderr, p
+    os.chmod(conf, 0o644)
+    os.chown(conf, 65534, 65534)
+    p = run([CLSD, "--config", conf, "--check"], check=False)
+    assert p.returncode == 2 and "owned by another user" in p.stderr, p
 
 
 def test_a_digest_prefix_in_a_document_is_made_whole_by_clsctl(net, clsd, bpf, workdir):
