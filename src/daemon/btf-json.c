@@ -394,6 +394,29 @@ static bool has_member(const struct btf *btf, const struct btf_type *t, const ch
         return false;
 }
 
+/* The union's members obj gives (an anonymous struct member counts once, whichever of its fields): the
+ * first two found. */
+static void union_members_given(const struct btf *btf, const struct btf_type *t, const json_t *obj,
+                                int depth, const char **first, const char **second) {
+        const struct btf_member *m = btf_members(t);
+
+        for (uint16_t i = 0; i < btf_vlen(t) && !*second; i++, m++) {
+                const char *n = btf__name_by_offset(btf, m->name_off), *hit = NULL, *key;
+                uint32_t mid = m->type;
+                const struct btf_type *mt = btf_skip_mods(btf, &mid);
+                json_t *x;
+
+                if (n && n[0])
+                        hit = json_object_get(obj, n) ? n : NULL;
+                else if (mt && btf_is_composite(mt))
+                        json_object_foreach ((json_t *) obj, key, x)
+                                if (!hit && has_member(btf, mt, key, depth + 1))
+                                        hit = key;
+                if (hit)
+                        *(*first ? second : first) = hit;
+        }
+}
+
 static int encode_members(const struct btf *btf, const struct btf_type *t, const json_t *obj, uint8_t *data,
                           uint32_t bit_off, const char *path, int depth, Error *reterr) {
         const struct btf_member *m = btf_members(t);
@@ -479,6 +502,13 @@ static int encode(const struct btf *btf, uint32_t id, const json_t *v, uint8_t *
                         if (!found)
                                 return error_set(reterr, EINVAL, "invalid_value",
                                                  "%s: %s is not a name of the enum", path, s);
+                        /* a bitfield narrower than the enum holds only some of its values */
+                        if (bits < 64 && (btf_kflag(t) ? ((int64_t) x < -(INT64_C(1) << (bits - 1)) ||
+                                                          (int64_t) x >= (INT64_C(1) << (bits - 1)))
+                                                       : x >= (UINT64_C(1) << bits)))
+                                return error_set(reterr, EINVAL, "invalid_value",
+                                                 "%s: %s (%" PRId64 ") does not fit the field's %u bits",
+                                                 path, s, (int64_t) x, bits);
                 } else if ((r = int_value(v, bits, btf_kflag(t), &x, path, reterr)) < 0)
                         return r;
                 store_bits(data, bit_off, bits, x);
@@ -508,9 +538,12 @@ static int encode(const struct btf *btf, uint32_t id, const json_t *v, uint8_t *
                                          "%s: an array of unsized elements", path);
                 if (s && btf_is_char(btf, a->type)) {
                         size_t len = strlen(s);
-                        if (len > a->nelems)
+                        /* a string keeps its NUL; all the bytes are written as a list */
+                        if (len >= a->nelems)
                                 return error_set(reterr, EINVAL, "invalid_value",
-                                                 "%s: at most %u characters", path, a->nelems);
+                                                 "%s: at most %u characters (and the NUL that ends them; a "
+                                                 "list of %u gives every byte)",
+                                                 path, a->nelems - 1, a->nelems);
                         memset(data + bit_off / 8, 0, a->nelems);
                         memcpy(data + bit_off / 8, s, len);
                         return 0;
@@ -541,6 +574,15 @@ static int encode(const struct btf *btf, uint32_t id, const json_t *v, uint8_t *
                         if (!has_member(btf, t, key, depth))
                                 return error_set(reterr, EINVAL, "unknown_field", "%s: no field %s", path,
                                                  key);
+                if (btf_is_union(t)) {
+                        /* its members share the bytes: two given would overwrite each other */
+                        const char *first = NULL, *second = NULL;
+                        union_members_given(btf, t, v, depth, &first, &second);
+                        if (second)
+                                return error_set(reterr, EINVAL, "invalid_value",
+                                                 "%s: a union holds one of its members; %s and %s given",
+                                                 path, first, second);
+                }
                 return encode_members(btf, t, v, data, bit_off, path, depth, reterr);
         }
         default:

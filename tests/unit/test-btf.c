@@ -192,11 +192,66 @@ static void test_type_names(void **state) {
         btf__free(t.btf);
 }
 
+/* Writes that would not read back as written are refused: a string with no room for its NUL, an enum
+ * value wider than its bitfield, two members of a union. */
+static void encode_fails(const struct btf *btf, int id, size_t size, const char *json, const char *words) {
+        json_t *v = json_loads(json, JSON_DECODE_ANY, NULL);
+        uint8_t buf[64];
+        Error e = ERROR_NULL;
+
+        assert_non_null(v);
+        assert_true(btf_json_encode(btf, (uint32_t) id, v, buf, size, "value", &e) < 0);
+        if (!strstr(e.message, words))
+                fail_msg("%s: \"%s\" does not say \"%s\"", json, e.message, words);
+        error_done(&e);
+        json_decref(v);
+}
+
+static void encode_ok(const struct btf *btf, int id, size_t size, const char *json) {
+        json_t *v = json_loads(json, JSON_DECODE_ANY, NULL);
+        uint8_t buf[64];
+        Error e = ERROR_NULL;
+
+        assert_non_null(v);
+        if (btf_json_encode(btf, (uint32_t) id, v, buf, size, "value", &e) < 0)
+                fail_msg("%s: %s", json, e.message);
+        json_decref(v);
+}
+
+static void test_encode_refusals(void **state) {
+        int holder, u, anon;
+        Types t;
+
+        (void) state;
+        types_build(&t);
+        encode_ok(t.btf, t.name_arr, 6, "\"abcde\"");
+        encode_fails(t.btf, t.name_arr, 6, "\"abcdef\"", "at most 5 characters (and the NUL");
+        encode_ok(t.btf, t.name_arr, 6, "[97, 98, 99, 100, 101, 102]");
+        /* enum fam in 2 bits: FAMILY_IPV4 (4) does not fit */
+        holder = btf__add_struct(t.btf, "narrow", 4);
+        assert_int_equal(btf__add_field(t.btf, "f", t.fam, 0, 2), 0);
+        encode_fails(t.btf, holder, 4, "{\"f\": \"FAMILY_IPV4\"}",
+                     "FAMILY_IPV4 (4) does not fit the field's 2 bits");
+        encode_fails(t.btf, holder, 4, "{\"f\": 4}", "expected an integer from 0 to 3");
+        /* union { __u32 a; __u32 b; struct { __u16 c; __u16 d; }; } */
+        anon = btf__add_struct(t.btf, NULL, 4);
+        assert_int_equal(btf__add_field(t.btf, "c", t.u16, 0, 0), 0);
+        assert_int_equal(btf__add_field(t.btf, "d", t.u16, 16, 0), 0);
+        u = btf__add_union(t.btf, "u", 4);
+        assert_int_equal(btf__add_field(t.btf, "a", t.u32, 0, 0), 0);
+        assert_int_equal(btf__add_field(t.btf, "b", t.u32, 0, 0), 0);
+        assert_int_equal(btf__add_field(t.btf, NULL, anon, 0, 0), 0);
+        encode_ok(t.btf, u, 4, "{\"a\": 1}");
+        encode_ok(t.btf, u, 4, "{\"c\": 1, \"d\": 2}"); /* one member: the anonymous struct */
+        encode_fails(t.btf, u, 4, "{\"a\": 1, \"b\": 2}", "a union holds one of its members; a and b given");
+        encode_fails(t.btf, u, 4, "{\"b\": 1, \"c\": 2}", "a union holds one of its members; b and c given");
+        btf__free(t.btf);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_struct_decode),
-                cmocka_unit_test(test_percpu_sum),
-                cmocka_unit_test(test_fields),
+                cmocka_unit_test(test_encode_refusals), cmocka_unit_test(test_struct_decode),
+                cmocka_unit_test(test_percpu_sum),      cmocka_unit_test(test_fields),
                 cmocka_unit_test(test_type_names),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
