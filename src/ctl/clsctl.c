@@ -184,6 +184,8 @@ int ctl_call(const Ctl *c, const HttpRequest *req, const char *context, json_t *
         int r;
 
         r = http_perform(&t, req, &resp, &why);
+        if (c->quiet && (r < 0 || resp->status < 200 || resp->status >= 300))
+                return r < 0 ? r : -EIO;
         if (r == -ENOMEM)
                 return ctl_oom();
         if (r < 0)

@@ -27,6 +27,7 @@ typedef struct Ctl {
         const char *hosts_file;
         bool json;
         bool verbose;
+        bool quiet; /* ctl_call() says nothing of a failure (a lookup that only adds to a message) */
         const char *if_match; /* apply: the generation the document must be at, decimal */
         double wait_sec; /* apply --wait: how long to wait for the document to leave "pending"; 0: no wait */
         const char *netns; /* a named network namespace: its interfaces instead of clsd's own */

@@ -207,8 +207,11 @@ static void warn_pending(const Ctl *c, const char *ifname) {
         size_t used = 0, i;
         const json_t *v;
 
+        Ctl quiet = *c;
+
+        quiet.quiet = true; /* the list only adds names to the warning: its failure is not one more line */
         if (ifaces_path(c, &path) >= 0 &&
-            ctl_call(c, &(HttpRequest){ .method = "GET", .path = path }, NULL, &answer) >= 0)
+            ctl_call(&quiet, &(HttpRequest){ .method = "GET", .path = path }, NULL, &answer) >= 0)
                 json_array_foreach (json_object_get(answer, "ifaces"), i, v) {
                         const char *name = json_string_value(json_object_get(v, "ifname"));
                         int k;

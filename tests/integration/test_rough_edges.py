@@ -76,6 +76,11 @@ def test_apply_to_a_name_that_is_not_there_says_so_and_wait_waits(net, clsd, bpf
     finally:
         t.join()
     assert clsd.ctl("--wait", "get", net.if_a, check=2).stderr.strip().endswith("Try 'clsctl --help'.")
+    # in a namespace that is not there yet: the warning, one line (the list of names it could not read
+    # adds nothing to it, and no error line of its own)
+    p = clsd.ctl("--netns", "clsdt-not-yet", "apply", net.if_a, spec, check=0)
+    assert p.stderr.count("\n") == 1 and "warning: %s does not exist in that namespace" % net.if_a in p.stderr, p
+    clsd.ctl("--netns", "clsdt-not-yet", "delete", net.if_a, check=0)
 
 
 def test_an_identical_re_apply_keeps_the_generation(net, api, bpf):
