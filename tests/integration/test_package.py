@@ -6,6 +6,7 @@ upgrade to a rebuilt package restarts clsd, and the programs stay attached and k
 host's files are untouched."""
 
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -119,3 +120,21 @@ def test_install_start_and_upgrade_keep_every_packet(net, workdir, bpf, package)
         assert g["state"] == "configured" and status_of(g, "count")["id"] == first.id, g
     finally:
         h.shutdown()
+
+
+# What the package has beyond `meson install -Dprefix=/usr`: Debian's own files (docs, lintian's
+# overrides), man pages compressed, and the drop-in that gives the socket to the clsd group (the group
+# sysusers makes on a Debian install; a plain meson install leaves the socket root's).
+DEBIAN_ONLY = {"/lib/systemd/system/clsd.socket.d/clsd-socket-group.conf", "/usr/share/doc/clsd/changelog.gz",
+               "/usr/share/doc/clsd/copyright", "/usr/share/lintian/overrides/clsd"}
+
+
+def test_meson_install_with_prefix_usr_lays_out_the_packages_tree(package, workdir):
+    build = os.path.join(workdir, "build-usr")
+    run(["meson", "setup", build, SOURCE_DIR, "-Dprefix=/usr"], timeout=120)
+    installed = run(["meson", "introspect", build, "--installed"]).stdout
+    meson = {p if not p.startswith("/usr/share/man/") else p + ".gz" for p in json.loads(installed).values()}
+    listing = run(["dpkg-deb", "-c", package]).stdout.splitlines()
+    deb = {line.split()[5][1:] for line in listing if not line.split()[5].endswith("/")}
+    assert deb - DEBIAN_ONLY == meson, (sorted(deb - DEBIAN_ONLY - meson), sorted(meson - deb))
+    assert DEBIAN_ONLY <= deb, sorted(DEBIAN_ONLY - deb)
