@@ -100,6 +100,14 @@ def test_install_start_and_upgrade_keep_every_packet(net, workdir, bpf, package)
         p = h.enter("clsctl", "apply", "--wait=10", IF_A, doc, check=False)
         assert p.returncode == 0 and "configured" in p.stdout, \
             p.stdout + p.stderr + h.enter("journalctl", "-u", "clsd", "--no-pager", check=False).stdout[-3000:]
+        # clsctl <TAB> with the package's completion: commands, and the interface names clsd has
+        prog = ("source /usr/share/bash-completion/bash_completion; "
+                "source /usr/share/bash-completion/completions/clsctl; "
+                "COMP_WORDS=(clsctl %s); COMP_CWORD=${#COMP_WORDS[@]}; COMP_WORDS+=(''); "
+                "_clsctl clsctl '' ${COMP_WORDS[COMP_CWORD-1]}; printf '%%s\\n' \"${COMPREPLY[@]}\"")
+        offered = h.enter("bash", "-c", prog % "").stdout.split()
+        assert {"apply", "get", "ls", "policy"} <= set(offered), offered
+        assert IF_A in h.enter("bash", "-c", prog % "get").stdout.split()
         first = net.a.filter_at(IF_A, 10)
         counters = prog_map_id(first.id, "counters")
         net.quiet()
