@@ -482,6 +482,7 @@ def make_certs(dir, ip):
     return path
 
 
+@pytest.mark.once  # mostly etcd's TLS cluster starting (14 s under ASan); clsd's side is libcurl's options
 def test_tls_to_etcd_with_client_certificates(fleet, bpf, workdir):
     """An etcd that serves TLS only and wants a client certificate: clsd and clsctl reach it with
     --fleet-ca/--fleet-cert/--fleet-key; without the certificate, or trusting another CA, they do not."""
