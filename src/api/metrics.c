@@ -21,8 +21,18 @@ const char *api_route_label(const char *url) {
                         return fixed[i]; /* never url: it lives only as long as the request */
         if ((rest = startswith(url, "/objects")))
                 return rest[0] == 0 || streq(rest, "/") ? "/objects" : "/objects/{digest}";
-        if ((rest = startswith(url, "/policies")))
-                return rest[0] == 0 || streq(rest, "/") ? "/policies" : "/policies/{name}";
+        if ((rest = startswith(url, "/policies"))) {
+                const char *sub = rest[0] ? strchr(rest + 1, '/') : NULL;
+                if (rest[0] == 0 || streq(rest, "/"))
+                        return "/policies";
+                if (!sub)
+                        return "/policies/{name}";
+                if (streq(sub, "/maps") || streq(sub, "/maps/"))
+                        return "/policies/{name}/maps";
+                if (startswith(sub, "/maps/") && endswith(sub, "/entries"))
+                        return "/policies/{name}/maps/{map}/entries";
+                return startswith(sub, "/maps/") ? "/policies/{name}/maps/{map}" : "other";
+        }
         if ((rest = startswith(url, "/netns"))) {
                 if (rest[0] == 0 || streq(rest, "/"))
                         return "/netns";

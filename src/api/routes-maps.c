@@ -189,6 +189,13 @@ void route_policy_maps(Request *req, const char *name, const char *what, bool en
                 log_info("policy %s: map %s: entry %s", name, what, put ? "written" : "deleted");
         } else if (!what) {
                 json_t *list = json_array();
+                if (MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "cursor")) {
+                        json_decref(list);
+                        daemon_maps_done(&maps);
+                        response_errorf(resp, "invalid_value",
+                                        "cursor= pages one map: GET /policies/{name}/maps/{map}?cursor=");
+                        return;
+                }
                 for (size_t i = 0; i < maps.n; i++) {
                         Error pe = ERROR_NULL;
                         json_t *j = render_map_page(d, &maps.maps[i], NULL, 0, limit, &pe);
@@ -198,9 +205,14 @@ void route_policy_maps(Request *req, const char *name, const char *what, bool en
                 resp->status = 200;
                 resp->body = json_pack("{s:s,s:o}", "policy", name, "maps", list);
         } else {
+                const char *cursor_s =
+                        MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "cursor");
+                uint8_t cursor[NL_MAP_CURSOR_MAX];
+                size_t cursor_size = 0;
                 json_t *j;
                 if (daemon_maps_lookup(&maps, name, what, &m, &e) < 0 ||
-                    !(j = render_map_page(d, m, NULL, 0, limit, &e)))
+                    (cursor_s && map_cursor_parse(m, cursor_s, cursor, &cursor_size, &e) < 0) ||
+                    !(j = render_map_page(d, m, cursor_s ? cursor : NULL, cursor_size, limit, &e)))
                         goto fail;
                 resp->status = 200;
                 resp->body = j;

@@ -670,8 +670,9 @@ static int config_read(const char *path, char **ret, size_t *ret_size) {
         int r;
 
         if (fd < 0 || fstat(fd, &st) < 0) {
-                fprintf(stderr, "clsd: --config %s: %s\n", path, strerror(errno));
-                return -errno;
+                r = -errno;
+                fprintf(stderr, "clsd: --config %s: %s\n", path, strerror(-r));
+                return r;
         }
         if (st.st_mode & S_IWOTH || (st.st_uid != 0 && st.st_uid != geteuid())) {
                 fprintf(stderr,
@@ -698,9 +699,10 @@ static int config_argv(int argc, char *argv[], int *ret_argc, char ***ret_argv) 
         int r;
 
         for (int i = 1; i < argc && !streq(argv[i], "--"); i++) {
-                /* getopt takes any unique abbreviation: "--con" is the shortest (--check, --client-ca) */
+                /* getopt takes any unique abbreviation: "--co" is the shortest (no other option starts
+                 * with "co") */
                 size_t n = strcspn(argv[i], "=");
-                if (n < strlen("--con") || strncmp(argv[i], "--config", n) != 0 || n > strlen("--config"))
+                if (n < strlen("--co") || strncmp(argv[i], "--config", n) != 0 || n > strlen("--config"))
                         continue;
                 if (argv[i][n] == '=')
                         path = argv[i] + n + 1, given = true;

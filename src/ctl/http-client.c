@@ -69,6 +69,9 @@ static bool url_loopback(const char *url) {
         struct in_addr a4;
         size_t n;
 
+        /* "http://localhost:x@elsewhere/": the host is after the userinfo; none is taken */
+        if (memchr(h, '@', strcspn(h, "/?#")))
+                return false;
         if (*h == '[') {
                 end = strchr(++h, ']');
                 if (!end)

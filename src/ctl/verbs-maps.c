@@ -20,6 +20,8 @@ static int maps_base(const Ctl *c, const char *target, char **ret) {
 
         if (!policy)
                 return ctl_iface_path(c, target, ret);
+        if (!*policy)
+                return ctl_error(-EINVAL, "policy: needs a policy name (policy:NAME)");
         r = http_escape_segment(policy, NULL, &e);
         if (r < 0)
                 return ctl_error(r, "%s", strerror(-r));

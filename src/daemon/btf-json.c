@@ -430,6 +430,16 @@ static int encode_members(const struct btf *btf, const struct btf_type *t, const
                 int r;
 
                 if (!name || !name[0]) {
+                        if (mt && btf_is_union(mt)) {
+                                /* an anonymous union's members are the parent's: one of them, too */
+                                const char *first = NULL, *second = NULL;
+                                union_members_given(btf, mt, obj, depth + 1, &first, &second);
+                                if (second)
+                                        return error_set(
+                                                reterr, EINVAL, "invalid_value",
+                                                "%s: a union holds one of its members; %s and %s given",
+                                                path, first, second);
+                        }
                         if (mt && btf_is_composite(mt)) {
                                 r = encode_members(btf, mt, obj, data, off, path, depth + 1, reterr);
                                 if (r < 0)
@@ -502,13 +512,20 @@ static int encode(const struct btf *btf, uint32_t id, const json_t *v, uint8_t *
                         if (!found)
                                 return error_set(reterr, EINVAL, "invalid_value",
                                                  "%s: %s is not a name of the enum", path, s);
-                        /* a bitfield narrower than the enum holds only some of its values */
-                        if (bits < 64 && (btf_kflag(t) ? ((int64_t) x < -(INT64_C(1) << (bits - 1)) ||
-                                                          (int64_t) x >= (INT64_C(1) << (bits - 1)))
-                                                       : x >= (UINT64_C(1) << bits)))
-                                return error_set(reterr, EINVAL, "invalid_value",
-                                                 "%s: %s (%" PRId64 ") does not fit the field's %u bits",
-                                                 path, s, (int64_t) x, bits);
+                        /* a bitfield narrower than the enum holds only some of its values; a whole
+                         * field holds them all (a 32-bit enum's value is its low 32 bits, whatever its
+                         * sign: clang 14 marks no enum signed) */
+                        if (bitfield_size && bits < t->size * 8 && bits < 64) {
+                                uint64_t u = btf_is_enum(t) && !btf_kflag(t) ? (uint32_t) x : x;
+                                bool fits = btf_kflag(t) ? (int64_t) x >= -(INT64_C(1) << (bits - 1)) &&
+                                                                   (int64_t) x < (INT64_C(1) << (bits - 1))
+                                                         : u < (UINT64_C(1) << bits);
+                                if (!fits)
+                                        return error_set(reterr, EINVAL, "invalid_value",
+                                                         "%s: %s (%" PRId64
+                                                         ") does not fit the field's %u bits",
+                                                         path, s, (int64_t) x, bits);
+                        }
                 } else if ((r = int_value(v, bits, btf_kflag(t), &x, path, reterr)) < 0)
                         return r;
                 store_bits(data, bit_off, bits, x);
@@ -538,12 +555,11 @@ static int encode(const struct btf *btf, uint32_t id, const json_t *v, uint8_t *
                                          "%s: an array of unsized elements", path);
                 if (s && btf_is_char(btf, a->type)) {
                         size_t len = strlen(s);
-                        /* a string keeps its NUL; all the bytes are written as a list */
-                        if (len >= a->nelems)
+                        /* as reads show it: a string that fills every byte has no NUL (a fixed field,
+                         * not a C string), as the decoder reads such an array back */
+                        if (len > a->nelems)
                                 return error_set(reterr, EINVAL, "invalid_value",
-                                                 "%s: at most %u characters (and the NUL that ends them; a "
-                                                 "list of %u gives every byte)",
-                                                 path, a->nelems - 1, a->nelems);
+                                                 "%s: at most %u characters", path, a->nelems);
                         memset(data + bit_off / 8, 0, a->nelems);
                         memcpy(data + bit_off / 8, s, len);
                         return 0;

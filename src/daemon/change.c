@@ -516,7 +516,6 @@ int change_run(Manager *m, Operation *op) {
                 log_info("%s: document deleted", it->ifname);
                 change_finish(c, NULL, NULL);
                 manager_forget(m, it);
-                map_config_prune(m);
                 return -ESRCH;
         }
         r = apply_candidate(c, it, rtnl, present, &obs, &e);

@@ -20,6 +20,7 @@ struct Filter {
         char instance[17]; /* its own program instance, when "maps" gives it maps of its own; else "" */
         FilterState state;
         Program *program; /* NULL until acquired */
+        bool config_unwritten; /* a new load gave it a program: its configuration maps are to be written */
         Program *actions[NL_ACTIONS_MAX];
         FilterFact fact; /* what clsd attached last (stored with the document, adopted at a restart) */
         FilterObserved observed; /* what the kernel showed at the last reconcile */

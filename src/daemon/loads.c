@@ -125,11 +125,11 @@ static void hand_over(const Load *x, Iface *target, Program *p) {
                         continue;
                 if (x->kind == NL_PROG_CLASSIFIER && !f->program && streq_ptr(s->digest, x->digest) &&
                     streq_ptr(s->program, x->program))
-                        f->program = registry_ref(p);
+                        f->program = registry_ref(p), f->config_unwritten = true;
                 for (size_t k = 0; x->kind == NL_PROG_ACTION && k < s->n_actions; k++)
                         if (!f->actions[k] && streq_ptr(s->actions[k].digest, x->digest) &&
                             streq_ptr(s->actions[k].program, x->program))
-                                f->actions[k] = registry_ref(p);
+                                f->actions[k] = registry_ref(p), f->config_unwritten = true;
         }
 }
 

@@ -314,6 +314,8 @@ void manager_forget(Manager *m, Iface *it) {
                 manager_changed(m, it, IFACE_REMOVED);
         iface_free(it, m->registry);
         manager_release_netns(m, netns);
+        if (visible)
+                map_config_prune(m); /* its documents' entries, and its own set of a policy's map */
 }
 
 void manager_save_facts(Manager *m, Iface *it) {

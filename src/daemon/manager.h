@@ -98,8 +98,9 @@ int map_config_record(Manager *m, const DaemonMap *dm, const json_t *key, const 
  * 1 when it changed. */
 int map_config_record_policy(Manager *m, const Policy *p, const DaemonMap *dm, const json_t *key,
                              const json_t *value, Error *reterr);
-/* Writes the stored entries into the configuration maps of the interface's programs (just acquired). */
-void map_config_apply(Manager *m, const Iface *it);
+/* Writes the stored entries into the configuration maps of the programs new loads gave the interface's
+ * filters. */
+void map_config_apply(Manager *m, Iface *it);
 /* Forgets the entries of documents, filters and maps that no longer declare them configuration. */
 void map_config_prune(Manager *m);
 

@@ -1,7 +1,8 @@
 /* map-config.c: configuration maps ("maps": {"NAME": {"config": true}}): the entries written through clsd
  * (PUT|DELETE .../maps/{map}/entries) are kept in the store, by the document the filter comes from, and
- * written again into the filter's maps whenever its programs are acquired: at a start, and when a new
- * load (a new build, "reuse": false, a program lost with its maps) would otherwise start them empty.
+ * written again into the maps of a new load of the filter's program (a new build, "reuse": false, a
+ * filter's own instance, a start that found the program neither pinned nor attached), before it is
+ * attached.
  *
  * The store keeps one JSON object: {OWNER: {FILTER: {MAP: [{"key": K, "value": V}, ...]}}}, where OWNER is
  * "api:KEY" or "hog:KEY" (KEY: the interface's "netns/ifname", "/ifname" in clsd's own namespace),
@@ -254,13 +255,16 @@ static size_t write_program(Manager *m, const Iface *it, const Filter *f, Progra
         return written;
 }
 
-void map_config_apply(Manager *m, const Iface *it) {
+void map_config_apply(Manager *m, Iface *it) {
         for (size_t i = 0; i < it->n_filters; i++) {
-                const Filter *f = &it->filters[i];
+                Filter *f = &it->filters[i];
                 size_t written = 0;
 
-                if (!filter_has_config_maps(f->spec))
+                /* only a new load's maps: a program taken back, shared or kept has its maps as they
+                 * were (what the program or bpftool changed in them is theirs) */
+                if (!f->config_unwritten || !filter_has_config_maps(f->spec))
                         continue;
+                f->config_unwritten = false;
                 for (int a = -1; a < (int) f->spec->n_actions; a++) {
                         Program *p = a < 0 ? f->program : f->actions[a];
                         if (p)
@@ -285,6 +289,18 @@ static const FilterSpec *filter_spec_of(Manager *m, const char *owner, const cha
                         (at = strchr(rest, '@')) ? strndup(rest, (size_t) (at - rest)) : strdup(rest);
                 const Policy *p = name ? daemon_policy_get(m, name) : NULL;
                 doc = p ? p->doc : NULL;
+                /* an interface's own set: while the interface is there and the policy is its */
+                if (doc && at) {
+                        const Iface *it;
+                        slash = strchr(at + 1, '/');
+                        if (!slash)
+                                return NULL;
+                        if (slash > at + 1 && !(netns = strndup(at + 1, (size_t) (slash - at - 1))))
+                                return NULL;
+                        it = iface_table_get(m->ifaces, netns, slash + 1);
+                        if (!it || !iface_has_policy(it, p))
+                                return NULL;
+                }
         } else {
                 bool api = !!startswith(owner, "api:");
                 const Iface *it;

@@ -613,9 +613,17 @@ int store_map_entries_load(Store *s, json_t **ret, Error *reterr) {
                 return *ret ? 0 : error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
         r = fd < 0 ? -errno : read_full_fd(fd, STORE_MAP_ENTRIES_MAX, &text, &size);
-        if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot read %s/map-entries.json: %s", s->dir,
-                                 strerror(-r));
+        if (r < 0) {
+                /* too large, a link, a directory: out of the way, and configuration maps start empty */
+                _cleanup_free_ char *moved = NULL;
+                (void) store_quarantine(s, s->dir_fd, "map-entries.json", &moved);
+                *ret = json_object();
+                return error_set(
+                        reterr, r, "store_error",
+                        "cannot read %s/map-entries.json: %s; moved to %s, configuration maps start "
+                        "with no stored entries",
+                        s->dir, strerror(-r), strna(moved));
+        }
         j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
         owners = json_object_get(j, "owners");
         if (!json_is_integer(json_object_get(j, "format")) ||

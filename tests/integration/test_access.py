@@ -291,7 +291,8 @@ def test_clsctl_sends_a_token_in_clear_only_to_loopback(net, clsd_factory, workd
     port = free_port(net.a, "127.0.0.1")
     clsd_factory(net.a, args=["--listen", "127.0.0.1:%d" % port, "--token-file", token_file(workdir, token)])
     env = dict(os.environ, CLSD_TOKEN=token)
-    for url in ("http://%s:%d" % (ADDR_A, port), "http://[2001:db8::1]:%d" % port, "http://clsd.example:80"):
+    for url in ("http://%s:%d" % (ADDR_A, port), "http://[2001:db8::1]:%d" % port, "http://clsd.example:80",
+                "http://localhost:%d@%s:%d" % (port, ADDR_A, port)):
         p = subprocess.run(net.a.argv(CLSCTL, "--host", url, "ls"), env=env, capture_output=True, text=True,
                            timeout=15)
         assert p.returncode == 1 and p.stderr.count("\n") == 1, p

@@ -94,6 +94,14 @@ def test_configuration_maps_keep_their_entries_through_a_new_load_and_a_restart(
         {"key": 7777, "value": 1}, {"key": 7778, "value": 2}]}}}}, stored
     old_id = m["id"]
 
+    # a change that loads nothing new leaves the map as it is: an entry deleted behind clsd's back stays
+    # deleted (the map is the program's and the operator's; the store fills new loads' maps)
+    subprocess.run(["bpftool", "map", "delete", "id", str(old_id), "key", "0x62", "0x1e"], check=True)  # 7778
+    more = doc(blocked_ports={"config": True})
+    more["egress"] = [filt("out", bpf.count, priority=30)]
+    assert api.put_classifier(net.if_a, more).status == 200
+    assert entries(api, net.if_a, "blocked_ports") == {"7777": 1}
+
     # a new load (the filter's own instance: a map of its own, empty) gets the stored entries first
     r = api.put_classifier(net.if_a, doc(blocked_ports={"config": True, "shared": False}))
     assert r.status == 200, r

@@ -479,6 +479,17 @@ def test_a_policys_configuration_map_is_the_policys_or_each_interfaces_own(clsd,
     r = api.request("DELETE", "/policies/bl/maps/blocked_ports/entries", body={"key": 7779})
     assert r.status == 204, r
     assert [entries(d)[0] for d in names + ["pb9"]] == [{}, {7777: 1, 7778: 1}, {7777: 1}]
+    # one interface's map, a page at a time through the policy (by its id: each interface has its own)
+    own_id = api.get("/ifaces/pb1/classifier/maps/blocked_ports").json["id"]
+    first = api.get("/policies/bl/maps/%d?limit=1" % own_id).json
+    assert first["count"] == 1 and first["next_cursor"], first
+    rest = api.get("/policies/bl/maps/%d?limit=10&cursor=%s" % (own_id, first["next_cursor"])).json
+    assert {e["key"] for e in first["entries"] + rest["entries"]} == {7777, 7778} and rest["next_cursor"] is None
+    assert_error(api.get("/policies/bl/maps?cursor=" + first["next_cursor"]), 400, "invalid_value")
+    # an interface that leaves takes its own set with it
+    net.a.run("ip", "link", "del", "pb1")
+    wait_for(lambda: "policy:bl@/pb1" not in json.load(open(os.path.join(clsd.state_dir, "map-entries.json")))["owners"],
+             what="pb1's own set forgotten")
     assert api.request("DELETE", "/policies/bl").status in (200, 204)
     with open(os.path.join(clsd.state_dir, "map-entries.json")) as f:
         assert json.load(f)["owners"] == {}

@@ -155,6 +155,8 @@ def test_a_configuration_file_gives_options_and_the_command_line_wins(net, bpf, 
     assert p.returncode == 2 and "%s:5: expected" % conf in p.stderr, p
     p = run([CLSD, "--con=" + conf, "--check"], check=False)
     assert p.returncode == 2 and "%s:5: expected" % conf in p.stderr, p
+    p = run([CLSD, "--co", conf, "--check"], check=False)
+    assert p.returncode == 2 and "%s:5: expected" % conf in p.stderr, p
     # only full option names; '#' inside a value is the value's, after a blank a comment
     odd = os.path.join(workdir, "odd#hogs.d")
     write_hog(odd, "a.json", net.if_a, ingress=[filt("h", bpf.count, priority=30)])

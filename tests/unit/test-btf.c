@@ -224,9 +224,19 @@ static void test_encode_refusals(void **state) {
 
         (void) state;
         types_build(&t);
+        /* a char array as reads show it: a string, every byte of it filled when it has no NUL */
         encode_ok(t.btf, t.name_arr, 6, "\"abcde\"");
-        encode_fails(t.btf, t.name_arr, 6, "\"abcdef\"", "at most 5 characters (and the NUL");
+        encode_ok(t.btf, t.name_arr, 6, "\"abcdef\"");
+        encode_fails(t.btf, t.name_arr, 6, "\"abcdefg\"", "at most 6 characters");
         encode_ok(t.btf, t.name_arr, 6, "[97, 98, 99, 100, 101, 102]");
+        /* an unsigned enum with its high bit set, and a negative value in an enum clang 14 leaves
+         * unsigned, in whole fields: written as read */
+        {
+                int big = btf__add_enum(t.btf, "big", 4);
+                assert_int_equal(btf__add_enum_value(t.btf, "HIGH", (int64_t) 0x80000000u), 0);
+                assert_int_equal(btf__add_enum_value(t.btf, "LOW", 1), 0);
+                encode_ok(t.btf, big, 4, "\"HIGH\"");
+        }
         /* enum fam in 2 bits: FAMILY_IPV4 (4) does not fit */
         holder = btf__add_struct(t.btf, "narrow", 4);
         assert_int_equal(btf__add_field(t.btf, "f", t.fam, 0, 2), 0);
@@ -245,6 +255,18 @@ static void test_encode_refusals(void **state) {
         encode_ok(t.btf, u, 4, "{\"c\": 1, \"d\": 2}"); /* one member: the anonymous struct */
         encode_fails(t.btf, u, 4, "{\"a\": 1, \"b\": 2}", "a union holds one of its members; a and b given");
         encode_fails(t.btf, u, 4, "{\"b\": 1, \"c\": 2}", "a union holds one of its members; b and c given");
+        /* struct { __u8 fam; union { __u32 v4; __u32 alt; }; }: the anonymous union counts too */
+        {
+                int au = btf__add_union(t.btf, NULL, 4), st;
+                assert_int_equal(btf__add_field(t.btf, "v4", t.u32, 0, 0), 0);
+                assert_int_equal(btf__add_field(t.btf, "alt", t.u32, 0, 0), 0);
+                st = btf__add_struct(t.btf, "addr", 8);
+                assert_int_equal(btf__add_field(t.btf, "fam", t.u8, 0, 0), 0);
+                assert_int_equal(btf__add_field(t.btf, NULL, au, 32, 0), 0);
+                encode_ok(t.btf, st, 8, "{\"fam\": 2, \"v4\": 1}");
+                encode_fails(t.btf, st, 8, "{\"fam\": 2, \"v4\": 1, \"alt\": 2}",
+                             "a union holds one of its members; v4 and alt given");
+        }
         btf__free(t.btf);
 }
 

@@ -32,17 +32,23 @@ from ansible_collections.clsd.net.plugins.module_utils.clsd import CONNECTION_AR
 
 def own_document(current):
     """The interface's own document out of GET's, which shows each hook's filters whoever declared them
-    (a hog, the document, a policy): the filters whose status says "api"."""
-    if not current or current.get("source") != "api":
+    (a hog, the document, a policy): the filters whose status says "api". None when it has none (GET's
+    "source" names the hook's owner of the interface as a whole, a hog when there is one: not enough)."""
+    if not current:
         return None
     doc = current["document"]
     status = current.get("status") or {}
-    own = {}
+    own, found = {}, current.get("source") == "api"
     for hook in ("ingress", "egress"):
-        names = {f.get("name") for f in status.get(hook, []) if f.get("source") == "api"}
-        # a hook without status (the interface is not there yet) is taken as it is
-        own[hook] = [f for f in doc.get(hook, []) if not status.get(hook) or f["name"] in names]
-    return own
+        st = status.get(hook) or []
+        if st:
+            names = {f.get("name") for f in st if f.get("source") == "api"}
+            own[hook] = [f for f in doc.get(hook, []) if f["name"] in names]
+        else:
+            # a hook without status (the interface is not there yet) is the document's when it is the API's
+            own[hook] = doc.get(hook, []) if current.get("source") == "api" else []
+        found = found or bool(own[hook])
+    return own if found else None
 
 
 def main():
