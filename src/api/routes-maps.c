@@ -27,6 +27,23 @@ static int query_limit(Request *req, size_t *ret, Response *resp) {
         return 0;
 }
 
+/* One map's page from cursor_s (NULL: the first), the answer in resp. */
+static int map_page(Manager *d, const DaemonMap *m, const char *cursor_s, size_t limit, Response *resp,
+                    Error *reterr) {
+        uint8_t cursor[NL_MAP_CURSOR_MAX];
+        size_t cursor_size = 0;
+        json_t *j;
+
+        if (cursor_s && map_cursor_parse(m, cursor_s, cursor, &cursor_size, reterr) < 0)
+                return -EINVAL;
+        j = render_map_page(d, m, cursor_s ? cursor : NULL, cursor_size, limit, reterr);
+        if (!j)
+                return -EIO;
+        resp->status = 200;
+        resp->body = j;
+        return 0;
+}
+
 void route_maps(Request *req, const char *netns, const char *ifname, const char *what, Response *resp) {
         Manager *d = req->api->daemon;
         DaemonMaps maps = { 0 };
@@ -62,21 +79,9 @@ void route_maps(Request *req, const char *netns, const char *ifname, const char 
                 daemon_maps_done(&maps);
                 return;
         }
-        if (daemon_maps_lookup(&maps, ifname, what, &m, &e) < 0)
+        if (daemon_maps_lookup(&maps, ifname, what, &m, &e) < 0 ||
+            map_page(d, m, cursor_s, limit, resp, &e) < 0)
                 goto fail;
-        {
-                uint8_t cursor[NL_MAP_CURSOR_MAX];
-                size_t cursor_size = 0;
-                json_t *j;
-
-                if (cursor_s && map_cursor_parse(m, cursor_s, cursor, &cursor_size, &e) < 0)
-                        goto fail;
-                j = render_map_page(d, m, cursor_s ? cursor : NULL, cursor_size, limit, &e);
-                if (!j)
-                        goto fail;
-                resp->status = 200;
-                resp->body = j;
-        }
         daemon_maps_done(&maps);
         return;
 fail:
@@ -204,19 +209,11 @@ void route_policy_maps(Request *req, const char *name, const char *what, bool en
                 }
                 resp->status = 200;
                 resp->body = json_pack("{s:s,s:o}", "policy", name, "maps", list);
-        } else {
-                const char *cursor_s =
-                        MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "cursor");
-                uint8_t cursor[NL_MAP_CURSOR_MAX];
-                size_t cursor_size = 0;
-                json_t *j;
-                if (daemon_maps_lookup(&maps, name, what, &m, &e) < 0 ||
-                    (cursor_s && map_cursor_parse(m, cursor_s, cursor, &cursor_size, &e) < 0) ||
-                    !(j = render_map_page(d, m, cursor_s ? cursor : NULL, cursor_size, limit, &e)))
-                        goto fail;
-                resp->status = 200;
-                resp->body = j;
-        }
+        } else if (daemon_maps_lookup(&maps, name, what, &m, &e) < 0 ||
+                   map_page(d, m,
+                            MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "cursor"),
+                            limit, resp, &e) < 0)
+                goto fail;
         daemon_maps_done(&maps);
         return;
 fail:

@@ -100,6 +100,28 @@ static ssize_t entry_find(const DaemonMap *m, json_t *v, const uint8_t *k) {
         return -1;
 }
 
+/* In the stored set v (NULL: out of memory), the entry of key (k: its bytes in dm) written (value) or
+ * deleted (NULL); *changed when it was. */
+static int entry_set(const DaemonMap *dm, json_t *v, const uint8_t *k, const json_t *key,
+                     const json_t *value, bool *changed, Error *reterr) {
+        ssize_t at;
+
+        if (!v)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        at = entry_find(dm, v, k);
+        if (value) {
+                json_t *e = json_pack("{s:O,s:O}", "key", key, "value", value);
+                if (!e ||
+                    (at >= 0 ? json_array_set_new(v, (size_t) at, e) : json_array_append_new(v, e)) < 0)
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                *changed = true;
+        } else if (at >= 0) {
+                json_array_remove(v, (size_t) at);
+                *changed = true;
+        }
+        return 0;
+}
+
 /* The users of map dm: every filter, on any interface, whose "maps" declares it configuration and whose
  * attached programs use it (a shared map is many filters'). */
 static int config_users(Manager *m, const DaemonMap *dm, DaemonMaps *ret, const DaemonMap **ret_map,
@@ -148,20 +170,7 @@ int map_config_record(Manager *m, const DaemonMap *dm, const json_t *key, const 
                 const Filter *f = users->users[i].filter;
                 /* (a delete too makes the interface's own set, not to delete from the policy's) */
                 json_t *v = stored_entries(m, users->users[i].iface, f, dm->map.name, true);
-                ssize_t at = v ? entry_find(dm, v, k) : -1;
-
-                if (!v)
-                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
-                else if (value) {
-                        json_t *e = json_pack("{s:O,s:O}", "key", key, "value", value);
-                        if (!e || (at >= 0 ? json_array_set_new(v, (size_t) at, e)
-                                           : json_array_append_new(v, e)) < 0)
-                                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
-                        changed = true;
-                } else if (at >= 0) {
-                        json_array_remove(v, (size_t) at);
-                        changed = true;
-                }
+                r = entry_set(dm, v, k, key, value, &changed, reterr);
         }
         daemon_maps_done(&all);
         if (r < 0)
@@ -185,27 +194,12 @@ int map_config_record_policy(Manager *m, const Policy *p, const DaemonMap *dm, c
                 for (size_t i = 0; r >= 0 && i < p->doc->n_filters[dir]; i++) {
                         const FilterSpec *f = &p->doc->filters[dir][i];
                         json_t *v;
-                        ssize_t at;
 
                         /* a shared map's set is the policy's already (map_config_record()) */
                         if (!filter_map_config(f, dm->map.name) || filter_map_shared(f, dm->map.name))
                                 continue;
                         v = entries_of(m->map_entries, owner, f->name, dm->map.name, true);
-                        if (!v) {
-                                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
-                                break;
-                        }
-                        at = entry_find(dm, v, k);
-                        if (value) {
-                                json_t *e = json_pack("{s:O,s:O}", "key", key, "value", value);
-                                if (!e || (at >= 0 ? json_array_set_new(v, (size_t) at, e)
-                                                   : json_array_append_new(v, e)) < 0)
-                                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
-                                changed = true;
-                        } else if (at >= 0) {
-                                json_array_remove(v, (size_t) at);
-                                changed = true;
-                        }
+                        r = entry_set(dm, v, k, key, value, &changed, reterr);
                 }
         if (r < 0)
                 return r;
