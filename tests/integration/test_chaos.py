@@ -116,6 +116,13 @@ def run_chaos(clsd_factory, bpf, net, chaos_name):
         return all(have.get(n) for n in names)
 
     va_ok = lambda: attached("/ifaces/va/classifier", "web", "out", "tx")  # noqa: E731
+
+    def tcx_ok():
+        """The kernel's tcx hook has the link clsd says (no event tells clsd of a detached link: its view
+        says attached until the resync repairs it, so the kernel is asked)."""
+        r = api.get("/ifaces/va/classifier")
+        tx = [x for x in r.json.get("status", {}).get("egress", []) if x["name"] == "tx"] if r.status == 200 else []
+        return bool(tx) and net.a.tcx("va", "egress") == [(tx[0]["id"], tx[0]["link_id"])]
     vc_ok = lambda: attached("/ifaces/vc0/classifier", "c")  # noqa: E731
     vn_ok = lambda: attached("/netns/%s/ifaces/vn1/classifier" % chaos_name, "n")  # noqa: E731
 
@@ -204,10 +211,10 @@ def run_chaos(clsd_factory, bpf, net, chaos_name):
                 # No event tells of it: the resync (2 s here) is what repairs it.
                 tcx_detach_pinned(pin)
                 t0 = time.monotonic()
-                wait_for(va_ok, timeout=REPAIR_TIMEOUT, interval=0.001, what=kind)
+                wait_for(lambda: tcx_ok() and va_ok(), timeout=REPAIR_TIMEOUT, interval=0.001, what=kind)
                 record(kind, (time.monotonic() - t0) * 1000)
         # Quiet now: everything settles.
-        wait_for(lambda: va_ok() and vc_ok() and vn_ok(), timeout=10, what="the final state")
+        wait_for(lambda: va_ok() and vc_ok() and vn_ok() and tcx_ok(), timeout=10, what="the final state")
     finally:
         monitor.stop()
         ping.terminate()
