@@ -164,6 +164,8 @@ json_t *render_map(Manager *d, const DaemonMap *m, const NlMapPage *page, const 
 json_t *render_map_page(Manager *d, const DaemonMap *m, const uint8_t *cursor, size_t cursor_size,
                         size_t limit, Error *reterr);
 /* {"ifname", "netns", "maps": [...]}: every map with its first limit entries (REST and D-Bus). */
+/* Each map with its first page (or why it cannot be read), as a JSON array. */
+json_t *render_map_pages(Manager *d, const DaemonMaps *maps, size_t limit);
 json_t *render_maps_list(Manager *d, const Iface *it, const DaemonMaps *maps, size_t limit);
 /* Cursors are "<map id>.<hex>": a map replaced meanwhile is told apart, not misread. */
 void map_cursor_format(const DaemonMap *m, const NlMapPage *p, char *buf, size_t size);

@@ -131,7 +131,7 @@ json_t *render_map_page(Manager *d, const DaemonMap *m, const uint8_t *cursor, s
         return j;
 }
 
-json_t *render_maps_list(Manager *d, const Iface *it, const DaemonMaps *maps, size_t limit) {
+json_t *render_map_pages(Manager *d, const DaemonMaps *maps, size_t limit) {
         json_t *list = json_array();
 
         for (size_t i = 0; i < maps->n; i++) {
@@ -144,6 +144,12 @@ json_t *render_maps_list(Manager *d, const Iface *it, const DaemonMaps *maps, si
                 }
                 json_array_append_new(list, j);
         }
+        return list;
+}
+
+json_t *render_maps_list(Manager *d, const Iface *it, const DaemonMaps *maps, size_t limit) {
+        json_t *list = render_map_pages(d, maps, limit);
+
         return json_pack("{s:s,s:o,s:o}", "ifname", iface_ifname(it), "netns",
                          iface_netns(it) ? json_text(iface_netns(it)) : json_null(), "maps", list);
 }

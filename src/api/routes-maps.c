@@ -193,22 +193,15 @@ void route_policy_maps(Request *req, const char *name, const char *what, bool en
                 resp->status = 204;
                 log_info("policy %s: map %s: entry %s", name, what, put ? "written" : "deleted");
         } else if (!what) {
-                json_t *list = json_array();
                 if (MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "cursor")) {
-                        json_decref(list);
                         daemon_maps_done(&maps);
                         response_errorf(resp, "invalid_value",
                                         "cursor= pages one map: GET /policies/{name}/maps/{map}?cursor=");
                         return;
                 }
-                for (size_t i = 0; i < maps.n; i++) {
-                        Error pe = ERROR_NULL;
-                        json_t *j = render_map_page(d, &maps.maps[i], NULL, 0, limit, &pe);
-                        json_array_append_new(list, j ?: render_map(d, &maps.maps[i], NULL, &pe));
-                        error_done(&pe);
-                }
                 resp->status = 200;
-                resp->body = json_pack("{s:s,s:o}", "policy", name, "maps", list);
+                resp->body =
+                        json_pack("{s:s,s:o}", "policy", name, "maps", render_map_pages(d, &maps, limit));
         } else if (daemon_maps_lookup(&maps, name, what, &m, &e) < 0 ||
                    map_page(d, m,
                             MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "cursor"),
