@@ -124,30 +124,20 @@ static int entry_set(const DaemonMap *dm, json_t *v, const uint8_t *k, const jso
 
 /* The users of map dm: every filter, on any interface, whose "maps" declares it configuration and whose
  * attached programs use it (a shared map is many filters'). */
+static bool declares_config(const Iface *it, const Filter *f, const void *map) {
+        (void) it;
+        return filter_map_config(f->spec, map);
+}
+
 static int config_users(Manager *m, const DaemonMap *dm, DaemonMaps *ret, const DaemonMap **ret_map,
                         Error *reterr) {
-        DaemonMaps all = { 0 };
-        int r;
+        int r = maps_of_filters(m, declares_config, dm->map.name, ret, reterr);
 
         *ret_map = NULL;
-        for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
-                const Iface *it = iface_table_at(m->ifaces, i);
-                for (size_t k = 0; k < it->n_filters; k++) {
-                        const Filter *f = &it->filters[k];
-                        if (!filter_map_config(f->spec, dm->map.name))
-                                continue;
-                        r = daemon_maps_add_filter(&all, it, f, reterr);
-                        if (r < 0) {
-                                daemon_maps_done(&all);
-                                return r;
-                        }
-                }
-        }
-        for (size_t i = 0; i < all.n; i++)
-                if (all.maps[i].map.id == dm->map.id)
-                        *ret_map = &all.maps[i];
-        *ret = all;
-        return 0;
+        for (size_t i = 0; r >= 0 && i < ret->n; i++)
+                if (ret->maps[i].map.id == dm->map.id)
+                        *ret_map = &ret->maps[i];
+        return r;
 }
 
 int map_config_record(Manager *m, const DaemonMap *dm, const json_t *key, const json_t *value,

@@ -166,16 +166,15 @@ int daemon_maps_add_filter(DaemonMaps *m, const Iface *it, const Filter *f, Erro
         return 0;
 }
 
-int daemon_policy_maps(Manager *m, const Policy *p, DaemonMaps *ret, Error *reterr) {
+int maps_of_filters(Manager *m, bool (*want)(const Iface *it, const Filter *f, const void *userdata),
+                    const void *userdata, DaemonMaps *ret, Error *reterr) {
         DaemonMaps all = { 0 };
 
         for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
                 const Iface *it = iface_table_at(m->ifaces, i);
                 for (size_t k = 0; k < it->n_filters; k++) {
                         const Filter *f = &it->filters[k];
-                        int r = f->source == SOURCE_POLICY && it->hook_policy[f->dir] == p
-                                        ? daemon_maps_add_filter(&all, it, f, reterr)
-                                        : 0;
+                        int r = want(it, f, userdata) ? daemon_maps_add_filter(&all, it, f, reterr) : 0;
                         if (r < 0) {
                                 daemon_maps_done(&all);
                                 return r;
@@ -184,6 +183,14 @@ int daemon_policy_maps(Manager *m, const Policy *p, DaemonMaps *ret, Error *rete
         }
         *ret = all;
         return 0;
+}
+
+static bool filter_of_policy(const Iface *it, const Filter *f, const void *p) {
+        return f->source == SOURCE_POLICY && it->hook_policy[f->dir] == p;
+}
+
+int daemon_policy_maps(Manager *m, const Policy *p, DaemonMaps *ret, Error *reterr) {
+        return maps_of_filters(m, filter_of_policy, p, ret, reterr);
 }
 
 int daemon_policy_map_write(Manager *m, const Policy *p, const DaemonMaps *maps, const char *what,
