@@ -2,6 +2,7 @@
  * attach state and run statistics, and the metrics documents derive from their programs' maps. The
  * exposition text is the face's (src/api/metrics.c); this file hands it families and samples. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,25 @@ static void emit_own(Manager *d, const MetricWriter *w) {
         w->family(w->userdata, "clsd_worker_crashes_total", "counter",
                   "Workers that died of the object they were given (clsd went on)");
         w->sample(w->userdata, "clsd_worker_crashes_total", NULL, 0, (double) workers_crashes(d->workers));
+        w->family(
+                w->userdata, "clsd_worker_killed_total", "counter",
+                "Workers ended by a signal, by its name (SIGSYS: the inspection's sandbox refused a system "
+                "call, which clsd's log names)");
+        for (int sig = 1; sig < WORKER_SIGNALS_MAX; sig++) {
+                uint64_t n = workers_killed(d->workers, sig);
+                const char *name = sigabbrev_np(sig);
+                char buf[16];
+                /* the signals a worker is seen to die of are there from the start; others once counted */
+                if (!n && sig != SIGSYS && sig != SIGSEGV && sig != SIGABRT && sig != SIGBUS &&
+                    sig != SIGKILL)
+                        continue;
+                if (name)
+                        snprintf(buf, sizeof(buf), "SIG%s", name);
+                else
+                        snprintf(buf, sizeof(buf), "%d", sig);
+                w->sample(w->userdata, "clsd_worker_killed_total", (const char *const[]){ "signal", buf }, 1,
+                          (double) n);
+        }
         w->family(w->userdata, "clsd_worker_spares_used_total", "counter",
                   "Jobs taken by a spare worker, started before the job (no exec waited for)");
         w->sample(w->userdata, "clsd_worker_spares_used_total", NULL, 0,

@@ -48,6 +48,7 @@ struct Workers {
         WorkerJob *jobs; /* started and waiting */
         size_t n_running, max_running;
         uint64_t n_jobs, n_crashes;
+        uint64_t n_killed[WORKER_SIGNALS_MAX]; /* by the signal that ended a worker */
         /* Spawning a process takes milliseconds (the exec, during which a vfork()ed parent waits):
          * a thread of its own does it, told of each job through a pipe and answering through
          * another, which the loop watches. */
@@ -236,6 +237,10 @@ uint64_t workers_crashes(const Workers *w) {
         return w ? w->n_crashes : 0;
 }
 
+uint64_t workers_killed(const Workers *w, int signal) {
+        return w && signal > 0 && signal < WORKER_SIGNALS_MAX ? w->n_killed[signal] : 0;
+}
+
 bool workers_spare_ready(const Workers *w) {
         return w && w->spare && !w->spare->spawning && w->spare->pid > 0 && !w->spare->exited;
 }
@@ -257,6 +262,10 @@ static void job_finish(WorkerJob *j) {
 
         if (!j->exited)
                 return;
+        if (j->answered && j->signal && j->result.r < 0)
+                /* it said why before it died: the inspection's sandbox refused a system call */
+                log_error("worker %d: killed by signal %d (%s): %s", (int) j->pid, j->signal,
+                          strsignal(j->signal), j->result.error.message);
         if (!j->answered) {
                 /* It ended without answering: its input killed it (or a limit did). */
                 if (j->signal) {
@@ -362,8 +371,11 @@ static int on_exit_(sd_event_source *s, const siginfo_t *si, void *userdata) {
         j->exited = true;
         if (si->si_code == CLD_EXITED)
                 j->exit_code = si->si_status;
-        else
+        else {
                 j->signal = si->si_status;
+                if (j->signal > 0 && j->signal < WORKER_SIGNALS_MAX)
+                        j->workers->n_killed[j->signal]++;
+        }
         j->child_source = sd_event_source_disable_unref(j->child_source);
         /* The answer, if any, was sent before it exited: read it now if the socket still holds it. */
         if (!j->answered && j->io_source)

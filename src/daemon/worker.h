@@ -39,6 +39,10 @@ size_t workers_running(const Workers *w);
 /* Jobs run, and those whose worker died of a signal. */
 uint64_t workers_jobs(const Workers *w);
 uint64_t workers_crashes(const Workers *w);
+/* Workers ended by signal (of 1 to WORKER_SIGNALS_MAX - 1), whether or not they answered first: an
+ * inspection that made a system call its sandbox refuses says which, then dies of SIGSYS. */
+#define WORKER_SIGNALS_MAX 65
+uint64_t workers_killed(const Workers *w, int signal);
 /* Jobs a spare worker took (started before the job, so that it did not wait for an exec). */
 uint64_t workers_spares_used(const Workers *w);
 /* Whether a spare waits, ready to take the next job. */

@@ -37,3 +37,7 @@ int nl_request(NlSocket *s, struct nlmsghdr *nlh, mnl_cb_t cb, void *userdata, c
 int nl_defer(NlSocket *s, const struct nlmsghdr *nlh, const char *what, int *ret, Error *reterr);
 /* Parses an NLMSG_ERROR: returns its error (0 for an ack) and copies the extack message. */
 int nl_ack_parse(const struct nlmsghdr *nlh, char *extack, size_t size);
+
+/* Confines an inspection's process for good: no privileges, a seccomp allowlist; a system call outside it
+ * is answered on sock as NL_SANDBOX_REFUSED, and the process dies of SIGSYS. */
+int nl_inspect_confine(int sock);

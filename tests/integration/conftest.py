@@ -901,13 +901,19 @@ class BpfObjects:
         # 32 programs (slow_0 … slow_31) the verifier takes about a tenth of a second each over
         self.slow_verify = os.path.join(tests, "slow-verify.bpf.o")
         self.slow_programs = ["slow_%d" % i for i in range(32)]
+        # objects valid and wide along one axis (tests/bpf/gen-wide), and one with externs and map-in-map
+        self.wide = {kind: os.path.join(tests, "wide-%s.bpf.o" % kind) for kind in WIDE_BPF}
+        self.externs = os.path.join(tests, "externs.bpf.o")
 
     def all(self):
         return [self.count, self.drop_port, self.classid, self.rejected, self.xdp, self.xdp_only, self.set_dscp,
-                self.custom_sec, self.slow_verify]
+                self.custom_sec, self.slow_verify, self.externs, *self.wide.values()]
 
 
-TEST_BPF = ("rejected", "xdp", "xdp-only", "count-wide", "count-v2", "custom-sec", "slow-verify")
+TEST_BPF = ("rejected", "xdp", "xdp-only", "count-wide", "count-v2", "custom-sec", "slow-verify", "externs")
+# tests/meson.build's list: the kinds of tests/bpf/gen-wide built
+WIDE_BPF = ("programs-64", "programs-512", "relocations-70", "relocations-500", "maps-64", "subprograms-64",
+            "btf-2000", "rodata-1024", "core-200", "globals-200")
 
 
 def _compile_test_objects(out_dir):
@@ -916,6 +922,11 @@ def _compile_test_objects(out_dir):
         src = os.path.join(SOURCE_DIR, "tests", "bpf", name + ".bpf.c")
         run(["clang", "-O2", "-g", "-target", "bpf", "-I/usr/include/" + multiarch, "-c", src, "-o",
              os.path.join(out_dir, name + ".bpf.o")], timeout=60)
+    for kind in WIDE_BPF:
+        src = os.path.join(out_dir, "wide-%s.bpf.c" % kind)
+        run([PYTHON, os.path.join(SOURCE_DIR, "tests", "bpf", "gen-wide"), kind, src])
+        run(["clang", "-O2", "-g", "-target", "bpf", "-I/usr/include/" + multiarch, "-c", src, "-o",
+             src[:-2] + ".o"], timeout=60)
 
 
 @pytest.fixture(scope="session")
@@ -928,7 +939,8 @@ def bpf():
     tests = os.environ.get("CLSD_TEST_BPF_DIR")
     if not tests:
         built = os.path.join(BUILD_DIR, "tests", "bpf")
-        if all(os.path.exists(os.path.join(built, n + ".bpf.o")) for n in TEST_BPF):
+        if all(os.path.exists(os.path.join(built, n + ".bpf.o"))
+               for n in TEST_BPF + tuple("wide-" + k for k in WIDE_BPF)):
             tests = built
         else:
             tmp = tempfile.mkdtemp(prefix="clsdt-bpf-")

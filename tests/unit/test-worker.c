@@ -5,10 +5,16 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-#include "nl.h"
+#include "nl-internal.h"
 
 typedef struct Buf {
         uint8_t b[4096];
@@ -126,12 +132,68 @@ static void test_counts_are_bounded(void **state) {
         error_done(&e);
 }
 
+/* A system call outside the inspection's allowlist: the confined process says which on its socket and
+ * dies of SIGSYS; clsd reads an internal_error that names the call (socket(2), not the object). */
+static void test_a_refused_system_call_is_named(void **state) {
+        int sv[2], status;
+        NlJobReply rep = { 0 };
+        pid_t pid;
+
+        (void) state;
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                close(sv[0]);
+                if (nl_inspect_confine(sv[1]) < 0)
+                        _exit(3);
+                (void) syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);
+                _exit(4); /* not reached: the filter traps it */
+        }
+        close(sv[1]);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), SIGSYS);
+        assert_int_equal(nl_job_read_reply(sv[0], NL_JOB_INSPECT, &rep), 0);
+        close(sv[0]);
+        assert_int_equal(rep.r, -ENOSYS);
+        assert_string_equal(rep.error.code, "internal_error");
+        assert_non_null(strstr(rep.error.message, "refused system call socket (41)"));
+        error_done(&rep.error);
+}
+
+/* What glibc and libbpf need to open an object is allowed: sysinfo(2), which glibc's qsort calls to sort
+ * more than 1 KiB (libbpf sorts programs and relocations), and writev(2) of glibc's fatal messages. */
+static void test_what_libbpf_needs_is_allowed(void **state) {
+        int sv[2], status;
+        pid_t pid;
+
+        (void) state;
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                struct iovec iov = { .iov_base = (void *) "", .iov_len = 0 };
+                close(sv[0]);
+                if (nl_inspect_confine(sv[1]) < 0)
+                        _exit(3);
+                _exit(sysconf(_SC_PHYS_PAGES) > 0 && writev(sv[1], &iov, 0) == 0 ? 0 : 5);
+        }
+        close(sv[1]);
+        close(sv[0]);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_answer_parsed_and_written_back_alike),
                 cmocka_unit_test(test_truncated_or_longer_is_refused),
                 cmocka_unit_test(test_names_must_be_printable),
                 cmocka_unit_test(test_counts_are_bounded),
+                cmocka_unit_test(test_a_refused_system_call_is_named),
+                cmocka_unit_test(test_what_libbpf_needs_is_allowed),
         };
         return cmocka_run_group_tests_name("worker", tests, NULL, NULL);
 }

@@ -398,6 +398,9 @@ int nl_pins_list(const char *dir, char ***ret, size_t *ret_n);
 #define NL_OBJECT_MAPS_MAX 4096
 #define NL_INSPECT_REPLY_MAX (8u * 1024 * 1024)
 #define NL_OBJECT_SIZE_MAX (256u * 1024 * 1024)
+/* What a worker answers when the inspection's seccomp filter trapped a system call (its number as the
+ * message); nl_job_read_reply() makes it an internal_error that names the call. */
+#define NL_SANDBOX_REFUSED "sandbox_refused"
 
 typedef enum NlJobKind {
         NL_JOB_INSPECT = 1, /* describe an object: no privileges, a tight seccomp filter */
