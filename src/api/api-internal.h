@@ -71,9 +71,14 @@ typedef struct Request {
         const char *url;
         struct MHD_Connection *connection;
         char *body;
-        size_t body_size;
+        size_t body_size, body_capacity;
         size_t body_max;
         bool too_large;
+        bool refused_early; /* answered 413 while the body came (http-guard.c) */
+        size_t lingered; /* what of the body was read and dropped since */
+        const char *line_refused; /* why the request line is refused (static), or NULL */
+        bool bad_line; /* refused for its method (request_line_refused()) */
+        const char *raw_target; /* the request-target as received (in MHD's buffer) */
         char who[256]; /* the peer, for the audit */
         Role role;
         bool authenticated; /* over TCP: a verified client certificate, or a token clsd knows */

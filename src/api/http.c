@@ -2,15 +2,18 @@
  * external epoll mode whose fd sits in the sd-event loop: one thread, no locks. */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gnutls/gnutls.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
 #include "access.h"
 #include "api-internal.h"
+#include "http.h"
 #include "fileio.h"
 #include "log.h"
 #include "tls.h"
@@ -22,41 +25,6 @@
 #define CONNECTION_MEMORY 32768
 #define TOKEN_SIZE_MAX 4096
 #define PATH_CONTROL_BYTE '\x01'
-
-typedef struct Listener {
-        Api *api;
-        bool tcp;
-        bool tls; /* HTTPS (--tls-cert) */
-        bool loopback; /* a TCP listener on a loopback address */
-        bool metrics_only;
-        struct MHD_Daemon *mhd;
-        sd_event_source *io;
-        sd_event_source *timer;
-        sd_event_source *kick; /* runs libmicrohttpd after a suspended connection was resumed */
-        Request *suspended; /* connections waiting for the daemon's answer */
-        struct Peer *peers; /* every open connection, with its peer and header deadline */
-        sd_event_source *deadline_timer;
-} Listener;
-
-/* An open connection (libmicrohttpd's socket context): who it is, and by when its next request's
- * headers must be in (0: a request is being served). */
-typedef struct Peer {
-        Listener *listener;
-        struct MHD_Connection *connection;
-        int fd;
-        char key[INET6_ADDRSTRLEN + 16]; /* "ip ADDR" or "uid N" */
-        pid_t pid; /* on the unix socket: the peer's, when it connected */
-        uid_t uid; /* on the unix socket: its credentials (SO_PEERCRED, SO_PEERGROUPS) */
-        gid_t *gids; /* primary, then supplementary (as many as it has) */
-        size_t n_gids;
-        /* Over TLS: its client certificate, verified once per connection and access generation: 0
-         * verified (subject, sans), -ENOENT none sent, -EPERM not trusted (why). */
-        uint64_t cert_generation;
-        int cert_r;
-        char *subject, **sans, *cert_why;
-        uint64_t deadline;
-        struct Peer *prev, *next;
-} Peer;
 
 static void peer_expect_request(Peer *p, bool due);
 static Peer *connection_peer(struct MHD_Connection *c);
@@ -84,10 +52,22 @@ static unsigned listener_connections(Listener *l) {
         return info ? info->num_connections : 0;
 }
 
+/* Runs libmicrohttpd while it has work already in (MHD_get_timeout() says 0: a connection's buffer was
+ * full, a body is coming), up to this many times before the loop's other sources get their turn. */
+#define LISTENER_RUNS_MAX 64
+
 static void listener_run(Listener *l) {
         unsigned before = listener_connections(l);
+        MHD_UNSIGNED_LONG_LONG ms;
 
+        l->progressed = false;
         MHD_run(l->mhd);
+        for (unsigned i = 1;
+             i < LISTENER_RUNS_MAX && l->progressed && MHD_get_timeout(l->mhd, &ms) == MHD_YES && ms == 0;
+             i++) {
+                l->progressed = false;
+                MHD_run(l->mhd);
+        }
         /* At the connection limit libmicrohttpd takes the listening socket out of its epoll set and puts
          * it back at the start of a later run; when connections closed in this run, nothing else would
          * wake us for that later run, and new clients would wait in the backlog for ever. */
@@ -152,13 +132,40 @@ static MHD_RESULT request_suspend(Request *req) {
         return MHD_YES;
 }
 
-/* libmicrohttpd tells how long it may sleep: connection timeouts and pending work need a timer. */
+/* libmicrohttpd tells how long it may sleep: connection timeouts need a timer; 0 is work already in. A
+ * body or a header section that filled the connection's buffer (which its edge-triggered epoll will not
+ * signal again) is run again at the loop's next turn, not at a timer's: sd-event lets a timer of the
+ * default accuracy fire up to 250 ms late, and a body was read one 16 KiB buffer per 250 ms (90 KB/s).
+ * MHD also says 0 for a TLS handshake that waits for the client's next bytes (it cannot tell that gnutls
+ * found none): run again at once only when the last run moved a request on or bytes wait to be read,
+ * else at the timer, as before. */
+/* Whether a connection has bytes libmicrohttpd has not read: in its socket, or decrypted in its TLS
+ * session. */
+static bool listener_input_waiting(Listener *l) {
+        for (Peer *p = l->peers; p; p = p->next) {
+                const union MHD_ConnectionInfo *info;
+                int n = 0;
+                if (ioctl(p->fd, FIONREAD, &n) == 0 && n > 0)
+                        return true;
+                info = l->tls ? MHD_get_connection_info(p->connection, MHD_CONNECTION_INFO_GNUTLS_SESSION)
+                              : NULL;
+                if (info && info->tls_session && gnutls_record_check_pending(info->tls_session) > 0)
+                        return true;
+        }
+        return false;
+}
+
 static void listener_arm(Listener *l) {
         MHD_UNSIGNED_LONG_LONG ms;
         uint64_t now;
 
         if (MHD_get_timeout(l->mhd, &ms) != MHD_YES) {
                 (void) sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+                return;
+        }
+        if (ms == 0 && (l->progressed || listener_input_waiting(l))) {
+                (void) sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);
+                (void) sd_event_source_set_enabled(l->kick, SD_EVENT_ONESHOT);
                 return;
         }
         (void) sd_event_now(l->api->event, CLOCK_MONOTONIC, &now);
@@ -280,6 +287,7 @@ static void peer_expect_request(Peer *p, bool due) {
         uint64_t now;
 
         (void) sd_event_now(l->api->event, CLOCK_MONOTONIC, &now);
+        p->headers_due = due;
         p->deadline = due && l->api->config.header_timeout_sec
                               ? now + l->api->config.header_timeout_sec * 1000000ULL
                               : 0;
@@ -504,28 +512,30 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
         Request *req = *con_cls;
 
         (void) version;
-        if (!req) {
+        l->progressed = true;
+        if (!req || !req->api) { /* the first call: made (or not) when the request line came */
                 Response resp = { 0 };
                 const char *cl;
 
                 Peer *p = connection_peer(c);
                 if (p)
                         peer_expect_request(p, false); /* its headers are in */
-                req = calloc(1, sizeof(*req));
-                if (!req)
+                if (!req && !(req = calloc(1, sizeof(*req))))
                         return MHD_NO;
-                *req = (Request){ .api = l->api,
-                                  .listener = l,
-                                  .tcp = l->tcp,
-                                  .metrics_only = l->metrics_only,
-                                  .method = method,
-                                  .url = url,
-                                  .connection = c };
+                req->api = l->api;
+                req->listener = l;
+                req->tcp = l->tcp;
+                req->metrics_only = l->metrics_only;
+                req->method = method;
+                req->url = url;
+                req->connection = c;
                 req->body_max = startswith(url, "/objects") ? l->api->config.object_size_max
                                                             : l->api->config.json_size_max;
                 *con_cls = req;
                 request_identify(req, p);
 
+                if (request_line_refused(req, method, &resp))
+                        return api_send(req, &resp);
                 if (url[0] == PATH_CONTROL_BYTE) {
                         response_errorf(
                                 &resp, "bad_request",
@@ -556,20 +566,39 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
         if (*upload_data_size > 0) {
                 size_t n = *upload_data_size;
                 *upload_data_size = 0;
+                if (req->refused_early)
+                        return request_lingered_enough(req, n) ? MHD_NO : MHD_YES;
                 if (req->too_large || req->body_size + n > req->body_max) {
-                        req->too_large = true;
+                        /* A body whose length was not said (chunked) passed the limit: answered now,
+                         * not after reading it all (libmicrohttpd queues no answer before its end). */
+                        Response resp = { 0 };
+                        response_errorf(&resp, "payload_too_large",
+                                        "the body is over the limit of %zu bytes; refused at byte %zu",
+                                        req->body_max, req->body_size + n);
+                        req->too_large = req->refused_early = true;
+                        if (request_refuse_body(req, connection_peer(c), &resp) < 0)
+                                return MHD_NO;
                         return MHD_YES;
                 }
-                char *b = realloc(req->body, req->body_size + n + 1);
-                if (!b)
-                        return MHD_NO;
-                memcpy(b + req->body_size, upload_data, n);
-                req->body = b;
+                if (req->body_size + n + 1 > req->body_capacity) {
+                        /* the size said (Content-Length) at once, else doubling: no copy per 16 KiB */
+                        const char *cl = request_header(req, "Content-Length");
+                        size_t want = req->body_size + n + 1, said = cl ? strtoull(cl, NULL, 10) + 1 : 0;
+                        size_t cap = said >= want ? said : MAX(want, 2 * req->body_capacity);
+                        char *b = realloc(req->body, MIN(cap, req->body_max + 1));
+                        if (!b)
+                                return MHD_NO;
+                        req->body = b;
+                        req->body_capacity = MIN(cap, req->body_max + 1);
+                }
+                memcpy(req->body + req->body_size, upload_data, n);
                 req->body_size += n;
                 req->body[req->body_size] = 0;
                 return MHD_YES;
         }
 
+        if (req->refused_early)
+                return MHD_NO; /* answered; the connection closes */
         if (req->too_large) {
                 Response resp = { 0 };
                 response_errorf(&resp, "payload_too_large", "the body is over the limit of %zu bytes",
@@ -617,6 +646,7 @@ static int listener_new(Api *a, int fd, bool tcp, bool tls, Listener **ret, Erro
                 MHD_OPTION_CONNECTION_TIMEOUT, a->config.timeout_sec, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                 (size_t) CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
                 MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, l,
+                MHD_OPTION_URI_LOG_CALLBACK, http_request_line, l, MHD_OPTION_EXTERNAL_LOGGER, http_log, l,
                 MHD_OPTION_END);
         if (!l->mhd) {
                 safe_close(fd);

@@ -165,8 +165,9 @@ static void audit(Request *req, const Response *resp) {
                   &(AuditRecord){
                           .who = req->who[0] ? req->who : "an unknown peer",
                           .method = req->method,
-                          .path = (unsigned char) req->url[0] < 0x20 ? "(a path with a control byte)"
-                                                                     : req->url,
+                          .path = req->line_refused || req->bad_line   ? "(a malformed request line)"
+                                  : (unsigned char) req->url[0] < 0x20 ? "(a path with a control byte)"
+                                                                       : req->url,
                           .status = resp->status,
                           .code = resp->error_code,
                           .generation = generation[0] ? generation : NULL,
@@ -207,7 +208,9 @@ MHD_RESULT api_send(Request *req, Response *resp) {
                 MHD_add_response_header(r, "ETag", resp->etag);
         if (resp->status == 401)
                 MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-        log_debug("%s %s -> %u", req->method, req->url, resp->status);
+        log_debug("%s %s -> %u", req->method,
+                  req->line_refused || req->bad_line ? "(a malformed request line)" : req->url,
+                  resp->status);
         api_count_request(req->api, req->url, resp->status);
         if (resp->error_code)
                 api_count_error(req->api, resp->error_code);

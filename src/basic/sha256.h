@@ -1,4 +1,4 @@
-/* sha256.h: content-addressed object digests ("sha256:<hex>"), hashed by libsodium. */
+/* sha256.h: content-addressed object digests ("sha256:<hex>"), hashed by nettle (GnuTLS's hashes). */
 #pragma once
 
 #include <stddef.h>

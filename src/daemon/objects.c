@@ -118,7 +118,6 @@ static void upload_finish(Upload *u, const DaemonObject *o, bool created, const 
 static void on_upload_inspected(WorkerResult *result, void *userdata) {
         Upload *u = userdata;
         Manager *m = u->m;
-        char digest[SHA256_DIGEST_STRING_MAX];
         const DaemonObject *o;
         Error e = ERROR_NULL;
         bool any = false, created = false;
@@ -153,24 +152,24 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
         /* again: uploads inspected side by side were each checked before the others were stored */
         r = daemon_object_quota_check(m, u->digest, u->size, &e);
         if (r >= 0)
-                r = store_object_put(m->store, u->data, u->size, digest, &created, &e);
+                r = store_object_put_hashed(m->store, u->data, u->size, u->digest, &created, &e);
         if (r >= 0 && u->sig)
-                r = store_object_signature_put(m->store, digest, u->sig, u->sig_size, &e);
+                r = store_object_signature_put(m->store, u->digest, u->sig, u->sig_size, &e);
         if (r < 0) {
                 upload_finish(u, NULL, false, &e);
                 error_done(&e);
                 return;
         }
-        o = object_cache_get(m->objects, digest);
+        o = object_cache_get(m->objects, u->digest);
         if (!o) {
-                r = object_cache_add(m->objects, digest, u->size, TAKE_PTR(result->info), &o);
+                r = object_cache_add(m->objects, u->digest, u->size, TAKE_PTR(result->info), &o);
                 if (r < 0) {
                         error_set(&e, -r, "internal_error", "out of memory");
                         upload_finish(u, NULL, false, &e);
                         error_done(&e);
                         return;
                 }
-                log_info("stored object %s (%zu bytes)", digest, u->size);
+                log_info("stored object %s (%zu bytes)", u->digest, u->size);
         }
         upload_finish(u, o, created, NULL);
 }

@@ -17,10 +17,23 @@ static void object_file_name(const char *digest, char buf[80]) {
 
 int store_object_put(Store *s, const void *data, size_t size, char ret_digest[SHA256_DIGEST_STRING_MAX],
                      bool *ret_created, Error *reterr) {
-        char digest[SHA256_DIGEST_STRING_MAX], name[80];
+        char digest[SHA256_DIGEST_STRING_MAX];
         int r;
 
         sha256_digest_string(data, size, digest);
+        r = store_object_put_hashed(s, data, size, digest, ret_created, reterr);
+        if (r >= 0)
+                memcpy(ret_digest, digest, SHA256_DIGEST_STRING_MAX);
+        return r;
+}
+
+int store_object_put_hashed(Store *s, const void *data, size_t size, const char *digest, bool *ret_created,
+                            Error *reterr) {
+        char name[80];
+        int r;
+
+        if (!sha256_digest_string_valid(digest))
+                return error_set(reterr, EINVAL, "internal_error", "not a digest: %s", digest);
         object_file_name(digest, name);
         r = store_object_exists(s, digest);
         if (r < 0)
@@ -32,7 +45,6 @@ int store_object_put(Store *s, const void *data, size_t size, char ret_digest[SH
                         return error_set(reterr, r, "store_error", "cannot write %s/objects/%s: %s", s->dir,
                                          name, strerror(-r));
         }
-        memcpy(ret_digest, digest, SHA256_DIGEST_STRING_MAX);
         if (ret_created)
                 *ret_created = r == 0;
         return 0;

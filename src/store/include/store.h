@@ -350,6 +350,9 @@ int store_policies_load(Store *s, Policy ***ret, size_t *ret_n, StoreProblemFunc
 /* Objects: ELF bytes stored once under their sha256 digest. */
 int store_object_put(Store *s, const void *data, size_t size, char ret_digest[SHA256_DIGEST_STRING_MAX],
                      bool *ret_created, Error *reterr);
+/* The same where the caller hashed the bytes already (an upload: 16 MiB is not hashed twice). */
+int store_object_put_hashed(Store *s, const void *data, size_t size, const char *digest, bool *ret_created,
+                            Error *reterr);
 /* An object's signature (a minisign or signify file, --trusted-keys), kept beside it as <hex>.o.sig,
  * replaced by a later one; read back at start to verify the object again. -ENOENT: none. */
 #define STORE_SIGNATURE_MAX 4096

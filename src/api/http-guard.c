@@ -1,0 +1,173 @@
+/* http-guard.c: what libmicrohttpd 0.9.75 would let through or answer by itself, caught where its API
+ * reaches: a request line with a byte it may not hold (a NUL cuts the path short in every C string MHD
+ * hands on), its own answers to a header section it refuses (sent with the status line and headers
+ * twice), and a body that passes its limit while MHD reads it (MHD queues no answer before the end). */
+#include <gnutls/gnutls.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "api-internal.h"
+#include "http.h"
+#include "log.h"
+
+/* After an answer sent before the body's end, this much more of it is read and dropped (a client that
+ * reads answers while it sends stops on its own), then the connection is closed: its unread bytes would
+ * make the kernel reset the connection before the client has read the answer (a lingering close). */
+#define LINGER_BYTES_MAX (4u * 1024 * 1024)
+
+/* A byte a request-target may hold (RFC 9112 3.2, RFC 3986 2): visible ASCII; anything else is sent
+ * percent-encoded. */
+static bool target_byte_ok(unsigned char c) {
+        return c > 0x20 && c < 0x7f;
+}
+
+/* libmicrohttpd's URI log callback: the request line as it was received, before MHD splits off the query
+ * and decodes the path in place. The request-target ends where MHD ended it, at the space before the
+ * version ("/x\0HTTP/1.1"); a NUL before that cut the C string short ("/policies/tp5\0junk" would be
+ * served as "/policies/tp5"). The request is refused (request_line_refused()) before any handler runs. */
+void *http_request_line(void *cls, const char *uri, struct MHD_Connection *c) {
+        Request *req = calloc(1, sizeof(*req));
+        size_t n = strlen(uri);
+
+        (void) cls, (void) c;
+        if (!req)
+                return NULL; /* access_handler() makes it; the line goes unchecked */
+        for (size_t i = 0; i < n && !req->line_refused; i++)
+                if (!target_byte_ok((unsigned char) uri[i]))
+                        req->line_refused = uri[i] == ' ' ? "a space" : "a byte that is not visible ASCII";
+        if (!req->line_refused && strncmp(uri + n + 1, "HTTP/", 5) != 0)
+                req->line_refused = "a NUL byte";
+        req->raw_target = uri;
+        return req;
+}
+
+/* The method as received: MHD ended it at the first space, so a NUL inside it leaves bytes between the
+ * end of the C string and the request-target (only spaces may be there). */
+static bool method_whole(const char *method, const char *target) {
+        const char *p = method + strlen(method) + 1;
+
+        if (target <= method || target - method > 64)
+                return true; /* not the layout MHD 0.9.75 parses in: nothing to compare */
+        while (p < target && *p == ' ')
+                p++;
+        return p == target;
+}
+
+bool request_line_refused(Request *req, const char *method, Response *resp) {
+        const char *why = req->line_refused;
+
+        if (!why && req->raw_target && !method_whole(method, req->raw_target))
+                why = "a NUL byte in the method";
+        if (!why)
+                return false;
+        req->bad_line = true;
+        response_errorf(resp, "bad_request",
+                        "the request line has %s: a request-target is visible ASCII, anything else "
+                        "percent-encoded (RFC 9112 3.2), and no byte of the line may be NUL",
+                        why);
+        return true;
+}
+
+/* Writes resp (an error) onto the connection as a whole HTTP answer, "Connection: close", then shuts the
+ * connection down for writing: what MHD still has to send for it fails, and MHD closes it. Used where MHD
+ * cannot queue an answer itself. */
+static int answer_raw(Listener *l, struct MHD_Connection *c, int fd, Response *resp) {
+        const union MHD_ConnectionInfo *info =
+                MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        _cleanup_free_ char *body = NULL, *out = NULL;
+        int n;
+
+        (void) l;
+        body = json_dumps(resp->body, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        json_decref(resp->body);
+        resp->body = NULL;
+        if (!body)
+                return -ENOMEM;
+        n = asprintf(&out,
+                     "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n%s\n",
+                     resp->status, resp->status == 413 ? "Content Too Large" : "Bad Request",
+                     strlen(body) + 1, body);
+        if (n < 0)
+                return -ENOMEM;
+        if (info && info->tls_session)
+                (void) gnutls_record_send(info->tls_session, out, (size_t) n);
+        else
+                (void) send(fd, out, (size_t) n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void) shutdown(fd, SHUT_WR);
+        return 0;
+}
+
+int request_refuse_body(Request *req, Peer *p, Response *resp) {
+        if (!p)
+                return -ENOTCONN;
+        log_info("%s: %s %s: %s; answered %u before the body's end", p->key, req->method, req->url,
+                 json_string_value(json_object_get(json_object_get(resp->body, "error"), "message")),
+                 resp->status);
+        api_count_request(req->api, req->url, resp->status);
+        if (resp->error_code)
+                api_count_error(req->api, resp->error_code);
+        return answer_raw(req->listener, req->connection, p->fd, resp);
+}
+
+bool request_lingered_enough(Request *req, size_t more) {
+        req->lingered += more;
+        return req->lingered > LINGER_BYTES_MAX;
+}
+
+/* MHD refused a header section (a Content-Length that is no number, or past 2^64): the connection whose
+ * headers MHD has and clsd has not seen. MHD would answer it with its status line and headers twice and
+ * an HTML page; clsd answers first, once, as every other error. */
+static void answer_header_error(Listener *l, unsigned status) {
+        Peer *found = NULL;
+        Response resp = { 0 };
+        const char *cl;
+
+        for (Peer *p = l->peers; p; p = p->next)
+                if (p->headers_due &&
+                    MHD_get_connection_info(p->connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE)) {
+                        if (found)
+                                return; /* two: which one is not known, MHD answers */
+                        found = p;
+                }
+        if (!found)
+                return;
+        cl = MHD_lookup_connection_value(found->connection, MHD_HEADER_KIND, "Content-Length");
+        if (status == 413)
+                response_errorf(&resp, "payload_too_large",
+                                "Content-Length %.40s is more than any body can be", strna(cl));
+        else if (cl && strspn(cl, "0123456789") != strlen(cl))
+                response_errorf(&resp, "bad_request", "Content-Length \"%.40s\" is not a number of bytes",
+                                cl);
+        else
+                response_errorf(&resp, "bad_request", "the request's header section is malformed (%u)",
+                                status);
+        log_info("%s: %s; answered %u", found->key,
+                 json_string_value(json_object_get(json_object_get(resp.body, "error"), "message")),
+                 resp.status);
+        api_count_error(l->api, resp.error_code);
+        found->headers_due = false, found->deadline = 0; /* answered: no header deadline */
+        (void) answer_raw(l, found->connection, found->fd, &resp);
+}
+
+/* libmicrohttpd's messages go to clsd's log (debug); the one that says it answers a request by itself
+ * ("Error processing request (HTTP response code is %u ('%s'))") is answered by clsd instead where the
+ * connection can be told. */
+void http_log(void *cls, const char *fmt, va_list ap) {
+        Listener *l = cls;
+        char buf[512];
+        va_list copy;
+
+        va_copy(copy, ap);
+        (void) vsnprintf(buf, sizeof(buf), fmt, copy);
+        va_end(copy);
+        buf[strcspn(buf, "\n")] = 0;
+        log_debug("libmicrohttpd: %s", buf);
+        if (strstr(fmt, "HTTP response code is %u")) {
+                va_copy(copy, ap);
+                unsigned status = va_arg(copy, unsigned);
+                va_end(copy);
+                answer_header_error(l, status);
+        }
+}

@@ -1,0 +1,57 @@
+/* http.h: the listeners and their connections, shared by http.c (listening, limits, identity) and
+ * http-guard.c (what libmicrohttpd would let through or answer by itself). */
+#pragma once
+
+#include <netinet/in.h>
+#include <stdarg.h>
+
+#include "api-internal.h"
+
+typedef struct Listener {
+        Api *api;
+        bool tcp;
+        bool tls; /* HTTPS (--tls-cert) */
+        bool loopback; /* a TCP listener on a loopback address */
+        bool metrics_only;
+        struct MHD_Daemon *mhd;
+        sd_event_source *io;
+        sd_event_source *timer;
+        sd_event_source *kick; /* runs libmicrohttpd after a suspended connection was resumed */
+        Request *suspended; /* connections waiting for the daemon's answer */
+        struct Peer *peers; /* every open connection, with its peer and header deadline */
+        sd_event_source *deadline_timer;
+        bool progressed; /* the last run of libmicrohttpd called clsd for a request (http.c) */
+} Listener;
+
+/* An open connection (libmicrohttpd's socket context): who it is, and by when its next request's
+ * headers must be in (0: a request is being served). */
+typedef struct Peer {
+        Listener *listener;
+        struct MHD_Connection *connection;
+        int fd;
+        char key[INET6_ADDRSTRLEN + 16]; /* "ip ADDR" or "uid N" */
+        pid_t pid; /* on the unix socket: the peer's, when it connected */
+        uid_t uid; /* on the unix socket: its credentials (SO_PEERCRED, SO_PEERGROUPS) */
+        gid_t *gids; /* primary, then supplementary (as many as it has) */
+        size_t n_gids;
+        /* Over TLS: its client certificate, verified once per connection and access generation: 0
+         * verified (subject, sans), -ENOENT none sent, -EPERM not trusted (why). */
+        uint64_t cert_generation;
+        int cert_r;
+        char *subject, **sans, *cert_why;
+        uint64_t deadline;
+        bool headers_due; /* its next request's headers are not all in (deadline or none) */
+        struct Peer *prev, *next;
+} Peer;
+
+/* http-guard.c */
+/* MHD_OPTION_URI_LOG_CALLBACK: the request line checked as received; the request's context. */
+void *http_request_line(void *cls, const char *uri, struct MHD_Connection *c);
+/* Whether the request line was refused (the 400 in resp). */
+bool request_line_refused(Request *req, const char *method, Response *resp);
+/* resp (a 413 while the body comes) answered at once, the connection shut down for writing. */
+int request_refuse_body(Request *req, Peer *p, Response *resp);
+/* After such an answer: true once enough of the rest was read and dropped (the connection closes). */
+bool request_lingered_enough(Request *req, size_t more);
+/* MHD_OPTION_EXTERNAL_LOGGER: MHD's messages to the log; its own error answers made clsd's. */
+void http_log(void *cls, const char *fmt, va_list ap);

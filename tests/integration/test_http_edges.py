@@ -1,0 +1,213 @@
+"""The HTTP layer at the socket's speed and at its edges: bodies read as fast as they come on the unix
+socket, TCP and TLS (they were read one 16 KiB buffer per 250 ms timer); a chunked body over the limit
+answered 413 as it passes it, not read to its end; over-long URLs and header sections answered at once; a
+request line with a NUL or a byte it may not hold refused before any handler; a malformed Content-Length
+answered once, in JSON."""
+import os
+import socket
+import ssl
+import subprocess
+import time
+
+import pytest
+
+from conftest import (ADDR_A, PYTHON, SOURCE_DIR, filt, file_digest, run, tls_server, wait_for)
+from test_access import free_port, token_file
+
+TOKEN = "upload-" + "t" * 24
+
+
+@pytest.fixture(scope="module")
+def big_object(tmp_path_factory):
+    """A valid object of nearly 16 MiB (the default --max-object-size): one program over a big .rodata."""
+    d = tmp_path_factory.mktemp("big")
+    src, obj = str(d / "big.c"), str(d / "big.bpf.o")
+    run([PYTHON, os.path.join(SOURCE_DIR, "tests", "bpf", "gen-wide"), "rodata-16200", src])
+    multiarch = run(["gcc", "-print-multiarch"]).stdout.strip()
+    run(["clang", "-O2", "-g", "-target", "bpf", "-I/usr/include/" + multiarch, "-c", src, "-o", obj], timeout=120)
+    assert 15 << 20 < os.path.getsize(obj) <= 16 << 20
+    return obj
+
+
+class Conn:
+    """One raw connection to clsd: the unix socket, TCP in a namespace, or TLS over it."""
+
+    def __init__(self, c, kind="unix", port=None, cafile=None):
+        if kind == "unix":
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(c.socket)
+        else:
+            s = c.ns.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.connect((ADDR_A if kind == "tls" else "127.0.0.1", port))
+            if kind == "tls":
+                s = ssl.create_default_context(cafile=cafile).wrap_socket(s, server_hostname=ADDR_A)
+        s.settimeout(10)
+        self.s = s
+
+    def send(self, data):
+        self.s.sendall(data)
+
+    def answers(self):
+        """Everything clsd sends until it closes the connection (or 2 s of silence)."""
+        out = b""
+        self.s.settimeout(2)
+        try:
+            while True:
+                d = self.s.recv(65536)
+                if not d:
+                    break
+                out += d
+        except (socket.timeout, ConnectionResetError, ssl.SSLError):
+            pass
+        return out
+
+    def close(self):
+        self.s.close()
+
+
+def head_request(method, path, extra=b"", body=b""):
+    return b"%s %s HTTP/1.1\r\nHost: clsd\r\n%s\r\n%s" % (method, path, extra, body)
+
+
+def one_answer(data):
+    """The status and JSON body of the one answer in data (fails on two status lines)."""
+    assert data.count(b"HTTP/1.1 ") == 1, data[:600]
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"Content-Type: application/json" in head, head
+    import json
+    return int(head.split()[1]), json.loads(body)
+
+
+@pytest.fixture
+def listeners(net, clsd_factory, workdir):
+    """A clsd serving the unix socket, TCP on loopback and TLS on ADDR_A, with an operator's token."""
+    pki, tls = tls_server(workdir)
+    tcp_port = free_port(net.a, "127.0.0.1")
+    c = clsd_factory(net.a, args=("--listen", "127.0.0.1:%d" % tcp_port, "--token-file", token_file(workdir, TOKEN)))
+    tls_port = free_port(net.a, ADDR_A)
+    t = clsd_factory(net.a, name="tls", args=("--listen", "%s:%d" % (ADDR_A, tls_port), *tls, "--token-file",
+                                              token_file(os.path.join(workdir, "pki"), TOKEN)))
+    return {"unix": lambda: Conn(c), "tcp": lambda: Conn(c, "tcp", tcp_port),
+            "tls": lambda: Conn(t, "tls", tls_port, pki.cert)}, c, t
+
+
+AUTH = b"Authorization: Bearer %s\r\n" % TOKEN.encode()
+
+
+@pytest.mark.parametrize("kind", ["unix", "tcp", "tls"])
+def test_a_16_mib_object_is_read_at_the_sockets_speed(listeners, big_object, kind):
+    conns, c, t = listeners
+    data = open(big_object, "rb").read()
+    conn = conns[kind]()
+    t0 = time.monotonic()
+    conn.send(head_request(b"POST", b"/objects", AUTH + b"Content-Type: application/octet-stream\r\n"
+                           b"Content-Length: %d\r\n" % len(data), data))
+    out = b""
+    while b"\r\n\r\n" not in out or b"}\n" not in out:
+        out += conn.s.recv(65536)
+    took = time.monotonic() - t0
+    conn.close()
+    status, body = one_answer(out)
+    assert status == 201 and body["digest"] == file_digest(big_object), body
+    # 90 KB/s before (three minutes for this object); here ~0.1 s
+    assert took < 2.0, "%.2f s for 16 MiB" % took
+
+
+@pytest.mark.parametrize("kind", ["unix", "tcp", "tls"])
+def test_a_chunked_body_over_the_limit_is_refused_as_it_passes_it(listeners, kind):
+    """100 MB chunked: the 413 comes once the limit (16 MiB) is passed; clsd reads at most a few MiB more
+    (a lingering close, so that the answer is not lost to a reset) and the client is cut off."""
+    conns, c, t = listeners
+    conn = conns[kind]()
+    conn.send(head_request(b"POST", b"/objects", AUTH + b"Content-Type: application/octet-stream\r\n"
+                           b"Transfer-Encoding: chunked\r\n"))
+    chunk = b"%x\r\n%s\r\n" % (1 << 20, b"z" * (1 << 20))
+    sent, t0, stopped = 0, time.monotonic(), None
+    try:
+        while sent < 100 << 20:
+            conn.send(chunk)
+            sent += 1 << 20
+    except (BrokenPipeError, ConnectionResetError, ssl.SSLError, socket.timeout) as e:
+        stopped = e
+    took = time.monotonic() - t0
+    assert stopped is not None, "clsd read all 100 MB"
+    assert sent <= 24 << 20 and took < 5, (sent, took)
+    status, body = one_answer(conn.answers())
+    conn.close()
+    assert status == 413 and body["error"]["code"] == "payload_too_large", body
+    assert "16777216" in body["error"]["message"]
+    for x in (c, t):
+        assert x.api.healthy()
+
+
+def test_long_urls_and_header_sections_are_answered_at_once(listeners):
+    conns, c, _ = listeners
+    for path, status in ((b"/objects/" + b"a" * 20000, 404), (b"/objects/" + b"a" * 70000, 414)):
+        conn = conns["unix"]()
+        t0 = time.monotonic()
+        conn.send(head_request(b"GET", path))
+        out = conn.answers() if status == 414 else conn.s.recv(65536)
+        conn.close()
+        assert out.startswith(b"HTTP/1.1 %d " % status), out[:200]
+        assert time.monotonic() - t0 < 1.0
+    conn = conns["unix"]()
+    conn.send(head_request(b"GET", b"/healthz", b"X-Pad: %s\r\n" % (b"p" * 40000)))
+    out = conn.answers()
+    conn.close()
+    assert out.startswith(b"HTTP/1.1 431 ") or out.startswith(b"HTTP/1.1 414 "), out[:200]
+    assert c.api.healthy()
+
+
+def test_a_request_line_with_a_nul_or_a_byte_it_may_not_hold_is_400(net, clsd_factory, bpf):
+    c = clsd_factory(net.a)
+    r = c.api.request("PUT", "/policies/tp5", body={"match": {"ifname": ["zz*"]}, "ingress": [
+        filt("count", bpf.count, priority=10)]})
+    assert r.status == 200, r
+    for line in (b"DELETE /policies/tp5\x00junk HTTP/1.1", b"DELETE /policies/tp5\x00 HTTP/1.1",
+                 b"DEL\x00ETE /policies/tp5 HTTP/1.1", b"DELETE /policies/tp\xff5 HTTP/1.1"):
+        conn = Conn(c)
+        conn.send(line + b"\r\nHost: clsd\r\n\r\n")
+        status, body = one_answer(conn.answers())
+        conn.close()
+        assert status == 400 and body["error"]["code"] == "bad_request", (line, body)
+        assert "request line" in body["error"]["message"], body
+    assert c.api.get("/policies/tp5").status == 200
+    # the audit names no path it did not serve
+    log = c.log_this_run()
+    assert "DELETE /policies/tp5 by" not in log and log.count("DELETE (a malformed request line) by") == 3, log
+
+
+@pytest.mark.parametrize("kind", ["unix", "tls"])
+def test_a_malformed_content_length_is_answered_once_in_json(listeners, kind):
+    conns, c, _ = listeners
+    for value, status, code in ((b"-1", 400, "bad_request"), (b"abc", 400, "bad_request"),
+                                (b"99999999999999999999", 413, "payload_too_large")):
+        conn = conns[kind]()
+        conn.send(head_request(b"POST", b"/objects", AUTH + b"Content-Length: %s\r\n" % value, b"abc"))
+        got, body = one_answer(conn.answers())
+        conn.close()
+        assert got == status and body["error"]["code"] == code, (value, body)
+        assert value.decode() in body["error"]["message"]
+    assert c.api.healthy()
+
+
+def test_half_done_tls_handshakes_cost_no_cpu(listeners):
+    """libmicrohttpd says "work pending" for a TLS handshake waiting for the client's next bytes; clsd runs
+    it again at once only when a request moved on, so three stalled handshakes cost no CPU."""
+    conns, _, t = listeners
+    port = int(next(a for a in t.argv() if a.startswith(ADDR_A + ":")).split(":")[1])
+    stalled = []
+    for _ in range(3):
+        s = t.ns.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.connect((ADDR_A, port))
+        s.sendall(b"\x16\x03\x01\x02\x00")  # a record header announcing a ClientHello that never comes
+        stalled.append(s)
+    time.sleep(0.5)
+    ticks = lambda: sum(int(x) for x in open("/proc/%d/stat" % t.proc.pid).read().split()[13:15])
+    before = ticks()
+    time.sleep(1.0)
+    used = ticks() - before
+    for s in stalled:
+        s.close()
+    assert used <= 10, "%d ticks of CPU in 1 s with 3 stalled handshakes" % used
+    assert t.api.healthy()
