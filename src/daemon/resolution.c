@@ -68,7 +68,8 @@ static void on_one_inspected(WorkerResult *result, void *userdata) {
                         if (daemon_object_quota_check(m, p->digest, p->size, &e) < 0) {
                                 result->r = -ENOSPC;
                                 result->error = e;
-                        } else if (store_object_put_hashed(m->store, p->data, p->size, digest, NULL, &e) < 0 ||
+                        } else if (store_object_put_hashed(m->store, p->data, p->size, digest, NULL, &e) <
+                                           0 ||
                                    (p->sig && store_object_signature_put(m->store, digest, p->sig,
                                                                          p->sig_size, &e) < 0)) {
                                 result->r = -EIO;
