@@ -61,6 +61,7 @@ static const struct {
         { "parent_not_found", 422 },
         { "object_unsigned", 422 },
         { "object_signature_invalid", 422 },
+        { "object_untrusted", 422 },
         { "map_unwritable", 422 },
         { "map_full", 422 },
         { "quota_exceeded", 507 },

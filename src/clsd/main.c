@@ -40,8 +40,9 @@ static void help(void) {
                "       kernel match it over rtnetlink. Serves a REST API on a unix socket (and\n"
                "       optionally TCP). SIGTERM/SIGINT: exit, leaving every program attached; only\n"
                "       a DELETE or clsd --flush removes what clsd attached.\n"
-               "       SIGHUP: re-read the token, access and TLS files and the hogs, apply what\n"
-               "       changed, and reconcile every interface.\n"
+               "       SIGHUP: re-read the token, access and TLS files, the trusted keys (what no\n"
+               "       key verifies any more is removed) and the hogs, apply what changed, and\n"
+               "       reconcile every interface.\n"
                "\n"
                "       A filter is a cls_bpf classifier (direct action, or classic mode with a\n"
                "       classid), or a tcx link; in classic mode it may have act_bpf actions that\n"
@@ -92,7 +93,8 @@ static void help(void) {
                "       --trusted-keys DIR     Load only objects signed (minisign or signify) by a key\n"
                "                              of DIR/*.pub: uploads (Clsd-Signature), files named\n"
                "                              by path and hogs (FILE.minisig or FILE.sig beside\n"
-               "                              them), the fleet's, and the store's at start\n"
+               "                              them), the fleet's, and the store's at start and on\n"
+               "                              SIGHUP (DIR read again: a key removed revokes)\n"
                "       --bpffs-dir DIR        Where programs (progs/) and tcx links (tcx/) are\n"
                "                              pinned, on a bpf filesystem (default %s)\n"
                "       --check[=FILE]         Validate the hog files (JSON, fields, object files), or\n"
@@ -190,6 +192,8 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
                 error_done(&e);
         } else
                 log_info("reloaded the token, access file and TLS files");
+        /* the keys before the hogs: a hog's object is verified with the keys read now */
+        (void) daemon_trust_reload(c->daemon);
         (void) daemon_hogs_reload(c->daemon);
         (void) daemon_reconcile_all(c->daemon);
         return 0;
@@ -836,6 +840,7 @@ int main(int argc, char *argv[]) {
                         log_warning("--trusted-keys %s holds no *.pub key: no object can be loaded",
                                     trusted_keys_dir);
                 dc.trusted_keys = trusted_keys_global = keys;
+                dc.trusted_keys_dir = trusted_keys_dir;
                 atexit(trusted_keys_release);
         }
         if (check) {

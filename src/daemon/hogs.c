@@ -66,7 +66,7 @@ static int hog_resolve(Manager *m, ObjectCache *cache, Store *store, Document *d
                         .object_size_max = m->config.object_size_max,
                         .act_bpf = m->kernel.act_bpf,
                         .tcx = m->kernel.tcx,
-                        .trusted = m->config.trusted_keys };
+                        .trusted = m->trusted };
         int r;
 
         for (;;) {
@@ -245,7 +245,8 @@ static int hogs_read(Manager *m, ObjectCache *cache, Store *store, const char *d
 int daemon_hogs_check(const char *dir, const char *file, size_t object_size_max,
                       const TrustedKeys *trusted) {
         Manager m = {
-                .config = { .hogs_dir = dir, .object_size_max = object_size_max, .trusted_keys = trusted }
+                .config = { .hogs_dir = dir, .object_size_max = object_size_max, .trusted_keys = trusted },
+                .trusted = trusted,
         };
         _cleanup_(nl_socket_freep) NlSocket *rtnl = NULL;
         ObjectCache *cache = NULL;

@@ -89,6 +89,7 @@ Iface *iface_free(Iface *it, Registry *reg) {
         for (DocumentSource s = 0; s < _SOURCE_MAX; s++)
                 document_facts_done(&it->facts[s]);
         free(it->hog_path);
+        free(it->untrusted);
         free(it->netns);
         free(it->ifname);
         free(it->key);
@@ -232,8 +233,29 @@ const char *iface_policy_state(const Iface *it, const Policy *p, Direction dir, 
         return "overridden";
 }
 
+/* Whether a filter uses an object no trusted key verifies any more (its classifier's or an action's): 1,
+ * with what and why added to *untrusted ("; " between two). */
+static int filter_revoked(const FilterSpec *spec, Direction dir, const Registry *reg, char **untrusted) {
+        for (int a = -1; a < (int) spec->n_actions; a++) {
+                const char *digest = a < 0 ? spec->digest : spec->actions[a].digest;
+                const char *why = registry_revoked(reg, digest);
+                char *s;
+                if (!why)
+                        continue;
+                if (asprintf(&s, "%s%s%s filter %s: object %s: %s", strempty(*untrusted),
+                             *untrusted ? "; " : "", direction_to_string(dir), spec->name, digest,
+                             why) >= 0) {
+                        free(*untrusted);
+                        *untrusted = s;
+                }
+                return 1;
+        }
+        return 0;
+}
+
 int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts, Document *hog,
                         const char *hog_path, const DocumentFacts *hog_facts, bool tcx, Registry *reg) {
+        _cleanup_free_ char *untrusted = NULL;
         DocumentFacts facts[_SOURCE_MAX] = { 0 };
         const Document *docs[_DIRECTION_MAX];
         _cleanup_free_ char *path = NULL;
@@ -282,6 +304,9 @@ int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts
                 const Document *doc = docs[dir];
 
                 for (size_t i = 0; doc && i < doc->n_filters[dir]; i++) {
+                        const FilterSpec *spec = &doc->filters[dir][i];
+                        if (filter_revoked(spec, dir, reg, &untrusted) != 0)
+                                continue; /* an object no trusted key verifies: the filter goes */
                         Filter *f = &filters[n++];
                         const FilterFact *fact = document_facts_find(&facts[src], doc->filters[dir][i].name);
 
@@ -318,6 +343,8 @@ int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts
         free(it->filters);
         it->filters = filters;
         it->n_filters = n;
+        free(it->untrusted);
+        it->untrusted = TAKE_PTR(untrusted);
         it->programs_held = false;
         for (size_t i = 0; i < n; i++)
                 if (!filters[i].program)

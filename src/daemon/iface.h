@@ -46,6 +46,9 @@ struct Iface {
         char *hook_conflict[_DIRECTION_MAX];
         Filter *filters; /* ingress, then egress */
         size_t n_filters;
+        /* Filters left out because no trusted key verifies their object any more (registry_revoked()):
+         * which and why, or NULL. The interface is failed ("object_untrusted") while there are some. */
+        char *untrusted;
         IfaceState state;
         int ifindex; /* 0 while pending */
         Error error; /* why the last attempt failed, in state IFACE_FAILED */

@@ -21,6 +21,7 @@ int daemon_new(const DaemonConfig *config, sd_event *event, Manager **ret, Error
         if (!m)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         m->config = *config;
+        m->trusted = config->trusted_keys;
         m->event = sd_event_ref(event);
         m->kernel.bpf_stats_fd = -1;
         if (uname(&u) >= 0)
@@ -73,6 +74,7 @@ Manager *daemon_free(Manager *m) {
         sd_event_source_disable_unref(m->resync_source);
         sd_event_source_disable_unref(m->start.post);
         store_free(m->store);
+        trusted_keys_free(m->trusted_owned);
         json_decref(m->map_entries);
         safe_close(m->kernel.bpf_stats_fd);
         free(m->listeners);

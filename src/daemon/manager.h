@@ -73,7 +73,15 @@ struct Manager {
         Startup start;
         DaemonFleet fleet;
         json_t *map_entries; /* configuration maps' entries, as stored (map-config.c) */
+        const TrustedKeys *trusted; /* the keys in use: config.trusted_keys, or read again (trust.c) */
+        TrustedKeys *trusted_owned;
 };
+
+/* trust.c: whether a trusted key verifies the stored object; if not it is revoked in the registry. */
+int manager_object_trusted(Manager *m, const char *digest, const void *data, size_t size);
+/* policies.c: the interface's filters composed again (its documents and policies as they are) and
+ * reconciled, queued behind its other changes. */
+void manager_iface_recompose(Manager *m, Iface *it);
 
 /* Tells every listener of the change (where it happens: networkd's link_send_changed()). */
 void manager_changed(Manager *m, Iface *it, unsigned changes);

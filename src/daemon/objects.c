@@ -24,19 +24,9 @@ int manager_objects_load(Manager *m) {
                 size_t size;
 
                 r = store_object_read(m->store, digests[i], m->config.object_size_max, &data, &size);
-                if (r >= 0 && m->config.trusted_keys) {
-                        /* a key removed since is a signature revoked: kept on disk, not loaded */
-                        _cleanup_free_ char *sig = NULL;
-                        size_t sig_size = 0;
-                        int k = store_object_signature_read(m->store, digests[i], &sig, &sig_size);
-                        if ((k < 0 && k != -ENOENT) ||
-                            trusted_keys_verify(m->config.trusted_keys, data, size, k < 0 ? NULL : sig,
-                                                sig_size, digests[i], &e) < 0) {
-                                log_error("object %s not loaded: %s", digests[i], e.message ?: strerror(-k));
-                                error_done(&e);
-                                continue;
-                        }
-                }
+                /* a key removed since is a signature revoked (trust.c): kept on disk, not loaded */
+                if (r >= 0 && !manager_object_trusted(m, digests[i], data, size))
+                        continue;
                 if (r >= 0)
                         r = nl_object_inspect(data, size, &info, &e);
                 if (r < 0) {
@@ -197,9 +187,8 @@ void daemon_object_add(Manager *m, const void *data, size_t size, const char *si
         memcpy(u->data, data, size);
         *u = (Upload){ .m = m, .data = u->data, .size = size, .done = done, .userdata = userdata };
         sha256_digest_string(data, size, u->digest);
-        if (m->config.trusted_keys) {
-                if (trusted_keys_verify(m->config.trusted_keys, data, size, sig, sig_size, u->digest, &e) <
-                    0) {
+        if (m->trusted) {
+                if (trusted_keys_verify(m->trusted, data, size, sig, sig_size, u->digest, &e) < 0) {
                         daemon_count_error(m, e.code);
                         upload_finish(u, NULL, false, &e);
                         error_done(&e);

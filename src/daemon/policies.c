@@ -152,6 +152,21 @@ static int txn_result_add(PolicyTxn *txn, const char *netns, const char *ifname,
         return (int) txn->n_results++;
 }
 
+void manager_iface_recompose(Manager *m, Iface *it) {
+        Change *c = change_new(m, CHANGE_POLICY, NULL);
+
+        if (!c || (it->n_policies > 0 && !(c->policies = calloc(it->n_policies, sizeof(Policy *))))) {
+                if (c)
+                        change_free(&c->op);
+                log_error("%s: cannot queue a change: out of memory", it->ifname);
+                return;
+        }
+        for (size_t i = 0; i < it->n_policies; i++)
+                c->policies[i] = policy_ref(it->policies[i]);
+        c->n_policies = it->n_policies;
+        change_queue(m, c, it->netns, it->ifname);
+}
+
 /* Queues the change that gives the interface (netns, ifname) the policies v, if they differ from what
  * it has (or, in a dry run, always for one the transaction's policy concerns). */
 static void queue_policies(Manager *m, const char *netns, const char *ifname, Policy **v, size_t n,

@@ -273,6 +273,18 @@ int iface_reconcile_and_report(Manager *m, Iface *it) {
                         log_info("%s%s%s: interface absent; document pending", strempty(it->netns),
                                  it->netns ? "/" : "", it->ifname);
                 iface_set_state(it, IFACE_PENDING, NULL);
+        } else if (it->untrusted) {
+                /* What is trusted stands; the rest was removed, and stays so until a key that signed it
+                 * comes back (SIGHUP): failed, not retried. */
+                error_set(&e, EPERM, "object_untrusted",
+                          "%s: not applied (signed by no key of --trusted-keys any more; its filters were "
+                          "removed): %s",
+                          it->ifname, it->untrusted);
+                if (!streq_ptr(it->error.message, e.message)) {
+                        log_error("%s", e.message);
+                        daemon_count_error(m, e.code);
+                }
+                iface_set_state(it, IFACE_FAILED, &e);
         } else
                 iface_set_state(it, IFACE_CONFIGURED, NULL);
         error_done(&e);

@@ -47,7 +47,49 @@ struct Registry {
         size_t n_programs;
         DaemonPassedFd *passed; /* what the fd store gave back, until a document takes it */
         size_t n_passed;
+        /* Stored objects no trusted key verifies any more (--trusted-keys, a key removed): no program of
+         * theirs is handed out, adopted or loaded. Digest and why, by twos. */
+        char **revoked;
+        size_t n_revoked;
 };
+
+const char *registry_revoked(const Registry *r, const char *digest) {
+        for (size_t i = 0; r && digest && i < r->n_revoked; i++)
+                if (streq(r->revoked[2 * i], digest))
+                        return r->revoked[2 * i + 1];
+        return NULL;
+}
+
+int registry_revoke(Registry *r, const char *digest, const char *why) {
+        char **v, *d, *w;
+
+        if (registry_revoked(r, digest))
+                return 0;
+        v = realloc(r->revoked, (r->n_revoked + 1) * 2 * sizeof(char *));
+        if (!v)
+                return -ENOMEM;
+        r->revoked = v;
+        d = strdup(digest), w = strdup(why);
+        if (!d || !w) {
+                free(d), free(w);
+                return -ENOMEM;
+        }
+        v[2 * r->n_revoked] = d, v[2 * r->n_revoked + 1] = w;
+        r->n_revoked++;
+        return 1;
+}
+
+bool registry_unrevoke(Registry *r, const char *digest) {
+        for (size_t i = 0; i < r->n_revoked; i++)
+                if (streq(r->revoked[2 * i], digest)) {
+                        free(r->revoked[2 * i]), free(r->revoked[2 * i + 1]);
+                        r->n_revoked--;
+                        memmove(&r->revoked[2 * i], &r->revoked[2 * i + 2],
+                                (r->n_revoked - i) * 2 * sizeof(char *));
+                        return true;
+                }
+        return false;
+}
 
 int program_fd(const Program *p) {
         return nl_program_fd(p->prog);
@@ -383,6 +425,9 @@ int registry_acquire(Registry *r, const ProgramRef *ref, uint32_t adopt_id, Prog
         bool from_store = false;
         Error e = ERROR_NULL;
 
+        if (registry_revoked(r, ref->digest))
+                return error_set(reterr, EPERM, "object_untrusted", "object %s: %s", ref->digest,
+                                 registry_revoked(r, ref->digest));
         if (p) {
                 p->n_ref++;
                 *ret = p;
@@ -540,6 +585,7 @@ Registry *registry_free(Registry *r, bool exiting) {
                 program_free(r->programs[i]);
         }
         free(r->programs);
+        strv_free_n(r->revoked, 2 * r->n_revoked);
         passed_free(r);
         free(r->bpffs_dir);
         free(r);

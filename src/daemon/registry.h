@@ -51,6 +51,14 @@ int registry_check_reuse(Registry *r, const ProgramRef *ref, const NlObjectInfo 
                          Error *reterr);
 /* Whether the fd store or a pin kept ref's program from the last run. */
 bool registry_kept(Registry *r, const ProgramRef *ref);
+/* An object no trusted key verifies any more: none of its programs is acquired (registry_acquire():
+ * "object_untrusted"), and filters that use it are left out of their interface's composition. 1 if it
+ * was not revoked before. */
+int registry_revoke(Registry *r, const char *digest, const char *why);
+/* Whether it was revoked (a key that signed it came back). */
+bool registry_unrevoke(Registry *r, const char *digest);
+/* Why the object is revoked, or NULL. */
+const char *registry_revoked(const Registry *r, const char *digest);
 /* After the first reconcile: drops the fd store entries and pins no document took. */
 void registry_settle(Registry *r);
 Program *registry_ref(Program *p);

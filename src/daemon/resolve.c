@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "registry.h"
 #include "resolve.h"
 
 void pending_objects_free(PendingObject *v, size_t n) {
@@ -187,6 +188,10 @@ static int resolve_object(Resolver *rs, const char *object, char **digest, const
         int r;
 
         if (object[0] != '/') {
+                const char *why = registry_revoked(rs->registry, object);
+                if (why)
+                        return error_set(reterr, EPERM, "object_untrusted", "%s: object %s: %s", who, object,
+                                         why);
                 if (!resolver_info(rs, *digest) || !streq(object, *digest))
                         return error_set(reterr, ENOENT, "object_not_found",
                                          "%s: no object %s; upload it with POST /objects", who, object);

@@ -25,6 +25,8 @@ typedef struct Resolver {
         /* Set: an object file read by path must have a signature file beside it (SIGNATURE_SUFFIXES)
          * by one of these keys. */
         const TrustedKeys *trusted;
+        /* Stored objects no trusted key verifies any more (registry_revoked()); NULL: none. */
+        const struct Registry *registry;
         /* Objects inspected for this resolution that are not in the cache (a dry run stores nothing). */
         DaemonObject *extra;
         size_t n_extra;

@@ -6,10 +6,13 @@ key removed revokes what it signed."""
 import base64
 import os
 import shutil
+import signal
 import subprocess
+import time
 
 from conftest import CLSD, filt, run, status_of, wait_for
 from test_hogs import write_hog
+from test_metrics import parse_exposition, value
 
 
 def keypair(d, name):
@@ -150,28 +153,96 @@ def test_objects_by_path_and_hogs_need_a_signature_beside_them(net, clsd_factory
     assert len(c.api.get("/objects").json["objects"]) == 1
 
 
+def untrusted(c, ifname, digest):
+    """The interface failed with object_untrusted naming the object; clsd's filters gone from the kernel."""
+    g = c.api.get_classifier(ifname).json
+    assert g["state"] == "failed" and g["error"]["code"] == "object_untrusted", g
+    assert digest in g["error"]["message"] and "not a trusted key" in g["error"]["message"], g
+    return g
+
+
+def clsd_filters(ns, dev):
+    return [f for f in ns.filters(dev) if f.name and f.name.startswith("clsd:")]
+
+
 def test_a_key_removed_revokes_what_it_signed(net, clsd_factory, bpf, workdir):
-    trusted, key1, _, pub1 = setup_keys(workdir)
-    obj = os.path.join(workdir, "count.bpf.o")
+    """Revoked at start: the program is neither adopted nor repaired; its filter is removed, the
+    interface failed object_untrusted (GET, /metrics, the log); what another key signed stays."""
+    trusted, key1, key2, pub1 = setup_keys(workdir)
+    obj, other = os.path.join(workdir, "count.bpf.o"), os.path.join(workdir, "drop-port.bpf.o")
     shutil.copy(bpf.count, obj)
+    shutil.copy(bpf.drop_port, other)
+    pub2 = os.path.join(workdir, "signing", "k2.pub")
+    shutil.copy(pub2, trusted)
     c = clsd_factory(net.a, args=("--trusted-keys", trusted))
     digest = upload(c, obj, sign(key1, obj)).json["digest"]
-    r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]})
+    kept = upload(c, other, sign(key2, other)).json["digest"]
+    r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10),
+                                                    filt("drop", kept, priority=11)]})
     assert r.status == 200 and status_of(r.json, "web")["attached"], r
     c.stop()
     os.unlink(os.path.join(trusted, os.path.basename(pub1)))
     c.start()
-    assert c.api.get("/objects").json["objects"] == []
-    assert "object %s not loaded" % digest in c.log() and "not a trusted key" in c.log()
+    assert [o["digest"] for o in c.api.get("/objects").json["objects"]] == [kept]
+    assert "object %s revoked" % digest in c.log_this_run() and "not a trusted key" in c.log_this_run()
+    wait_for(lambda: [f.pref for f in clsd_filters(net.a, net.if_a)] == [11], timeout=5,
+             what="the revoked filter removed, the other kept")
+    untrusted(c, net.if_a, digest)
+    # not repaired: the periodic resync and a SIGHUP leave it out
+    c.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "trusted keys: 1 read" in c.log_this_run(), timeout=5, what="the keys read again")
+    time.sleep(0.5)
+    assert [f.pref for f in clsd_filters(net.a, net.if_a)] == [11]
+    untrusted(c, net.if_a, digest)
+    samples, _ = parse_exposition(c.api.get("/metrics").body.decode())
+    assert value(samples, "clsd_errors_total", code="object_untrusted") >= 1
     # a document naming it cannot be applied again, and a new upload is refused
     refused(upload(c, obj, obj + ".minisig"), "object_signature_invalid", "not a trusted key")
-    r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=11)]})
-    assert r.status == 404 and r.json["error"]["code"] == "object_not_found", r
-    # the key back: the stored object and its signature load again
+    r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=12)]})
+    refused(r, "object_untrusted", digest)
+    # the key back: on SIGHUP the stored object loads again, and its filter comes back
     shutil.copy(pub1, trusted)
-    c.stop()
-    c.start()
-    assert [o["digest"] for o in c.api.get("/objects").json["objects"]] == [digest]
+    c.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: c.api.get_classifier(net.if_a).json["state"] == "configured", timeout=5,
+             what="configured again")
+    assert [f.pref for f in clsd_filters(net.a, net.if_a)] == [10, 11]
+    assert sorted(o["digest"] for o in c.api.get("/objects").json["objects"]) == sorted([digest, kept])
+
+
+def test_a_key_removed_while_clsd_runs_revokes_on_sighup(net, clsd_factory, bpf, workdir):
+    """The same without a restart: SIGHUP reads the keys again; the filters of a document, a policy and a
+    hog that use the object go at once, are not repaired, and come back with the key."""
+    trusted, key1, _, pub1 = setup_keys(workdir)
+    obj = os.path.join(workdir, "count.bpf.o")
+    shutil.copy(bpf.count, obj)
+    sign(key1, obj)
+    net.a.run("ip", "link", "add", "vh", "type", "veth", "peer", "name", "vhp")
+    net.a.run("ip", "link", "set", "vh", "up")
+    hogs_dir = os.path.join(workdir, "hogs.d")
+    write_hog(hogs_dir, "vh.json", "vh", ingress=[filt("h", obj, priority=30)])
+    c = clsd_factory(net.a, args=("--trusted-keys", trusted, "--hogs-dir", hogs_dir))
+    digest = upload(c, obj, obj + ".minisig").json["digest"]
+    wait_for(lambda: clsd_filters(net.a, "vh"), timeout=5, what="the hog's filter")
+    assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]}).status == 200
+    r = c.api.request("PUT", "/policies/lo", body={"match": {"ifname": ["lo"]},
+                                                   "ingress": [filt("count", digest, priority=20)]})
+    assert r.status == 200, r
+    wait_for(lambda: clsd_filters(net.a, "lo"), timeout=5, what="the policy's filter on lo")
+    os.unlink(os.path.join(trusted, os.path.basename(pub1)))
+    c.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: not clsd_filters(net.a, net.if_a) and not clsd_filters(net.a, "lo") and
+             not clsd_filters(net.a, "vh"), timeout=5, what="the document's, the policy's and the hog's filters removed")
+    untrusted(c, net.if_a, digest)
+    untrusted(c, "lo", digest)
+    untrusted(c, "vh", digest)
+    c.proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert not clsd_filters(net.a, net.if_a)
+    shutil.copy(pub1, trusted)
+    c.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: clsd_filters(net.a, net.if_a) and clsd_filters(net.a, "lo") and clsd_filters(net.a, "vh"),
+             timeout=5, what="every filter back")
+    wait_for(lambda: c.api.get_classifier(net.if_a).json["state"] == "configured", timeout=5, what="configured")
 
 
 def test_a_key_directory_that_is_not_one_is_refused_at_start(net, workdir):

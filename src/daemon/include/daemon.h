@@ -38,6 +38,8 @@ typedef struct DaemonConfig {
         /* With --trusted-keys: an object is loaded only if one of these keys signed it (uploads, paths,
          * hogs, the fleet's, and the store's at start); NULL: any. */
         const TrustedKeys *trusted_keys;
+        /* Where they were read from: read again on SIGHUP (daemon_trust_reload()). */
+        const char *trusted_keys_dir;
         /* The periodic full resync, the backstop for lost events; 0 turns it off. */
         uint64_t resync_usec;
         /* Holds BPF_ENABLE_STATS so that programs' run_count and run_time_ns are counted. */
@@ -81,6 +83,10 @@ void daemon_notify_status(Manager *m);
 void daemon_reconcile_all(Manager *m);
 /* SIGHUP: re-reads the hogs directory and queues what changed. */
 int daemon_hogs_reload(Manager *m);
+/* SIGHUP: --trusted-keys read again and every stored object verified with them (trust.c): what no key
+ * verifies any more is revoked (its filters removed, their interfaces failed "object_untrusted"), what a
+ * key verifies again comes back. A directory that does not read keeps the keys in use. */
+int daemon_trust_reload(Manager *m);
 /* clsd --check: validates every hog file of dir (JSON, fields, object files), or only file when it is
  * given, without starting; prints one line per problem on stderr and returns how many there were. With
  * trusted, objects must be signed. */

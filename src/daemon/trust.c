@@ -1,0 +1,109 @@
+/* trust.c: which stored objects a trusted key still verifies (--trusted-keys). A key removed is every
+ * signature it made revoked: at start, and on SIGHUP with the keys read again, an object no key verifies
+ * is revoked in the registry (none of its programs is adopted, loaded or repaired), its filters leave
+ * their interfaces' compositions (removed from the kernel, the interface failed "object_untrusted"), and
+ * it all comes back when a key that signed it returns. */
+#include <string.h>
+
+#include "log.h"
+#include "manager.h"
+
+/* Whether a trusted key verifies the stored object (data, its bytes) with the signature stored beside
+ * it: 0, or -EPERM with why in reterr. */
+static int stored_object_verify(Manager *m, const char *digest, const void *data, size_t size,
+                                Error *reterr) {
+        _cleanup_free_ char *sig = NULL;
+        size_t sig_size = 0;
+        int k;
+
+        if (!m->trusted)
+                return 0;
+        k = store_object_signature_read(m->store, digest, &sig, &sig_size);
+        if (k < 0 && k != -ENOENT)
+                return error_set(reterr, -k, "object_untrusted", "its signature cannot be read: %s",
+                                 strerror(-k));
+        return trusted_keys_verify(m->trusted, data, size, k < 0 ? NULL : sig, sig_size, digest, reterr);
+}
+
+int manager_object_trusted(Manager *m, const char *digest, const void *data, size_t size) {
+        Error e = ERROR_NULL;
+        int r;
+
+        r = stored_object_verify(m, digest, data, size, &e);
+        if (r < 0) {
+                /* a key removed since is a signature revoked: kept on disk, not loaded */
+                if (registry_revoke(m->registry, digest, e.message ?: "not signed by a trusted key") > 0)
+                        log_error("object %s revoked: %s; none of its programs runs, and the filters that "
+                                  "use it are removed",
+                                  digest, strna(e.message));
+                error_done(&e);
+                return 0;
+        }
+        return 1;
+}
+
+/* The object's trust as the keys say now: 1 if it changed (revoked, or trusted again). */
+static int object_recheck(Manager *m, const char *digest) {
+        _cleanup_free_ char *data = NULL;
+        NlObjectInfo *info = NULL;
+        Error e = ERROR_NULL;
+        size_t size;
+        int r;
+
+        r = store_object_read(m->store, digest, m->config.object_size_max, &data, &size);
+        if (r < 0)
+                return 0; /* set aside at start, or gone: nothing of it runs either way */
+        if (!manager_object_trusted(m, digest, data, size)) {
+                if (!object_cache_get(m->objects, digest))
+                        return 0;
+                object_cache_remove(m->objects, digest);
+                return 1;
+        }
+        if (!registry_unrevoke(m->registry, digest))
+                return 0;
+        log_info("object %s: signed by a trusted key again; its filters come back", digest);
+        if (!object_cache_get(m->objects, digest)) {
+                /* inspected by a worker when it was stored */
+                if (nl_object_inspect(data, size, &info, &e) < 0 ||
+                    object_cache_add(m->objects, digest, size, info, NULL) < 0) {
+                        log_error("object %s cannot be used: %s", digest, strna(e.message));
+                        nl_object_info_free(info);
+                }
+                error_done(&e);
+        }
+        return 1;
+}
+
+int daemon_trust_reload(Manager *m) {
+        TrustedKeys *keys = NULL;
+        Error e = ERROR_NULL;
+        char **digests = NULL;
+        size_t n = 0, changed = 0;
+
+        if (!m->config.trusted_keys_dir)
+                return 0;
+        if (trusted_keys_load(m->config.trusted_keys_dir, &keys, &e) < 0) {
+                log_error("--trusted-keys %s: %s; the keys in use stay", m->config.trusted_keys_dir,
+                          strna(e.message));
+                error_done(&e);
+                return -EINVAL;
+        }
+        trusted_keys_free(m->trusted_owned);
+        m->trusted = m->trusted_owned = keys;
+        log_info("trusted keys: %zu read from %s", trusted_keys_count(keys), m->config.trusted_keys_dir);
+        if (store_object_list(m->store, &digests, &n) < 0)
+                return -EIO;
+        for (size_t i = 0; i < n; i++)
+                changed += object_recheck(m, digests[i]) > 0;
+        strv_free_n(digests, n);
+        if (changed == 0)
+                return 0;
+        /* Every interface composed again (the filters of what is revoked leave, of what is trusted again
+         * come back) and reconciled, in its turn behind its other changes. */
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
+                Iface *it = iface_table_at(m->ifaces, i);
+                if (it->visible)
+                        manager_iface_recompose(m, it);
+        }
+        return 0;
+}
