@@ -659,11 +659,41 @@ static void config_free(void) {
         n_config_strings = 0;
 }
 
+/* Whether the configuration file may set the option: how the daemon runs, not what the command does
+ * (--check, --flush, --worker, --help and --version are the command line's; a "flush" line would flush
+ * clsd's filters at every start). */
 static bool option_known(const char *name) {
+        static const char *const actions[] = { "check", "flush", "worker", "help", "version", "config" };
+
+        for (size_t i = 0; i < ELEMENTSOF(actions); i++)
+                if (streq(name, actions[i]))
+                        return false;
         for (const struct option *o = options; o->name; o++)
-                if (streq(o->name, name) && !streq(name, "help") && !streq(name, "version"))
+                if (streq(o->name, name))
                         return true;
         return false;
+}
+
+/* A NUL would end the text early (every line after it dropped, a "trusted-keys" line among them) and
+ * other control bytes are no option's: the file is refused whole, naming the line. */
+static int config_check_bytes(const char *path, const char *text, size_t size) {
+        size_t line = 1;
+
+        for (size_t i = 0; i < size; i++) {
+                unsigned char c = (unsigned char) text[i];
+                if (c == '\n') {
+                        line++;
+                        continue;
+                }
+                if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f) {
+                        fprintf(stderr,
+                                "clsd: %s:%zu: a control byte (0x%02x): the file is text, one option per "
+                                "line\n",
+                                path, line, c);
+                        return -EINVAL;
+                }
+        }
+        return 0;
 }
 
 /* The configuration file, which says how clsd listens and whom it trusts: a regular file that no one but
@@ -722,6 +752,9 @@ static int config_argv(int argc, char *argv[], int *ret_argc, char ***ret_argv) 
         r = config_read(path, &text, &size);
         if (r < 0)
                 return r;
+        r = config_check_bytes(path, text, size);
+        if (r < 0)
+                return r;
         atexit(config_free);
         config_strings = calloc(size / 2 + 1, sizeof(char *));
         if (!config_strings)
@@ -747,8 +780,7 @@ static int config_argv(int argc, char *argv[], int *ret_argc, char ***ret_argv) 
                 }
                 for (char *e = name + strlen(name); e > name && strchr(" \t\r", e[-1]); e--)
                         e[-1] = 0;
-                if (!*name || strspn(name, "abcdefghijklmnopqrstuvwxyz-") != strlen(name) ||
-                    streq(name, "config")) {
+                if (!*name || strspn(name, "abcdefghijklmnopqrstuvwxyz-") != strlen(name)) {
                         fprintf(stderr,
                                 "clsd: %s:%zu: expected \"option = value\" or \"option\" (a long option "
                                 "without "
@@ -757,10 +789,20 @@ static int config_argv(int argc, char *argv[], int *ret_argc, char ***ret_argv) 
                         return -EINVAL;
                 }
                 if (!option_known(name)) {
-                        fprintf(stderr,
-                                "clsd: %s:%zu: unknown option \"%s\" (full names only, as --help lists "
-                                "them without their dashes)\n",
-                                path, line, name);
+                        bool command = false;
+                        for (const struct option *o = options; o->name; o++)
+                                command = command || streq(o->name, name);
+                        if (command || streq(name, "worker"))
+                                fprintf(stderr,
+                                        "clsd: %s:%zu: \"%s\" is not an option of how clsd runs: give --%s "
+                                        "on the command line\n",
+                                        path, line, name, name);
+                        else
+                                fprintf(stderr,
+                                        "clsd: %s:%zu: unknown option \"%s\" (full names only, as --help "
+                                        "lists "
+                                        "them without their dashes)\n",
+                                        path, line, name);
                         return -EINVAL;
                 }
                 if (asprintf(&config_strings[n_config_strings], value ? "--%s=%s" : "--%s", name, value) < 0)

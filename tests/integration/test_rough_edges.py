@@ -161,13 +161,31 @@ def test_a_configuration_file_gives_options_and_the_command_line_wins(net, bpf, 
     odd = os.path.join(workdir, "odd#hogs.d")
     write_hog(odd, "a.json", net.if_a, ingress=[filt("h", bpf.count, priority=30)])
     for text, code, words in (("hogs = %s\n" % hogs, 2, 'unknown option "hogs"'),
-                              ("help\n", 2, 'unknown option "help"'),
+                              ("help\n", 2, '"help" is not an option of how clsd runs'),
                               ("hogs-dir = %s # the odd one\n" % odd, 0, "%s: 1 hog(s), all valid" % odd)):
         with open(conf, "w") as f:
             f.write(text)
         p = run([CLSD, "--config", conf, "--check"], check=False)
         assert p.returncode == code and words in p.stdout + p.stderr, (text, p)
+    # the command's own flags are not the file's: a "flush" line would flush at every start
+    for name in ("flush", "check", "check = /etc/clsd/hogs.d/a.json", "worker", "version", "config = /x"):
+        with open(conf, "w") as f:
+            f.write("hogs-dir = %s\n%s\n" % (hogs, name))
+        p = run([CLSD, "--config", conf, "--check"], check=False)
+        assert p.returncode == 2 and "%s:2: \"%s\" is not an option of how clsd runs" % (
+            conf, name.split()[0]) in p.stderr, (name, p)
+        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    # a NUL would end the text there (a trusted-keys line after it dropped): refused whole, the line named
+    for data, line in ((b"hogs-dir = %s\n\0\ntrusted-keys = /k\n" % hogs.encode(), 2),
+                       (b"hogs-dir = %s\x01\n" % hogs.encode(), 1), (b"# ok\n\n\x1b[31m\n", 3),
+                       (b"log-level = info\x7f\n", 1)):
+        with open(conf, "wb") as f:
+            f.write(data)
+        p = run([CLSD, "--config", conf, "--check"], check=False)
+        assert p.returncode == 2 and "%s:%d: a control byte" % (conf, line) in p.stderr, (data, p)
     # a file others may change, or another user's, is refused: it says whom clsd trusts
+    with open(conf, "w") as f:
+        f.write("hogs-dir = %s\n" % hogs)
     os.chmod(conf, 0o666)
     p = run([CLSD, "--config", conf, "--check"], check=False)
     assert p.returncode == 2 and "every user may write it" in p.stderr, p
