@@ -65,9 +65,63 @@ static void policy_check(json_t **v, const char *name, const EtcdKv *kv) {
         error_done(&e);
 }
 
+/* The part of a key after its kind's prefix, printable: bytes outside visible ASCII (a NUL, 0xff) as \xNN,
+ * so that no key is dropped (JSON needs UTF-8) or read as another (a NUL would end it). Whether it was
+ * printable already in *ret_plain. */
+static char *key_name(const EtcdKv *kv, size_t skip, bool *ret_plain) {
+        size_t n = kv->key_size > skip ? kv->key_size - skip : 0;
+        const unsigned char *p = (const unsigned char *) kv->key + skip;
+        char *out = malloc(4 * n + 1), *o = out;
+
+        *ret_plain = true;
+        for (size_t i = 0; out && i < n; i++)
+                if (p[i] > 0x20 && p[i] < 0x7f)
+                        *o++ = (char) p[i];
+                else {
+                        o += sprintf(o, "\\x%02x", p[i]);
+                        *ret_plain = false;
+                }
+        if (out)
+                *o = 0;
+        return out;
+}
+
+/* The leases etcd holds now (/v3/lease/leases): a key under one of them is bound to a live node. */
+static int live_leases(EtcdClient *ec, json_t **ret) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        json_t *ids = json_array(), *l;
+        size_t i;
+        int r;
+
+        if (!ids)
+                return ctl_oom();
+        r = call(ec, "/v3/lease/leases", json_object(), &answer);
+        if (r < 0) {
+                json_decref(ids);
+                return r;
+        }
+        json_array_foreach (json_object_get(answer, "leases"), i, l)
+                if (json_is_string(json_object_get(l, "ID")))
+                        json_array_append(ids, json_object_get(l, "ID"));
+        *ret = ids;
+        return 0;
+}
+
+static bool lease_live(json_t *leases, uint64_t lease) {
+        json_t *l;
+        size_t i;
+
+        json_array_foreach (leases, i, l)
+                if (lease && strtoull(json_string_value(l), NULL, 10) == lease)
+                        return true;
+        return false;
+}
+
 /* Every key under PREFIX kind/, parsed as JSON (values that are not are skipped, with a warning; a
- * policy is kept, and said invalid). */
-static int range_json(EtcdClient *ec, const Ctl *c, const char *kind, json_t **ret, uint64_t *ret_revision) {
+ * policy is kept, and said invalid: every key under policies/ has its row, whatever its bytes). With
+ * leases (nodes, status), each says its lease and whether it is bound to a live one ("_bound"). */
+static int range_json(EtcdClient *ec, const Ctl *c, const char *kind, json_t *leases, json_t **ret,
+                      uint64_t *ret_revision) {
         _cleanup_free_ char *key = fleet_key(prefix_of(c), kind, NULL, NULL);
         _cleanup_(json_decrefp) json_t *answer = NULL;
         json_t *out = json_array();
@@ -87,17 +141,37 @@ static int range_json(EtcdClient *ec, const Ctl *c, const char *kind, json_t **r
         }
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 json_error_t jerr;
+                bool plain;
+                _cleanup_free_ char *name = key_name(&kvs[i], strlen(key), &plain);
                 json_t *v = json_loadb(kvs[i].value, kvs[i].value_size, 0, &jerr);
-                const char *name = kvs[i].key + strlen(key);
-                if ((!v || !json_is_object(v)) && !streq(kind, "policies")) {
-                        fprintf(stderr, "clsctl: %s: not a JSON object; skipped\n", kvs[i].key);
+                if (!name) {
+                        json_decref(v);
+                        r = ctl_oom();
+                        break;
+                }
+                if ((!v || !json_is_object(v) || !plain) && !streq(kind, "policies")) {
+                        fprintf(stderr, "clsctl: %s%s: %s; skipped\n", key, name,
+                                plain ? "not a JSON object" : "not a key clsd writes");
                         json_decref(v);
                         continue;
                 }
-                if (streq(kind, "policies"))
+                if (streq(kind, "policies") && !plain) {
+                        json_decref(v);
+                        v = json_pack("{s:s}", "_invalid",
+                                      "its name has a byte a policy's name cannot hold (a NUL, a control "
+                                      "byte, a byte past ASCII): no node reads it");
+                } else if (streq(kind, "policies"))
                         policy_check(&v, name, &kvs[i]);
+                if (!v) {
+                        r = ctl_oom();
+                        break;
+                }
                 json_object_set_new(v, "_key", json_string(name));
                 json_object_set_new(v, "_revision", json_integer((json_int_t) kvs[i].mod_revision));
+                if (leases) {
+                        json_object_set_new(v, "_lease", json_integer((json_int_t) kvs[i].lease));
+                        json_object_set_new(v, "_bound", json_boolean(lease_live(leases, kvs[i].lease)));
+                }
                 json_array_append_new(out, v);
         }
         etcd_kvs_free(kvs, n);
@@ -319,14 +393,18 @@ static char *nodes_text(const json_t *nodes) {
         return s;
 }
 
-/* The JSON objects under kind/ in ret; with --json they are printed as they are and 1 returned. */
+/* The JSON objects under kind/ in ret (nodes: with their leases); with --json they are printed as they are
+ * and 1 returned. */
 static int listing(const Ctl *c, const char *kind, json_t **ret) {
         _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
+        _cleanup_(json_decrefp) json_t *leases = NULL;
         int r;
 
         r = client(c, &ec);
+        if (r >= 0 && streq(kind, "nodes"))
+                r = live_leases(ec, &leases);
         if (r >= 0)
-                r = range_json(ec, c, kind, ret, NULL);
+                r = range_json(ec, c, kind, leases, ret, NULL);
         if (r < 0 || !c->json)
                 return r;
         r = ctl_print_json(*ret);
@@ -408,7 +486,7 @@ int verb_fleet_nodes(const Ctl *c, char **args _unused_) {
         r = listing(c, "nodes", &nodes);
         if (r != 0)
                 return r < 0 ? r : 0;
-        t = table_new("NODE", "LABELS", "VERSION", "KERNEL", "ACT_BPF", "TCX", "REVISION", NULL);
+        t = table_new("NODE", "STATE", "LABELS", "VERSION", "KERNEL", "ACT_BPF", "TCX", "REVISION", NULL);
         if (!t)
                 return ctl_oom();
         json_array_foreach (nodes, i, v) {
@@ -420,6 +498,8 @@ int verb_fleet_nodes(const Ctl *c, char **args _unused_) {
                 labels_print(f, json_object_get(v, "labels"));
                 fclose(f);
                 r = table_add_json(t, json_object_get(v, "node"));
+                /* a record no live lease holds: its node is gone, or someone else wrote it */
+                r = r ?: table_add(t, json_is_true(json_object_get(v, "_bound")) ? "live" : "unbound");
                 r = r ?: table_add(t, labels);
                 r = r ?: table_add_json(t, json_object_get(v, "version"));
                 r = r ?: table_add_json(t, json_object_get(v, "kernel"));
@@ -439,15 +519,22 @@ int verb_fleet_nodes(const Ctl *c, char **args _unused_) {
 
 /* ---- status: node × policy ---- */
 
-static json_t *find_status(json_t *statuses, const char *node, const char *policy) {
+/* The node's status of the policy: under status/NODE/POLICY, saying so, bound to the node record's own
+ * (live) lease; a key anyone else wrote is none. */
+static json_t *find_status(json_t *statuses, json_t *node_record, const char *node, const char *policy) {
+        _cleanup_free_ char *key = NULL;
+        json_int_t lease = json_integer_value(json_object_get(node_record, "_lease"));
         json_t *v;
         size_t i;
 
+        if (asprintf(&key, "%s/%s", node, policy) < 0)
+                return NULL;
         json_array_foreach (statuses, i, v)
-                if (json_is_string(json_object_get(v, "node")) &&
-                    json_is_string(json_object_get(v, "policy")) &&
-                    streq(json_string_value(json_object_get(v, "node")), node) &&
-                    streq(json_string_value(json_object_get(v, "policy")), policy))
+                if (json_is_true(json_object_get(v, "_bound")) &&
+                    json_integer_value(json_object_get(v, "_lease")) == lease &&
+                    streq_ptr(json_string_value(json_object_get(v, "_key")), key) &&
+                    streq_ptr(json_string_value(json_object_get(v, "node")), node) &&
+                    streq_ptr(json_string_value(json_object_get(v, "policy")), policy))
                         return v;
         return NULL;
 }
@@ -498,7 +585,7 @@ static char *ifaces_text(json_t *ifaces) {
 
 int verb_fleet_status(const Ctl *c, char **args) {
         _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
-        _cleanup_(json_decrefp) json_t *policies = NULL, *nodes = NULL, *statuses = NULL,
+        _cleanup_(json_decrefp) json_t *policies = NULL, *nodes = NULL, *statuses = NULL, *leases = NULL,
                                        *rows = json_array();
         _cleanup_(table_freep) Table *t = NULL;
         json_t *p, *n;
@@ -510,11 +597,13 @@ int verb_fleet_status(const Ctl *c, char **args) {
                 return ctl_oom();
         r = client(c, &ec);
         if (r >= 0)
-                r = range_json(ec, c, "policies", &policies, NULL);
+                r = live_leases(ec, &leases);
         if (r >= 0)
-                r = range_json(ec, c, "nodes", &nodes, NULL);
+                r = range_json(ec, c, "policies", NULL, &policies, NULL);
         if (r >= 0)
-                r = range_json(ec, c, "status", &statuses, NULL);
+                r = range_json(ec, c, "nodes", leases, &nodes, NULL);
+        if (r >= 0)
+                r = range_json(ec, c, "status", leases, &statuses, NULL);
         if (r < 0)
                 return r;
         /* Every (node, policy) where the policy selects the node: the node's status, or none yet. */
@@ -537,9 +626,12 @@ int verb_fleet_status(const Ctl *c, char **args) {
                 }
                 json_array_foreach (nodes, k, n) {
                         const char *node = json_string_value(json_object_get(n, "node"));
-                        if (!node || !node_selected(p, n))
+                        /* only live nodes count: a record no live lease holds is not a node (unbound) */
+                        if (!node || !json_is_true(json_object_get(n, "_bound")) ||
+                            !streq_ptr(json_string_value(json_object_get(n, "_key")), node) ||
+                            !node_selected(p, n))
                                 continue;
-                        json_t *s = find_status(statuses, node, name);
+                        json_t *s = find_status(statuses, n, node, name);
                         json_int_t held = json_integer_value(json_object_get(s, "revision"));
                         const char *state = s ? json_string_value(json_object_get(s, "state")) : "no status";
                         json_t *row = json_pack(

@@ -44,6 +44,10 @@ static void emit_fleet(Manager *d, const MetricWriter *w) {
         w->family(w->userdata, "clsd_fleet_requests_total", "counter",
                   "Requests made to etcd (a watch stream counts once)");
         w->sample(w->userdata, "clsd_fleet_requests_total", NULL, 0, (double) f->requests);
+        w->family(w->userdata, "clsd_fleet_foreign_writes_total", "counter",
+                  "This node's record and status keys that another writer changed, deleted or added, put "
+                  "right again");
+        w->sample(w->userdata, "clsd_fleet_foreign_writes_total", NULL, 0, (double) f->foreign_keys);
         w->family(w->userdata, "clsd_fleet_reconnects_total", "counter",
                   "Connections to etcd made again after one was lost");
         w->sample(w->userdata, "clsd_fleet_reconnects_total", NULL, 0, (double) f->reconnects);

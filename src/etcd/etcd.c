@@ -133,12 +133,13 @@ json_t *etcd_txn_body(json_t *puts) {
         return success ? json_pack("{s:o}", "success", success) : NULL;
 }
 
-json_t *etcd_watch_body(const char *prefix, uint64_t start_revision) {
-        json_t *req = key_body(prefix, true);
+json_t *etcd_watch_body(const char *key, bool prefix, uint64_t start_revision, uint64_t watch_id) {
+        json_t *req = key_body(key, prefix);
 
         if (!req ||
             json_object_set_new(req, "start_revision", json_sprintf("%" PRIu64, start_revision)) < 0 ||
-            json_object_set_new(req, "progress_notify", json_true()) < 0) {
+            json_object_set_new(req, "progress_notify", json_true()) < 0 ||
+            json_object_set_new(req, "watch_id", json_sprintf("%" PRIu64, watch_id)) < 0) {
                 json_decref(req);
                 return NULL;
         }
@@ -169,6 +170,7 @@ static int kv_parse(json_t *j, EtcdKv *ret, Error *reterr) {
 
         if (!key || etcd_b64_decode(key, &kv.key, &n) < 0)
                 return error_set(reterr, EPROTO, "etcd_error", "etcd answered a key that is not base64");
+        kv.key_size = n;
         if (etcd_b64_decode(value ?: "", &kv.value, &kv.value_size) < 0) {
                 free(kv.key);
                 return error_set(reterr, EPROTO, "etcd_error", "etcd answered a value that is not base64");
@@ -211,6 +213,7 @@ int etcd_watch_parse(json_t *msg, EtcdWatchMessage *ret, Error *reterr) {
                                          ?: "an answer without a result");
         }
         m.revision = etcd_answer_revision(result);
+        m.watch_id = number(json_object_get(result, "watch_id"));
         m.created = json_is_true(json_object_get(result, "created"));
         m.canceled = json_is_true(json_object_get(result, "canceled"));
         m.compact_revision = number(json_object_get(result, "compact_revision"));

@@ -54,6 +54,40 @@ typedef struct Wanted {
         uint64_t retry_delay_usec;
 } Wanted;
 
+/* The writes of one of this node's own keys: which revision is its last, so that a later one (its watch
+ * says) is another writer's. A put not answered yet has no revision: what the watch says meanwhile is
+ * judged when it is answered. */
+typedef struct OwnWrite {
+        unsigned inflight; /* puts not answered yet */
+        uint64_t written; /* the revision of the last put answered */
+        uint64_t seen; /* a later revision the watch said while a put was under way */
+} OwnWrite;
+
+/* The watch says the key changed at revision: true if another writer did it (after this node's last
+ * write, none under way). */
+static bool own_write_foreign(OwnWrite *w, uint64_t revision) {
+        if (revision <= w->written)
+                return false;
+        if (w->inflight > 0) {
+                w->seen = MAX(w->seen, revision);
+                return false;
+        }
+        return true;
+}
+
+/* A put was answered at revision: true if another writer changed the key after it (said meanwhile). */
+static bool own_write_answered(OwnWrite *w, uint64_t revision) {
+        bool foreign;
+
+        if (w->inflight > 0)
+                w->inflight--;
+        w->written = MAX(w->written, revision);
+        foreign = w->inflight == 0 && w->seen > w->written;
+        if (w->inflight == 0)
+                w->seen = 0;
+        return foreign;
+}
+
 typedef enum FleetState {
         FLEET_IDLE,
         FLEET_CONNECTING, /* lease, record, list */
@@ -94,8 +128,19 @@ struct Fleet {
         sd_event_source *retry, *keepalive, *kick, *status_timer, *watch_lines, *converge_timer;
         char **published_names; /* status keys written, and what */
         char **published_texts;
+        OwnWrite *published_writes;
         size_t n_published;
         char *record; /* the node record last written */
+        OwnWrite record_write;
+        bool own_checked; /* this connection's keys under status/NODE/ were looked at (own_keys_check()) */
+};
+
+/* The watches of the one /v3/watch stream: the fleet's policies, and this node's own keys (its record,
+ * its status), which another writer may change or delete: they are written again. */
+enum {
+        WATCH_POLICIES = 1,
+        WATCH_RECORD = 2,
+        WATCH_STATUS = 3,
 };
 
 static void disconnect(Fleet *f, const char *fmt, ...) _printf_(2, 3);
@@ -103,6 +148,7 @@ static void converge_later(Fleet *f);
 static void converge_after(Fleet *f, uint64_t usec);
 static void status_later(Fleet *f);
 static void publish_status(Fleet *f);
+static void own_keys_check(Fleet *f);
 
 /* ---- calls ---- */
 
@@ -248,10 +294,13 @@ static Wanted *wanted_find(Fleet *f, const char *name) {
         return NULL;
 }
 
-/* The policy name of a key under PREFIX policies/, or NULL. */
-static const char *policy_name_of(Fleet *f, const char *key) {
+/* The policy name of a key under PREFIX policies/, or NULL. A key with a NUL in it is no policy's: as a
+ * C string it would be another's ("ok\0x" read as "ok"). */
+static const char *policy_name_of(Fleet *f, const EtcdKv *kv) {
+        const char *key = kv->key;
         size_t n = strlen(f->prefix);
-        if (strncmp(key, f->prefix, n) != 0 || strncmp(key + n, "policies/", 9) != 0)
+        if (strlen(key) != kv->key_size || strncmp(key, f->prefix, n) != 0 ||
+            strncmp(key + n, "policies/", 9) != 0)
                 return NULL;
         key += n + 9;
         return key[0] && !strchr(key, '/') ? key : NULL;
@@ -268,7 +317,7 @@ static void wanted_gone(Fleet *f, const char *name, uint64_t revision) {
 }
 
 static int wanted_set(Fleet *f, const EtcdKv *kv) {
-        const char *name = policy_name_of(f, kv->key);
+        const char *name = policy_name_of(f, kv);
         Wanted w = { 0 }, *old;
         Error e = ERROR_NULL;
 
@@ -601,6 +650,7 @@ static void converge(Fleet *f) {
         }
         publish_record(f);
         publish_status(f); /* now: what converged is said at once; interface changes are batched */
+        own_keys_check(f);
 }
 
 static int on_kick(sd_event_source *s, void *userdata) {
@@ -713,8 +763,65 @@ static void published_clear(Fleet *f) {
         }
         free(f->published_names);
         free(f->published_texts);
+        free(f->published_writes);
         f->published_names = f->published_texts = NULL;
+        f->published_writes = NULL;
         f->n_published = 0;
+}
+
+static int status_put(Fleet *f, size_t k);
+
+/* A status put answered (userdata: its policy's name): a failure is the connection's. */
+static void on_status_written(Fleet *f, json_t *answer, const Error *e, void *userdata) {
+        _cleanup_free_ char *name = userdata;
+        ssize_t k = published_index(f, name);
+
+        if (e) {
+                disconnect(f, "%s", e->message);
+                return;
+        }
+        if (k >= 0 && own_write_answered(&f->published_writes[k], etcd_answer_revision(answer))) {
+                log_warning(
+                        "fleet: status of %s was changed by another writer while it was written; written "
+                        "again",
+                        name);
+                daemon_fleet(f->m)->foreign_keys++;
+                (void) status_put(f, (size_t) k);
+        }
+}
+
+/* Puts the status text of published entry k under the lease. */
+static int status_put(Fleet *f, size_t k) {
+        _cleanup_free_ char *key = fleet_key(f->prefix, "status", f->node, f->published_names[k]);
+        char *name = strdup(f->published_names[k]);
+        const char *text = f->published_texts[k];
+
+        if (!key || !name ||
+            call(f, "/v3/kv/put", etcd_put_body(key, text, strlen(text), f->lease), on_status_written,
+                 name) < 0) {
+                free(name);
+                return -ENOMEM;
+        }
+        f->published_writes[k].inflight++;
+        return 0;
+}
+
+/* A new entry of the published set (taking text), or -ENOMEM. */
+static ssize_t published_add(Fleet *f, const char *name, char *text) {
+        char **names = realloc(f->published_names, (f->n_published + 1) * sizeof(char *));
+        if (names)
+                f->published_names = names;
+        char **texts = realloc(f->published_texts, (f->n_published + 1) * sizeof(char *));
+        if (texts)
+                f->published_texts = texts;
+        OwnWrite *writes = realloc(f->published_writes, (f->n_published + 1) * sizeof(OwnWrite));
+        if (writes)
+                f->published_writes = writes;
+        if (!names || !texts || !writes || !(names[f->n_published] = strdup(name)))
+                return -ENOMEM;
+        texts[f->n_published] = text;
+        writes[f->n_published] = (OwnWrite){ 0 };
+        return (ssize_t) f->n_published++;
 }
 
 static void publish_status(Fleet *f) {
@@ -734,28 +841,14 @@ static void publish_status(Fleet *f) {
                         free(text);
                         continue;
                 }
-                _cleanup_free_ char *key = fleet_key(f->prefix, "status", f->node, w->name);
-                if (!key || call(f, "/v3/kv/put", etcd_put_body(key, text, strlen(text), f->lease),
-                                 on_written, NULL) < 0) {
-                        free(text);
-                        continue;
-                }
                 if (k >= 0) {
                         free(f->published_texts[k]);
                         f->published_texts[k] = text;
-                        continue;
-                }
-                char **names = realloc(f->published_names, (f->n_published + 1) * sizeof(char *));
-                if (names)
-                        f->published_names = names;
-                char **texts = realloc(f->published_texts, (f->n_published + 1) * sizeof(char *));
-                if (texts)
-                        f->published_texts = texts;
-                if (!names || !texts || !(names[f->n_published] = strdup(w->name))) {
+                } else if ((k = published_add(f, w->name, text)) < 0) {
                         free(text);
                         continue;
                 }
-                texts[f->n_published++] = text;
+                (void) status_put(f, (size_t) k);
         }
         /* a policy gone, or no longer this node's: its status goes */
         for (size_t i = 0; i < f->n_published;) {
@@ -771,8 +864,96 @@ static void publish_status(Fleet *f) {
                 free(f->published_texts[i]);
                 f->published_names[i] = f->published_names[f->n_published - 1];
                 f->published_texts[i] = f->published_texts[f->n_published - 1];
+                f->published_writes[i] = f->published_writes[f->n_published - 1];
                 f->n_published--;
         }
+}
+
+/* ---- this node's own keys, written again when another writer changes or deletes them ---- */
+
+static void publish_record(Fleet *f);
+
+/* A key under PREFIX status/NODE/ (kv) as etcd has it now (deleted: gone): one this node publishes is
+ * written again when another writer changed it after this node's last write (or did while one was under
+ * way: judged at its answer); one it does not publish is deleted. */
+static void own_status_seen(Fleet *f, const EtcdKv *kv, bool deleted, const char *name) {
+        ssize_t k = name && strlen(kv->key) == kv->key_size ? published_index(f, name) : -1;
+
+        if (k < 0) {
+                /* a key with a NUL in it is nobody's status (clsctl counts none): as a C string it would
+                 * name another key */
+                if (deleted || strlen(kv->key) != kv->key_size)
+                        return;
+                log_warning("fleet: %s is not this node's (no status of a policy it holds); deleted",
+                            kv->key);
+                daemon_fleet(f->m)->foreign_keys++;
+                (void) call(f, "/v3/kv/deleterange", etcd_delete_body(kv->key, false), on_written, NULL);
+                return;
+        }
+        if (!own_write_foreign(&f->published_writes[k], kv->mod_revision))
+                return;
+        log_warning("fleet: %s was %s by another writer; written again", kv->key,
+                    deleted                 ? "deleted"
+                    : kv->lease != f->lease ? "put without this node's lease"
+                                            : "changed");
+        daemon_fleet(f->m)->foreign_keys++;
+        (void) status_put(f, (size_t) k);
+}
+
+static void own_record_seen(Fleet *f, const EtcdKv *kv, bool deleted) {
+        if (!f->record || !own_write_foreign(&f->record_write, kv->mod_revision))
+                return;
+        log_warning("fleet: %s was %s by another writer; written again", kv->key,
+                    deleted                 ? "deleted"
+                    : kv->lease != f->lease ? "put without this node's lease"
+                                            : "changed");
+        daemon_fleet(f->m)->foreign_keys++;
+        free(f->record);
+        f->record = NULL;
+        publish_record(f);
+}
+
+static void own_key_seen(Fleet *f, const EtcdKv *kv, bool deleted) {
+        _cleanup_free_ char *record = fleet_key(f->prefix, "nodes", f->node, NULL);
+        _cleanup_free_ char *status = fleet_key(f->prefix, "status", f->node, "");
+
+        /* Before this connection published (and looked at what is there: own_keys_check()), what the watch
+         * replays is this node's own earlier writes. */
+        if (!f->own_checked)
+                return;
+        if (record && streq(kv->key, record) && strlen(kv->key) == kv->key_size)
+                own_record_seen(f, kv, deleted);
+        else if (status && startswith(kv->key, status)) {
+                const char *name = kv->key + strlen(status);
+                own_status_seen(f, kv, deleted, name[0] && !strchr(name, '/') ? name : NULL);
+        }
+}
+
+static void on_own_keys(Fleet *f, json_t *answer, const Error *e, void *userdata) {
+        EtcdKv *kvs = NULL;
+        size_t n = 0;
+
+        (void) userdata;
+        if (e) {
+                disconnect(f, "%s", e->message);
+                return;
+        }
+        if (etcd_range_parse(answer, &kvs, &n, NULL, NULL) < 0)
+                return;
+        for (size_t i = 0; i < n; i++)
+                own_key_seen(f, &kvs[i], false);
+        etcd_kvs_free(kvs, n);
+}
+
+/* Once a connection has published: what is under status/NODE/ that this node did not write (a status
+ * written while it was away, or by someone else) goes; later changes come by the watch. */
+static void own_keys_check(Fleet *f) {
+        _cleanup_free_ char *status = fleet_key(f->prefix, "status", f->node, "");
+
+        if (f->own_checked || f->state != FLEET_WATCHING || !f->lease || !status)
+                return;
+        f->own_checked = true;
+        call_or_disconnect(f, "/v3/kv/range", etcd_range_body(status, true), on_own_keys, NULL);
 }
 
 static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -806,6 +987,24 @@ static void on_daemon_change(Manager *m, Iface *it, unsigned changes, void *user
 
 /* ---- the node's record ---- */
 
+static void publish_record(Fleet *f);
+
+static void on_record_written(Fleet *f, json_t *answer, const Error *e, void *userdata) {
+        (void) userdata;
+        if (e) {
+                disconnect(f, "%s", e->message);
+                return;
+        }
+        if (own_write_answered(&f->record_write, etcd_answer_revision(answer))) {
+                log_warning("fleet: the node's record was changed by another writer while it was written; "
+                            "written again");
+                daemon_fleet(f->m)->foreign_keys++;
+                free(f->record);
+                f->record = NULL;
+                publish_record(f);
+        }
+}
+
 static void publish_record(Fleet *f) {
         DaemonFleet *df = daemon_fleet(f->m);
         json_t *j;
@@ -824,11 +1023,12 @@ static void publish_record(Fleet *f) {
                 return;
         }
         _cleanup_free_ char *key = fleet_key(f->prefix, "nodes", f->node, NULL);
-        if (!key ||
-            call(f, "/v3/kv/put", etcd_put_body(key, text, strlen(text), f->lease), on_written, NULL) < 0) {
+        if (!key || call(f, "/v3/kv/put", etcd_put_body(key, text, strlen(text), f->lease),
+                         on_record_written, NULL) < 0) {
                 free(text);
                 return;
         }
+        f->record_write.inflight++;
         free(f->record);
         f->record = text;
 }
@@ -877,6 +1077,8 @@ static void disconnect(Fleet *f, const char *fmt, ...) {
         f->lease = 0;
         free(f->record);
         f->record = NULL;
+        f->record_write = (OwnWrite){ 0 };
+        f->own_checked = false;
         published_clear(f);
         stop_watch(f);
         while (f->calls) {
@@ -886,6 +1088,8 @@ static void disconnect(Fleet *f, const char *fmt, ...) {
                         free(c->userdata);
                         group_clear(f);
                 }
+                if (c->done == on_status_written)
+                        free(c->userdata);
                 call_free(c);
         }
         (void) sd_event_source_set_enabled(f->keepalive, SD_EVENT_OFF);
@@ -946,9 +1150,16 @@ static void apply_watch_message(Fleet *f, json_t *j) {
                 daemon_fleet(f->m)->last_error[0] = 0;
                 f->backoff_usec = 0;
         }
+        if (msg.watch_id == WATCH_RECORD || msg.watch_id == WATCH_STATUS) {
+                /* this node's own keys: they do not move the policies' revision on */
+                for (size_t i = 0; i < msg.n_events; i++)
+                        own_key_seen(f, &msg.events[i], msg.deleted[i]);
+                etcd_watch_message_done(&msg);
+                return;
+        }
         /* The events of one message are one etcd revision (a transaction's): taken together. */
         for (size_t i = 0; i < msg.n_events; i++) {
-                const char *name = policy_name_of(f, msg.events[i].key);
+                const char *name = policy_name_of(f, &msg.events[i]);
                 if (!name)
                         continue;
                 if (msg.deleted[i])
@@ -1018,13 +1229,30 @@ static void on_watch_end(CurlLoop *l, CURL *easy, CURLcode result, void *userdat
                    result == CURLE_OK ? "etcd closed it" : curl_api.easy_strerror(result));
 }
 
-static void start_watch(Fleet *f) {
-        _cleanup_free_ char *prefix = fleet_key(f->prefix, "policies", NULL, NULL);
-        json_t *body = prefix ? etcd_watch_body(prefix, f->revision + 1) : NULL;
+/* One stream, three watches (one JSON text each): the policies, this node's record, its status keys. */
+static char *watch_body(Fleet *f) {
+        _cleanup_free_ char *policies = fleet_key(f->prefix, "policies", NULL, NULL),
+                            *record = fleet_key(f->prefix, "nodes", f->node, NULL),
+                            *status = fleet_key(f->prefix, "status", f->node, "");
+        json_t *v[3] = { policies ? etcd_watch_body(policies, true, f->revision + 1, WATCH_POLICIES) : NULL,
+                         record ? etcd_watch_body(record, false, f->revision + 1, WATCH_RECORD) : NULL,
+                         status ? etcd_watch_body(status, true, f->revision + 1, WATCH_STATUS) : NULL };
+        char *t[3] = { NULL }, *out = NULL;
 
+        for (size_t i = 0; i < 3; i++)
+                t[i] = v[i] ? json_dumps(v[i], JSON_COMPACT) : NULL;
+        if (t[0] && t[1] && t[2] && asprintf(&out, "%s\n%s\n%s\n", t[0], t[1], t[2]) < 0)
+                out = NULL;
+        for (size_t i = 0; i < 3; i++) {
+                json_decref(v[i]);
+                free(t[i]);
+        }
+        return out;
+}
+
+static void start_watch(Fleet *f) {
         stop_watch(f);
-        f->watch_body = body ? json_dumps(body, JSON_COMPACT) : NULL;
-        json_decref(body);
+        f->watch_body = watch_body(f);
         if (!f->watch_body || !(f->watch = easy_new(f, "/v3/watch", f->watch_body, &f->watch_headers))) {
                 disconnect(f, "out of memory");
                 return;
@@ -1197,7 +1425,7 @@ Fleet *fleet_free(Fleet *f) {
         while (f->calls) {
                 Call *c = f->calls;
                 f->calls = c->next;
-                if (c->done == on_object_fetched)
+                if (c->done == on_object_fetched || c->done == on_status_written)
                         free(c->userdata);
                 call_free(c);
         }

@@ -689,3 +689,77 @@ def test_a_host_with_trusted_keys_loads_only_signed_fleet_objects(fleet, bpf, wo
     rev = fleet.apply(policy, workdir)
     fleet.wait_converged("edge-count", rev, {"h1"})
     assert h1.prefs() == [11]
+
+
+def etcd_raw(fleet, path, body):
+    out = run(fleet.cluster.switch.argv("curl", "-sf", "--noproxy", "*", "-X", "POST", member_url(1) + path,
+                                        "-d", json.dumps(body))).stdout
+    return json.loads(out)
+
+
+def etcd_put_raw(fleet, key, value, lease=None):
+    """key and value as bytes, under the fleet's prefix; no lease unless given."""
+    b = lambda x: base64.b64encode(x).decode()
+    body = {"key": b(fleet.prefix.encode() + key), "value": b(value)}
+    if lease:
+        body["lease"] = str(lease)
+    return int(etcd_raw(fleet, "/v3/kv/put", body)["header"]["revision"])
+
+
+def test_the_fleets_view_cannot_be_forged_and_is_put_right(fleet, bpf, workdir):
+    """Keys written by someone else: a node's status overwritten (no lease), a status key it never wrote,
+    its record deleted: the node writes its own keys again at once (it watches them) and deletes what is
+    not its; clsctl counts only keys bound to a live lease (a made-up node is "unbound"), and every policy
+    key, whatever its bytes (0xff, a NUL), has its invalid row; no node applies one."""
+    na = fleet.host("na")
+    nb = fleet.host("nb")
+    rev = fleet.apply(count_policy(bpf), workdir)
+    fleet.wait_converged("edge-count", rev, {"na", "nb"})
+    forged = json.dumps({"node": "na", "policy": "edge-count", "revision": rev, "state": "failed",
+                         "error": "forged"}).encode()
+    etcd_put_raw(fleet, b"status/na/edge-count", forged)
+    etcd_put_raw(fleet, b"status/na/ghost", b'{"node": "na", "policy": "ghost", "state": "failed"}')
+    etcd_raw(fleet, "/v3/kv/deleterange", {"key": base64.b64encode((fleet.prefix + "nodes/nb").encode()).decode()})
+    wait_for(lambda: "status/na/edge-count was put without this node's lease by another writer; written again"
+             in na.clsd.log_this_run(), timeout=5, what="na put its status right")
+    wait_for(lambda: "status/na/ghost is not this node's" in na.clsd.log_this_run(), timeout=5,
+             what="na deleted the status it never wrote")
+    wait_for(lambda: "nodes/nb was deleted by another writer; written again" in nb.clsd.log_this_run(),
+             timeout=5, what="nb wrote its record again")
+    fleet.wait_converged("edge-count", rev, {"na", "nb"})
+    fleet.ctl("fleet", "status", check=0)
+    assert na.prefs() == [10]
+    keys = etcd_raw(fleet, "/v3/kv/range", {"key": base64.b64encode((fleet.prefix + "status/").encode()).decode(),
+                                            "range_end": base64.b64encode((fleet.prefix + "status0").encode()).decode(),
+                                            "keys_only": True}).get("kvs", [])
+    assert sorted(base64.b64decode(k["key"]).decode()[len(fleet.prefix):] for k in keys) == \
+        ["status/na/edge-count", "status/nb/edge-count"]
+    metrics = na.clsd.api.get("/metrics").body.decode()
+    assert "clsd_fleet_foreign_writes_total 2" in metrics, [l for l in metrics.splitlines() if "foreign" in l]
+    # a made-up node: listed as unbound, never a row of the status
+    etcd_put_raw(fleet, b"nodes/fake", json.dumps({"node": "fake", "labels": {}}).encode())
+    nodes = {n["node"]: n for n in fleet.ctl_json("fleet", "nodes")}
+    assert nodes["fake"]["_bound"] is False and nodes["na"]["_bound"] is True and nodes["nb"]["_bound"] is True
+    table = fleet.ctl("fleet", "nodes").stdout
+    assert [l.split()[1] for l in table.splitlines()[1:]] == ["unbound", "live", "live"], table
+    assert set(fleet.status("edge-count")) == {("na", "edge-count"), ("nb", "edge-count")}
+    # policy keys with bytes no name holds: each has its invalid row, no node reads it as another
+    etcd_put_raw(fleet, b"policies/bad\xff", json.dumps(count_policy(bpf, name="bad")).encode())
+    etcd_put_raw(fleet, b"policies/ok\x00x", json.dumps(count_policy(bpf, name="ok", prio=20)).encode())
+    rows = fleet.status(check=1)
+    assert rows[(None, "bad\\xff")]["state"] == "invalid" and rows[(None, "ok\\x00x")]["state"] == "invalid", rows
+    assert "a byte a policy's name cannot hold" in rows[(None, "ok\\x00x")]["error"]
+    time.sleep(0.5)
+    assert na.prefs() == [10] and sorted(p["name"] for p in na.clsd.api.get("/policies").json["policies"]) == \
+        ["edge-count"]
+
+
+def test_a_fleet_policy_of_an_object_with_64_programs_converges(fleet, bpf, workdir):
+    """The object a node fetches from etcd is inspected in the same sandbox as an upload: one of 64
+    programs (glibc's qsort asked sysinfo(2), which the sandbox killed) applies like any other."""
+    h1 = fleet.host("h1")
+    p = {"name": "wide", "match": {"ifname": ["va"]},
+         "ingress": [{"name": "w", "object": bpf.wide["programs-64"], "program": "prog_63", "priority": 10}]}
+    rev = fleet.apply(p, workdir)
+    fleet.wait_converged("wide", rev, {"h1"})
+    assert h1.prefs() == [10]

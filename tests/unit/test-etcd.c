@@ -198,12 +198,12 @@ static void test_bodies(void **state) {
         (void) state;
         assert_string_equal(text, "{\"key\":\"L2s=\",\"lease\":\"42\",\"value\":\"dg==\"}");
         json_decref(j);
-        j = etcd_watch_body("/clsd/", 8);
+        j = etcd_watch_body("/clsd/", true, 8, 0);
         free(text);
         text = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
         assert_string_equal(
                 text, "{\"create_request\":{\"key\":\"L2Nsc2Qv\",\"progress_notify\":true,\"range_end\":"
-                      "\"L2Nsc2Qw\",\"start_revision\":\"8\"}}");
+                      "\"L2Nsc2Qw\",\"start_revision\":\"8\",\"watch_id\":\"0\"}}");
         json_decref(j);
 }
 

@@ -312,6 +312,7 @@ typedef struct DaemonFleet {
         uint64_t changes; /* fleet policy changes applied */
         uint64_t reconnects;
         uint64_t requests; /* made to etcd (a watch counts once) */
+        uint64_t foreign_keys; /* this node's own keys another writer changed or deleted, written again */
         char last_error[256]; /* "" */
 } DaemonFleet;
 

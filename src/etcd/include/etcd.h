@@ -23,7 +23,8 @@ int etcd_b64_decode(const char *s, char **ret, size_t *ret_size);
 char *etcd_prefix_end(const char *prefix);
 
 typedef struct EtcdKv {
-        char *key;
+        char *key; /* NUL-terminated beyond key_size: a key with a NUL in it is longer than strlen() */
+        size_t key_size;
         char *value; /* NUL-terminated beyond value_size */
         size_t value_size;
         uint64_t create_revision, mod_revision, lease;
@@ -36,7 +37,9 @@ json_t *etcd_put_body(const char *key, const void *value, size_t size, uint64_t 
 json_t *etcd_delete_body(const char *key, bool prefix);
 /* A transaction of the put bodies puts (each of etcd_put_body()), unconditional: one revision. */
 json_t *etcd_txn_body(json_t *puts);
-json_t *etcd_watch_body(const char *prefix, uint64_t start_revision);
+/* A watch's create_request of key (every key under it, with prefix) from start_revision, as watch_id:
+ * several go in one /v3/watch stream, one JSON text after another, and its messages say theirs. */
+json_t *etcd_watch_body(const char *key, bool prefix, uint64_t start_revision, uint64_t watch_id);
 
 /* An answer of /v3/kv/range: its kvs and the store's revision. */
 int etcd_range_parse(json_t *answer, EtcdKv **ret, size_t *ret_n, uint64_t *ret_revision, Error *reterr);
@@ -46,6 +49,7 @@ uint64_t etcd_answer_revision(json_t *answer);
 /* One message of a /v3/watch stream. */
 typedef struct EtcdWatchMessage {
         uint64_t revision; /* the header's */
+        uint64_t watch_id; /* which watch of the stream (0 is omitted by the gateway) */
         bool created, canceled;
         uint64_t compact_revision; /* > 0: the watch fell behind a compaction (canceled) */
         char *cancel_reason;
