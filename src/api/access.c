@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "fileio.h"
+#include "store.h"
 
 #define ACCESS_FILE_MAX (1024 * 1024)
 
@@ -157,9 +158,12 @@ int access_policy_load(const char *path, AccessPolicy **ret, Error *reterr) {
                                  "--access-file %s: every user may write it (mode %04o); chmod o-w it", path,
                                  (unsigned) st.st_mode & 07777);
         j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
-        if (!j)
-                return error_set(reterr, EINVAL, "invalid_config", "--access-file %s:%d:%d: %s", path,
-                                 jerr.line, jerr.column, jerr.text);
+        /* what jansson quotes of the text is not said: the file is read as root, whatever it is */
+        if (!j) {
+                char why[JSON_ERROR_TEXT_LENGTH];
+                return error_set(reterr, EINVAL, "invalid_config", "--access-file %s:%d:%d: not JSON: %s",
+                                 path, jerr.line, jerr.column, json_error_reason(&jerr, why, sizeof(why)));
+        }
         json_object_foreach (j, key, v)
                 if (!streq(key, "grants")) {
                         r = error_set(reterr, EINVAL, "invalid_config",

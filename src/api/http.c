@@ -851,7 +851,14 @@ static int token_load(Api *a, char **ret, Error *reterr) {
                                  strerror(-r));
         while (size > 0 && (token[size - 1] == '\n' || token[size - 1] == '\r' || token[size - 1] == ' '))
                 token[--size] = 0;
-        if (size < 16 || strlen(token) != size)
+        /* one line of visible characters: a second line (or a NUL) would make a token no client sends */
+        for (size_t i = 0; i < size && size >= 16; i++)
+                if ((unsigned char) token[i] <= 0x20 || (unsigned char) token[i] == 0x7f)
+                        return error_set(reterr, EINVAL, "invalid_value",
+                                         "--token-file %s: the token must be one line of visible characters "
+                                         "(byte %zu is 0x%02x)",
+                                         a->config.token_file, i + 1, (unsigned char) token[i]);
+        if (size < 16)
                 return error_set(reterr, EINVAL, "invalid_value",
                                  "--token-file %s: the token must be one line of at least 16 characters",
                                  a->config.token_file);

@@ -90,6 +90,47 @@ fail:
         error_done(&e);
 }
 
+/* The text with each integer past 2^63 - 1 outside strings written as a decimal string: jansson holds
+ * int64, and a u64 key or value up to 2^64 - 1 (what reads show as such a string) is taken either way. */
+static char *quote_big_integers(const char *text, size_t size, size_t *ret_size) {
+        char *out = malloc(2 * size + 1), *o = out;
+        bool in_string = false;
+
+        for (size_t i = 0; out && i < size;) {
+                char c = text[i];
+                if (in_string) {
+                        *o++ = c, i++;
+                        if (c == '\\' && i < size)
+                                *o++ = text[i++];
+                        else if (c == '"')
+                                in_string = false;
+                        continue;
+                }
+                if (c == '"') {
+                        in_string = true;
+                        *o++ = c, i++;
+                        continue;
+                }
+                size_t n = strspn(text + i, "0123456789");
+                size_t more = n ? strspn(text + i + n, ".eE+-") : 0;
+                if (n > 0 && more == 0 && (i == 0 || text[i - 1] != '-') &&
+                    (n > 19 || (n == 19 && strncmp(text + i, "9223372036854775807", 19) > 0))) {
+                        *o++ = '"';
+                        memcpy(o, text + i, n), o += n;
+                        *o++ = '"';
+                } else {
+                        n = n ?: 1;
+                        memcpy(o, text + i, n), o += n;
+                }
+                i += n;
+        }
+        if (out) {
+                *o = 0;
+                *ret_size = (size_t) (o - out);
+        }
+        return out;
+}
+
 /* The body of a PUT ({"key", "value"}) or DELETE ({"key"}) of an entry, checked. */
 static json_t *entry_body(Request *req, bool put, Response *resp) {
         static const char *const types[] = { "application/json", NULL };
@@ -100,7 +141,9 @@ static json_t *entry_body(Request *req, bool put, Response *resp) {
 
         if (request_want_content_type(req, types, resp) < 0)
                 return NULL;
-        body = json_loadb(req->body ? req->body : "", req->body_size, JSON_REJECT_DUPLICATES, &jerr);
+        size_t size = 0;
+        _cleanup_free_ char *text = quote_big_integers(req->body ? req->body : "", req->body_size, &size);
+        body = text ? json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr) : NULL;
         if (!json_is_object(body)) {
                 response_errorf(resp, "malformed_json", "expected {\"key\": …%s}%s%s",
                                 put ? ", \"value\": …" : "", body ? "" : ": ", body ? "" : jerr.text);

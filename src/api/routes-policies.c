@@ -127,7 +127,8 @@ static void on_policy_done(Manager *d, const PolicyOutcome *o, const Error *e, v
 }
 
 static void policy_put(Request *req, const char *name, Response *resp) {
-        static const char *const types[] = { "application/json", NULL };
+        /* as a document's PUT: curl's default for --data too */
+        static const char *const types[] = { "application/json", "application/x-www-form-urlencoded", NULL };
         json_t *body;
         bool dry_run;
 

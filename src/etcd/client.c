@@ -105,9 +105,11 @@ static int call_one(EtcdClient *c, const char *url, const char *text, json_t **r
         cr = curl_api.easy_perform(c->curl);
         curl_api.slist_free_all(headers);
         if (cr != CURLE_OK) {
+                char why[128];
                 free(b.data);
-                return error_set(reterr, EHOSTUNREACH, "etcd_unreachable", "%s: %s", url,
-                                 curl_api.easy_strerror(cr));
+                return error_set(reterr, b.over ? EFBIG : EHOSTUNREACH,
+                                 b.over ? "etcd_error" : "etcd_unreachable", "%s: %s", url,
+                                 etcd_transfer_error(&b, curl_api.easy_strerror(cr), why, sizeof(why)));
         }
         curl_api.easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
         answer = json_loadb(b.data ?: "", b.size, 0, &jerr);

@@ -282,11 +282,21 @@ size_t etcd_urls_split(const char *urls, char ***ret) {
         return n;
 }
 
+const char *etcd_transfer_error(const EtcdBuffer *b, const char *curl_error, char *buf, size_t size) {
+        if (!b->over)
+                return curl_error;
+        snprintf(buf, size, "etcd's answer is longer than %zu MiB, the most clsd reads; not read on",
+                 b->over >> 20);
+        return buf;
+}
+
 bool etcd_buffer_append(EtcdBuffer *b, const void *p, size_t n, size_t max) {
         char *nd;
 
-        if (b->size + n > max)
+        if (b->size + n > max) {
+                b->over = max;
                 return false;
+        }
         nd = realloc(b->data, b->size + n + 1);
         if (!nd)
                 return false;

@@ -209,10 +209,11 @@ static void on_call_done(CurlLoop *l, CURL *easy, CURLcode result, void *userdat
 
         (void) l;
         call_unlink(f, c);
-        if (result != CURLE_OK)
+        if (result != CURLE_OK) {
+                char why[128];
                 error_set(&e, EHOSTUNREACH, "etcd_unreachable", "%s: %s", f->urls[f->url],
-                          curl_api.easy_strerror(result));
-        else {
+                          etcd_transfer_error(&c->answer, curl_api.easy_strerror(result), why, sizeof(why)));
+        } else {
                 json_error_t jerr;
                 curl_api.easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
                 answer = json_loadb(c->answer.data ?: "", c->answer.size, 0, &jerr);
@@ -1225,8 +1226,11 @@ static void on_watch_end(CurlLoop *l, CURL *easy, CURLcode result, void *userdat
         Fleet *f = userdata;
 
         (void) l, (void) easy;
+        char why[128];
         disconnect(f, "the watch ended: %s",
-                   result == CURLE_OK ? "etcd closed it" : curl_api.easy_strerror(result));
+                   result == CURLE_OK ? "etcd closed it"
+                                      : etcd_transfer_error(&f->watch_buf, curl_api.easy_strerror(result),
+                                                            why, sizeof(why)));
 }
 
 /* One stream, three watches (one JSON text each): the policies, this node's record, its status keys. */

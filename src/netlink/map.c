@@ -75,62 +75,85 @@ static int page_grow(NlMapPage *p, size_t key_size, size_t want, size_t *capacit
         return 0;
 }
 
-static int read_batched(const NlMap *m, const uint8_t *token, size_t limit, NlMapPage *p, size_t *capacity) {
+/* A page from the batch token (NULL: the first) less its first skip entries. A hash map's batch returns
+ * whole buckets: a page that ends inside one says so in its cursor (the token the call began at, and how
+ * many of what it returns were given), so that every page but the last holds limit entries. */
+static bool all_ff(const uint8_t *p, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (p[i] != 0xff)
+                        return false;
+        return true;
+}
+
+static int read_batched(const NlMap *m, const uint8_t *token, uint32_t skip, size_t limit, NlMapPage *p,
+                        size_t *capacity) {
         /* zeroed: a hash map's kernel writes 4 bytes of the token, the cursor carries all of it */
         uint8_t in[NL_MAP_CURSOR_MAX - 1] = { 0 }, out[NL_MAP_CURSOR_MAX - 1] = { 0 };
+        size_t token_size = batch_token_size(m);
         bool first = !token;
-        uint32_t whole_bucket_count = 0;
         int r;
 
         if (token)
-                memcpy(in, token, batch_token_size(m));
+                memcpy(in, token, token_size);
         for (;;) {
                 DECLARE_LIBBPF_OPTS(bpf_map_batch_opts, opts);
-                uint32_t count = (uint32_t) MIN(MIN(limit - p->n, BATCH_CHUNK), MAX(m->max_entries, 1u));
-                bool whole_bucket = false;
+                size_t room = limit - p->n, base = p->n;
+                uint32_t asked = (uint32_t) MIN(MIN(room + skip, BATCH_CHUNK), MAX(m->max_entries, 1u)),
+                         count;
+                bool end = false;
 
-                if (count == 0) {
+                if (room == 0) {
                         p->more = true;
                         break;
                 }
         again:
-                r = page_grow(p, m->key_size, p->n + count, capacity);
+                count = asked;
+                r = page_grow(p, m->key_size, base + count, capacity);
                 if (r < 0)
                         return r;
-                r = bpf_map_lookup_batch(m->fd, first ? NULL : in, out, p->keys + p->n * m->key_size,
-                                         p->values + p->n * p->value_stride, &count, &opts);
+                r = bpf_map_lookup_batch(m->fd, first ? NULL : in, out, p->keys + base * m->key_size,
+                                         p->values + base * p->value_stride, &count, &opts);
                 if (r < 0 && errno == ENOSPC && count == 0) {
-                        /* The next hash bucket holds more entries than the page has room left for. The
-                         * page ends before it; a page that would be empty takes that bucket whole, asking
-                         * for twice as much until it fits (so it is over limit by less than the bucket). */
-                        if (p->n > 0) {
-                                p->more = true;
-                                break;
-                        }
-                        if (whole_bucket_count >= BATCH_CHUNK)
+                        /* the next hash bucket holds more entries than were asked: ask for twice as many */
+                        if (asked >= BATCH_CHUNK)
                                 return -ENOSPC; /* a bucket of more than BATCH_CHUNK entries */
-                        whole_bucket_count = MAX(whole_bucket_count, (uint32_t) (limit - p->n)) * 2;
-                        whole_bucket_count = MIN(whole_bucket_count, BATCH_CHUNK);
-                        whole_bucket = true;
-                        count = whole_bucket_count;
+                        asked = MIN(asked * 2, BATCH_CHUNK);
                         goto again;
                 }
                 if (r < 0 && errno != ENOENT)
                         return -errno;
-                p->n += count;
-                if (r < 0) /* ENOENT: that was the last of them */
-                        break;
-                memcpy(in, out, batch_token_size(m));
-                first = false;
-                if (whole_bucket) {
+                end = r < 0; /* ENOENT: that was the last of them */
+                if (count == 0 && !end)
+                        break; /* nothing, and no end: not asked again */
+                /* the first skip of them were given by the page before */
+                uint32_t skipped = MIN(skip, count), take = (uint32_t) MIN(count - skipped, room);
+                if (skipped > 0) {
+                        memmove(p->keys + base * m->key_size, p->keys + (base + skipped) * m->key_size,
+                                (size_t) take * m->key_size);
+                        memmove(p->values + base * p->value_stride,
+                                p->values + (base + skipped) * p->value_stride,
+                                (size_t) take * p->value_stride);
+                }
+                p->n = base + take;
+                if (skipped + take < count) {
+                        /* the page ends inside what this call returned: the next starts at the same token */
+                        skip = skipped + take;
                         p->more = true;
                         break;
                 }
+                skip = 0;
+                if (end)
+                        break;
+                memcpy(in, out, token_size);
+                first = false;
         }
         if (p->more) {
                 p->cursor[0] = CURSOR_BATCH;
-                memcpy(p->cursor + 1, in, batch_token_size(m));
-                p->cursor_size = 1 + batch_token_size(m);
+                if (first) /* a page that ends inside the map's first call: from the start again */
+                        memset(in, 0xff, token_size);
+                memcpy(p->cursor + 1, in, token_size);
+                memcpy(p->cursor + 1 + token_size, &skip, sizeof(skip));
+                p->cursor_size = 1 + token_size + sizeof(skip);
         }
         return 0;
 }
@@ -201,7 +224,7 @@ int nl_map_read(const NlMap *m, const uint8_t *cursor, size_t cursor_size, size_
                 return error_set(reterr, EOPNOTSUPP, "map_unreadable",
                                  "map %s has %u-byte keys; clsd reads maps with keys of 1 to %u bytes",
                                  m->name, m->key_size, NL_MAP_CURSOR_MAX - 1);
-        if (cursor && (cursor_size != 1 + (batch ? batch_token_size(m) : m->key_size) ||
+        if (cursor && (cursor_size != 1 + (batch ? batch_token_size(m) + sizeof(uint32_t) : m->key_size) ||
                        cursor[0] != (batch ? CURSOR_BATCH : CURSOR_KEY)))
                 return error_set(reterr, EINVAL, "bad_cursor", "the cursor is not one of map %s's", m->name);
         if (limit == 0 || limit > NL_MAP_PAGE_MAX)
@@ -215,7 +238,12 @@ int nl_map_read(const NlMap *m, const uint8_t *cursor, size_t cursor_size, size_
                 p.value_stride = ((m->value_size + 7) / 8) * 8 * p.n_cpus;
         }
         p.batched = batch;
-        r = batch ? read_batched(m, cursor ? cursor + 1 : NULL, limit, &p, &capacity)
+        uint32_t skip = 0;
+        if (batch && cursor)
+                memcpy(&skip, cursor + 1 + batch_token_size(m), sizeof(skip));
+        /* a cursor of all 0xff bytes: the first call again (the page before ended inside it) */
+        bool from_start = batch && cursor && all_ff(cursor + 1, batch_token_size(m));
+        r = batch ? read_batched(m, cursor && !from_start ? cursor + 1 : NULL, skip, limit, &p, &capacity)
                   : read_by_key(m, cursor ? cursor + 1 : NULL, limit, &p, &capacity);
         if (r == -EOPNOTSUPP || r == -ENOTSUPP_KERNEL) {
                 nl_map_page_done(&p);

@@ -486,17 +486,26 @@ int document_from_string(const char *ifname, const char *text, size_t size, Docu
         return r;
 }
 
+const char *json_error_reason(const json_error_t *e, char *buf, size_t size) {
+        const char *near = strstr(e->text, " near ");
+
+        snprintf(buf, size, "%.*s", near ? (int) (near - e->text) : (int) strlen(e->text), e->text);
+        return buf;
+}
+
 int document_hog_from_string(const char *text, size_t size, Document **ret, Error *reterr) {
         _cleanup_(document_freep) Document *d = NULL;
         json_error_t jerr;
         json_t *j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr), *spec, *netns;
         const char *ifname;
+        char why[JSON_ERROR_TEXT_LENGTH];
         int r;
 
+        /* what jansson quotes of the text is not said: a hog is read as root, whatever file it is */
         if (!j)
                 return error_set(reterr, EINVAL, "malformed_json",
                                  "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
-                                 jerr.text);
+                                 json_error_reason(&jerr, why, sizeof(why)));
         ifname = json_string_value(json_object_get(j, "ifname"));
         if (!json_is_object(j) || !ifname) {
                 json_decref(j);

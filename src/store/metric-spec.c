@@ -201,6 +201,11 @@ static int parse_one(json_t *m, const char *path, MetricSpec *s, Error *reterr) 
             (r = string_field(m, "bucket", path, false, &s->bucket, reterr)) < 0)
                 return r;
         pathf(p, sizeof(p), "%s.name", path);
+        if (strlen(s->name) > METRIC_NAME_MAX)
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "%s: %zu characters, more than the %d a metric name "
+                                 "may have here",
+                                 p, strlen(s->name), METRIC_NAME_MAX);
         if (!metric_name_valid(s->name))
                 return bad(reterr, "invalid_value", p,
                            "not a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)");

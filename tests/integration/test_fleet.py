@@ -693,7 +693,7 @@ def test_a_host_with_trusted_keys_loads_only_signed_fleet_objects(fleet, bpf, wo
 
 def etcd_raw(fleet, path, body):
     out = run(fleet.cluster.switch.argv("curl", "-sf", "--noproxy", "*", "-X", "POST", member_url(1) + path,
-                                        "-d", json.dumps(body))).stdout
+                                        "--data-binary", "@-"), input=json.dumps(body), timeout=30).stdout
     return json.loads(out)
 
 
@@ -763,3 +763,20 @@ def test_a_fleet_policy_of_an_object_with_64_programs_converges(fleet, bpf, work
     rev = fleet.apply(p, workdir)
     fleet.wait_converged("wide", rev, {"h1"})
     assert h1.prefs() == [10]
+
+
+@pytest.mark.once  # 56 MB into etcd
+def test_an_etcd_answer_over_the_limit_is_said_so(fleet, workdir):
+    """Policies of 1 MB each, 56 of them: listing them is an answer of ~75 MB (base64), over the 64 MiB clsd and
+    clsctl read. Each says so (libcurl said only "Failed writing received data"); the node keeps what it
+    applied and tries again."""
+    blob = base64.b64encode(os.urandom(1 << 20)).decode()
+    for i in range(56):
+        etcd_put_raw(fleet, b"policies/big-%d" % i, json.dumps({"name": "big-%d" % i, "pad": blob[:1000000]}).encode())
+    p = fleet.ctl("fleet", "ls", check=1, timeout=60)
+    assert "etcd's answer is longer than 64 MiB, the most clsd reads" in p.stderr, p.stderr
+    h1 = fleet.host("h1")
+    wait_for(lambda: "etcd's answer is longer than 64 MiB" in h1.clsd.log_this_run(), timeout=20,
+             what="the node says why it cannot list")
+    etcd_raw(fleet, "/v3/kv/deleterange", {"key": base64.b64encode((fleet.prefix + "policies/").encode()).decode(),
+                                           "range_end": base64.b64encode((fleet.prefix + "policies0").encode()).decode()})

@@ -38,6 +38,17 @@ def test_a_blocklist_filled_through_the_api_drops_what_it_names(net, clsd, bpf):
     assert api.request("PUT", counters, {"key": 0, "value": {"packets": 1000000}}).status == 204
     got = entries(api, net.if_a, "counters")["0"]
     assert got["packets"] >= 1000000 and got["bytes"] < before["bytes"] + 10000, (before, got)
+    # a u64 past 2^63 as a plain JSON number (and as the decimal string reads show it), up to 2^64 - 1
+    for v in (2**63, 2**64 - 1):
+        # packets may move on while the test runs: the number written leaves it room to wrap not
+        body = b'{"key": 0, "value": {"packets": %d, "bytes": "%d"}}' % (v - 2**16, v - 2**20)
+        r = api.request("PUT", counters, body, content_type="application/json")
+        assert r.status == 204, r
+        got = entries(api, net.if_a, "counters")["0"]
+        assert int(got["packets"]) >= v - 2**16 and int(got["bytes"]) >= v - 2**20, got
+    r = api.request("PUT", counters, b'{"key": 0, "value": {"packets": %d}}' % 2**64, content_type="application/json")
+    assert_error(r, 400, "invalid_value")
+    assert "expected an integer from 0 to 18446744073709551615" in r.json["error"]["message"], r.json
     # what is refused, and nothing changes with it
     for body, status, code, words in (
         ({"key": 70000, "value": 1}, 400, "invalid_value", "key: expected an integer from 0 to 65535"),

@@ -206,3 +206,32 @@ def test_a_digest_prefix_in_a_document_is_made_whole_by_clsctl(net, clsd, bpf, w
         json.dump({"ingress": [filt("web", "sha256:ffff", priority=10)]}, f)
     p = clsd.ctl("apply", net.if_a, spec, check=1)
     assert "no stored object has this digest prefix" in p.stderr, p.stderr
+
+
+def test_smaller_edges_of_the_red_teams_list(net, clsd_factory, bpf, workdir):
+    """A two-line --token-file is refused (neither line would work); a file that does not parse is not
+    quoted in the error (an access file linked to /etc/shadow); a metric name over the length limit says
+    so; PUT /policies takes curl's default content type as a document's PUT does."""
+    from test_access import free_port, start_refused, token_file
+    port = "127.0.0.1:%d" % free_port(net.a, "127.0.0.1")
+    tf = token_file(workdir, "0123456789abcdef0123\nsecond-line-of-the-token")
+    p = start_refused(net.a, workdir, "--listen", port, "--token-file", tf)
+    assert p.returncode == 1 and "one line of visible characters (byte 21 is 0x0a)" in p.stderr, p.stderr
+    # an access file that is a link to a file of secrets: where it fails, not what it holds
+    secret = os.path.join(workdir, "shadow")
+    with open(secret, "w") as f:
+        f.write("root:$6$secret-hash:19000:0:99999:7:::\n")
+    os.chmod(secret, 0o600)
+    link = os.path.join(workdir, "access.json")
+    os.symlink(secret, link)
+    p = start_refused(net.a, workdir, "--access-file", link)
+    assert p.returncode == 1 and "not JSON" in p.stderr, p.stderr
+    assert "root" not in p.stderr and "secret" not in p.stderr.replace(workdir, ""), p.stderr
+    c = clsd_factory(net.a)
+    name = "m_" + "x" * 201
+    r = c.api.put_classifier(net.if_a, {"ingress": [filt("stats", bpf.proto_stats, metrics=[
+        {"map": "pkts_by_port", "name": name, "type": "counter", "labels": [{"name": "port", "from": "key"}]}])]})
+    assert r.status == 400 and "203 characters, more than the 128" in r.json["error"]["message"], r.json
+    body = json.dumps({"match": {"ifname": ["zz*"]}, "ingress": [filt("count", bpf.count, priority=10)]})
+    r = c.api.request("PUT", "/policies/p", body.encode(), content_type="application/x-www-form-urlencoded")
+    assert r.status == 200, r

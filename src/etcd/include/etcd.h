@@ -110,7 +110,11 @@ int fleet_policy_digests(const FleetPolicy *p, const char ***ret, Error *reterr)
 typedef struct EtcdBuffer {
         char *data;
         size_t size;
+        size_t over; /* the answer was longer than this limit: not read on */
 } EtcdBuffer;
+/* What a transfer that failed says: an answer over the buffer's limit as such (libcurl says only that
+ * writing it failed), else libcurl's reason. */
+const char *etcd_transfer_error(const EtcdBuffer *b, const char *curl_error, char *buf, size_t size);
 /* false when it would pass max, or out of memory */
 bool etcd_buffer_append(EtcdBuffer *b, const void *p, size_t n, size_t max);
 

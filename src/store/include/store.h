@@ -230,6 +230,8 @@ bool document_spec_equal(const Document *a, const Document *b);
 json_t *filter_spec_to_json(const FilterSpec *f);
 /* A hog file: a PUT document plus "ifname" (and optionally "netns"), its objects given by absolute
  * path. */
+/* jansson's reason without the text it quotes ("near 'root'"): a file read as root is not told. */
+const char *json_error_reason(const json_error_t *e, char *buf, size_t size);
 int document_hog_from_string(const char *text, size_t size, Document **ret, Error *reterr);
 /* Whether the filter is attached through tcx on a kernel that has tcx (or not): "tcx", or "auto" for a
  * direct-action filter on a clsact hook. */
