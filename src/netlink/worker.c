@@ -410,6 +410,7 @@ int nl_inspect_confine(int sock) {
         /* Files are not to be opened: libbpf takes "not found" for an answer. */
         if (r >= 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOENT), SCMP_SYS(openat), 0);
+
         if (r >= 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOENT), SCMP_SYS(faccessat2), 0);
         if (r >= 0)
@@ -622,6 +623,11 @@ int nl_object_inspect_forked(const void *data, size_t size, NlObjectInfo **ret, 
                 return error_set(reterr, -r, "internal_error", "fork: %s", strerror(-r));
         }
         if (pid == 0) {
+                /* A parser that crashes dies of its signal, as a worker started afresh does (a sanitizer's
+                 * handler, inherited from a fuzzing harness, would report from inside the sandbox). */
+                static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT };
+                for (size_t i = 0; i < ELEMENTSOF(faults); i++)
+                        (void) signal(faults[i], SIG_DFL);
                 close(sv[0]);
                 _exit(nl_worker_serve(sv[1]));
         }

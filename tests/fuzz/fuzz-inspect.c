@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,9 +50,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         nl_object_info_free(info);
                 } else if (!e.code)
                         abort(); /* a failure always says why */
-                else if (e.error == ENOSYS)
-                        abort(); /* the sandbox refused a system call libbpf or glibc made: its list is short
-                                  */
+                else if (e.error == ENOSYS) {
+                        /* the sandbox refused a system call libbpf or glibc made: its list is short */
+                        fprintf(stderr, "%s\n", e.message);
+                        abort();
+                }
                 error_done(&e);
         }
         return 0;
