@@ -159,6 +159,8 @@ void http_log(void *cls, const char *fmt, va_list ap) {
         char buf[512];
         va_list copy;
 
+        if (!fmt)
+                return;
         va_copy(copy, ap);
         (void) vsnprintf(buf, sizeof(buf), fmt, copy);
         va_end(copy);
