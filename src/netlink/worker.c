@@ -360,20 +360,21 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc) {
  * relocations, externs, map-in-map; the contrib and test objects): libbpf asks the kernel's version
  * (uname) and looks for /proc/version_signature (it finds none); glibc's qsort asks the memory's size
  * (sysinfo) to sort more than 1 KiB, and libbpf sorts programs, relocations and BTF; glibc's fatal
- * messages go out with writev, and abort() may set SIGABRT's action back. A system call outside the list
+ * messages go out with writev, and abort() may set SIGABRT's action back; a sanitizer's runtime takes its
+ * signal stack down at exit (sigaltstack). A system call outside the list
  * is trapped (on_sigsys): the worker says which on sock before it dies, so that clsd can name it. */
 int nl_inspect_confine(int sock) {
         static const int allowed[] = {
-                SCMP_SYS(read),         SCMP_SYS(write),        SCMP_SYS(writev),
-                SCMP_SYS(pread64),      SCMP_SYS(lseek),        SCMP_SYS(fstat),
-                SCMP_SYS(newfstatat),   SCMP_SYS(mmap),         SCMP_SYS(munmap),
-                SCMP_SYS(mremap),       SCMP_SYS(brk),          SCMP_SYS(madvise),
-                SCMP_SYS(mprotect),     SCMP_SYS(sendmsg),      SCMP_SYS(close),
-                SCMP_SYS(uname),        SCMP_SYS(sysinfo),      SCMP_SYS(futex),
-                SCMP_SYS(getrandom),    SCMP_SYS(rt_sigreturn), SCMP_SYS(rt_sigprocmask),
-                SCMP_SYS(rt_sigaction), SCMP_SYS(exit),         SCMP_SYS(exit_group),
-                SCMP_SYS(getpid),       SCMP_SYS(gettid),       SCMP_SYS(clock_gettime),
-                SCMP_SYS(memfd_create)
+                SCMP_SYS(read),          SCMP_SYS(write),        SCMP_SYS(writev),
+                SCMP_SYS(pread64),       SCMP_SYS(lseek),        SCMP_SYS(fstat),
+                SCMP_SYS(newfstatat),    SCMP_SYS(mmap),         SCMP_SYS(munmap),
+                SCMP_SYS(mremap),        SCMP_SYS(brk),          SCMP_SYS(madvise),
+                SCMP_SYS(mprotect),      SCMP_SYS(sendmsg),      SCMP_SYS(close),
+                SCMP_SYS(uname),         SCMP_SYS(sysinfo),      SCMP_SYS(futex),
+                SCMP_SYS(getrandom),     SCMP_SYS(rt_sigreturn), SCMP_SYS(rt_sigprocmask),
+                SCMP_SYS(rt_sigaction),  SCMP_SYS(exit),         SCMP_SYS(exit_group),
+                SCMP_SYS(getpid),        SCMP_SYS(gettid),       SCMP_SYS(sigaltstack),
+                SCMP_SYS(clock_gettime), SCMP_SYS(memfd_create)
         };
         struct sigaction sa = { .sa_sigaction = on_sigsys,
                                 .sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER };
