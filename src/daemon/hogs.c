@@ -435,3 +435,10 @@ int daemon_hogs_reload(Manager *m) {
                 reload_said(rl);
         return 0;
 }
+
+void daemon_reload(Manager *m) {
+        /* the keys before the hogs: a hog's object is verified with the keys read now */
+        (void) daemon_trust_reload(m);
+        (void) daemon_hogs_reload(m);
+        daemon_reconcile_all(m);
+}

@@ -87,6 +87,9 @@ int daemon_hogs_reload(Manager *m);
  * verifies any more is revoked (its filters removed, their interfaces failed "object_untrusted"), what a
  * key verifies again comes back. A directory that does not read keeps the keys in use. */
 int daemon_trust_reload(Manager *m);
+/* SIGHUP: the trusted keys, then the hogs, read again and what changed applied; every interface
+ * reconciled. */
+void daemon_reload(Manager *m);
 /* clsd --check: validates every hog file of dir (JSON, fields, object files), or only file when it is
  * given, without starting; prints one line per problem on stderr and returns how many there were. With
  * trusted, objects must be signed. */

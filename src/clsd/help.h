@@ -1,0 +1,4 @@
+/* help.h: clsd --help. */
+#pragma once
+
+void options_help(void);
