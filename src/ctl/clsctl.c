@@ -68,382 +68,226 @@ static const Verb policy_verbs[] = {
         { "rm", "clsctl policy rm NAME", 1, 1, verb_policy_remove },
 };
 
-/* --json: errors too are JSON, one object on one line of stderr ({"error":{"code","message"}}), as
- * bpftool -j does, for scripts that parse what clsctl says. */
-static bool json_errors;
-
-static void report_json(const char *code, const char *message, const json_t *detail) {
-        _cleanup_(json_decrefp) json_t *e = json_pack("{s:s}", "message", message ?: ""), *all = NULL;
-        _cleanup_free_ char *text = NULL;
-
-        if (e && code)
-                json_object_set_new(e, "code", json_string(code));
-        if (e && detail)
-                json_object_set(e, "detail", (json_t *) detail);
-        if (e && (all = json_pack("{s:O}", "error", e)))
-                text = json_dumps(all, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        fflush(stdout);
-        fprintf(stderr, "%s\n", text ?: "{\"error\":{\"message\":\"out of memory\"}}");
-}
-
-static int vreport(int r, const char *fmt, va_list ap) {
-        _cleanup_free_ char *msg = NULL, *escaped = NULL;
-
-        if (vasprintf(&msg, fmt, ap) < 0)
-                msg = NULL;
-        if (json_errors) {
-                report_json(NULL, msg ?: "out of memory", NULL);
-                return r;
-        }
-        /* Exactly one line, whatever the daemon put in its message. */
-        escaped = msg ? text_escape(msg, false) : NULL;
-        /* What was already printed on stdout comes first, as in a terminal. */
-        fflush(stdout);
-        fprintf(stderr, "clsctl: %s\n", escaped ?: "out of memory");
-        return r;
-}
-
-int ctl_error(int r, const char *fmt, ...) {
-        va_list ap;
-
-        va_start(ap, fmt);
-        r = vreport(r, fmt, ap);
-        va_end(ap);
-        return r;
-}
-
 static int usage_error(const char *fmt, ...) _printf_(1, 2);
 static int usage_error(const char *fmt, ...) {
         va_list ap;
 
         va_start(ap, fmt);
-        (void) vreport(-EINVAL, fmt, ap);
+        (void) ctl_verror(-EINVAL, fmt, ap);
         va_end(ap);
         fputs("Try 'clsctl --help'.\n", stderr);
         return -EINVAL;
 }
 
-static void print_detail(const Ctl *c, const json_t *error) {
-        const char *detail = json_string_value(json_object_get(error, "detail"));
-        _cleanup_free_ char *escaped = NULL;
-        size_t n;
-
-        if (!c->verbose || !detail || !*detail)
-                return;
-        escaped = text_escape(detail, true);
-        if (!escaped)
-                return;
-        n = strlen(escaped);
-        fputs(escaped, stderr);
-        if (escaped[n - 1] != '\n')
-                fputc('\n', stderr);
-}
-
-int ctl_report_error_object(const Ctl *c, const json_t *error, const char *context) {
-        const char *code = json_string_value(json_object_get(error, "code"));
-        const char *message = json_string_value(json_object_get(error, "message"));
-
-        if (!code && !message)
-                message = "failed, no reason given";
-        if (json_errors) {
-                _cleanup_free_ char *m = NULL;
-                if (asprintf(&m, "%s%s%s", context ?: "", context ? ": " : "", message ?: "") < 0)
-                        m = NULL;
-                report_json(code, m ?: message, json_object_get(error, "detail"));
-                return -EREMOTEIO;
-        }
-        ctl_error(-EREMOTEIO, "%s%s%s%s%s", context ?: "", context ? ": " : "", code ?: "",
-                  code && message ? ": " : "", message ?: "");
-        print_detail(c, error);
-        return -EREMOTEIO;
-}
-
-static int report_http_error(const Ctl *c, const HttpResponse *resp, const char *context) {
-        _cleanup_(json_decrefp) json_t *body = json_loadb(resp->body ?: "", resp->body_size, 0, NULL);
-        const json_t *error = json_object_get(body, "error");
-
-        if (json_is_string(json_object_get(error, "code")) ||
-            json_is_string(json_object_get(error, "message")))
-                return ctl_report_error_object(c, error, context);
-        /* Not clsd's error shape (a proxy, a stray server on the socket): the status must do. */
-        return ctl_error(-EREMOTEIO, "%s%sHTTP %u", context ?: "", context ? ": " : "", resp->status);
-}
-
-int ctl_call(const Ctl *c, const HttpRequest *req, const char *context, json_t **ret_json) {
-        _cleanup_(http_response_freep) HttpResponse *resp = NULL;
-        _cleanup_(json_decrefp) json_t *body = NULL;
-        _cleanup_free_ char *why = NULL;
-        const HttpTarget t = { .socket_path = c->socket_path,
-                               .url = c->host,
-                               .cacert = c->cacert,
-                               .cert = c->cert,
-                               .key = c->key,
-                               .token = c->token };
-        const char *where = c->host ?: c->socket_path;
-        json_error_t e;
-        int r;
-
-        r = http_perform(&t, req, &resp, &why);
-        if (c->quiet && (r < 0 || resp->status < 200 || resp->status >= 300))
-                return r < 0 ? r : -EIO;
-        if (r == -ENOMEM)
-                return ctl_oom();
-        if (r < 0)
-                return ctl_error(r, "%s %s on %s: %s", req->method, req->path, where, why ?: strerror(-r));
-        if (resp->status < 200 || resp->status >= 300)
-                return report_http_error(c, resp, context);
-
-        if (resp->body_size > 0) {
-                body = json_loadb(resp->body, resp->body_size, 0, &e);
-                if (!body)
-                        return ctl_error(-EBADMSG, "invalid JSON in answer to %s %s: %s", req->method,
-                                         req->path, e.text);
-        }
-        if (ret_json)
-                *ret_json = TAKE_PTR(body);
-        return 0;
-}
-
-int ctl_print_json(const json_t *v) {
-        if (!v)
-                return 0;
-        if (json_dumpf(v, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
-                return ctl_error(-EIO, "cannot write JSON");
-        fputc('\n', stdout);
-        return 0;
-}
-
-int ctl_read_input(const char *path, char **ret_data, size_t *ret_size) {
-        bool is_stdin = streq(path, "-");
-        int r;
-
-        r = is_stdin ? read_full_fd(STDIN_FILENO, CTL_INPUT_MAX, ret_data, ret_size)
-                     : read_full_file(path, CTL_INPUT_MAX, ret_data, ret_size);
-        if (r == -EFBIG)
-                return ctl_error(r, "%s: larger than %u MiB", is_stdin ? "stdin" : path,
-                                 CTL_INPUT_MAX >> 20);
-        if (r < 0)
-                return ctl_error(r, "%s: %s", is_stdin ? "stdin" : path, strerror(-r));
-        return 0;
-}
-
-int ctl_read_signature(const char *file, char **ret, size_t *ret_size) {
-        *ret = NULL;
-        *ret_size = 0;
-        if (streq(file, "-"))
-                return 0;
-        for (const char *const *suffix = SIGNATURE_SUFFIXES; *suffix; suffix++) {
-                _cleanup_free_ char *p = NULL;
-                if (asprintf(&p, "%s%s", file, *suffix) < 0)
-                        return ctl_oom();
-                if (access(p, F_OK) == 0)
-                        return ctl_read_input(p, ret, ret_size);
-        }
-        return 0;
-}
-
-/* An "object" given as a relative path, made absolute as clsd needs it (relative to the working
- * directory, else to the document's own); or as a digest prefix ("sha256:55c5ed83"), made the stored
- * object's whole digest. 1 if one was changed, < 0 on failure (reported). */
-static int absolute_object(const Ctl *c, json_t *holder, const char *file) {
-        const char *o = json_string_value(json_object_get(holder, "object"));
-        _cleanup_free_ char *dir = NULL, *joined = NULL, *digest = NULL;
-        char real[PATH_MAX];
-        int r;
-
-        if (o && startswith(o, "sha256:") && strlen(o) < strlen("sha256:") + 64) {
-                r = ctl_object_resolve_digest(c, o, &digest);
-                if (r < 0)
-                        return r;
-                return json_object_set_new(holder, "object", json_string(digest)) == 0;
-        }
-        if (!o || !*o || o[0] == '/' || startswith(o, "sha256:") || c->host || c->hosts_file)
-                return 0;
-        if (!realpath(o, real)) {
-                if (streq(file, "-") || !(dir = strdup(file)))
-                        return 0;
-                if (asprintf(&joined, "%s/%s", dirname(dir), o) < 0) {
-                        joined = NULL;
-                        return 0;
-                }
-                if (!realpath(joined, real))
-                        return 0;
-        }
-        return json_object_set_new(holder, "object", json_string(real)) == 0;
-}
-
-static int absolute_objects(const Ctl *c, json_t *doc, const char *file) {
-        static const char *const hooks[] = { "ingress", "egress" };
-        int n = 0, r;
-
-        for (size_t h = 0; h < ELEMENTSOF(hooks); h++) {
-                json_t *f, *a;
-                size_t i, k;
-                json_array_foreach (json_object_get(doc, hooks[h]), i, f) {
-                        if ((r = absolute_object(c, f, file)) < 0)
-                                return r;
-                        n += r;
-                        json_array_foreach (json_object_get(f, "actions"), k, a) {
-                                if ((r = absolute_object(c, a, file)) < 0)
-                                        return r;
-                                n += r;
-                        }
-                }
-        }
-        return n;
-}
-
-int ctl_put_file(const Ctl *c, const char *path, const char *file, const char *context, json_t **ret_json) {
-        _cleanup_free_ char *data = NULL, *if_match = NULL;
-        _cleanup_(json_decrefp) json_t *doc = NULL;
-        const char *headers[2] = { NULL, NULL };
-        json_error_t e;
-        size_t size = 0;
-        int r;
-
-        r = ctl_read_input(file, &data, &size);
-        if (r < 0)
-                return r;
-        /* The daemon would refuse it too, but only we can point at the line and column in the file. */
-        doc = json_loadb(data, size, 0, &e);
-        if (!doc)
-                return ctl_error(-EINVAL, "%s:%d:%d: %s", streq(file, "-") ? "stdin" : file, e.line,
-                                 e.column, e.text);
-        /* clsd reads an object named by path on its own host, by absolute path: a relative one is made
-         * so here, when clsd is on this host; a digest prefix becomes the stored object's digest */
-        r = absolute_objects(c, doc, file);
-        if (r < 0)
-                return r;
-        if (r > 0) {
-                free(data);
-                data = json_dumps(doc, JSON_COMPACT);
-                if (!data)
-                        return ctl_oom();
-                size = strlen(data);
-        }
-        if (c->if_match) {
-                if (asprintf(&if_match, "If-Match: \"%s\"", c->if_match) < 0)
-                        return ctl_oom();
-                headers[0] = if_match;
-        }
-        return ctl_call(c,
-                        &(HttpRequest){ .method = "PUT",
-                                        .path = path,
-                                        .content_type = "application/json",
-                                        .body = data,
-                                        .body_size = size,
-                                        .headers = headers },
-                        context, ret_json);
-}
+/* clsctl --help: one text, its defaults filled in by help(). */
+static const char HELP[] =
+        "NAME\n"
+        "       clsctl - control clsd, the tc cls_bpf classifier daemon\n"
+        "\n"
+        "SYNOPSIS\n"
+        "       clsctl [OPTIONS...] COMMAND [ARGS...]\n"
+        "\n"
+        "COMMANDS\n"
+        "       ls                     List interfaces with the count of clsd and foreign filters\n"
+        "       get IFNAME             Show the classifier document of IFNAME and what is attached\n"
+        "       apply IFNAME FILE      Replace the classifier document of IFNAME with FILE (JSON)\n"
+        "       diff IFNAME FILE       Show what apply would load and change, and why; change "
+        "nothing\n"
+        "       delete IFNAME          Remove the document of IFNAME and detach its filters\n"
+        "       netns                  List named network namespaces and clsd's documents there\n"
+        "       maps IFNAME [MAP]      List the attached programs' maps, or every entry of one MAP\n"
+        "                              (its name, or its id), decoded through BTF\n"
+        "       map set IFNAME MAP KEY VALUE\n"
+        "                              Write one entry of MAP (KEY and VALUE in the JSON\n"
+        "                              'maps' shows, checked against the map's BTF)\n"
+        "       map rm IFNAME MAP KEY  Delete one entry of MAP\n"
+        "                              (IFNAME policy:NAME: policy NAME's maps, on every\n"
+        "                              interface it is applied to)\n"
+        "       policy ls              List policies, with how many interfaces each matches\n"
+        "       policy get NAME        Show the interfaces policy NAME matches and each hook's "
+        "state\n"
+        "       policy apply NAME FILE Create or replace policy NAME from FILE (JSON: match, order,\n"
+        "                              ingress, egress); one row per interface it changed\n"
+        "       policy diff NAME FILE  Show what policy apply would change on each interface\n"
+        "       policy rm NAME         Remove policy NAME; its interfaces lose its filters\n"
+        "       fleet apply FILE...    Write the fleet policy of each FILE (JSON: name, nodes,\n"
+        "                              match, order, ingress, egress) to etcd, uploading the\n"
+        "                              object files it names first (they become digests);\n"
+        "                              several in one transaction, which nodes apply as one\n"
+        "       fleet ls               List the fleet policies, their revisions and node selectors\n"
+        "       fleet rm NAME          Remove fleet policy NAME; every node takes it away\n"
+        "       fleet nodes            List the nodes: labels, clsd version, kernel, act_bpf, tcx,\n"
+        "                              the revision each holds\n"
+        "       fleet status [POLICY]  One row per node a policy selects: applied, pending,\n"
+        "                              failed, overridden, behind (an older revision) or no\n"
+        "                              status; exits 1 when a node failed\n"
+        "       object ls              List stored BPF objects\n"
+        "       object add FILE        Store a BPF object file (ELF) and show its programs\n"
+        "       object show DIGEST     Show a stored object\n"
+        "       object rm DIGEST       Remove a stored object no document uses\n"
+        "       help                   Show this help\n"
+        "\n"
+        "       FILE may be '-' for stdin. DIGEST is sha256:<64 hex digits> or a unique prefix\n"
+        "       of the hex digits, as 'object ls' shows them.\n"
+        "\n"
+        "OPTIONS\n"
+        "       --socket PATH          Connect to PATH ('@NAME': abstract socket)\n"
+        "       --host URL             Talk to the clsd at URL (https://HOST:PORT) instead\n"
+        "       --hosts FILE           Run the command on every host of FILE (lines \"URL\" or\n"
+        "                              \"NAME URL\") at once: each host's output, then a table;\n"
+        "                              exits 1 if any host failed\n"
+        "       --cacert FILE          The CA that signed the hosts' certificates (PEM)\n"
+        "       --cert FILE, --key FILE\n"
+        "                              A client certificate and its key (mutual TLS)\n"
+        "       --token-file FILE      A bearer token (default: CLSD_TOKEN)\n"
+        "       -n, --netns NAME       Interfaces of the network namespace /run/netns/NAME\n"
+        "                              (ls, get, apply, diff, delete)\n"
+        "       -j, --json             Print the daemon's JSON answer instead of tables, and\n"
+        "                              errors as JSON on stderr\n"
+        "       --wait[=SECONDS]       apply: wait until the document is applied or failed (exit\n"
+        "                              1), at most SECONDS (default 30) for its interface\n"
+        "       --if-match GENERATION  apply, policy apply: only if the document or policy is\n"
+        "                              still at GENERATION\n"
+        "       --fleet URL[,URL…]     etcd's endpoints, for fleet (default: CLSD_FLEET)\n"
+        "       --fleet-prefix PATH    The fleet's keys in etcd (default %s)\n"
+        "       --fleet-ca FILE, --fleet-cert FILE, --fleet-key FILE\n"
+        "                              TLS to etcd: the CA to trust, a client certificate and key\n"
+        "       -v, --verbose          On failure, also print the daemon's detail (verifier log)\n"
+        "       -h, --help             Show this help and exit\n"
+        "       --version              Show the version and exit\n"
+        "\n"
+        "EXIT STATUS\n"
+        "       0 on success, 1 on failure (one line on stderr), 2 on a usage error. diff and\n"
+        "       policy diff, as diff(1): 0 when applying would change nothing, 1 when it would\n"
+        "       change something, 2 when they could not tell (one line on stderr).\n"
+        "\n"
+        "ENVIRONMENT\n"
+        "       CLSD_SOCKET            Socket used without --socket (default %s)\n"
+        "       CLSD_HOST              A host used without --host or --socket\n"
+        "       CLSD_TOKEN             A bearer token without --token-file\n"
+        "       CLSD_FLEET             etcd's endpoints without --fleet\n";
 
 static void help(void) {
-        printf("NAME\n"
-               "       clsctl - control clsd, the tc cls_bpf classifier daemon\n"
-               "\n"
-               "SYNOPSIS\n"
-               "       clsctl [OPTIONS...] COMMAND [ARGS...]\n"
-               "\n"
-               "COMMANDS\n"
-               "       ls                     List interfaces with the count of clsd and foreign filters\n"
-               "       get IFNAME             Show the classifier document of IFNAME and what is attached\n"
-               "       apply IFNAME FILE      Replace the classifier document of IFNAME with FILE (JSON)\n"
-               "       diff IFNAME FILE       Show what apply would load and change, and why; change "
-               "nothing\n"
-               "       delete IFNAME          Remove the document of IFNAME and detach its filters\n"
-               "       netns                  List named network namespaces and clsd's documents there\n"
-               "       maps IFNAME [MAP]      List the attached programs' maps, or every entry of one MAP\n"
-               "                              (its name, or its id), decoded through BTF\n"
-               "       map set IFNAME MAP KEY VALUE\n"
-               "                              Write one entry of MAP (KEY and VALUE in the JSON\n"
-               "                              'maps' shows, checked against the map's BTF)\n"
-               "       map rm IFNAME MAP KEY  Delete one entry of MAP\n"
-               "                              (IFNAME policy:NAME: policy NAME's maps, on every\n"
-               "                              interface it is applied to)\n"
-               "       policy ls              List policies, with how many interfaces each matches\n"
-               "       policy get NAME        Show the interfaces policy NAME matches and each hook's "
-               "state\n"
-               "       policy apply NAME FILE Create or replace policy NAME from FILE (JSON: match, order,\n"
-               "                              ingress, egress); one row per interface it changed\n"
-               "       policy diff NAME FILE  Show what policy apply would change on each interface\n"
-               "       policy rm NAME         Remove policy NAME; its interfaces lose its filters\n"
-               "       fleet apply FILE...    Write the fleet policy of each FILE (JSON: name, nodes,\n"
-               "                              match, order, ingress, egress) to etcd, uploading the\n"
-               "                              object files it names first (they become digests);\n"
-               "                              several in one transaction, which nodes apply as one\n"
-               "       fleet ls               List the fleet policies, their revisions and node selectors\n"
-               "       fleet rm NAME          Remove fleet policy NAME; every node takes it away\n"
-               "       fleet nodes            List the nodes: labels, clsd version, kernel, act_bpf, tcx,\n"
-               "                              the revision each holds\n"
-               "       fleet status [POLICY]  One row per node a policy selects: applied, pending,\n"
-               "                              failed, overridden, behind (an older revision) or no\n"
-               "                              status; exits 1 when a node failed\n"
-               "       object ls              List stored BPF objects\n"
-               "       object add FILE        Store a BPF object file (ELF) and show its programs\n"
-               "       object show DIGEST     Show a stored object\n"
-               "       object rm DIGEST       Remove a stored object no document uses\n"
-               "       help                   Show this help\n"
-               "\n"
-               "       FILE may be '-' for stdin. DIGEST is sha256:<64 hex digits> or a unique prefix\n"
-               "       of the hex digits, as 'object ls' shows them.\n"
-               "\n"
-               "OPTIONS\n"
-               "       --socket PATH          Connect to PATH ('@NAME': abstract socket)\n"
-               "       --host URL             Talk to the clsd at URL (https://HOST:PORT) instead\n"
-               "       --hosts FILE           Run the command on every host of FILE (lines \"URL\" or\n"
-               "                              \"NAME URL\") at once: each host's output, then a table;\n"
-               "                              exits 1 if any host failed\n"
-               "       --cacert FILE          The CA that signed the hosts' certificates (PEM)\n"
-               "       --cert FILE, --key FILE\n"
-               "                              A client certificate and its key (mutual TLS)\n"
-               "       --token-file FILE      A bearer token (default: CLSD_TOKEN)\n"
-               "       -n, --netns NAME       Interfaces of the network namespace /run/netns/NAME\n"
-               "                              (ls, get, apply, diff, delete)\n"
-               "       -j, --json             Print the daemon's JSON answer instead of tables, and\n"
-               "                              errors as JSON on stderr\n"
-               "       --wait[=SECONDS]       apply: wait until the document is applied or failed (exit\n"
-               "                              1), at most SECONDS (default 30) for its interface\n"
-               "       --if-match GENERATION  apply, policy apply: only if the document or policy is\n"
-               "                              still at GENERATION\n"
-               "       --fleet URL[,URL…]     etcd's endpoints, for fleet (default: CLSD_FLEET)\n"
-               "       --fleet-prefix PATH    The fleet's keys in etcd (default %s)\n"
-               "       --fleet-ca FILE, --fleet-cert FILE, --fleet-key FILE\n"
-               "                              TLS to etcd: the CA to trust, a client certificate and key\n"
-               "       -v, --verbose          On failure, also print the daemon's detail (verifier log)\n"
-               "       -h, --help             Show this help and exit\n"
-               "       --version              Show the version and exit\n"
-               "\n"
-               "EXIT STATUS\n"
-               "       0 on success, 1 on failure (one line on stderr), 2 on a usage error. diff and\n"
-               "       policy diff, as diff(1): 0 when applying would change nothing, 1 when it would\n"
-               "       change something, 2 when they could not tell (one line on stderr).\n"
-               "\n"
-               "ENVIRONMENT\n"
-               "       CLSD_SOCKET            Socket used without --socket (default %s)\n"
-               "       CLSD_HOST              A host used without --host or --socket\n"
-               "       CLSD_TOKEN             A bearer token without --token-file\n"
-               "       CLSD_FLEET             etcd's endpoints without --fleet\n",
-               ETCD_PREFIX_DEFAULT, CTL_SOCKET_DEFAULT);
+        printf(HELP, ETCD_PREFIX_DEFAULT, CTL_SOCKET_DEFAULT);
+}
+
+enum {
+        ARG_VERSION = 0x100,
+        ARG_SOCKET,
+        ARG_IF_MATCH,
+        ARG_FLEET,
+        ARG_FLEET_PREFIX,
+        ARG_FLEET_CA,
+        ARG_FLEET_CERT,
+        ARG_FLEET_KEY,
+        ARG_HOST,
+        ARG_HOSTS,
+        ARG_CACERT,
+        ARG_CERT,
+        ARG_KEY,
+        ARG_TOKEN_FILE,
+        ARG_WAIT,
+};
+
+/* One option of the command line: 1 to go on, 0 to exit 0 (help, version), < 0 on a usage error. */
+static int option_apply(Ctl *c, int opt, char *argv[]) {
+        switch (opt) {
+        case 'h':
+                help();
+                return 0;
+        case ARG_VERSION:
+                printf("clsctl %s\n", PROJECT_VERSION);
+                return 0;
+        case ARG_SOCKET:
+                if (!*optarg)
+                        return usage_error("--socket needs a path");
+                c->socket_path = optarg;
+                c->host = NULL; /* CLSD_HOST's */
+                break;
+        case 'j':
+                c->json = true;
+                ctl_errors_as_json(true);
+                break;
+        case 'n':
+                if (!*optarg)
+                        return usage_error("--netns needs a name");
+                c->netns = optarg;
+                break;
+        case 'v':
+                c->verbose = true;
+                break;
+        case ARG_IF_MATCH:
+                if (!*optarg || strspn(optarg, "0123456789") != strlen(optarg) || strlen(optarg) > 19)
+                        return usage_error("--if-match needs a generation number, not '%s'", optarg);
+                c->if_match = optarg;
+                break;
+        case ARG_FLEET:
+                if (!*optarg)
+                        return usage_error("--fleet needs URL[,URL…]");
+                c->fleet_urls = optarg;
+                break;
+        case ARG_FLEET_PREFIX:
+                if (!fleet_prefix_valid(optarg))
+                        return usage_error(
+                                "--fleet-prefix %s: expected a path that starts and ends with '/'", optarg);
+                c->fleet_prefix = optarg;
+                break;
+        case ARG_FLEET_CA:
+                c->fleet_ca = optarg;
+                break;
+        case ARG_FLEET_CERT:
+                c->fleet_cert = optarg;
+                break;
+        case ARG_FLEET_KEY:
+                c->fleet_key = optarg;
+                break;
+        case ARG_HOST:
+                if (!startswith(optarg, "https://") && !startswith(optarg, "http://"))
+                        return usage_error("--host %s: expected https://HOST:PORT", optarg);
+                c->host = optarg;
+                break;
+        case ARG_HOSTS:
+                if (!*optarg)
+                        return usage_error("--hosts needs a file");
+                c->hosts_file = optarg;
+                break;
+        case ARG_CACERT:
+                c->cacert = optarg;
+                break;
+        case ARG_CERT:
+                c->cert = optarg;
+                break;
+        case ARG_KEY:
+                c->key = optarg;
+                break;
+        case ARG_TOKEN_FILE:
+                c->token_file = optarg;
+                break;
+        case ARG_WAIT: {
+                char *end = NULL;
+                c->wait_sec = optarg ? strtod(optarg, &end) : 30;
+                if (optarg && (end == optarg || *end || !(c->wait_sec > 0) || c->wait_sec > 86400))
+                        return usage_error("--wait=%s: expected seconds (default 30)", optarg);
+                break;
+        }
+        case ':':
+                return usage_error("option '%s' needs an argument", argv[optind - 1]);
+        case '?':
+                /* glibc: optopt is 0 for an unknown long option, and the option's value for a
+                 * long option given an argument it does not take ("--json=x"). */
+                if (optopt == 0)
+                        return usage_error("unknown option '%s'", argv[optind - 1]);
+                if (optopt >= 0x100 || strchr("hjv", optopt))
+                        return usage_error("option '%s' takes no argument", argv[optind - 1]);
+                return usage_error("unknown option '-%c'", optopt);
+        default:
+                return -EINVAL;
+        }
+        return 1;
 }
 
 /* Returns 1 to go on, 0 to exit successfully (help, version), < 0 on a usage error (reported). */
 static int parse_argv(int argc, char *argv[], Ctl *c) {
-        enum {
-                ARG_VERSION = 0x100,
-                ARG_SOCKET,
-                ARG_IF_MATCH,
-                ARG_FLEET,
-                ARG_FLEET_PREFIX,
-                ARG_FLEET_CA,
-                ARG_FLEET_CERT,
-                ARG_FLEET_KEY,
-                ARG_HOST,
-                ARG_HOSTS,
-                ARG_CACERT,
-                ARG_CERT,
-                ARG_KEY,
-                ARG_TOKEN_FILE,
-                ARG_WAIT,
-        };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -470,99 +314,9 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
 
         opterr = 0; /* our own messages, in our one-line format */
         while ((opt = getopt_long(argc, argv, ":hjvn:", options, NULL)) >= 0) {
-                switch (opt) {
-                case 'h':
-                        help();
-                        return 0;
-                case ARG_VERSION:
-                        printf("clsctl %s\n", PROJECT_VERSION);
-                        return 0;
-                case ARG_SOCKET:
-                        if (!*optarg)
-                                return usage_error("--socket needs a path");
-                        c->socket_path = optarg;
-                        c->host = NULL; /* CLSD_HOST's */
-                        break;
-                case 'j':
-                        c->json = json_errors = true;
-                        break;
-                case 'n':
-                        if (!*optarg)
-                                return usage_error("--netns needs a name");
-                        c->netns = optarg;
-                        break;
-                case 'v':
-                        c->verbose = true;
-                        break;
-                case ARG_IF_MATCH:
-                        if (!*optarg || strspn(optarg, "0123456789") != strlen(optarg) ||
-                            strlen(optarg) > 19)
-                                return usage_error("--if-match needs a generation number, not '%s'", optarg);
-                        c->if_match = optarg;
-                        break;
-                case ARG_FLEET:
-                        if (!*optarg)
-                                return usage_error("--fleet needs URL[,URL…]");
-                        c->fleet_urls = optarg;
-                        break;
-                case ARG_FLEET_PREFIX:
-                        if (!fleet_prefix_valid(optarg))
-                                return usage_error(
-                                        "--fleet-prefix %s: expected a path that starts and ends with '/'",
-                                        optarg);
-                        c->fleet_prefix = optarg;
-                        break;
-                case ARG_FLEET_CA:
-                        c->fleet_ca = optarg;
-                        break;
-                case ARG_FLEET_CERT:
-                        c->fleet_cert = optarg;
-                        break;
-                case ARG_FLEET_KEY:
-                        c->fleet_key = optarg;
-                        break;
-                case ARG_HOST:
-                        if (!startswith(optarg, "https://") && !startswith(optarg, "http://"))
-                                return usage_error("--host %s: expected https://HOST:PORT", optarg);
-                        c->host = optarg;
-                        break;
-                case ARG_HOSTS:
-                        if (!*optarg)
-                                return usage_error("--hosts needs a file");
-                        c->hosts_file = optarg;
-                        break;
-                case ARG_CACERT:
-                        c->cacert = optarg;
-                        break;
-                case ARG_CERT:
-                        c->cert = optarg;
-                        break;
-                case ARG_KEY:
-                        c->key = optarg;
-                        break;
-                case ARG_TOKEN_FILE:
-                        c->token_file = optarg;
-                        break;
-                case ARG_WAIT: {
-                        char *end = NULL;
-                        c->wait_sec = optarg ? strtod(optarg, &end) : 30;
-                        if (optarg && (end == optarg || *end || !(c->wait_sec > 0) || c->wait_sec > 86400))
-                                return usage_error("--wait=%s: expected seconds (default 30)", optarg);
-                        break;
-                }
-                case ':':
-                        return usage_error("option '%s' needs an argument", argv[optind - 1]);
-                case '?':
-                        /* glibc: optopt is 0 for an unknown long option, and the option's value for a
-                         * long option given an argument it does not take ("--json=x"). */
-                        if (optopt == 0)
-                                return usage_error("unknown option '%s'", argv[optind - 1]);
-                        if (optopt >= 0x100 || strchr("hjv", optopt))
-                                return usage_error("option '%s' takes no argument", argv[optind - 1]);
-                        return usage_error("unknown option '-%c'", optopt);
-                default:
-                        return -EINVAL;
-                }
+                int r = option_apply(c, opt, argv);
+                if (r <= 0)
+                        return r;
         }
         return 1;
 }

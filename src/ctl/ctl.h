@@ -1,6 +1,7 @@
 /* ctl.h: what clsctl's verbs share: the parsed command line, calls to the daemon, error reporting. */
 #pragma once
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -40,6 +41,9 @@ typedef struct Ctl {
 
 /* Prints "clsctl: <message>" as one line on stderr and returns r (negative). */
 int ctl_error(int r, const char *fmt, ...) _printf_(2, 3);
+int ctl_verror(int r, const char *fmt, va_list ap);
+/* --json: errors too are JSON, one object on one line of stderr. */
+void ctl_errors_as_json(bool on);
 static inline int ctl_oom(void) {
         return ctl_error(-ENOMEM, "out of memory");
 }
@@ -69,6 +73,8 @@ int ctl_read_signature(const char *file, char **ret, size_t *ret_size);
 /* Reports a state "failed" carried in an answer's "error" member, as ctl_call() reports errors. */
 int ctl_report_error_object(const Ctl *c, const json_t *error, const char *context);
 
+/* "/ifaces", or "/netns/NAME/ifaces" with --netns. */
+int ctl_ifaces_path(const Ctl *c, char **ret);
 /* "/ifaces/IFNAME/classifier", or under "/netns/NAME" with --netns. */
 int ctl_iface_path(const Ctl *c, const char *ifname, char **ret);
 

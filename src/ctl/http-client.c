@@ -90,6 +90,33 @@ static bool url_loopback(const char *url) {
         return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
+/* Why a transfer failed, said for people (malloc'ed). */
+static char *transfer_error(const HttpTarget *t, CURL *curl, CURLcode cc, bool too_large,
+                            const char *errbuf) {
+        struct stat st;
+        long os_errno = 0;
+        char why[512];
+
+        if (too_large)
+                snprintf(why, sizeof(why), "the answer is larger than %u MiB", HTTP_RESPONSE_MAX >> 20);
+        else if (cc == CURLE_COULDNT_CONNECT && !t->url)
+                /* libcurl does not keep connect()'s errno for a unix socket: the path tells */
+                snprintf(why, sizeof(why), "cannot connect: %s",
+                         t->socket_path[0] == '@' ? "no such abstract socket"
+                         : stat(t->socket_path, &st) < 0
+                                 ? (errno == ENOENT ? "no socket there (is clsd running? systemctl status "
+                                                      "clsd.socket clsd; or give --socket)"
+                                                    : strerror(errno))
+                         : !S_ISSOCK(st.st_mode) ? "not a socket"
+                                                 : "nothing listens there (is clsd running?)");
+        else if (cc == CURLE_COULDNT_CONNECT &&
+                 curl_api.easy_getinfo(curl, CURLINFO_OS_ERRNO, &os_errno) == CURLE_OK && os_errno > 0)
+                snprintf(why, sizeof(why), "cannot connect: %s", strerror((int) os_errno));
+        else
+                snprintf(why, sizeof(why), "%s", errbuf[0] ? errbuf : curl_api.easy_strerror(cc));
+        return strdup(why);
+}
+
 int http_perform(const HttpTarget *t, const HttpRequest *req, HttpResponse **ret, char **ret_error) {
         _cleanup_free_ char *url = NULL;
         char errbuf[CURL_ERROR_SIZE] = "";
@@ -167,29 +194,7 @@ int http_perform(const HttpTarget *t, const HttpRequest *req, HttpResponse **ret
         cc = curl_api.easy_perform(curl);
         if (cc != CURLE_OK) {
                 r = sink.too_large ? -EFBIG : cc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO;
-                struct stat st;
-                long os_errno = 0;
-                char why[512];
-                if (sink.too_large)
-                        snprintf(why, sizeof(why), "the answer is larger than %u MiB",
-                                 HTTP_RESPONSE_MAX >> 20);
-                else if (cc == CURLE_COULDNT_CONNECT && !t->url)
-                        /* libcurl does not keep connect()'s errno for a unix socket: the path tells */
-                        snprintf(why, sizeof(why), "cannot connect: %s",
-                                 t->socket_path[0] == '@' ? "no such abstract socket"
-                                 : stat(t->socket_path, &st) < 0
-                                         ? (errno == ENOENT ? "no socket there (is clsd running? systemctl "
-                                                              "status clsd.socket clsd; or give --socket)"
-                                                            : strerror(errno))
-                                 : !S_ISSOCK(st.st_mode) ? "not a socket"
-                                                         : "nothing listens there (is clsd running?)");
-                else if (cc == CURLE_COULDNT_CONNECT &&
-                         curl_api.easy_getinfo(curl, CURLINFO_OS_ERRNO, &os_errno) == CURLE_OK &&
-                         os_errno > 0)
-                        snprintf(why, sizeof(why), "cannot connect: %s", strerror((int) os_errno));
-                else
-                        snprintf(why, sizeof(why), "%s", errbuf[0] ? errbuf : curl_api.easy_strerror(cc));
-                *ret_error = strdup(why);
+                *ret_error = transfer_error(t, curl, cc, sink.too_large, errbuf);
                 goto out;
         }
         curl_api.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);

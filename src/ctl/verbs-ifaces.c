@@ -11,36 +11,6 @@
 
 static const char *const directions[] = { "ingress", "egress" };
 
-/* "/ifaces", or "/netns/NAME/ifaces" with --netns. */
-static int ifaces_path(const Ctl *c, char **ret) {
-        _cleanup_free_ char *e = NULL;
-        int r;
-
-        if (!c->netns)
-                return (*ret = strdup("/ifaces")) ? 0 : ctl_oom();
-        r = http_escape_segment(c->netns, NULL, &e);
-        if (r < 0)
-                return ctl_error(r, "%s", strerror(-r));
-        if (asprintf(ret, "/netns/%s/ifaces", e) < 0)
-                return ctl_oom();
-        return 0;
-}
-
-int ctl_iface_path(const Ctl *c, const char *ifname, char **ret) {
-        _cleanup_free_ char *e = NULL, *base = NULL;
-        int r;
-
-        r = ifaces_path(c, &base);
-        if (r < 0)
-                return r;
-        r = http_escape_segment(ifname, NULL, &e);
-        if (r < 0)
-                return ctl_error(r, "%s", strerror(-r));
-        if (asprintf(ret, "%s/%s/classifier", base, e) < 0)
-                return ctl_oom();
-        return 0;
-}
-
 static const json_t *find_by_name(const json_t *list, const char *name) {
         const json_t *v;
         size_t i;
@@ -210,7 +180,7 @@ static void warn_pending(const Ctl *c, const char *ifname) {
         Ctl quiet = *c;
 
         quiet.quiet = true; /* the list only adds names to the warning: its failure is not one more line */
-        if (ifaces_path(c, &path) >= 0 &&
+        if (ctl_ifaces_path(c, &path) >= 0 &&
             ctl_call(&quiet, &(HttpRequest){ .method = "GET", .path = path }, NULL, &answer) >= 0)
                 json_array_foreach (json_object_get(answer, "ifaces"), i, v) {
                         const char *name = json_string_value(json_object_get(v, "ifname"));
@@ -326,7 +296,7 @@ int verb_ifaces_list(const Ctl *c, char **args _unused_) {
         size_t i;
         int r;
 
-        r = ifaces_path(c, &path);
+        r = ctl_ifaces_path(c, &path);
         if (r < 0)
                 return r;
         r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = path }, NULL, &answer);

@@ -14,47 +14,6 @@
 /* As short as docker's image ids, long enough to be unique in any real store. */
 #define DIGEST_SHORT_LEN 12
 
-/* Accepts "sha256:<64 hex>", bare hex, or a unique prefix of the hex (looked up in the store). */
-int ctl_object_resolve_digest(const Ctl *c, const char *arg, char **ret) {
-        _cleanup_(json_decrefp) json_t *answer = NULL;
-        _cleanup_free_ char *hex = strdup(startswith(arg, DIGEST_PREFIX) ?: arg);
-        const char *match = NULL;
-        size_t n, matches = 0, i;
-        const json_t *v;
-        int r;
-
-        if (!hex)
-                return ctl_oom();
-        n = strlen(hex);
-        if (n == 0 || n > DIGEST_HEX_LEN || strspn(hex, "0123456789abcdefABCDEF") != n)
-                return ctl_error(-EINVAL, "invalid digest '%s': expected sha256:<64 hex digits> or a prefix",
-                                 arg);
-        for (char *p = hex; *p; p++)
-                *p = (char) tolower((unsigned char) *p);
-
-        if (n < DIGEST_HEX_LEN) {
-                r = ctl_call(c, &(HttpRequest){ .method = "GET", .path = "/objects" }, NULL, &answer);
-                if (r < 0)
-                        return r;
-                json_array_foreach (json_object_get(answer, "objects"), i, v) {
-                        const char *d = json_string_value(json_object_get(v, "digest"));
-                        const char *h = d ? startswith(d, DIGEST_PREFIX) : NULL;
-                        if (h && strncmp(h, hex, n) == 0 && strlen(h) == DIGEST_HEX_LEN) {
-                                match = h;
-                                matches++;
-                        }
-                }
-                if (matches == 0)
-                        return ctl_error(-ENOENT, "%s: no stored object has this digest prefix", arg);
-                if (matches > 1)
-                        return ctl_error(-EINVAL, "%s: digest prefix is ambiguous, %zu objects match", arg,
-                                         matches);
-        }
-        if (asprintf(ret, DIGEST_PREFIX "%s", match ?: hex) < 0)
-                return ctl_oom();
-        return 0;
-}
-
 static int object_path(const char *digest, char **ret) {
         _cleanup_free_ char *e = NULL;
         int r;

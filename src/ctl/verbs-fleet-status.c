@@ -1,0 +1,225 @@
+/* verbs-fleet-status.c: clsctl fleet nodes and status: the fleet's live nodes, and node × policy as each
+ * node says it applied it (only keys bound to a live lease count). */
+
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "fleet-keys.h"
+#include "etcd.h"
+#include "output.h"
+#include "sha256.h"
+
+/* etcd refuses a request over 1.5 MiB by default; base64 makes an object a third bigger. */
+#define FLEET_OBJECT_MAX (1024u * 1024)
+
+/* ---- nodes ---- */
+
+int verb_fleet_nodes(const Ctl *c, char **args _unused_) {
+        _cleanup_(json_decrefp) json_t *nodes = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        json_t *v;
+        size_t i;
+        int r;
+
+        r = fleet_listing(c, "nodes", &nodes);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        t = table_new("NODE", "STATE", "LABELS", "VERSION", "KERNEL", "ACT_BPF", "TCX", "REVISION", NULL);
+        if (!t)
+                return ctl_oom();
+        json_array_foreach (nodes, i, v) {
+                char *labels = NULL;
+                size_t n = 0;
+                FILE *f = open_memstream(&labels, &n);
+                if (!f)
+                        return ctl_oom();
+                fleet_labels_print(f, json_object_get(v, "labels"));
+                fclose(f);
+                r = table_add_json(t, json_object_get(v, "node"));
+                /* a record no live lease holds: its node is gone, or someone else wrote it */
+                r = r ?: table_add(t, json_is_true(json_object_get(v, "_bound")) ? "live" : "unbound");
+                r = r ?: table_add(t, labels);
+                r = r ?: table_add_json(t, json_object_get(v, "version"));
+                r = r ?: table_add_json(t, json_object_get(v, "kernel"));
+                r = r ?: table_add_json(t, json_object_get(v, "act_bpf"));
+                r = r ?: table_add_json(t, json_object_get(v, "tcx"));
+                r = r ?: table_add_json(t, json_object_get(v, "revision"));
+                free(labels);
+                if (r < 0)
+                        return ctl_oom();
+        }
+        if (table_rows(t) == 0) {
+                puts("(no node)");
+                return 0;
+        }
+        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
+}
+
+/* ---- status: node × policy ---- */
+
+/* The node's status of the policy: under status/NODE/POLICY, saying so, bound to the node record's own
+ * (live) lease; a key anyone else wrote is none. */
+static json_t *find_status(json_t *statuses, json_t *node_record, const char *node, const char *policy) {
+        _cleanup_free_ char *key = NULL;
+        json_int_t lease = json_integer_value(json_object_get(node_record, "_lease"));
+        json_t *v;
+        size_t i;
+
+        if (asprintf(&key, "%s/%s", node, policy) < 0)
+                return NULL;
+        json_array_foreach (statuses, i, v)
+                if (json_is_true(json_object_get(v, "_bound")) &&
+                    json_integer_value(json_object_get(v, "_lease")) == lease &&
+                    streq_ptr(json_string_value(json_object_get(v, "_key")), key) &&
+                    streq_ptr(json_string_value(json_object_get(v, "node")), node) &&
+                    streq_ptr(json_string_value(json_object_get(v, "policy")), policy))
+                        return v;
+        return NULL;
+}
+
+static bool node_selected(json_t *policy, json_t *node) {
+        FleetPolicy fp = { 0 };
+        FleetLabel *labels = NULL;
+        size_t n = 0;
+        const char *k;
+        json_t *v;
+        bool selected = false;
+
+        json_t *copy = json_deep_copy(policy);
+        json_object_del(copy, "_key");
+        json_object_del(copy, "_revision");
+        json_object_foreach (json_object_get(node, "labels"), k, v) {
+                FleetLabel *nl = realloc(labels, (n + 1) * sizeof(FleetLabel));
+                if (!nl)
+                        break;
+                labels = nl;
+                snprintf(labels[n].key, sizeof(labels[n].key), "%s", k);
+                snprintf(labels[n].value, sizeof(labels[n].value), "%s", json_string_value(v) ?: "");
+                n++;
+        }
+        if (fleet_policy_parse(copy, &fp, NULL) >= 0)
+                selected = fleet_policy_selects(&fp, json_string_value(json_object_get(node, "node")) ?: "",
+                                                labels, n);
+        fleet_policy_done(&fp);
+        json_decref(copy);
+        free(labels);
+        return selected;
+}
+
+/* "2 applied" etc. of the interfaces a status lists. */
+static char *ifaces_text(json_t *ifaces) {
+        size_t counts[3] = { 0 }, n = json_array_size(ifaces);
+        char *s = NULL;
+
+        for (size_t i = 0; i < n; i++) {
+                const char *st = json_string_value(json_object_get(json_array_get(ifaces, i), "state"));
+                counts[st && streq(st, "configured") ? 0 : st && streq(st, "failed") ? 2 : 1]++;
+        }
+        if (asprintf(&s, "%zu (%zu configured, %zu pending, %zu failed)", n, counts[0], counts[1],
+                     counts[2]) < 0)
+                return NULL;
+        return s;
+}
+
+int verb_fleet_status(const Ctl *c, char **args) {
+        _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
+        _cleanup_(json_decrefp) json_t *policies = NULL, *nodes = NULL, *statuses = NULL, *leases = NULL,
+                                       *rows = json_array();
+        _cleanup_(table_freep) Table *t = NULL;
+        json_t *p, *n;
+        size_t i, k;
+        bool failed = false, invalid = false, found = !args[0];
+        int r;
+
+        if (!rows)
+                return ctl_oom();
+        r = fleet_client(c, &ec);
+        if (r >= 0)
+                r = fleet_live_leases(ec, &leases);
+        if (r >= 0)
+                r = fleet_range_json(ec, c, "policies", NULL, &policies, NULL);
+        if (r >= 0)
+                r = fleet_range_json(ec, c, "nodes", leases, &nodes, NULL);
+        if (r >= 0)
+                r = fleet_range_json(ec, c, "status", leases, &statuses, NULL);
+        if (r < 0)
+                return r;
+        /* Every (node, policy) where the policy selects the node: the node's status, or none yet. */
+        json_array_foreach (policies, i, p) {
+                const char *name = json_string_value(json_object_get(p, "_key"));
+                json_int_t revision = json_integer_value(json_object_get(p, "_revision"));
+                if (!name || (args[0] && !streq(args[0], name)))
+                        continue;
+                found = true;
+                if (json_object_get(p, "_invalid")) {
+                        /* no node can read it, nor say which nodes it selects */
+                        json_t *row = json_pack("{s:n,s:s,s:s,s:I,s:n,s:n,s:O}", "node", "policy", name,
+                                                "state", "invalid", "revision", revision, "held_revision",
+                                                "lag", "error", json_object_get(p, "_invalid"));
+                        if (!row)
+                                return ctl_oom();
+                        json_array_append_new(rows, row);
+                        invalid = true;
+                        continue;
+                }
+                json_array_foreach (nodes, k, n) {
+                        const char *node = json_string_value(json_object_get(n, "node"));
+                        /* only live nodes count: a record no live lease holds is not a node (unbound) */
+                        if (!node || !json_is_true(json_object_get(n, "_bound")) ||
+                            !streq_ptr(json_string_value(json_object_get(n, "_key")), node) ||
+                            !node_selected(p, n))
+                                continue;
+                        json_t *s = find_status(statuses, n, node, name);
+                        json_int_t held = json_integer_value(json_object_get(s, "revision"));
+                        const char *state = s ? json_string_value(json_object_get(s, "state")) : "no status";
+                        json_t *row = json_pack(
+                                "{s:s,s:s,s:s,s:I,s:I,s:I,s:O*,s:O*}", "node", node, "policy", name, "state",
+                                state ?: "?", "revision", revision, "held_revision", held, "lag",
+                                held ? revision - held : revision, "error", json_object_get(s, "error"),
+                                "interfaces", json_object_get(s, "interfaces"));
+                        if (!row)
+                                return ctl_oom();
+                        /* a status of an older revision says the node has not caught up */
+                        if (s && held != revision)
+                                json_object_set_new(row, "state", json_string("behind"));
+                        failed = failed || (state && streq(state, "failed"));
+                        json_array_append_new(rows, row);
+                }
+        }
+        if (!found)
+                return ctl_error(-ENOENT, "no fleet policy %s", args[0]);
+        if (c->json)
+                r = ctl_print_json(rows);
+        else {
+                t = table_new("NODE", "POLICY", "STATE", "REVISION", "LAG", "INTERFACES", "ERROR", NULL);
+                if (!t)
+                        return ctl_oom();
+                json_array_foreach (rows, i, p) {
+                        _cleanup_free_ char *ifaces = json_object_get(p, "interfaces")
+                                                              ? ifaces_text(json_object_get(p, "interfaces"))
+                                                              : NULL;
+                        r = table_add_json(t, json_object_get(p, "node"));
+                        r = r ?: table_add_json(t, json_object_get(p, "policy"));
+                        r = r ?: table_add_json(t, json_object_get(p, "state"));
+                        r = r ?: table_add_json(t, json_object_get(p, "held_revision"));
+                        r = r ?: table_add_json(t, json_object_get(p, "lag"));
+                        r = r ?: table_add(t, ifaces);
+                        r = r ?: table_add_json(t, json_object_get(p, "error"));
+                        if (r < 0)
+                                return ctl_oom();
+                }
+                if (table_rows(t) == 0)
+                        puts("(no node is selected by a fleet policy)");
+                else if (table_print(t, stdout) < 0)
+                        return ctl_error(-EIO, "cannot write to stdout");
+        }
+        if (r >= 0 && failed)
+                return ctl_error(-EIO, "a node failed to apply a fleet policy");
+        if (r >= 0 && invalid)
+                return ctl_error(-EINVAL, "a fleet policy is invalid: no node applies it");
+        return r;
+}
