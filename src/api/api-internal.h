@@ -89,13 +89,16 @@ typedef struct Request {
         bool answered;
         bool suspended;
         Response deferred;
+        void (*resume)(struct Request *req); /* the listener's: a suspended connection's answer is in */
         struct Request *next_suspended;
 } Request;
 
 /* routes.c */
 MHD_RESULT api_dispatch(Request *req);
-/* http.c: the answer of a deferred request is in req->deferred: it goes out now, or once libmicrohttpd
- * runs the connection again. */
+
+/* request.c */
+/* The answer of a deferred request is in req->deferred: it goes out now, or once libmicrohttpd runs the
+ * connection again (req->resume). */
 void request_answer(Request *req);
 unsigned api_status_of(const char *code);
 void response_error(Response *resp, const Error *e);
@@ -131,8 +134,9 @@ void route_policy_maps(Request *req, const char *name, const char *what, bool en
 void route_map_entries(Request *req, const char *netns, const char *ifname, const char *what,
                        Response *resp);
 
-/* metrics.c */
+/* metrics.c: GET /metrics */
 void route_metrics(Request *req, Response *resp);
+/* counters.c */
 const char *api_route_label(const char *url);
 void api_count_request(Api *a, const char *url, unsigned status);
 void api_count_error(Api *a, const char *code);

@@ -107,12 +107,9 @@ static void suspended_remove(Listener *l, Request *req) {
                 }
 }
 
-void request_answer(Request *req) {
+static void listener_resume(Request *req) {
         Listener *l = req->listener;
 
-        req->answered = true;
-        if (!req->suspended)
-                return; /* answered within the call: api_dispatch() sends it */
         req->suspended = false;
         suspended_remove(l, req);
         MHD_resume_connection(req->connection);
@@ -370,10 +367,6 @@ static Peer *connection_peer(struct MHD_Connection *c) {
         return info ? info->socket_context : NULL;
 }
 
-bool method_changes_state(const char *method) {
-        return !streq(method, "GET") && !streq(method, "HEAD");
-}
-
 static bool token_matches(const char *want, const char *got) {
         size_t a = strlen(want), b = strlen(got);
         unsigned char diff = a != b;
@@ -529,6 +522,7 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
                 req->method = method;
                 req->url = url;
                 req->connection = c;
+                req->resume = listener_resume;
                 req->body_max = startswith(url, "/objects") ? l->api->config.object_size_max
                                                             : l->api->config.json_size_max;
                 *con_cls = req;

@@ -20,35 +20,6 @@ static int path_segment(const char *start, const char *end, char *buf, size_t si
         return 0;
 }
 
-/* HTTP's If-Match as the daemon's precondition: "*", or the entity tag "N" (quoted, as clsd sends
- * it, or bare) of a generation; anything else is a precondition no generation meets. */
-DaemonExpect request_expect(const Request *req) {
-        const char *h = request_header(req, "If-Match");
-        DaemonExpect e = { .kind = EXPECT_NOTHING, .as_given = h };
-        char *end;
-        size_t n;
-
-        if (!h)
-                return e;
-        if (streq(h, "*")) {
-                e.kind = EXPECT_ANY;
-                return e;
-        }
-        n = strlen(h);
-        if (n >= 2 && h[0] == '"' && h[n - 1] == '"') {
-                h++;
-                n -= 2;
-        }
-        e.kind = EXPECT_UNMATCHABLE;
-        if (n == 0 || n > 20 || h[0] < '0' || h[0] > '9')
-                return e;
-        errno = 0;
-        e.generation = strtoull(h, &end, 10);
-        if (errno == 0 && (size_t) (end - h) == n)
-                e.kind = EXPECT_GENERATION;
-        return e;
-}
-
 /* What GET /ifaces of the namespace is made of: the links' version, and each of its interfaces' name,
  * state, source, generation and ifindex (FNV-1a). */
 static uint64_t ifaces_made_of(Manager *d, const char *netns) {
@@ -235,35 +206,6 @@ static void on_dry_run(Manager *d, const DryRun *dr, const Error *e, void *userd
                 req->deferred.body = render_dry_run(d, dr);
         }
         request_answer(req);
-}
-
-int request_change_body(Request *req, const char *const *types, json_t **ret_body, bool *ret_dry_run,
-                        Response *resp) {
-        json_error_t jerr;
-        const char *dry;
-        json_t *body;
-
-        if (request_want_content_type(req, types, resp) < 0)
-                return -EINVAL;
-        body = json_loadb(req->body ? req->body : "", req->body_size, JSON_REJECT_DUPLICATES, &jerr);
-        if (!body) {
-                response_errorf(resp, "malformed_json", "malformed JSON at line %d, column %d: %s",
-                                jerr.line, jerr.column, jerr.text);
-                return -EINVAL;
-        }
-        if (request_check_object_paths(req, body, resp) < 0) {
-                json_decref(body);
-                return -EPERM;
-        }
-        dry = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "dry_run");
-        if (dry && !streq(dry, "1") && !streq(dry, "true") && !streq(dry, "0") && !streq(dry, "false")) {
-                json_decref(body);
-                response_errorf(resp, "invalid_value", "dry_run=%s: expected 1, true, 0 or false", dry);
-                return -EINVAL;
-        }
-        *ret_body = body;
-        *ret_dry_run = dry && (streq(dry, "1") || streq(dry, "true"));
-        return 0;
 }
 
 static void classifier_put(Request *req, const char *netns, const char *ifname, Response *resp) {
