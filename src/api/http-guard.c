@@ -173,3 +173,40 @@ void http_log(void *cls, const char *fmt, va_list ap) {
                 answer_header_error(l, status);
         }
 }
+
+typedef struct FramingHeaders {
+        unsigned content_length, transfer_encoding;
+} FramingHeaders;
+
+/* The path (and query values) decoded as libmicrohttpd would, except that one with a control byte
+ * (%00 to %1f, %7f) becomes "\x01": a NUL would cut "/classifier%00zzz" short, and a route would
+ * serve (or delete) "/classifier". access_handler() answers such a path 400. */
+size_t http_unescape(void *cls, struct MHD_Connection *c, char *s) {
+        size_t n = MHD_http_unescape(s);
+
+        (void) cls, (void) c;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char) s[i] < 0x20 || s[i] == 0x7f) {
+                        s[0] = PATH_CONTROL_BYTE, s[1] = 0;
+                        return 1;
+                }
+        return n;
+}
+
+static MHD_RESULT count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+        FramingHeaders *h = cls;
+
+        (void) kind, (void) value;
+        h->content_length += strcasecmp(key, "Content-Length") == 0;
+        h->transfer_encoding += strcasecmp(key, "Transfer-Encoding") == 0;
+        return MHD_YES;
+}
+
+/* A request whose body could be framed two ways (two Content-Lengths, or one beside chunked) is a
+ * smuggling attempt or a broken client: refused before anything is read (RFC 9112 6.3). */
+bool framing_ambiguous(struct MHD_Connection *c) {
+        FramingHeaders h = { 0 };
+
+        (void) MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &h);
+        return h.content_length > 1 || h.transfer_encoding > 1 || (h.content_length && h.transfer_encoding);
+}

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdarg.h>
 
 #include "api-internal.h"
@@ -53,5 +54,39 @@ bool request_line_refused(Request *req, const char *method, Response *resp);
 int request_refuse_body(Request *req, Peer *p, Response *resp);
 /* After such an answer: true once enough of the rest was read and dropped (the connection closes). */
 bool request_lingered_enough(Request *req, size_t more);
+/* MHD_OPTION_UNESCAPE_CALLBACK: the path decoded as libmicrohttpd would, except that one with a control
+ * byte becomes PATH_CONTROL_BYTE alone (answered 400). */
+#define PATH_CONTROL_BYTE '\x01'
+size_t http_unescape(void *cls, struct MHD_Connection *c, char *s);
+/* A request whose body could be framed two ways (two Content-Lengths, or one beside chunked). */
+bool framing_ambiguous(struct MHD_Connection *c);
 /* MHD_OPTION_EXTERNAL_LOGGER: MHD's messages to the log; its own error answers made clsd's. */
 void http_log(void *cls, const char *fmt, va_list ap);
+
+/* peer.c */
+/* The peer's key ("ip ADDR", "uid N") and, on the unix socket, its credentials and groups. */
+void peer_key(Peer *p, bool tcp);
+void peer_forget_certificate(Peer *p);
+/* The peer's client certificate, verified once per connection (and again after a reload). */
+void peer_check_certificate(Peer *p, struct MHD_Connection *c);
+Peer *connection_peer(struct MHD_Connection *c);
+
+/* auth.c */
+/* Who the request is from (req->who, for the audit), and the role that gives it. */
+void request_identify(Request *req, Peer *p);
+/* Whether the request may go on; if not, its 401 or 403 answer in resp. */
+bool request_allowed(Request *req, Response *resp);
+
+/* sockets.c */
+/* A listening unix socket at path (a stale one replaced; one that answers refused): its fd, or <0. */
+int unix_listen(const char *path, Error *reterr);
+/* "ADDR:PORT" or "[ADDR6]:PORT". */
+int parse_listen(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len, bool *ret_loopback);
+/* Everything about --listen and --token-file that can be refused, before anything is bound. */
+int tcp_check(Api *a, Error *reterr);
+int tcp_listen(const char *flag, const char *addr, Error *reterr);
+
+/* http.c */
+/* A listener on fd (taken) in the loop, off until the API starts. */
+int listener_new(Api *a, int fd, bool tcp, bool tls, Listener **ret, Error *reterr);
+void listener_free(Listener *l);
