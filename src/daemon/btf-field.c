@@ -224,3 +224,10 @@ void btf_field_format(const BtfField *f, const uint8_t *data, char *buf, size_t 
         else
                 snprintf(buf, size, "%" PRIu64, v);
 }
+
+bool btf_is_char(const struct btf *btf, uint32_t id) {
+        const struct btf_type *t = btf_skip_mods(btf, &id);
+        return t && btf_is_int(t) && t->size == 1 &&
+               ((btf_int_encoding(t) & BTF_INT_CHAR) ||
+                streq(btf__name_by_offset(btf, t->name_off), "char"));
+}

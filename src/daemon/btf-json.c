@@ -45,13 +45,6 @@ static json_t *json_int_bits(uint64_t v, uint32_t bits, bool is_signed) {
         return is_signed ? json_integer((json_int_t) (int64_t) v) : json_u64(v);
 }
 
-bool btf_is_char(const struct btf *btf, uint32_t id) {
-        const struct btf_type *t = btf_skip_mods(btf, &id);
-        return t && btf_is_int(t) && t->size == 1 &&
-               ((btf_int_encoding(t) & BTF_INT_CHAR) ||
-                streq(btf__name_by_offset(btf, t->name_off), "char"));
-}
-
 static json_t *char_array(const uint8_t *data, uint32_t n) {
         uint32_t len = 0;
 

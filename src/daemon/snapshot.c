@@ -3,6 +3,7 @@
 #include <linux/if_ether.h>
 #include <string.h>
 
+#include "clsact.h"
 #include "log.h"
 #include "snapshot.h"
 

@@ -19,8 +19,3 @@ int snapshot_take(NlSocket *rtnl, int ifindex, const NlFilter *all, size_t n_all
                   Error *reterr);
 int snapshot_restore(const Snapshot *s, const char *ifname, Error *reterr);
 void snapshot_done(Snapshot *s);
-/* Deletes the clsact qdisc unless a filter still uses it (call only for one clsd created). */
-int clsact_remove_if_unused(NlSocket *rtnl, int ifindex, const char *ifname, Error *reterr);
-/* The same, from what is known to be left (a dump, less what was deleted since). */
-int clsact_remove_unless_used(NlSocket *rtnl, int ifindex, const char *ifname, const NlFilter *left,
-                              size_t n_left, Error *reterr);
