@@ -15,10 +15,11 @@
 #include "log.h"
 #include "sha256.h"
 #include "daemon.h"
+#include "spawner.h"
 #include "worker.h"
 
 /* The fd a worker finds its socket on. */
-#define WORKER_FD 3
+#define WORKER_FD SPAWNER_WORKER_FD
 
 struct WorkerJob {
         Workers *workers;
@@ -43,19 +44,13 @@ struct WorkerJob {
 
 struct Workers {
         sd_event *event;
-        char *exe;
-        char **env; /* the workers' environment, when it differs from clsd's; else NULL */
         WorkerJob *jobs; /* started and waiting */
         size_t n_running, max_running;
         uint64_t n_jobs, n_crashes;
         uint64_t n_killed[WORKER_SIGNALS_MAX]; /* by the signal that ended a worker */
-        /* Spawning a process takes milliseconds (the exec, during which a vfork()ed parent waits):
-         * a thread of its own does it, told of each job through a pipe and answering through
-         * another, which the loop watches. */
-        pthread_t spawner;
-        bool spawner_running;
-        int spawn_req[2], spawn_res[2];
-        sd_event_source *spawn_source;
+        /* Spawning a process takes milliseconds: a thread of its own does it (spawner.c). */
+        Spawner *spawner;
+        bool freeing; /* workers_free(): the spawner's last answers only end what they started */
         /* A spare: a worker started while none is needed, waiting to be handed a job's socket
          * (NL_JOB_NEXT), so that the next job does not wait for an exec (3-4 ms here). Started
          * SPARE_DELAY_USEC after the workers fall idle (or after the start), never beside a job. */
@@ -67,79 +62,29 @@ struct Workers {
 #define SPARE_DELAY_USEC (200 * 1000ULL)
 #define SPARE_FIRST_DELAY_USEC (1000 * 1000ULL)
 
-typedef struct SpawnAnswer {
-        WorkerJob *job;
-        pid_t pid;
-        int error; /* positive errno, or 0 */
-} SpawnAnswer;
-
 static void start_waiting(Workers *w);
 static void spare_later(Workers *w, uint64_t usec);
 static void spare_free(Workers *w);
 static void spare_spawned(WorkerJob *j, pid_t pid, int error);
 static void spare_end(WorkerJob *j);
 static int on_answer(sd_event_source *s, int fd, uint32_t revents, void *userdata);
-static int on_spawned(sd_event_source *s, int fd, uint32_t revents, void *userdata);
-static void *spawner_main(void *userdata);
-
-/* In a sanitizer build, a worker killed by its input dies of the signal, as it would otherwise: the
- * sanitizer reports only what it finds itself. */
-static int worker_env(char ***ret) {
-        const char *asan = getenv("ASAN_OPTIONS");
-        size_t n = 0;
-        char **env;
-
-        *ret = NULL;
-        if (!asan)
-                return 0;
-        while (environ[n])
-                n++;
-        env = calloc(n + 1, sizeof(char *));
-        if (!env)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                if (startswith(environ[i], "ASAN_OPTIONS=")) {
-                        if (asprintf(&env[i],
-                                     "%s:handle_segv=0:handle_sigbus=0:handle_abort=0:detect_leaks=0",
-                                     environ[i]) < 0)
-                                env[i] = NULL;
-                } else
-                        env[i] = strdup(environ[i]);
-                if (!env[i]) {
-                        strv_free_n(env, i);
-                        return -ENOMEM;
-                }
-        }
-        *ret = env;
-        return 0;
-}
+static void on_spawned(void *cookie, pid_t pid, int error, void *userdata);
 
 int workers_new(sd_event *event, const char *exe, Workers **ret) {
         Workers *w = calloc(1, sizeof(*w));
 
-        if (!w || !(w->exe = strdup(exe))) {
-                free(w);
+        if (!w)
                 return -ENOMEM;
-        }
-        if (worker_env(&w->env) < 0) {
-                free(w->exe);
-                free(w);
-                return -ENOMEM;
-        }
         w->event = sd_event_ref(event);
         /* One fewer at once than there are CPUs (at least one): a CPU stays for the loop (the verifier
          * runs in the workers' system calls, where a niced task still holds its CPU until it yields),
          * and the rest wait their turn. */
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         w->max_running = cpus > 2 ? (size_t) cpus - 1 : 1;
-        w->spawn_req[0] = w->spawn_req[1] = w->spawn_res[0] = w->spawn_res[1] = -1;
-        if (pipe2(w->spawn_req, O_CLOEXEC) < 0 || pipe2(w->spawn_res, O_CLOEXEC | O_NONBLOCK) < 0 ||
-            sd_event_add_io(event, &w->spawn_source, w->spawn_res[0], EPOLLIN, on_spawned, w) < 0 ||
-            pthread_create(&w->spawner, NULL, spawner_main, w) != 0) {
+        if (spawner_new(event, exe, on_spawned, w, &w->spawner) < 0) {
                 workers_free(w);
                 return -ENOMEM;
         }
-        w->spawner_running = true;
         spare_later(w, SPARE_FIRST_DELAY_USEC);
         *ret = w;
         return 0;
@@ -184,22 +129,11 @@ static void job_done(WorkerJob *j) {
 }
 
 Workers *workers_free(Workers *w) {
-        SpawnAnswer a;
-
         if (!w)
                 return NULL;
-        if (w->spawner_running) {
-                WorkerJob *stop = NULL;
-                (void) !write(w->spawn_req[1], &stop, sizeof(stop));
-                (void) pthread_join(w->spawner, NULL);
-        }
         /* What the spawner answered and the loop did not read: those workers are killed below. */
-        while (w->spawn_res[0] >= 0 && read(w->spawn_res[0], &a, sizeof(a)) == sizeof(a)) {
-                a.job->spawning = false;
-                a.job->pid = a.error ? 0 : a.pid;
-                if (a.job->kind == NL_JOB_NEXT && a.job != w->spare)
-                        spare_spawned(a.job, a.pid, a.error); /* an orphaned spare: ended and freed */
-        }
+        w->freeing = true;
+        w->spawner = spawner_free(w->spawner);
         for (WorkerJob *j = w->jobs; j; j = j->next)
                 j->spawning = false; /* asked for, never spawned */
         while (w->jobs)
@@ -208,19 +142,7 @@ Workers *workers_free(Workers *w) {
                 w->spare->spawning = false;
         spare_free(w);
         sd_event_source_disable_unref(w->spare_timer);
-        sd_event_source_disable_unref(w->spawn_source);
-        for (int i = 0; i < 2; i++) {
-                safe_close(w->spawn_req[i]);
-                safe_close(w->spawn_res[i]);
-        }
         sd_event_unref(w->event);
-        if (w->env) {
-                size_t n = 0;
-                while (w->env[n])
-                        n++;
-                strv_free_n(w->env, n);
-        }
-        free(w->exe);
         free(w);
         return NULL;
 }
@@ -386,45 +308,11 @@ static int on_exit_(sd_event_source *s, const siginfo_t *si, void *userdata) {
 }
 
 /* Forks and execs the job's worker; its request already waits in the socket. */
-/* The spawner thread: posix_spawn() (a vfork: no copy of clsd's page tables) of each job it is given.
- * The worker's socket becomes its fd 3, kept across exec (every other fd of clsd's is O_CLOEXEC); its
- * signals are as a new process's. It makes itself niced and dies with clsd (daemon_worker_main()). */
-static void *spawner_main(void *userdata) {
-        Workers *w = userdata;
-        char *argv[] = { (char *) "clsd", (char *) "--worker", NULL };
-        WorkerJob *j;
-        sigset_t none, all;
+static void job_spawned(WorkerJob *j, pid_t pid, int error);
 
-        sigemptyset(&none);
-        sigfillset(&all);
-        while (read(w->spawn_req[0], &j, sizeof(j)) == sizeof(j) && j) {
-                SpawnAnswer a = { .job = j };
-                posix_spawn_file_actions_t fa;
-                posix_spawnattr_t attr;
-                int r;
-
-                r = posix_spawn_file_actions_init(&fa);
-                if (r == 0) {
-                        r = posix_spawnattr_init(&attr);
-                        if (r == 0)
-                                r = posix_spawn_file_actions_adddup2(&fa, j->child_sock, WORKER_FD);
-                        if (r == 0)
-                                r = posix_spawnattr_setflags(&attr,
-                                                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-                        if (r == 0)
-                                r = posix_spawnattr_setsigmask(&attr, &none);
-                        if (r == 0)
-                                r = posix_spawnattr_setsigdefault(&attr, &all);
-                        if (r == 0)
-                                r = posix_spawn(&a.pid, w->exe, &fa, &attr, argv, w->env ?: environ);
-                        posix_spawnattr_destroy(&attr);
-                        posix_spawn_file_actions_destroy(&fa);
-                }
-                a.error = r;
-                if (write(w->spawn_res[1], &a, sizeof(a)) != sizeof(a))
-                        break; /* the loop is gone */
-        }
-        return NULL;
+static void on_spawned(void *cookie, pid_t pid, int error, void *userdata) {
+        (void) userdata;
+        job_spawned(cookie, pid, error);
 }
 
 static void spare_spawned(WorkerJob *j, pid_t pid, int error) {
@@ -450,6 +338,15 @@ static void spare_spawned(WorkerJob *j, pid_t pid, int error) {
 static void job_spawned(WorkerJob *j, pid_t pid, int error) {
         Workers *w = j->workers;
         int r = -error;
+
+        if (w->freeing) {
+                /* workers_free(): what was spawned is killed with its job; an orphaned spare ends */
+                j->spawning = false;
+                j->pid = error ? 0 : pid;
+                if (j->kind == NL_JOB_NEXT && j != w->spare)
+                        spare_spawned(j, pid, error);
+                return;
+        }
 
         if (j->kind == NL_JOB_NEXT) {
                 spare_spawned(j, pid, error);
@@ -480,15 +377,6 @@ static void job_spawned(WorkerJob *j, pid_t pid, int error) {
                 j->exit_code = 127;
                 job_finish(j);
         }
-}
-
-static int on_spawned(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        SpawnAnswer a;
-
-        (void) s, (void) revents, (void) userdata;
-        while (read(fd, &a, sizeof(a)) == sizeof(a))
-                job_spawned(a.job, a.pid, a.error);
-        return 0;
 }
 
 /* ---- the spare ---- */
@@ -529,7 +417,7 @@ static int on_spare_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 return 0;
         w->spare = j;
         j->spawning = true;
-        if (write(w->spawn_req[1], &j, sizeof(j)) != sizeof(j)) {
+        if (spawner_submit(w->spawner, j, j->child_sock) < 0) {
                 j->spawning = false;
                 spare_free(w);
         }
@@ -598,7 +486,7 @@ static void start_waiting(Workers *w) {
                 if (spare_take(w, oldest) >= 0)
                         continue;
                 oldest->spawning = true;
-                r = write(w->spawn_req[1], &oldest, sizeof(oldest)) == sizeof(oldest) ? 0 : -errno;
+                r = spawner_submit(w->spawner, oldest, oldest->child_sock);
                 if (r < 0) {
                         oldest->spawning = false;
                         log_error_errno(r, "cannot start a worker: %m");
