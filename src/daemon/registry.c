@@ -18,14 +18,9 @@
 
 #include "fileio.h"
 #include "log.h"
+#include "keep.h"
 #include "registry.h"
 #include "sha256.h"
-
-/* systemd refuses an FDNAME longer than this. */
-#define FDNAME_MAX 255
-/* "<hex>-<program>", an action's "<hex>-act-<program>" (a C name has no '-'): bpffs refuses names with
- * a dot. */
-#define PIN_ACTION_PREFIX "act-"
 
 struct Program {
         char *digest;
@@ -40,13 +35,10 @@ struct Program {
 };
 
 struct Registry {
-        char *bpffs_dir;
-        bool pin_programs; /* bpffs_dir is on a bpf filesystem: programs are pinned in progs/ */
+        Keeper *keeper; /* the fd store and the pins */
         bool exiting; /* registry_free(): programs are closed, not released */
         Program **programs;
         size_t n_programs;
-        DaemonPassedFd *passed; /* what the fd store gave back, until a document takes it */
-        size_t n_passed;
         /* Stored objects no trusted key verifies any more (--trusted-keys, a key removed): no program of
          * theirs is handed out, adopted or loaded. Digest and why, by twos. */
         char **revoked;
@@ -173,37 +165,6 @@ static Program *registry_find_id(Registry *r, uint32_t id) {
         return NULL;
 }
 
-static const char *digest_hex(const char *digest) {
-        return digest + strlen("sha256:");
-}
-
-/* "prog.<hex>.<program>" and "map.<hex>.<program>.<map>" (an action's: "act." and "actmap."): what each
- * fd in the store is; an instance's "iprog.<hex>.<instance>.<program>", "imap.<hex>.<instance>.<program>.
- * <map>" ("iact.", "iactmap."). */
-static bool fdname(char buf[FDNAME_MAX + 1], const ProgramRef *ref, const char *map) {
-        const char *act = ref->kind == NL_PROG_ACTION ? "act" : "", *i = ref->instance ? "i" : "";
-        char inst[20] = "";
-        int n;
-
-        if (ref->instance)
-                snprintf(inst, sizeof(inst), "%s.", ref->instance);
-        n = map ? snprintf(buf, FDNAME_MAX + 1, "%s%smap.%s.%s%s.%s", i, act, digest_hex(ref->digest), inst,
-                           ref->program, map)
-                : snprintf(buf, FDNAME_MAX + 1, "%s%s.%s.%s%s", i,
-                           ref->kind == NL_PROG_ACTION ? "act" : "prog", digest_hex(ref->digest), inst,
-                           ref->program);
-        return n > 0 && n <= FDNAME_MAX;
-}
-
-/* "<hex>-<program>", an action's "<hex>-act-<program>", an instance's "…-<program>-<instance>". */
-static bool pin_path(Registry *r, char buf[PATH_MAX], const ProgramRef *ref) {
-        const char *act = ref->kind == NL_PROG_ACTION ? PIN_ACTION_PREFIX : "";
-        int n = snprintf(buf, PATH_MAX, "%s/progs/%s-%s%s%s%s", r->bpffs_dir, digest_hex(ref->digest), act,
-                         ref->program, ref->instance ? "-" : "", strempty(ref->instance));
-        return r->pin_programs && n > 0 && n < PATH_MAX &&
-               strlen(ref->program) + strlen(act) + 65 + (ref->instance ? 17 : 0) <= NAME_MAX;
-}
-
 /* What p is, as a reference (for its names). */
 static ProgramRef program_self(const Program *p) {
         return (ProgramRef){
@@ -211,45 +172,10 @@ static ProgramRef program_self(const Program *p) {
         };
 }
 
-/* The fd the store gave back under name, now the caller's; -1 when there is none. */
-static int passed_take(Registry *r, const char *name) {
-        for (size_t i = 0; i < r->n_passed; i++)
-                if (r->passed[i].name && streq(r->passed[i].name, name)) {
-                        int fd = r->passed[i].fd;
-                        free(r->passed[i].name);
-                        r->passed[i] = r->passed[--r->n_passed];
-                        return fd;
-                }
-        return -1;
-}
-
-static void fdstore_remove(const char *name) {
-        _cleanup_free_ char *msg = NULL;
-
-        if (asprintf(&msg, "FDSTOREREMOVE=1\nFDNAME=%s", name) >= 0)
-                (void) sd_notify(0, msg);
-}
-
-/* Puts fd in the fd store under name, replacing what the store held under it. */
-static void fdstore_put(const char *name, int fd, bool map) {
-        _cleanup_free_ char *msg = NULL;
-        int r;
-
-        fdstore_remove(name);
-        /* A map fd polls as EPOLLERR: without FDPOLL=0 systemd would drop it at once. */
-        if (asprintf(&msg, "FDSTORE=1\nFDNAME=%s%s", name, map ? "\nFDPOLL=0" : "") < 0)
-                return;
-        r = sd_pid_notify_with_fds(0, 0, msg, &fd, 1);
-        if (r < 0)
-                log_warning("cannot put %s in the fd store: %s", name, strerror(-r));
-}
-
 /* Makes p findable after a restart: fd store (unless it came from there) and bpffs pin. */
 static void program_keep(Registry *r, Program *p, const FilterSpec *spec, bool from_store) {
-        char name[FDNAME_MAX + 1], path[PATH_MAX];
         ProgramRef self = program_self(p);
         Error e = ERROR_NULL;
-        struct stat st;
 
         if (nl_program_maps(program_fd(p), &p->maps, &p->n_maps, &e) < 0) {
                 log_warning("program %s: %s", p->name, e.message);
@@ -264,30 +190,13 @@ static void program_keep(Registry *r, Program *p, const FilterSpec *spec, bool f
                 p->maps = NULL;
                 p->n_maps = 0;
         }
-        if (!from_store && fdname(name, &self, NULL)) {
-                fdstore_put(name, program_fd(p), false);
-                for (size_t i = 0; i < p->n_maps; i++)
-                        if (fdname(name, &self, p->maps[i].name))
-                                fdstore_put(name, p->maps[i].fd, true);
-        }
-        if (pin_path(r, path, &self) && stat(path, &st) < 0 && nl_program_pin(p->prog, path, &e) < 0) {
-                log_warning("%s", e.message);
-                error_done(&e);
-        }
+        keeper_keep(r->keeper, &self, p->prog, p->maps, p->n_maps, from_store);
 }
 
 /* Forgets p's fd store entries and its pin: a stopped clsd keeps only what is attached. */
 static void program_unkeep(Registry *r, Program *p) {
-        char name[FDNAME_MAX + 1], path[PATH_MAX];
         ProgramRef self = program_self(p);
-
-        if (fdname(name, &self, NULL))
-                fdstore_remove(name);
-        for (size_t i = 0; i < p->n_maps; i++)
-                if (fdname(name, &self, p->maps[i].name))
-                        fdstore_remove(name);
-        if (pin_path(r, path, &self) && unlink(path) < 0 && errno != ENOENT)
-                log_warning("cannot unpin %s: %m", path);
+        keeper_unkeep(r->keeper, &self, p->maps, p->n_maps);
 }
 
 /* Whether p shares its map of this name with the program's other instances. */
@@ -311,18 +220,9 @@ int registry_reuse_candidates(Registry *r, const ProgramRef *ref, uint32_t reuse
                 (void) nl_program_maps(nl_program_fd(old), &v, &n, NULL);
         if (!v) {
                 from_store = true; /* kept under this very instance's names: its maps as they were */
-                char prefix[FDNAME_MAX + 1];
-                if (fdname(prefix, ref, "")) {
-                        v = calloc(r->n_passed + 1, sizeof(NlMap));
-                        if (!v)
-                                return -ENOMEM;
-                        for (size_t i = 0; i < r->n_passed; i++) {
-                                if (strncmp(r->passed[i].name, prefix, strlen(prefix)) != 0)
-                                        continue;
-                                if (nl_map_from_fd(r->passed[i].fd, &v[n], NULL) >= 0)
-                                        n++;
-                        }
-                }
+                int k2 = keeper_maps(r->keeper, ref, &v, &n);
+                if (k2 < 0)
+                        return k2;
         }
         for (size_t i = 0; i < r->n_programs; i++)
                 room += r->programs[i]->n_maps;
@@ -420,7 +320,7 @@ int registry_acquire(Registry *r, const ProgramRef *ref, uint32_t adopt_id, Prog
         _cleanup_(nl_program_freep) NlProgram *np = NULL;
         Program *p = registry_find(r, ref);
         const char *what = ref->kind == NL_PROG_ACTION ? " as an action" : "";
-        char name[FDNAME_MAX + 1], path[PATH_MAX];
+        char path[PATH_MAX];
         const char *how = NULL;
         bool from_store = false;
         Error e = ERROR_NULL;
@@ -434,18 +334,18 @@ int registry_acquire(Registry *r, const ProgramRef *ref, uint32_t adopt_id, Prog
                 return 0;
         }
         /* Where a restart finds the program, in order: the fd store, bpffs, the kernel's filters. */
-        if (fdname(name, ref, NULL)) {
-                int fd = passed_take(r, name);
-                if (fd >= 0 && nl_program_from_fd(fd, ref->kind, &np, &e) < 0) {
-                        log_warning("fd store: %s: %s", name, e.message);
+        int fd = keeper_take(r->keeper, ref);
+        if (fd >= 0) {
+                if (nl_program_from_fd(fd, ref->kind, &np, &e) < 0) {
+                        log_warning("fd store: program %s of %s: %s", ref->program, ref->digest, e.message);
                         error_done(&e);
                 }
                 safe_close(fd);
                 if ((np = candidate(np, adopt_id)))
                         how = "from the fd store", from_store = true;
         }
-        if (!np && pin_path(r, path, ref) && nl_program_open_pinned(path, ref->kind, &np, NULL) >= 0 &&
-            (np = candidate(np, adopt_id)))
+        if (!np && keeper_pin_path(r->keeper, path, ref) &&
+            nl_program_open_pinned(path, ref->kind, &np, NULL) >= 0 && (np = candidate(np, adopt_id)))
                 how = "from its bpffs pin";
         if (!np && adopt_id) {
                 /* The kernel holds a program with the tag we attached last time: take it, do not reload. */
@@ -514,47 +414,16 @@ void registry_release(Registry *r, Program *p) {
 }
 
 bool registry_kept(Registry *r, const ProgramRef *ref) {
-        char name[FDNAME_MAX + 1], path[PATH_MAX];
-
-        if (!ref->digest || !ref->program)
-                return false;
-        if (fdname(name, ref, NULL))
-                for (size_t i = 0; i < r->n_passed; i++)
-                        if (streq(r->passed[i].name, name))
-                                return true;
-        return pin_path(r, path, ref) && access(path, F_OK) == 0;
+        return ref->digest && ref->program && !registry_revoked(r, ref->digest) &&
+               keeper_holds(r->keeper, ref);
 }
 
 int registry_new(const char *bpffs_dir, const DaemonPassedFd *passed, size_t n_passed, Registry **ret) {
         Registry *r = calloc(1, sizeof(*r));
-        char dir[PATH_MAX];
 
-        if (!r || (bpffs_dir && !(r->bpffs_dir = strdup(bpffs_dir))) ||
-            !(r->passed = calloc(n_passed + 1, sizeof(DaemonPassedFd)))) {
-                if (r)
-                        free(r->bpffs_dir);
+        if (!r || keeper_new(bpffs_dir, passed, n_passed, &r->keeper) < 0) {
                 free(r);
                 return -ENOMEM;
-        }
-        for (size_t i = 0; i < n_passed; i++) {
-                r->passed[i].fd = passed[i].fd;
-                if (!(r->passed[i].name = strdup(passed[i].name))) {
-                        registry_free(r, true);
-                        return -ENOMEM;
-                }
-                r->n_passed++;
-        }
-        if (n_passed)
-                log_info("the fd store gave back %zu fd(s)", n_passed);
-        if (r->bpffs_dir) {
-                snprintf(dir, sizeof(dir), "%s/progs", r->bpffs_dir);
-                r->pin_programs =
-                        (nl_bpffs_check(r->bpffs_dir, NULL) >= 0 || mkdir_p(r->bpffs_dir, 0700) >= 0) &&
-                        nl_bpffs_check(r->bpffs_dir, NULL) >= 0 && mkdir_p(dir, 0700) >= 0;
-                if (!r->pin_programs)
-                        log_notice("%s is not on a bpf filesystem: programs are not pinned; a restart takes "
-                                   "them from the fd store or by the id attached",
-                                   r->bpffs_dir);
         }
         *ret = r;
         return 0;
@@ -562,16 +431,6 @@ int registry_new(const char *bpffs_dir, const DaemonPassedFd *passed, size_t n_p
 
 void registry_exiting(Registry *r) {
         r->exiting = true;
-}
-
-static void passed_free(Registry *r) {
-        for (size_t i = 0; i < r->n_passed; i++) {
-                safe_close(r->passed[i].fd);
-                free(r->passed[i].name);
-        }
-        free(r->passed);
-        r->passed = NULL;
-        r->n_passed = 0;
 }
 
 Registry *registry_free(Registry *r, bool exiting) {
@@ -586,53 +445,15 @@ Registry *registry_free(Registry *r, bool exiting) {
         }
         free(r->programs);
         strv_free_n(r->revoked, 2 * r->n_revoked);
-        passed_free(r);
-        free(r->bpffs_dir);
+        keeper_free(r->keeper);
         free(r);
         return NULL;
 }
 
+static bool registry_uses(const ProgramRef *ref, void *userdata) {
+        return registry_find(userdata, ref) != NULL;
+}
+
 void registry_settle(Registry *r) {
-        _cleanup_(closedirp) DIR *dh = NULL;
-        char dir[PATH_MAX];
-        struct dirent *de;
-
-        /* What the fd store gave back and no document took is not wanted any more. */
-        for (size_t i = 0; i < r->n_passed; i++) {
-                log_info("fd store: %s is not used by any document; dropped", r->passed[i].name);
-                fdstore_remove(r->passed[i].name);
-                safe_close(r->passed[i].fd);
-                free(r->passed[i].name);
-        }
-        r->n_passed = 0;
-
-        if (!r->pin_programs)
-                return;
-        snprintf(dir, sizeof(dir), "%s/progs", r->bpffs_dir);
-        dh = opendir(dir);
-        while (dh && (de = readdir(dh))) {
-                const char *dash = strchr(de->d_name, '-');
-                char digest[SHA256_DIGEST_STRING_MAX];
-                bool used = false;
-
-                if (de->d_name[0] == '.')
-                        continue;
-                if (dash && dash - de->d_name == 64) {
-                        const char *action = startswith(dash + 1, PIN_ACTION_PREFIX);
-                        char program[NAME_MAX + 1];
-                        snprintf(digest, sizeof(digest), "sha256:%.64s", de->d_name);
-                        snprintf(program, sizeof(program), "%s", action ?: dash + 1);
-                        /* a C name has no '-': what follows one is the instance */
-                        char *instance = strchr(program, '-');
-                        if (instance)
-                                *instance++ = 0;
-                        ProgramRef ref = { .digest = digest,
-                                           .program = program,
-                                           .kind = action ? NL_PROG_ACTION : NL_PROG_CLASSIFIER,
-                                           .instance = instance };
-                        used = registry_find(r, &ref) != NULL;
-                }
-                if (!used && unlinkat(dirfd(dh), de->d_name, 0) >= 0)
-                        log_info("unpinned %s/%s: no document uses it", dir, de->d_name);
-        }
+        keeper_settle(r->keeper, registry_uses, r);
 }
