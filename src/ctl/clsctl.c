@@ -1,5 +1,5 @@
-/* clsctl.c: the command line (options, verbs, help) and the one place that talks to the daemon and
- * turns its errors into the single "clsctl: ..." line. */
+/* clsctl.c: the command line: options, the verb table, --help; each verb's file does the work with what
+ * ctl.c shares (the daemon call and its one error line). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1 /* asprintf(), open_memstream() */
 #endif

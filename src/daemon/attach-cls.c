@@ -9,57 +9,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "attach.h"
+#include "attach-cls.h"
 #include "clsact.h"
 #include "log.h"
 #include "reconcile-diff.h"
 #include "snapshot.h"
 
-typedef struct ClsObserved {
-        NlFilter *filters; /* every filter of the interface, clsd's and foreign */
-        size_t n;
-} ClsObserved;
-
-typedef struct ClsPlan {
-        DesiredFilter *desired;
-        size_t n_desired;
-        Plan plan;
-} ClsPlan;
-
-uint32_t filter_want_id(const Filter *f, int action) {
-        if (action < 0)
-                return f->program ? program_id(f->program) : f->planned.prog_id;
-        return f->actions[action] ? program_id(f->actions[action]) : f->planned_actions[action].prog_id;
-}
-
-const char *filter_want_tag(const Filter *f, int action) {
-        if (action < 0)
-                return f->program ? program_tag(f->program) : f->planned.tag;
-        return f->actions[action] ? program_tag(f->actions[action]) : f->planned_actions[action].tag;
-}
-
-int filter_want_fd(const Filter *f, int action) {
-        const Program *p = action < 0 ? f->program : f->actions[action];
-        return p ? program_fd(p) : -1;
-}
-
-void attach_what(AttachContext *c, const char *fmt, ...) {
-        size_t l;
-        va_list ap;
-
-        if (!c->what || c->what_size == 0)
-                return;
-        l = strlen(c->what);
-        if (l > 0 && l + 2 < c->what_size) {
-                strcpy(c->what + l, "; ");
-                l += 2;
-        }
-        va_start(ap, fmt);
-        vsnprintf(c->what + l, c->what_size - l, fmt, ap);
-        va_end(ap);
-}
-
-static const char *hook_name(NlHook h) {
+const char *cls_hook_name(NlHook h) {
         return h == NL_HOOK_INGRESS ? "ingress" : "egress";
 }
 
@@ -158,8 +114,8 @@ static int conflict_error(const Iface *it, const NlFilter *have, Error *reterr) 
         return error_set(reterr, EBUSY, "priority_taken",
                          "%s: %s priority %u is held by a foreign filter (%s%s%s, handle 0x%" PRIx32
                          "); clsd never changes filters it does not own",
-                         it->ifname, hook_name(have->hook), have->pref, have->kind, have->name[0] ? " " : "",
-                         have->name, have->handle);
+                         it->ifname, cls_hook_name(have->hook), have->pref, have->kind,
+                         have->name[0] ? " " : "", have->name, have->handle);
 }
 
 static int cls_check(AttachContext *c, const void *observed, Error *reterr) {
@@ -220,6 +176,41 @@ static int cls_plan(AttachContext *c, const void *observed, void **ret, Error *r
         return 0;
 }
 
+/* What applying leaves in the context (kind_state[ATTACH_KIND_CLS]) for its verify and for a rollback. */
+typedef struct ClsState {
+        /* What the kernel has after an apply: what was observed, with each filter made as the kernel
+         * echoed it and without those removed; verify reads it instead of dumping again (NULL: dump). */
+        NlFilter *after;
+        size_t n_after;
+        bool clsact_added; /* this context created the clsact qdisc (a rollback removes it) */
+} ClsState;
+
+static ClsState *cls_state(AttachContext *c) {
+        if (!c->kind_state[ATTACH_KIND_CLS])
+                c->kind_state[ATTACH_KIND_CLS] = calloc(1, sizeof(ClsState));
+        return c->kind_state[ATTACH_KIND_CLS];
+}
+
+static void cls_state_free(void *p) {
+        ClsState *st = p;
+        if (!st)
+                return;
+        free(st->after);
+        free(st);
+}
+
+/* One apply: the plan's steps as they go, and the clsact qdisc's add that may ride with the first. */
+typedef struct ClsApply {
+        AttachContext *c;
+        const ClsObserved *o;
+        const ClsPlan *pl;
+        ClsState *st;
+        bool clsact_deferred; /* sent with the first filter made: its answer is clsact_r, clsact_e */
+        int clsact_r;
+        Error clsact_e;
+        int changes;
+} ClsApply;
+
 /* clsd's clsact is clsd's to remove later, whichever document asks for the interface. */
 static void clsact_created(Iface *it) {
         for (DocumentSource s = 0; s < _SOURCE_MAX; s++)
@@ -228,7 +219,9 @@ static void clsact_created(Iface *it) {
 
 /* The answer to the exclusive clsact add: 1 if it made one, 0 if one was there; -ESTALE if one was there
  * although the links' view said there was none (nothing was read: the caller reads and tries again). */
-static int clsact_answer(AttachContext *c, int r, Error *e, Error *reterr) {
+static int clsact_answer(ClsApply *a, int r, Error *e, Error *reterr) {
+        AttachContext *c = a->c;
+
         if (r == -EEXIST && c->hooks_absent) {
                 error_done(e);
                 return error_set(reterr, ESTALE, "internal_error",
@@ -245,7 +238,7 @@ static int clsact_answer(AttachContext *c, int r, Error *e, Error *reterr) {
         if (r < 0)
                 return 0;
         clsact_created(c->it);
-        c->clsact_added = true;
+        a->st->clsact_added = true;
         attach_what(c, "clsact qdisc missing");
         log_info("%s: created clsact qdisc", c->it->ifname);
         return 1;
@@ -265,165 +258,190 @@ static bool first_step_makes(const ClsObserved *o, const ClsPlan *pl) {
         return false;
 }
 
-static int cls_apply(AttachContext *c, const void *observed, const void *plan, Error *reterr) {
-        const ClsObserved *o = observed;
-        const ClsPlan *pl = plan;
-        bool on_clsact = false, clsact_deferred = false;
-        Error clsact_e = ERROR_NULL;
-        int clsact_r = 0;
-        NlFilter *after;
-        size_t n_after;
-        int r, changes = 0;
+/* Only a filter to add or replace on a clsact hook needs clsact (one that is there has it). It is added
+ * exclusively: EEXIST says it is there, without a qdisc dump (which walks every interface) and without a
+ * change the kernel would report; it goes out in one sendmsg with the first filter made, when that is
+ * the first request. */
+static int apply_clsact(ClsApply *a, Error *reterr) {
+        const ClsPlan *pl = a->pl;
+        bool on_clsact = false;
+        int r;
 
-        for (size_t i = 0; i < pl->plan.n_steps; i++)
-                if (pl->plan.steps[i].action == PLAN_CONFLICT)
-                        return conflict_error(c->it, &o->filters[pl->plan.steps[i].observed], reterr);
-        /* What the kernel will have: what was observed, with each filter made as the kernel echoes it. */
-        free(c->cls_after);
-        c->cls_after = after = calloc(o->n + pl->plan.n_steps + 1, sizeof(NlFilter));
-        c->n_cls_after = 0;
-        if (after && o->n > 0)
-                memcpy(after, o->filters, o->n * sizeof(NlFilter));
-        n_after = o->n;
-        /* Only a filter to add or replace on a clsact hook needs clsact (one that is there has it). */
         for (size_t i = 0; i < pl->plan.n_steps; i++) {
                 const PlanStep *s = &pl->plan.steps[i];
                 on_clsact = on_clsact || ((s->action == PLAN_ADD || s->action == PLAN_REPLACE) &&
                                           s->parent == nl_hook_parent(s->hook));
         }
-        if (on_clsact) {
-                /* Added exclusively: EEXIST says it is there, without a qdisc dump (which walks every
-                 * interface) and without a change the kernel would report. It goes out in one sendmsg
-                 * with the first filter made, when that is the first request. */
-                clsact_deferred = first_step_makes(o, pl) &&
-                                  nl_clsact_add_deferred(c->rtnl, c->it->ifindex, &clsact_r, &clsact_e) >= 0;
-                if (!clsact_deferred) {
-                        r = clsact_answer(c, nl_clsact_add(c->rtnl, c->it->ifindex, &clsact_e), &clsact_e,
-                                          reterr);
-                        if (r < 0)
-                                return r;
-                        changes += r;
-                }
-        }
-        for (size_t i = 0; i < pl->plan.n_steps; i++) {
-                const PlanStep *s = &pl->plan.steps[i];
-                const char *hook = hook_name(s->hook);
+        if (!on_clsact)
+                return 0;
+        a->clsact_deferred =
+                first_step_makes(a->o, pl) &&
+                nl_clsact_add_deferred(a->c->rtnl, a->c->it->ifindex, &a->clsact_r, &a->clsact_e) >= 0;
+        if (a->clsact_deferred)
+                return 0;
+        r = clsact_answer(a, nl_clsact_add(a->c->rtnl, a->c->it->ifindex, &a->clsact_e), &a->clsact_e,
+                          reterr);
+        if (r > 0)
+                a->changes += r;
+        return r;
+}
 
-                if (s->action == PLAN_ADD || s->action == PLAN_REPLACE) {
-                        const DesiredFilter *w = &pl->desired[s->desired];
-                        NlActionSpec acts[NL_ACTIONS_MAX];
-                        for (size_t k = 0; k < w->n_actions; k++)
-                                acts[k] = (NlActionSpec){ .prog_fd = w->actions[k].prog_fd,
-                                                          .name = w->actions[k].name };
-                        NlBpfFilterSpec spec = {
-                                .ifindex = c->it->ifindex,
-                                .hook = w->hook,
-                                .parent = w->parent,
-                                .pref = w->pref,
-                                .handle = s->action == PLAN_REPLACE ? s->handle : 1,
-                                .prog_fd = w->prog_fd,
-                                .name = w->name,
-                                .direct_action = w->direct_action,
-                                .classid = w->classid,
-                                .actions = acts,
-                                .n_actions = w->n_actions,
-                        };
-                        bool replace = s->action == PLAN_REPLACE;
-                        /* The kernel replaces only within a protocol: ours always are ETH_P_ALL, but one
-                         * of another protocol can only be swapped by delete and add. */
-                        if (replace && o->filters[s->observed].protocol != ETH_P_ALL) {
-                                r = nl_filter_del(c->rtnl, c->it->ifindex, s->parent, s->pref,
-                                                  o->filters[s->observed].protocol, s->handle, reterr);
-                                if (r < 0 && r != -ENOENT)
-                                        return r;
-                                replace = false;
-                        }
-                        NlFilter made;
-                        r = nl_bpf_filter_set_echo(c->rtnl, &spec, replace, &made, reterr);
-                        if (clsact_deferred) {
-                                int k = clsact_answer(c, clsact_r, &clsact_e, reterr);
-                                clsact_deferred = false;
-                                if (k == -ESTALE && r >= 0)
-                                        /* made beside filters nobody read: undone, and read first */
-                                        (void) nl_filter_del(c->rtnl, c->it->ifindex, made.parent, made.pref,
-                                                             made.protocol, made.handle, NULL);
-                                if (k < 0)
-                                        return k;
-                                changes += k;
-                        }
-                        if ((r == -EINVAL || r == -ENOENT || r == -EOPNOTSUPP) &&
-                            spec.parent != nl_hook_parent(NL_HOOK_INGRESS) &&
-                            spec.parent != nl_hook_parent(NL_HOOK_EGRESS)) {
-                                /* a "parent" the interface has no qdisc or class of: the document's
-                                 * to mend, not the kernel's failure */
-                                char why[256];
-                                snprintf(why, sizeof(why), "%s", strna(reterr->message));
-                                error_done(reterr);
-                                return error_set(
-                                        reterr, EINVAL, "parent_not_found",
-                                        "%s pref %u: parent %x:%x is not a qdisc or class of %s, or cannot "
-                                        "hold a filter (%s)",
-                                        hook, w->pref, spec.parent >> 16, spec.parent & 0xffff,
-                                        c->it->ifname, why);
-                        }
-                        if (r < 0)
-                                return r;
-                        if (after) {
-                                if (s->action == PLAN_REPLACE)
-                                        after[s->observed] = made;
-                                else
-                                        after[n_after++] = made;
-                        }
-                        changes++;
-                        attach_what(c, "%s pref %u %s", hook, w->pref,
-                                    s->action == PLAN_ADD ? "missing" : "not as declared");
-                        log_info("%s: %s %s pref %u: %s (tag %s)", c->it->ifname,
-                                 s->action == PLAN_ADD ? "added" : "replaced", hook, w->pref, w->name,
-                                 w->tag);
-                } else if (s->action == PLAN_REMOVE) {
-                        const NlFilter *have = &o->filters[s->observed];
-                        r = nl_filter_del(c->rtnl, c->it->ifindex, s->parent, s->pref, have->protocol,
-                                          have->handle, reterr);
-                        if (r < 0 && r != -ENOENT)
-                                return r;
-                        if (after)
-                                after[s->observed].pref = 0; /* gone */
-                        changes++;
-                        attach_what(c, "%s pref %u not declared", hook, s->pref);
-                        log_info("%s: removed %s pref %u (%s)", c->it->ifname, hook, s->pref, have->name);
-                }
+/* The deferred clsact's answer, once the request it rode with is answered (made: that filter, to be
+ * undone if the clsact's answer says nothing may be trusted). */
+static int clsact_deferred_answer(ClsApply *a, const NlFilter *made, Error *reterr) {
+        int k;
+
+        if (!a->clsact_deferred)
+                return 0;
+        a->clsact_deferred = false;
+        k = clsact_answer(a, a->clsact_r, &a->clsact_e, reterr);
+        if (k == -ESTALE && made)
+                /* made beside filters nobody read: undone, and read first */
+                (void) nl_filter_del(a->c->rtnl, a->c->it->ifindex, made->parent, made->pref, made->protocol,
+                                     made->handle, NULL);
+        if (k > 0)
+                a->changes += k;
+        return k;
+}
+
+/* A "parent" the interface has no qdisc or class of: the document's to mend, not the kernel's failure. */
+static int parent_not_found(AttachContext *c, const NlBpfFilterSpec *spec, const char *hook, Error *reterr) {
+        char why[256];
+
+        snprintf(why, sizeof(why), "%s", strna(reterr->message));
+        error_done(reterr);
+        return error_set(
+                reterr, EINVAL, "parent_not_found",
+                "%s pref %u: parent %x:%x is not a qdisc or class of %s, or cannot hold a filter (%s)", hook,
+                spec->pref, spec->parent >> 16, spec->parent & 0xffff, c->it->ifname, why);
+}
+
+/* A filter added, or replaced in place (one of another protocol than ours, ETH_P_ALL, by delete and add:
+ * the kernel replaces only within a protocol). */
+static int apply_make(ClsApply *a, const PlanStep *s, Error *reterr) {
+        AttachContext *c = a->c;
+        const DesiredFilter *w = &a->pl->desired[s->desired];
+        const char *hook = cls_hook_name(s->hook);
+        NlActionSpec acts[NL_ACTIONS_MAX];
+        bool replace = s->action == PLAN_REPLACE;
+        NlFilter made;
+        int r, k;
+
+        for (size_t i = 0; i < w->n_actions; i++)
+                acts[i] = (NlActionSpec){ .prog_fd = w->actions[i].prog_fd, .name = w->actions[i].name };
+        NlBpfFilterSpec spec = {
+                .ifindex = c->it->ifindex,
+                .hook = w->hook,
+                .parent = w->parent,
+                .pref = w->pref,
+                .handle = replace ? s->handle : 1,
+                .prog_fd = w->prog_fd,
+                .name = w->name,
+                .direct_action = w->direct_action,
+                .classid = w->classid,
+                .actions = acts,
+                .n_actions = w->n_actions,
+        };
+        if (replace && a->o->filters[s->observed].protocol != ETH_P_ALL) {
+                r = nl_filter_del(c->rtnl, c->it->ifindex, s->parent, s->pref,
+                                  a->o->filters[s->observed].protocol, s->handle, reterr);
+                if (r < 0 && r != -ENOENT)
+                        return r;
+                replace = false;
         }
-        if (clsact_deferred) {
+        r = nl_bpf_filter_set_echo(c->rtnl, &spec, replace, &made, reterr);
+        k = clsact_deferred_answer(a, r >= 0 ? &made : NULL, reterr);
+        if (k < 0)
+                return k;
+        if ((r == -EINVAL || r == -ENOENT || r == -EOPNOTSUPP) &&
+            spec.parent != nl_hook_parent(NL_HOOK_INGRESS) && spec.parent != nl_hook_parent(NL_HOOK_EGRESS))
+                return parent_not_found(c, &spec, hook, reterr);
+        if (r < 0)
+                return r;
+        if (a->st->after) {
+                if (s->action == PLAN_REPLACE)
+                        a->st->after[s->observed] = made;
+                else
+                        a->st->after[a->st->n_after++] = made;
+        }
+        a->changes++;
+        attach_what(c, "%s pref %u %s", hook, w->pref,
+                    s->action == PLAN_ADD ? "missing" : "not as declared");
+        log_info("%s: %s %s pref %u: %s (tag %s)", c->it->ifname,
+                 s->action == PLAN_ADD ? "added" : "replaced", hook, w->pref, w->name, w->tag);
+        return 0;
+}
+
+static int apply_remove(ClsApply *a, const PlanStep *s, Error *reterr) {
+        AttachContext *c = a->c;
+        const NlFilter *have = &a->o->filters[s->observed];
+        int r;
+
+        r = nl_filter_del(c->rtnl, c->it->ifindex, s->parent, s->pref, have->protocol, have->handle, reterr);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        if (a->st->after)
+                a->st->after[s->observed].pref = 0; /* gone */
+        a->changes++;
+        attach_what(c, "%s pref %u not declared", cls_hook_name(s->hook), s->pref);
+        log_info("%s: removed %s pref %u (%s)", c->it->ifname, cls_hook_name(s->hook), s->pref, have->name);
+        return 0;
+}
+
+static int cls_apply(AttachContext *c, const void *observed, const void *plan, Error *reterr) {
+        ClsApply a = { .c = c, .o = observed, .pl = plan, .st = cls_state(c), .clsact_e = ERROR_NULL };
+        const ClsPlan *pl = plan;
+        int r;
+
+        if (!a.st)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (size_t i = 0; i < pl->plan.n_steps; i++)
+                if (pl->plan.steps[i].action == PLAN_CONFLICT)
+                        return conflict_error(c->it, &a.o->filters[pl->plan.steps[i].observed], reterr);
+        /* What the kernel will have: what was observed, with each filter made as the kernel echoes it. */
+        free(a.st->after);
+        a.st->after = calloc(a.o->n + pl->plan.n_steps + 1, sizeof(NlFilter));
+        a.st->n_after = a.o->n;
+        if (a.st->after && a.o->n > 0)
+                memcpy(a.st->after, a.o->filters, a.o->n * sizeof(NlFilter));
+        r = apply_clsact(&a, reterr);
+        for (size_t i = 0; i < pl->plan.n_steps && r >= 0; i++) {
+                const PlanStep *s = &pl->plan.steps[i];
+                if (s->action == PLAN_ADD || s->action == PLAN_REPLACE)
+                        r = apply_make(&a, s, reterr);
+                else if (s->action == PLAN_REMOVE)
+                        r = apply_remove(&a, s, reterr);
+        }
+        if (r >= 0 && a.clsact_deferred) {
                 /* not taken along by a filter (the plan had none to make first, after all) */
                 (void) nl_flush(c->rtnl);
-                r = clsact_answer(c, clsact_r, &clsact_e, reterr);
-                if (r < 0)
-                        return r;
-                changes += r;
-        }
-        if (after) {
+                r = clsact_deferred_answer(&a, NULL, reterr);
+        } else if (a.clsact_deferred)
+                error_done(&a.clsact_e);
+        if (r < 0)
+                return r;
+        if (a.st->after) {
                 size_t k = 0;
-                for (size_t i = 0; i < n_after; i++)
-                        if (after[i].pref != 0)
-                                after[k++] = after[i];
-                c->n_cls_after = k;
+                for (size_t i = 0; i < a.st->n_after; i++)
+                        if (a.st->after[i].pref != 0)
+                                a.st->after[k++] = a.st->after[i];
+                a.st->n_after = k;
         }
-        return changes;
+        return a.changes;
 }
 
 /* The kernel is the source of truth: after applying, read back and check each filter. */
 static int cls_verify(AttachContext *c, Error *reterr) {
-        _cleanup_free_ NlFilter *dumped = NULL;
-        const NlFilter *all = c->cls_after;
-        size_t n = c->n_cls_after;
+        ClsState *st = c->kind_state[ATTACH_KIND_CLS];
+        _cleanup_free_ NlFilter *all = st ? TAKE_PTR(st->after) : NULL;
+        size_t n = st ? st->n_after : 0;
         int r;
 
         /* Read back in the apply's own round trips (each filter made was echoed): no dump. */
         if (!all) {
-                r = nl_filter_dump(c->rtnl, c->it->ifindex, &dumped, &n, reterr);
+                r = nl_filter_dump(c->rtnl, c->it->ifindex, &all, &n, reterr);
                 if (r < 0)
                         return r;
-                all = dumped;
         }
         for (size_t i = 0; i < c->it->n_filters; i++) {
                 Filter *f = &c->it->filters[i];
@@ -438,91 +456,46 @@ static int cls_verify(AttachContext *c, Error *reterr) {
         return 0;
 }
 
-/* ---- the dry run's words for a plan ---- */
+/* act_bpf's counters: read from a dump of the hooks the interface's filters use, for the filters whose
+ * classifier is the one clsd's view says is attached; nothing of clsd's view changes. */
+static int cls_counters(const AttachContext *c, FilterStatus *status, Error *reterr) {
+        _cleanup_free_ NlFilter *all = NULL;
+        unsigned what = 0;
+        size_t n = 0;
+        int r;
 
-static void describe_actions(DryRunStep *s, const NlFilter *have, const DesiredFilter *want) {
-        for (size_t k = 0; k < want->n_actions; k++) {
-                const NlAction *a = &have->actions[k];
-                const DesiredAction *w = &want->actions[k];
-                if (!streq(a->kind, "bpf") || !streq(a->name, w->name))
-                        snprintf(s->reason, sizeof(s->reason), "action %zu is %s %s, not clsd's %s", k + 1,
-                                 a->kind, a->name, w->name);
-                else if (w->prog_id == 0)
-                        snprintf(s->reason, sizeof(s->reason),
-                                 "action %zu: its program would be loaded anew", k + 1);
-                else if (a->prog_id != w->prog_id)
-                        snprintf(s->reason, sizeof(s->reason),
-                                 "action %zu: attached program id %" PRIu32 ", declared %" PRIu32, k + 1,
-                                 a->prog_id, w->prog_id);
-                else if (a->control != TC_ACT_PIPE)
-                        snprintf(s->reason, sizeof(s->reason),
-                                 "action %zu: its verdict for TC_ACT_UNSPEC is %d, not pipe", k + 1,
-                                 a->control);
-                else
+        for (size_t i = 0; i < c->it->n_filters; i++) {
+                const Filter *f = &c->it->filters[i];
+                if (!f->tcx && f->spec->n_actions > 0)
+                        what |= f->spec->has_parent           ? NL_DUMP_ROOT
+                                : f->dir == DIRECTION_INGRESS ? NL_DUMP_INGRESS
+                                                              : NL_DUMP_EGRESS;
+        }
+        if (what == 0)
+                return 0;
+        r = nl_filter_dump_some(c->rtnl, c->it->ifindex, what, &all, &n, reterr);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < c->it->n_filters; i++) {
+                const Filter *f = &c->it->filters[i];
+                FilterObserved *fo = &status[i].observed;
+                char name[256];
+                const NlFilter *o;
+
+                if (f->tcx || f->spec->n_actions == 0)
                         continue;
-                return;
+                filter_kernel_name(f->spec, name);
+                o = find_ours(all, n, filter_parent(f->spec, f->dir), (uint16_t) f->spec->priority, name);
+                if (!o || o->handle != fo->handle || o->prog_id != fo->prog_id)
+                        continue;
+                for (size_t k = 0; k < f->spec->n_actions && k < o->n_actions; k++)
+                        if (o->actions[k].index == fo->actions[k].index &&
+                            o->actions[k].prog_id == fo->actions[k].prog_id) {
+                                fo->actions[k].packets = o->actions[k].packets;
+                                fo->actions[k].bytes = o->actions[k].bytes;
+                                fo->actions[k].drops = o->actions[k].drops;
+                        }
         }
-        snprintf(s->reason, sizeof(s->reason), "the actions differ");
-}
-
-static void describe_step(DryRunStep *s, const PlanStep *p, const DesiredFilter *desired,
-                          const NlFilter *observed) {
-        const NlFilter *have = p->observed >= 0 ? &observed[p->observed] : NULL;
-        const DesiredFilter *want = p->desired >= 0 ? &desired[p->desired] : NULL;
-
-        *s = (DryRunStep){ .action = plan_action_to_string(p->action),
-                           .direction = p->hook == NL_HOOK_INGRESS ? DIRECTION_INGRESS : DIRECTION_EGRESS,
-                           .pref = p->pref };
-        snprintf(s->name, sizeof(s->name), "%s", want ? want->name : have->name);
-        switch (p->action) {
-        case PLAN_KEEP:
-                snprintf(s->reason, sizeof(s->reason), "attached as declared (program id %" PRIu32 ")",
-                         have->prog_id);
-                break;
-        case PLAN_ADD:
-                snprintf(s->reason, sizeof(s->reason), "nothing at this pref");
-                break;
-        case PLAN_REPLACE:
-                if (!streq(have->name, want->name))
-                        snprintf(s->reason, sizeof(s->reason), "clsd's filter %s is at this pref",
-                                 have->name);
-                else if (want->prog_id == 0)
-                        snprintf(s->reason, sizeof(s->reason), "the program would be loaded anew");
-                else if (have->prog_id != want->prog_id)
-                        snprintf(s->reason, sizeof(s->reason),
-                                 "attached program id %" PRIu32 ", declared %" PRIu32, have->prog_id,
-                                 want->prog_id);
-                else if (have->n_actions != want->n_actions)
-                        snprintf(s->reason, sizeof(s->reason), "%zu action(s) attached, %zu declared",
-                                 have->n_actions, want->n_actions);
-                else if (have->direct_action != want->direct_action || have->classid != want->classid)
-                        snprintf(s->reason, sizeof(s->reason), "flags or classid differ");
-                else
-                        describe_actions(s, have, want);
-                break;
-        case PLAN_REMOVE:
-                snprintf(s->reason, sizeof(s->reason), "clsd's, and not in the document");
-                break;
-        case PLAN_CONFLICT:
-                snprintf(s->reason, sizeof(s->reason),
-                         "held by a foreign filter (%s %s): the PUT would be refused", have->kind,
-                         have->name);
-                break;
-        }
-}
-
-static int cls_describe(AttachContext *c, const void *observed, const void *plan, DryRunStep **steps,
-                        size_t *n) {
-        const ClsObserved *o = observed;
-        const ClsPlan *pl = plan;
-        DryRunStep *v = realloc(*steps, (*n + pl->plan.n_steps + 1) * sizeof(DryRunStep));
-
-        (void) c;
-        if (!v)
-                return -ENOMEM;
-        *steps = v;
-        for (size_t i = 0; i < pl->plan.n_steps; i++)
-                describe_step(&v[(*n)++], &pl->plan.steps[i], pl->desired, o->filters);
         return 0;
 }
 
@@ -548,9 +521,12 @@ static int cls_snapshot(AttachContext *c, const void *observed, void **ret, Erro
         return 0;
 }
 
-static int cls_restore(AttachContext *c, const void *snapshot, Error *reterr) {
+static int cls_restore(AttachContext *c, const void *snapshot, Iface *before, Error *reterr) {
+        const ClsState *st = c->kind_state[ATTACH_KIND_CLS];
         Snapshot s = ((const ClsSnapshot *) snapshot)->s;
-        s.had_clsact = !c->clsact_added;
+
+        (void) before; /* the snapshot is exactly what was clsd's */
+        s.had_clsact = !(st && st->clsact_added);
         return snapshot_restore(&s, c->it->ifname, reterr);
 }
 
@@ -583,8 +559,8 @@ static int cls_remove_all(AttachContext *c, Error *reterr) {
                 if (r == -ENOENT)
                         r = 0;
                 if (r >= 0)
-                        log_info("%s: removed %s pref %u (%s)", c->it->ifname, hook_name(s->hook), s->pref,
-                                 all[s->observed].name);
+                        log_info("%s: removed %s pref %u (%s)", c->it->ifname, cls_hook_name(s->hook),
+                                 s->pref, all[s->observed].name);
                 all[s->observed].pref = 0; /* gone */
         }
         plan_done(&plan);
@@ -613,6 +589,8 @@ const AttachKind attach_kind_cls = {
         .restore = cls_restore,
         .snapshot_free = cls_snapshot_free,
         .remove_all = cls_remove_all,
+        .counters = cls_counters,
         .observed_free = cls_observed_free,
         .plan_free = cls_plan_free,
+        .state_free = cls_state_free,
 };

@@ -11,16 +11,8 @@
 #include "attach.h"
 #include "fileio.h"
 #include "log.h"
+#include "tcx-pins.h"
 #include "tcx-plan.h"
-
-typedef struct TcxOurs {
-        char pin[128];
-        Direction dir;
-        uint16_t pref;
-        char name[FILTER_NAME_MAX + 1];
-        int fd; /* the link, from its pin */
-        NlTcxLink link; /* link.ifindex 0: its link no longer runs there (only the pin is left) */
-} TcxOurs;
 
 typedef struct TcxObserved {
         TcxOurs *ours; /* sorted by (hook, pref) */
@@ -37,95 +29,11 @@ typedef struct TcxPlanned {
         size_t n_steps;
 } TcxPlanned;
 
-void tcx_dir(const char *bpffs_dir, const char *netns, char buf[PATH_MAX]) {
-        if (netns)
-                snprintf(buf, PATH_MAX, "%s/tcx@%s", bpffs_dir, netns);
-        else
-                snprintf(buf, PATH_MAX, "%s/tcx", bpffs_dir);
-}
-
-static void pin_name(int ifindex, Direction dir, uint16_t pref, const char *name, char buf[128]) {
-        snprintf(buf, 128, "%d-%s-%u-%s", ifindex, direction_to_string(dir), pref, name);
-}
-
-static bool pin_parse(const char *s, TcxOurs *ret, int *ret_ifindex) {
-        char hook[8];
-        unsigned pref;
-        int ifindex, n = 0;
-
-        if (sscanf(s, "%d-%7[a-z]-%u-%n", &ifindex, hook, &pref, &n) != 3 || n == 0 || pref == 0 ||
-            pref > PRIORITY_MAX || !filter_name_valid(s + n))
-                return false;
-        if (streq(hook, "ingress"))
-                ret->dir = DIRECTION_INGRESS;
-        else if (streq(hook, "egress"))
-                ret->dir = DIRECTION_EGRESS;
-        else
-                return false;
-        ret->pref = (uint16_t) pref;
-        snprintf(ret->name, sizeof(ret->name), "%s", s + n);
-        snprintf(ret->pin, sizeof(ret->pin), "%s", s);
-        *ret_ifindex = ifindex;
-        return true;
-}
-
-static void ours_free(TcxOurs *v, size_t n) {
-        for (size_t i = 0; v && i < n; i++)
-                safe_close(v[i].fd);
-        free(v);
-}
-
-/* clsd's links of ifindex (every interface's with ifindex 0) in dir, sorted by (hook, pref). */
-static int tcx_ours_list(const char *dir, int ifindex, TcxOurs **ret, size_t *ret_n, Error *reterr) {
-        char **names = NULL;
-        TcxOurs *v;
-        size_t n = 0, k = 0;
-        int r;
-
-        r = nl_pins_list(dir, &names, &n);
-        if (r < 0)
-                return error_set(reterr, -r, "kernel_error", "cannot list %s: %s", dir, strerror(-r));
-        v = calloc(n + 1, sizeof(TcxOurs));
-        if (!v) {
-                strv_free_n(names, n);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        }
-        for (size_t i = 0; i < n; i++) {
-                TcxOurs o = { .fd = -1 };
-                int pin_ifindex;
-
-                if (!pin_parse(names[i], &o, &pin_ifindex) || (ifindex > 0 && pin_ifindex != ifindex))
-                        continue;
-                o.fd = nl_pin_open(dir, names[i]);
-                if (o.fd < 0 || nl_tcx_link_info(o.fd, &o.link) < 0) {
-                        log_warning("%s/%s: not a tcx link; left alone", dir, names[i]);
-                        safe_close(o.fd);
-                        continue;
-                }
-                if (o.link.ifindex != pin_ifindex)
-                        o.link.ifindex = 0;
-                v[k++] = o;
-        }
-        strv_free_n(names, n);
-        /* insertion sort: a handful of entries */
-        for (size_t i = 1; i < k; i++)
-                for (size_t j = i; j > 0 && (v[j - 1].dir > v[j].dir ||
-                                             (v[j - 1].dir == v[j].dir && v[j - 1].pref > v[j].pref));
-                     j--) {
-                        TcxOurs t = v[j];
-                        v[j] = v[j - 1];
-                        v[j - 1] = t;
-                }
-        *ret = v;
-        *ret_n = k;
-        return 0;
-}
-
 static void tcx_observed_free(void *p) {
         TcxObserved *o = p;
         if (!o)
                 return;
-        ours_free(o->ours, o->n);
+        tcx_ours_free(o->ours, o->n);
         free(o);
 }
 
@@ -302,6 +210,62 @@ static int tcx_ready(AttachContext *c, const char *dir, Error *reterr) {
         return 0;
 }
 
+/* A new link of f (attached next to ours, in pref order, and pinned in dir), kept among ours (n of them,
+ * room for one more) so that later ones are placed relative to it. */
+static int tcx_add(AttachContext *c, const char *dir, const Filter *f, TcxOurs *ours, size_t *n,
+                   Error *reterr) {
+        int link_fd = -1, rel_fd, saved, r;
+        char name[128];
+        bool before;
+
+        position(ours, *n, f->dir, (uint16_t) f->spec->priority, &rel_fd, &before);
+        /* The kernel finds the ifindex in the caller's namespace. */
+        r = netns_set_enter(c->netns, c->it->netns, &saved, reterr);
+        if (r < 0)
+                return r;
+        r = nl_tcx_attach(filter_want_fd(f, -1), c->it->ifindex, hook_of(f->dir), rel_fd, before, &link_fd,
+                          reterr);
+        nl_netns_leave(saved);
+        if (r < 0)
+                return r;
+        tcx_pin_name(c->it->ifindex, f->dir, (uint16_t) f->spec->priority, f->spec->name, name);
+        r = nl_pin(link_fd, dir, name, reterr);
+        if (r < 0) {
+                (void) nl_tcx_detach(link_fd, NULL);
+                safe_close(link_fd);
+                return r;
+        }
+        attach_what(c, "tcx %s pref %u missing", direction_to_string(f->dir), f->spec->priority);
+        TcxOurs added = { .dir = f->dir, .pref = (uint16_t) f->spec->priority, .fd = link_fd };
+        snprintf(added.pin, sizeof(added.pin), "%s", name);
+        snprintf(added.name, sizeof(added.name), "%s", f->spec->name);
+        (void) nl_tcx_link_info(link_fd, &added.link);
+        size_t at = *n;
+        while (at > 0 && (ours[at - 1].dir > added.dir ||
+                          (ours[at - 1].dir == added.dir && ours[at - 1].pref > added.pref)))
+                at--;
+        memmove(ours + at + 1, ours + at, (*n - at) * sizeof(TcxOurs));
+        ours[at] = added;
+        (*n)++;
+        log_info("%s: added tcx %s link %u: %s pref %u (tag %s)", c->it->ifname, direction_to_string(f->dir),
+                 added.link.link_id, f->spec->name, f->spec->priority, filter_want_tag(f, -1));
+        return 1;
+}
+
+/* The program of f's link replaced in place: the link keeps its position. */
+static int tcx_update(AttachContext *c, const Filter *f, TcxOurs *h, Error *reterr) {
+        int r = nl_tcx_update(h->fd, filter_want_fd(f, -1), reterr);
+
+        if (r < 0)
+                return r;
+        h->link.prog_id = filter_want_id(f, -1);
+        attach_what(c, "tcx %s pref %u not as declared", direction_to_string(f->dir), f->spec->priority);
+        log_info("%s: replaced the program of tcx %s link %u (%s, pref %u): tag %s", c->it->ifname,
+                 direction_to_string(f->dir), h->link.link_id, f->spec->name, f->spec->priority,
+                 filter_want_tag(f, -1));
+        return 1;
+}
+
 static int tcx_apply(AttachContext *c, const void *observed, const void *plan, Error *reterr) {
         const TcxObserved *o = observed;
         const TcxPlanned *pl = plan;
@@ -330,12 +294,10 @@ static int tcx_apply(AttachContext *c, const void *observed, const void *plan, E
                 const TcxStep *s = &pl->steps[i];
                 const Filter *f = s->want >= 0 ? pl->want_filter[s->want] : NULL;
                 TcxOurs *h = s->have >= 0 ? &ours[s->have] : NULL;
-                char name[128];
-                int link_fd = -1, rel_fd, saved;
-                bool before;
 
                 switch (s->kind) {
                 case TCX_KEEP:
+                        r = 0;
                         break;
                 case TCX_REMOVE:
                         if (h->link.ifindex > 0) {
@@ -346,60 +308,16 @@ static int tcx_apply(AttachContext *c, const void *observed, const void *plan, E
                         r = ours_remove(c, dir, h, reterr);
                         break;
                 case TCX_UPDATE:
-                        /* In place: the link keeps its position. */
-                        r = nl_tcx_update(h->fd, filter_want_fd(f, -1), reterr);
-                        if (r < 0)
-                                break;
-                        h->link.prog_id = filter_want_id(f, -1);
-                        changes++;
-                        attach_what(c, "tcx %s pref %u not as declared", direction_to_string(f->dir),
-                                    f->spec->priority);
-                        log_info("%s: replaced the program of tcx %s link %u (%s, pref %u): tag %s",
-                                 c->it->ifname, direction_to_string(f->dir), h->link.link_id, f->spec->name,
-                                 f->spec->priority, filter_want_tag(f, -1));
+                        r = tcx_update(c, f, h, reterr);
                         break;
                 case TCX_ADD:
-                        position(ours, n, f->dir, (uint16_t) f->spec->priority, &rel_fd, &before);
-                        /* The kernel finds the ifindex in the caller's namespace. */
-                        r = netns_set_enter(c->netns, c->it->netns, &saved, reterr);
-                        if (r < 0)
-                                break;
-                        r = nl_tcx_attach(filter_want_fd(f, -1), c->it->ifindex, hook_of(f->dir), rel_fd,
-                                          before, &link_fd, reterr);
-                        nl_netns_leave(saved);
-                        if (r < 0)
-                                break;
-                        pin_name(c->it->ifindex, f->dir, (uint16_t) f->spec->priority, f->spec->name, name);
-                        r = nl_pin(link_fd, dir, name, reterr);
-                        if (r < 0) {
-                                (void) nl_tcx_detach(link_fd, NULL);
-                                safe_close(link_fd);
-                                break;
-                        }
-                        changes++;
-                        attach_what(c, "tcx %s pref %u missing", direction_to_string(f->dir),
-                                    f->spec->priority);
-                        /* Keep it among ours, so that later ones are placed relative to it. */
-                        TcxOurs added = { .dir = f->dir,
-                                          .pref = (uint16_t) f->spec->priority,
-                                          .fd = link_fd };
-                        snprintf(added.pin, sizeof(added.pin), "%s", name);
-                        snprintf(added.name, sizeof(added.name), "%s", f->spec->name);
-                        (void) nl_tcx_link_info(link_fd, &added.link);
-                        size_t at = n;
-                        while (at > 0 && (ours[at - 1].dir > added.dir ||
-                                          (ours[at - 1].dir == added.dir && ours[at - 1].pref > added.pref)))
-                                at--;
-                        memmove(ours + at + 1, ours + at, (n - at) * sizeof(TcxOurs));
-                        ours[at] = added;
-                        n++;
-                        log_info("%s: added tcx %s link %u: %s pref %u (tag %s)", c->it->ifname,
-                                 direction_to_string(f->dir), added.link.link_id, f->spec->name,
-                                 f->spec->priority, filter_want_tag(f, -1));
+                        r = tcx_add(c, dir, f, ours, &n, reterr);
                         break;
                 }
+                if (r > 0)
+                        changes += r;
         }
-        ours_free(ours, n);
+        tcx_ours_free(ours, n);
         return r < 0 ? r : changes;
 }
 
@@ -410,7 +328,7 @@ static int tcx_find(AttachContext *c, const Filter *f, NlTcxLink *ret) {
         NlTcxLink l;
 
         tcx_dir(c->bpffs_dir, c->it->netns, dir);
-        pin_name(c->it->ifindex, f->dir, (uint16_t) f->spec->priority, f->spec->name, name);
+        tcx_pin_name(c->it->ifindex, f->dir, (uint16_t) f->spec->priority, f->spec->name, name);
         fd = nl_pin_open(dir, name);
         if (fd < 0 || nl_tcx_link_info(fd, &l) < 0 || l.ifindex != c->it->ifindex)
                 return -ENOENT;
@@ -543,7 +461,9 @@ static int tcx_snapshot(AttachContext *c, const void *observed, void **ret, Erro
         return 0;
 }
 
-static int tcx_restore(AttachContext *c, const void *snapshot, Error *reterr) {
+/* Links this change made go; the interface as it was gets its own links back (its programs are still
+ * held, unless it had none yet). */
+static int tcx_restore(AttachContext *c, const void *snapshot, Iface *before, Error *reterr) {
         const TcxSnapshot *s = snapshot;
         TcxOurs *ours = NULL;
         size_t n = 0;
@@ -561,8 +481,21 @@ static int tcx_restore(AttachContext *c, const void *snapshot, Error *reterr) {
                 if (!had)
                         r = ours_remove(c, dir, &ours[i], reterr);
         }
-        ours_free(ours, n);
-        return r;
+        tcx_ours_free(ours, n);
+        if (r < 0 || !before || !iface_uses_tcx(before) || !before->programs_held)
+                return r;
+        AttachContext old = *c;
+        void *observed = NULL, *plan = NULL;
+        old.it = before;
+        old.what = NULL;
+        r = tcx_observe(&old, &observed, reterr);
+        if (r >= 0)
+                r = tcx_plan_make(&old, observed, &plan, reterr);
+        if (r >= 0)
+                r = tcx_apply(&old, observed, plan, reterr);
+        tcx_plan_free(plan);
+        tcx_observed_free(observed);
+        return r < 0 ? r : 0;
 }
 
 static void tcx_snapshot_free(void *p) {
@@ -585,7 +518,7 @@ static int tcx_remove_all(AttachContext *c, Error *reterr) {
         r = tcx_ours_list(dir, c->it->ifindex, &ours, &n, reterr);
         for (size_t i = 0; r >= 0 && i < n; i++)
                 r = ours_remove(c, dir, &ours[i], reterr);
-        ours_free(ours, n);
+        tcx_ours_free(ours, n);
         return r;
 }
 
@@ -605,43 +538,3 @@ const AttachKind attach_kind_tcx = {
         .observed_free = tcx_observed_free,
         .plan_free = tcx_plan_free,
 };
-
-/* At start: pins whose links no longer run anywhere (their device or namespace went while clsd was
- * down) go, in clsd's namespace (tcx/) and the named ones (tcx@NAME/). */
-static void sweep_dir(const char *bpffs_dir, const char *netns_dir, const char *netns) {
-        char dir[PATH_MAX], path[PATH_MAX];
-        TcxOurs *ours = NULL;
-        size_t n = 0;
-        bool gone = false;
-
-        tcx_dir(bpffs_dir, netns, dir);
-        if (tcx_ours_list(dir, 0, &ours, &n, NULL) < 0)
-                return;
-        /* A namespace deleted while clsd was down may still be tearing down (the kernel frees it from
-         * a workqueue), its devices and links not yet gone: its name being gone is what counts. */
-        if (netns) {
-                snprintf(path, sizeof(path), "%s/%s", netns_dir, netns);
-                gone = access(path, F_OK) < 0 && errno == ENOENT;
-        }
-        for (size_t i = 0; i < n; i++)
-                if ((gone || ours[i].link.ifindex == 0) && nl_unpin(dir, ours[i].pin) >= 0)
-                        log_info("%s/%s: its link no longer runs anywhere; unpinned", dir, ours[i].pin);
-        ours_free(ours, n);
-        if (netns && rmdir(dir) >= 0)
-                log_info("%s: empty; removed", dir);
-}
-
-void tcx_sweep(const char *bpffs_dir, const char *netns_dir) {
-        char **names = NULL;
-        size_t n = 0;
-
-        if (!bpffs_dir)
-                return;
-        sweep_dir(bpffs_dir, netns_dir, NULL);
-        if (nl_pins_list(bpffs_dir, &names, &n) < 0)
-                return;
-        for (size_t i = 0; i < n; i++)
-                if (strncmp(names[i], "tcx@", 4) == 0 && netns_name_valid(names[i] + 4))
-                        sweep_dir(bpffs_dir, netns_dir, names[i] + 4);
-        strv_free_n(names, n);
-}

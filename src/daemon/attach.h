@@ -1,12 +1,23 @@
 /* attach.h: the attach kinds (cls_bpf filters, direct-action and classic, with their act_bpf actions;
- * tcx links) behind one small interface, so that one reconciler and one dry run serve them all: observe
- * what the kernel has, plan (a pure diff), apply, verify by reading back. */
+ * tcx links) behind one small interface and one table, so that the reconciler, a change and a dry run
+ * serve them all through the *_all helpers: observe what the kernel has, check, plan (a pure diff),
+ * apply, verify by reading back, snapshot and restore. A third kind is one file defining an AttachKind
+ * and one row of attach_kinds[] (attach.c). */
 #pragma once
 
 #include <limits.h>
 
 #include "iface.h"
 #include "netns.h"
+
+typedef struct Manager Manager;
+
+/* The rows of attach_kinds[]: an index into AttachObserved and AttachSnapshot. */
+typedef enum AttachKindIndex {
+        ATTACH_KIND_CLS,
+        ATTACH_KIND_TCX,
+        _ATTACH_KIND_MAX,
+} AttachKindIndex;
 
 typedef struct AttachContext {
         Iface *it;
@@ -16,14 +27,12 @@ typedef struct AttachContext {
         bool tcx; /* the kernel has tcx */
         bool fresh; /* read only what the interface's filters use (Iface.fresh) */
         /* With fresh: the links' view knows the link has no clsact qdisc, so its clsact hooks have no
-         * filter to read. If the exclusive clsact add then finds one, apply fails with -ESTALE (nothing
-         * changed) and the caller observes again with a dump. */
+         * filter to read. If applying then finds one, it fails with -ESTALE (nothing changed) and the
+         * caller observes again with a dump. */
         bool hooks_absent;
-        bool clsact_added; /* this change created the clsact qdisc (a rollback removes it) */
-        /* cls_bpf after an apply: what was observed with the kernel's echo of each filter it made, and
-         * without those it removed; verify reads it instead of dumping again (NULL: dump). */
-        NlFilter *cls_after;
-        size_t n_cls_after;
+        /* Each kind's own state across the context's life (what an apply leaves for its verify and a
+         * restore), freed by attach_context_done() with the kind's state_free. */
+        void *kind_state[_ATTACH_KIND_MAX];
         char *what; /* findings of a repair, "; "-separated (NULL: not wanted) */
         size_t what_size;
 } AttachContext;
@@ -36,39 +45,71 @@ typedef struct AttachKind {
         /* Fills each filter's observed again from what was observed, with the programs now held (a
          * reconcile that changed nothing needs no read-back). */
         void (*settle)(AttachContext *c, const void *observed);
-        /* A foreign filter where one of ours must go: refused before anything loads (priority_taken). */
+        /* What the kind cannot do here (a foreign filter where one of ours must go, a kernel without
+         * the kind): refused before anything loads. */
         int (*check)(AttachContext *c, const void *observed, Error *reterr);
         /* The changes that make the kernel as the filters want (their programs', or in a dry run the
          * planned ones'): pure over what was observed. */
         int (*plan)(AttachContext *c, const void *observed, void **ret_plan, Error *reterr);
         /* Applies a plan; the number of changes made. */
         int (*apply)(AttachContext *c, const void *observed, const void *plan, Error *reterr);
-        /* Reads back: every filter of the kind is as declared (fills observed), or kernel_error. */
+        /* Reads back after an apply: every filter of the kind is as declared (fills observed), or
+         * kernel_error. */
         int (*verify)(AttachContext *c, Error *reterr);
         /* A dry run's steps for the plan, appended to *steps. */
         int (*describe)(AttachContext *c, const void *observed, const void *plan, DryRunStep **steps,
                         size_t *n);
-        /* What is clsd's now, held so that a change that fails half-way can put exactly that back. */
+        /* What is clsd's now, held so that a change that fails half-way can put exactly that back; the
+         * restore also puts back what before (the interface as it was, programs held or not) had. */
         int (*snapshot)(AttachContext *c, const void *observed, void **ret, Error *reterr);
-        int (*restore)(AttachContext *c, const void *snapshot, Error *reterr);
+        int (*restore)(AttachContext *c, const void *snapshot, Iface *before, Error *reterr);
         void (*snapshot_free)(void *s);
         /* Everything of clsd's of the kind goes from the interface (DELETE, a device renamed away). */
         int (*remove_all)(AttachContext *c, Error *reterr);
+        /* The counters the kernel keeps per packet for what the filters attached and no event reports
+         * (act_bpf's), into status (parallel to the interface's filters); NULL: none. Reads only. */
+        int (*counters)(const AttachContext *c, FilterStatus *status, Error *reterr);
         void (*observed_free)(void *observed);
         void (*plan_free)(void *plan);
+        void (*state_free)(void *state);
 } AttachKind;
 
 extern const AttachKind attach_kind_cls;
 extern const AttachKind attach_kind_tcx;
+/* Every kind, in the order they are applied. */
+extern const AttachKind *const attach_kinds[_ATTACH_KIND_MAX];
+
+/* What each kind observed, and what each holds for a rollback: indexed by AttachKindIndex. */
+typedef struct AttachObserved {
+        void *of[_ATTACH_KIND_MAX];
+} AttachObserved;
+typedef struct AttachSnapshot {
+        void *of[_ATTACH_KIND_MAX];
+} AttachSnapshot;
+
+void attach_context_init(Manager *m, Iface *it, NlSocket *rtnl, AttachContext *ret);
+void attach_context_done(AttachContext *c);
+/* Observes with every kind; the caller frees with attach_observed_free(). */
+int attach_observe_all(AttachContext *c, AttachObserved *ret, Error *reterr);
+bool attach_observed_any(const AttachObserved *o);
+void attach_observed_free(AttachObserved *o);
+void attach_settle_all(AttachContext *c, const AttachObserved *o);
+int attach_check_all(AttachContext *c, const AttachObserved *o, Error *reterr);
+/* Plans and applies with every kind, then verifies: the number of changes. */
+int attach_apply_all(AttachContext *c, const AttachObserved *o, Error *reterr);
+/* A dry run's steps of every kind's plan. */
+int attach_describe_all(AttachContext *c, const AttachObserved *o, DryRunStep **steps, size_t *n,
+                        Error *reterr);
+int attach_snapshot_all(AttachContext *c, const AttachObserved *o, AttachSnapshot *ret, Error *reterr);
+int attach_restore_all(AttachContext *c, const AttachSnapshot *s, Iface *before, Error *reterr);
+void attach_snapshot_free(AttachSnapshot *s);
+int attach_remove_all(AttachContext *c, Error *reterr);
+int attach_counters_all(const AttachContext *c, FilterStatus *status, Error *reterr);
 
 /* The program the filter wants (action -1: its classifier): the one it holds, or in a dry run the
  * planned one (0: a new load). */
 uint32_t filter_want_id(const Filter *f, int action);
 const char *filter_want_tag(const Filter *f, int action);
 int filter_want_fd(const Filter *f, int action);
-/* Where clsd pins the tcx links of a namespace (NULL: its own). */
-void tcx_dir(const char *bpffs_dir, const char *netns, char buf[PATH_MAX]);
-/* At start: pins whose links no longer run anywhere go. */
-void tcx_sweep(const char *bpffs_dir, const char *netns_dir);
 /* Appends one finding to c->what. */
 void attach_what(AttachContext *c, const char *fmt, ...) _printf_(2, 3);

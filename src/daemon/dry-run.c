@@ -67,36 +67,23 @@ static void plan_programs(Change *c, Iface *it, Error *reterr, int *ret) {
         *ret = r;
 }
 
-int dry_run_apply(Change *c, Iface *it, NlSocket *rtnl, bool present, Error *reterr) {
+int dry_run_apply(Change *c, Iface *it, ChangeLook *look, Error *reterr) {
         Manager *m = c->m;
-        Iface *cand = c->candidate;
         DryRun *dr = &c->dry_run;
-        AttachObserved obs = { 0 };
         AttachContext ctx;
-        int r;
+        int r = 0;
 
         dr->doc = document_ref(c->doc);
-        dr->pending = !present;
+        dr->pending = !look->present;
         dr->document_changed = !(it && it->visible && it->api && document_spec_equal(it->api, c->doc));
-        attach_context_init(m, cand, rtnl, &ctx);
-        if (present) {
-                r = attach_observe(&ctx, &obs, reterr);
-                if (r < 0)
-                        return r;
-        }
-        plan_programs(c, it, reterr, &r);
-        if (r < 0 || !present) {
-                attach_observed_free(&obs);
-                return r;
-        }
-        const AttachKind *kinds[] = { &attach_kind_cls, &attach_kind_tcx };
-        for (size_t i = 0; i < ELEMENTSOF(kinds) && r >= 0; i++) {
-                void *plan = NULL, *o = i == 0 ? obs.cls : obs.tcx;
-                r = kinds[i]->plan(&ctx, o, &plan, reterr);
-                if (r >= 0 && kinds[i]->describe(&ctx, o, plan, &dr->steps, &dr->n_steps) < 0)
-                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
-                kinds[i]->plan_free(plan);
-        }
-        attach_observed_free(&obs);
+        attach_context_init(m, c->candidate, look->rtnl, &ctx);
+        /* what the look saw (it reads nothing for a candidate of no filters: what would go is read now) */
+        if (look->present && !attach_observed_any(&look->observed))
+                r = attach_observe_all(&ctx, &look->observed, reterr);
+        if (r >= 0)
+                plan_programs(c, it, reterr, &r);
+        if (r >= 0 && look->present)
+                r = attach_describe_all(&ctx, &look->observed, &dr->steps, &dr->n_steps, reterr);
+        attach_context_done(&ctx);
         return r;
 }

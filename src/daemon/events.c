@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "log.h"
-#include "manager.h"
+#include "events.h"
+#include "policy-match.h"
+#include "reconcile.h"
 
 /* Whether a new filter can mean drift: clsd's own changes (a filter of ours exactly as declared) and
  * foreign filters at prefs the document does not want cannot. Deletions always can. */
@@ -114,7 +116,7 @@ static void link_event(Manager *m, const char *netns, const struct nlmsghdr *nlh
         if (nlh->nlmsg_type == RTM_DELLINK)
                 return;
         /* The policies that match it now (a new name, kind or master may change them). */
-        manager_policies_link(m, netns, &l);
+        policies_on_link(m, netns, &l);
         /* Then what came: the document that names this interface. */
         it = daemon_iface_get(m, netns, l.ifname);
         if (it && (it->state != IFACE_CONFIGURED || it->ifindex != l.ifindex)) {
@@ -125,7 +127,7 @@ static void link_event(Manager *m, const char *netns, const struct nlmsghdr *nlh
         }
 }
 
-void manager_on_netns_event(const char *netns, const struct nlmsghdr *nlh, bool lost, void *userdata) {
+void events_on_netns_event(const char *netns, const struct nlmsghdr *nlh, bool lost, void *userdata) {
         Manager *m = userdata;
 
         if (lost)
@@ -146,7 +148,7 @@ void manager_on_netns_event(const char *netns, const struct nlmsghdr *nlh, bool 
                 link_event(m, netns, nlh);
 }
 
-void manager_on_netns_change(const char *netns, bool present, void *userdata) {
+void events_on_netns_change(const char *netns, bool present, void *userdata) {
         Manager *m = userdata;
 
         if (netns && !present) {
@@ -171,14 +173,14 @@ void manager_on_netns_change(const char *netns, bool present, void *userdata) {
                 return;
         }
         /* The directory changed: namespaces a policy may match are followed and their links matched. */
-        if (m->n_policies > 0) {
+        if (m->policies.n > 0) {
                 char **present_names = NULL;
                 size_t n = 0;
                 (void) netns_set_list_present(m->netns, &present_names, &n);
                 for (size_t i = 0; i < n; i++)
                         if (!netns_set_follows(m->netns, present_names[i]) &&
-                            manager_policies_want_netns(m, present_names[i]))
-                                manager_policies_netns(m, present_names[i]);
+                            policy_set_wants_netns(&m->policies, present_names[i]))
+                                policies_on_netns(m, present_names[i]);
                 strv_free_n(present_names, n);
         }
         /* Documents whose namespace came are applied. */
@@ -215,13 +217,13 @@ static int on_resync(sd_event_source *s, uint64_t usec, void *userdata) {
 
         log_debug("periodic resync");
         netns_set_sweep(m->netns);
-        manager_on_netns_change(NULL, true, m);
+        events_on_netns_change(NULL, true, m);
         daemon_reconcile_all(m);
         (void) sd_event_source_set_time(s, usec + m->config.resync_usec);
         return 0;
 }
 
-int manager_resync_start(Manager *m, Error *reterr) {
+int events_resync_start(Manager *m, Error *reterr) {
         uint64_t now;
         int r;
 

@@ -7,7 +7,10 @@
 
 #include "fileio.h"
 #include "log.h"
-#include "manager.h"
+#include "hogs.h"
+#include "iface-ops.h"
+#include "policy-match.h"
+#include "reconcile.h"
 #include "resolve.h"
 
 /* A hog file is a small JSON document; anything bigger is a mistake. */
@@ -66,7 +69,7 @@ static int hog_resolve(Manager *m, ObjectCache *cache, Store *store, Document *d
                         .object_size_max = m->config.object_size_max,
                         .act_bpf = m->kernel.act_bpf,
                         .tcx = m->kernel.tcx,
-                        .trusted = m->trusted };
+                        .trusted = m->trust.keys };
         int r;
 
         for (;;) {
@@ -246,7 +249,7 @@ int daemon_hogs_check(const char *dir, const char *file, size_t object_size_max,
                       const TrustedKeys *trusted) {
         Manager m = {
                 .config = { .hogs_dir = dir, .object_size_max = object_size_max, .trusted_keys = trusted },
-                .trusted = trusted,
+                .trust = { .keys = trusted },
         };
         _cleanup_(nl_socket_freep) NlSocket *rtnl = NULL;
         ObjectCache *cache = NULL;
@@ -317,7 +320,7 @@ finish:
         return r;
 }
 
-int manager_hogs_load(Manager *m) {
+int hogs_load(Manager *m) {
         StoredDocument *cached = NULL;
         size_t n_cached = 0, problems = 0;
         HogSet s = { 0 };
@@ -329,7 +332,7 @@ int manager_hogs_load(Manager *m) {
         for (size_t i = 0; i < s.n_hogs && r >= 0; i++)
                 r = hog_set_at_start(m, &s.hogs[i]);
         if (r >= 0)
-                r = manager_policies_set_hogs(m, s.policies, s.n_policies, false);
+                r = policies_set_hogs(m, s.policies, s.n_policies, false);
         /* A hog whose file went while clsd was down leaves filters of clsd's behind: take them away (a
          * document the API still has for the interface is reconciled anyway, which does it). Not while a
          * file cannot be read: it may be that hog's. */
@@ -386,7 +389,7 @@ static void on_hog_applied(Manager *m, Iface *it, const Error *e, void *userdata
                 reload_said(rl);
 }
 
-int daemon_hogs_reload(Manager *m) {
+int hogs_reload(Manager *m) {
         HogReload *rl;
         HogSet s = { 0 };
         size_t problems = 0;
@@ -414,8 +417,8 @@ int daemon_hogs_reload(Manager *m) {
                         log_info("%s: hog %s removed; the API's document applies", it->ifname, it->hog_path);
                 else
                         log_info("%s: hog %s removed; removing what it attached", it->ifname, it->hog_path);
-                manager_hog_change_done(m, it->netns, it->ifname, h ? h->doc : NULL, h ? h->path : NULL,
-                                        on_hog_applied, rl);
+                iface_hog_change(m, it->netns, it->ifname, h ? h->doc : NULL, h ? h->path : NULL,
+                                 on_hog_applied, rl);
         }
         /* New hogs. */
         for (size_t i = 0; i < s.n_hogs; i++) {
@@ -425,20 +428,13 @@ int daemon_hogs_reload(Manager *m) {
                 rl->changed++;
                 rl->waiting++;
                 log_info("%s: new hog %s", s.hogs[i].doc->ifname, s.hogs[i].path);
-                manager_hog_change_done(m, s.hogs[i].doc->netns, s.hogs[i].doc->ifname, s.hogs[i].doc,
-                                        s.hogs[i].path, on_hog_applied, rl);
+                iface_hog_change(m, s.hogs[i].doc->netns, s.hogs[i].doc->ifname, s.hogs[i].doc,
+                                 s.hogs[i].path, on_hog_applied, rl);
         }
         /* Hogs with "match": the policies of the configuration, only those that changed applied. */
-        (void) manager_policies_set_hogs(m, s.policies, s.n_policies, true);
+        (void) policies_set_hogs(m, s.policies, s.n_policies, true);
         hog_set_done(&s);
         if (--rl->waiting == 0)
                 reload_said(rl);
         return 0;
-}
-
-void daemon_reload(Manager *m) {
-        /* the keys before the hogs: a hog's object is verified with the keys read now */
-        (void) daemon_trust_reload(m);
-        (void) daemon_hogs_reload(m);
-        daemon_reconcile_all(m);
 }

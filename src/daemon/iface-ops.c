@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "change.h"
+#include "iface-ops.h"
+#include "reconcile.h"
 #include "log.h"
 
 static int check_names(const char *netns, const char *ifname, Error *reterr) {
@@ -18,31 +20,6 @@ static int check_names(const char *netns, const char *ifname, Error *reterr) {
                         reterr, EINVAL, "invalid_value",
                         "\"%s\" is not a valid interface name (1 to 15 characters, no '/', ':' or space)",
                         ifname);
-        return 0;
-}
-
-/* One device, one owner: a named namespace that is clsd's own names the devices of its own. */
-static int check_owner(Manager *m, const char *netns, const char *ifname, Error *reterr) {
-        if (netns && netns_set_is_own(m->netns, netns)) {
-                Iface *other = iface_table_get(m->ifaces, NULL, ifname);
-                if (other && other->visible)
-                        return error_set(
-                                reterr, EEXIST, "device_taken",
-                                "%s: netns %s is clsd's own namespace, and the document of %s there already "
-                                "declares this device; one device has one document",
-                                ifname, netns, ifname);
-        }
-        if (!netns)
-                for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
-                        Iface *o = iface_table_at(m->ifaces, i);
-                        if (o->netns && o->visible && streq(o->ifname, ifname) &&
-                            netns_set_is_own(m->netns, o->netns))
-                                return error_set(
-                                        reterr, EEXIST, "device_taken",
-                                        "%s: the document of %s in netns %s (clsd's own namespace) already "
-                                        "declares this device; one device has one document",
-                                        ifname, ifname, o->netns);
-                }
         return 0;
 }
 
@@ -78,7 +55,7 @@ static void put_or_dry_run(Manager *m, ChangeKind kind, const char *netns, const
         if (r >= 0 && netns && !(doc->netns = strdup(netns)))
                 r = error_set(&e, ENOMEM, "internal_error", "out of memory");
         if (r >= 0) /* a dry run says what the PUT would: refused */
-                r = check_owner(m, netns, ifname, &e);
+                r = iface_check_owner(m, netns, ifname, &e);
         if (r >= 0)
                 r = check_documents_quota(m, netns, ifname, &e);
         if (r >= 0 && !(c = change_new(m, kind, expect)))
@@ -151,8 +128,8 @@ static void hog_done(Manager *m, Iface *it, const Error *e, void *userdata) {
         free(h);
 }
 
-void manager_hog_change_done(Manager *m, const char *netns, const char *ifname, Document *hog,
-                             const char *hog_path, DaemonDoneFunc done, void *userdata) {
+void iface_hog_change(Manager *m, const char *netns, const char *ifname, Document *hog, const char *hog_path,
+                      DaemonDoneFunc done, void *userdata) {
         Change *c = change_new(m, CHANGE_HOG, NULL);
         HogDone *h = calloc(1, sizeof(*h));
 

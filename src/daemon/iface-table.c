@@ -131,3 +131,17 @@ size_t iface_table_size(const IfaceTable *t) {
 Iface *iface_table_at(const IfaceTable *t, size_t i) {
         return i < t->n ? t->list[i] : NULL;
 }
+
+int iface_table_ensure(IfaceTable *t, const char *netns, const char *ifname, Iface **ret) {
+        Iface *it = iface_table_get(t, netns, ifname);
+
+        if (!it) {
+                if (iface_new(netns, ifname, &it) < 0 || iface_table_reserve(t) < 0) {
+                        iface_free(it, NULL);
+                        return -ENOMEM;
+                }
+                iface_table_add(t, it);
+        }
+        *ret = it;
+        return 0;
+}

@@ -14,6 +14,8 @@ int iface_table_reserve(IfaceTable *t);
 void iface_table_add(IfaceTable *t, Iface *it);
 void iface_table_remove(IfaceTable *t, Iface *it);
 Iface *iface_table_get(const IfaceTable *t, const char *netns, const char *ifname);
+/* The table's interface, or a new one added (not visible until a change stores it). */
+int iface_table_ensure(IfaceTable *t, const char *netns, const char *ifname, Iface **ret);
 Iface *iface_table_by_ifindex(const IfaceTable *t, const char *netns, int ifindex);
 /* Sets it->ifindex and indexes it so (0: not indexed). */
 void iface_table_set_ifindex(IfaceTable *t, Iface *it, int ifindex);

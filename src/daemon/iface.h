@@ -76,6 +76,7 @@ struct Iface {
         void *on_resume_userdata;
 };
 
+/* compose.c */
 /* A new interface of no documents (the caller sets them). */
 int iface_new(const char *netns, const char *ifname, Iface **ret);
 /* Releases the programs (through reg, which may be NULL when none were acquired) and frees. */
@@ -97,6 +98,11 @@ bool iface_has_policy(const Iface *it, const Policy *p);
  * declared alike (same name, object, program; actions alike up to the first that differs). */
 int iface_facts_for(const Iface *it, const Document *doc, DocumentFacts *ret);
 void iface_release_programs(Iface *it, Registry *reg);
+/* The filter's programs released (reg NULL: none were acquired). */
+void filter_release(Filter *f, Registry *reg);
+/* A change's candidate (its documents, composition and programs, all held) becomes the interface: what
+ * the interface had is released, the candidate left empty. Its filters are configured (read back). */
+void iface_commit(Iface *it, Iface *cand, Registry *reg);
 void iface_set_state(Iface *it, IfaceState state, const Error *e);
 /* The facts of the document a filter came from, refreshed from the filter's programs; returns whether
  * anything changed (the store needs writing). */

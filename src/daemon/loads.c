@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "manager.h"
+#include "loads.h"
 
 /* Who waits: the interface whose filters get the program (a PUT's candidate, or the interface itself),
  * and the interface whose work resumes (the table's). */

@@ -14,7 +14,52 @@
 #include <string.h>
 
 #include "log.h"
-#include "manager.h"
+#include "map-config.h"
+#include "maps.h"
+
+struct MapConfig {
+        json_t *entries; /* as stored (see above) */
+};
+
+int map_config_new(MapConfig **ret) {
+        MapConfig *mc = calloc(1, sizeof(*mc));
+
+        if (!mc || !(mc->entries = json_object())) {
+                free(mc);
+                return -ENOMEM;
+        }
+        *ret = mc;
+        return 0;
+}
+
+MapConfig *map_config_free(MapConfig *mc) {
+        if (mc)
+                json_decref(mc->entries);
+        free(mc);
+        return NULL;
+}
+
+int map_config_load(Manager *m, Error *reterr) {
+        Error e = ERROR_NULL;
+        json_t *entries = NULL;
+
+        if (store_map_entries_load(m->store, &entries, &e) < 0)
+                log_warning("%s", strna(e.message));
+        error_done(&e);
+        if (!entries)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        json_decref(m->map_config->entries);
+        m->map_config->entries = entries;
+        map_config_prune(m);
+        return 0;
+}
+
+void map_config_on_change(Manager *m, Iface *it, unsigned changes, void *userdata) {
+        (void) it, (void) userdata;
+        /* its documents' entries, and its own set of a policy's map */
+        if (changes & IFACE_REMOVED)
+                map_config_prune(m);
+}
 
 /* The owner of the filter's entries of map (see above): NULL when out of memory. */
 static char *config_owner(const Iface *it, const Filter *f, const char *map) {
@@ -55,15 +100,18 @@ static json_t *stored_entries(Manager *m, const Iface *it, const Filter *f, cons
 
         if (!owner)
                 return NULL;
-        v = entries_of(m->map_entries, owner, f->spec->name, map, false);
+        v = entries_of(m->map_config->entries, owner, f->spec->name, map, false);
         if (v || !p || filter_map_shared(f->spec, map))
-                return v ?: create ? entries_of(m->map_entries, owner, f->spec->name, map, true) : NULL;
+                return v
+                               ?: create
+                                  ? entries_of(m->map_config->entries, owner, f->spec->name, map, true)
+                                  : NULL;
         if (asprintf(&wide, "policy:%s", p->name) < 0)
                 return NULL;
-        w = entries_of(m->map_entries, wide, f->spec->name, map, false);
+        w = entries_of(m->map_config->entries, wide, f->spec->name, map, false);
         if (!create)
                 return w;
-        v = entries_of(m->map_entries, owner, f->spec->name, map, true);
+        v = entries_of(m->map_config->entries, owner, f->spec->name, map, true);
         if (v && w && json_array_extend(v, w) < 0)
                 return NULL;
         return v;
@@ -167,7 +215,7 @@ int map_config_record(Manager *m, const DaemonMap *dm, const json_t *key, const 
                 return r;
         if (!changed)
                 return 0;
-        return store_map_entries_save(m->store, m->map_entries, reterr);
+        return store_map_entries_save(m->store, m->map_config->entries, reterr);
 }
 
 int map_config_record_policy(Manager *m, const Policy *p, const DaemonMap *dm, const json_t *key,
@@ -188,12 +236,12 @@ int map_config_record_policy(Manager *m, const Policy *p, const DaemonMap *dm, c
                         /* a shared map's set is the policy's already (map_config_record()) */
                         if (!filter_map_config(f, dm->map.name) || filter_map_shared(f, dm->map.name))
                                 continue;
-                        v = entries_of(m->map_entries, owner, f->name, dm->map.name, true);
+                        v = entries_of(m->map_config->entries, owner, f->name, dm->map.name, true);
                         r = entry_set(dm, v, k, key, value, &changed, reterr);
                 }
         if (r < 0)
                 return r;
-        if (changed && store_map_entries_save(m->store, m->map_entries, reterr) < 0)
+        if (changed && store_map_entries_save(m->store, m->map_config->entries, reterr) < 0)
                 return -EIO;
         return changed;
 }
@@ -307,7 +355,7 @@ void map_config_prune(Manager *m) {
         bool changed = false;
         Error e = ERROR_NULL;
 
-        json_object_foreach_safe(m->map_entries, t1, owner, o) {
+        json_object_foreach_safe(m->map_config->entries, t1, owner, o) {
                 json_object_foreach_safe(o, t2, filter, fo) {
                         const FilterSpec *spec = filter_spec_of(m, owner, filter);
                         json_object_foreach_safe(fo, t3, map, v)
@@ -321,11 +369,11 @@ void map_config_prune(Manager *m) {
                                 json_object_del(o, filter);
                 }
                 if (json_object_size(o) == 0) {
-                        json_object_del(m->map_entries, owner);
+                        json_object_del(m->map_config->entries, owner);
                         changed = true;
                 }
         }
-        if (changed && store_map_entries_save(m->store, m->map_entries, &e) < 0) {
+        if (changed && store_map_entries_save(m->store, m->map_config->entries, &e) < 0) {
                 log_warning("%s", strna(e.message));
                 error_done(&e);
         }

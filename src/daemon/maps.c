@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "manager.h"
+#include "maps.h"
 
 static struct btf *maps_btf(DaemonMaps *m, uint32_t btf_id) {
         struct btf *b, **v;
@@ -193,42 +193,6 @@ int daemon_policy_maps(Manager *m, const Policy *p, DaemonMaps *ret, Error *rete
         return maps_of_filters(m, filter_of_policy, p, ret, reterr);
 }
 
-int daemon_policy_map_write(Manager *m, const Policy *p, const DaemonMaps *maps, const char *what,
-                            const json_t *key, const json_t *value, Error *reterr) {
-        const DaemonMap *one = NULL;
-        size_t done = 0;
-        int r;
-
-        /* by name: every interface's map of that name (one when shared); by id: that one */
-        for (size_t i = 0; i < maps->n; i++) {
-                const DaemonMap *dm = &maps->maps[i];
-                if (!streq(dm->map.name, what))
-                        continue;
-                one = dm;
-                r = value ? daemon_map_write(m, dm, key, value, reterr)
-                          : daemon_map_delete(m, dm, key, reterr);
-                if (r == -ENOENT && !value) {
-                        error_done(reterr);
-                        continue;
-                }
-                if (r < 0)
-                        return r;
-                done++;
-        }
-        if (one) {
-                r = map_config_record_policy(m, p, one, key, value, reterr);
-                if (r < 0)
-                        return r;
-                return done > 0 || r > 0 ? 0
-                                         : error_set(reterr, ENOENT, "entry_not_found",
-                                                     "policy %s: no map %s has that key", p->name, what);
-        }
-        r = daemon_maps_lookup(maps, p->name, what, &one, reterr);
-        if (r < 0)
-                return r;
-        return value ? daemon_map_write(m, one, key, value, reterr) : daemon_map_delete(m, one, key, reterr);
-}
-
 int daemon_iface_maps(Manager *d, const Iface *it, DaemonMaps *ret, Error *reterr) {
         IfaceStatus st = { 0 };
         DaemonMaps m = { 0 };
@@ -299,57 +263,4 @@ int daemon_map_read(Manager *d, const DaemonMap *m, const uint8_t *cursor, size_
                     NlMapPage *ret, Error *reterr) {
         (void) d;
         return nl_map_read(&m->map, cursor, cursor_size, limit, ret, reterr);
-}
-
-static int encode_entry(const DaemonMap *m, const json_t *key, const json_t *value, uint8_t **ret_key,
-                        uint8_t **ret_value, Error *reterr) {
-        _cleanup_free_ uint8_t *k = calloc(1, m->map.key_size ?: 1), *v = NULL;
-        int r;
-
-        if (!k || (value && !(v = calloc(1, m->map.value_size ?: 1))))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        r = btf_json_encode(m->btf, m->map.btf_key_type_id, key, k, m->map.key_size, "key", reterr);
-        if (r >= 0 && value)
-                r = btf_json_encode(m->btf, m->map.btf_value_type_id, value, v, m->map.value_size, "value",
-                                    reterr);
-        if (r < 0)
-                return r;
-        *ret_key = TAKE_PTR(k);
-        if (ret_value)
-                *ret_value = TAKE_PTR(v);
-        return 0;
-}
-
-int daemon_map_write(Manager *d, const DaemonMap *m, const json_t *key, const json_t *value, Error *reterr) {
-        _cleanup_free_ uint8_t *k = NULL, *v = NULL;
-        int r;
-
-        if (!nl_map_writable(m->map.type))
-                return error_set(reterr, EOPNOTSUPP, "map_unwritable",
-                                 "map %s (%s): its entries are not written", m->map.name,
-                                 nl_map_type_name(m->map.type));
-        r = encode_entry(m, key, value, &k, &v, reterr);
-        if (r >= 0)
-                r = nl_map_update(&m->map, k, v, reterr);
-        if (r >= 0)
-                r = map_config_record(d, m, key, value, reterr);
-        return r;
-}
-
-int daemon_map_delete(Manager *d, const DaemonMap *m, const json_t *key, Error *reterr) {
-        _cleanup_free_ uint8_t *k = NULL;
-        int r;
-
-        r = encode_entry(m, key, NULL, &k, NULL, reterr);
-        if (r >= 0)
-                r = nl_map_delete(&m->map, k, reterr);
-        if (r == -ENOENT) {
-                /* not in the map, but maybe stored (the program deleted it): forgotten there too */
-                Error e = ERROR_NULL;
-                if (map_config_record(d, m, key, NULL, &e) < 0)
-                        log_warning("map %s: %s", m->map.name, strna(e.message));
-                error_done(&e);
-        } else if (r >= 0)
-                r = map_config_record(d, m, key, NULL, reterr);
-        return r;
 }

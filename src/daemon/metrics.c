@@ -14,11 +14,11 @@
 
 /* clsd --fleet: the connection to etcd and what it applied. */
 static void emit_fleet(Manager *d, const MetricWriter *w) {
-        const DaemonFleet *f = &d->fleet;
+        const DaemonFleet *f = daemon_fleet(d);
         size_t n = 0;
 
-        for (size_t i = 0; i < d->n_policies; i++)
-                n += d->policies[i]->fleet_revision > 0;
+        for (size_t i = 0; i < d->policies.n; i++)
+                n += d->policies.v[i]->fleet_revision > 0;
         w->family(w->userdata, "clsd_fleet_connected", "gauge",
                   "1 while etcd answers, the node's lease is held and the watch of fleet policies runs");
         w->sample(w->userdata, "clsd_fleet_connected",
@@ -104,8 +104,8 @@ static void emit_work(Manager *d, const MetricWriter *w) {
 static void emit_policies(Manager *d, const MetricWriter *w) {
         w->family(w->userdata, "clsd_policy_interfaces", "gauge",
                   "Interfaces each policy matches, by their state");
-        for (size_t i = 0; i < d->n_policies; i++) {
-                const Policy *p = d->policies[i];
+        for (size_t i = 0; i < d->policies.n; i++) {
+                const Policy *p = d->policies.v[i];
                 size_t n[_IFACE_STATE_MAX] = { 0 };
                 for (size_t k = 0; k < iface_table_size(d->ifaces); k++) {
                         const Iface *it = iface_table_at(d->ifaces, k);
@@ -161,7 +161,7 @@ static void emit_own(Manager *d, const MetricWriter *w) {
         w->sample(w->userdata, "clsd_repair_loops_total", NULL, 0, (double) c->repair_loops);
         emit_work(d, w);
         emit_policies(d, w);
-        if (d->fleet.enabled)
+        if (daemon_fleet(d)->enabled)
                 emit_fleet(d, w);
 }
 

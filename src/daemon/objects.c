@@ -5,11 +5,12 @@
 #include <string.h>
 
 #include "log.h"
-#include "manager.h"
+#include "objects.h"
+#include "trust.h"
 
 /* Objects in the store were inspected by a worker when they were stored (or by the clsd before, in its
  * own process, which survived them): read at start in this process. */
-int manager_objects_load(Manager *m) {
+int objects_load(Manager *m) {
         char **digests = NULL;
         size_t n = 0;
         int r;
@@ -25,7 +26,7 @@ int manager_objects_load(Manager *m) {
 
                 r = store_object_read(m->store, digests[i], m->config.object_size_max, &data, &size);
                 /* a key removed since is a signature revoked (trust.c): kept on disk, not loaded */
-                if (r >= 0 && !manager_object_trusted(m, digests[i], data, size))
+                if (r >= 0 && !trust_object_check(m, digests[i], data, size))
                         continue;
                 if (r >= 0)
                         r = nl_object_inspect(data, size, &info, &e);
@@ -187,8 +188,8 @@ void daemon_object_add(Manager *m, const void *data, size_t size, const char *si
         memcpy(u->data, data, size);
         *u = (Upload){ .m = m, .data = u->data, .size = size, .done = done, .userdata = userdata };
         sha256_digest_string(data, size, u->digest);
-        if (m->trusted) {
-                if (trusted_keys_verify(m->trusted, data, size, sig, sig_size, u->digest, &e) < 0) {
+        if (m->trust.keys) {
+                if (trusted_keys_verify(m->trust.keys, data, size, sig, sig_size, u->digest, &e) < 0) {
                         daemon_count_error(m, e.code);
                         upload_finish(u, NULL, false, &e);
                         error_done(&e);
@@ -260,10 +261,11 @@ int daemon_object_remove(Manager *m, const char *digest, Error *reterr) {
         if (users[0])
                 return error_set(reterr, EBUSY, "object_in_use", "object %s is used by the document of %s%s",
                                  digest, users[0], users[1] ? " and others" : "");
-        for (size_t i = 0; i < m->n_policies; i++)
-                if (document_uses(m->policies[i]->doc, digest))
+        for (size_t i = 0; i < m->policies.n; i++)
+                if (document_uses(m->policies.v[i]->doc, digest))
                         return error_set(reterr, EBUSY, "object_in_use",
-                                         "object %s is used by the policy %s", digest, m->policies[i]->name);
+                                         "object %s is used by the policy %s", digest,
+                                         m->policies.v[i]->name);
         r = store_object_remove(m->store, digest, reterr);
         if (r < 0)
                 return r;

@@ -10,7 +10,9 @@
 
 #include "attach.h"
 #include "log.h"
-#include "manager.h"
+#include "loads.h"
+#include "map-config.h"
+#include "reconcile.h"
 
 /* More repairs than this within the window is a fight: another program changes what clsd puts back. */
 #define REPAIR_LOOP_MAX 50
@@ -20,69 +22,6 @@ static uint64_t now_usec(clockid_t clock) {
         struct timespec ts;
         clock_gettime(clock, &ts);
         return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
-}
-
-static const AttachKind *const kinds[] = { &attach_kind_cls, &attach_kind_tcx };
-
-void attach_context_init(Manager *m, Iface *it, NlSocket *rtnl, AttachContext *ret) {
-        *ret = (AttachContext){ .it = it,
-                                .rtnl = rtnl,
-                                .netns = m->netns,
-                                .bpffs_dir = m->config.bpffs_dir,
-                                .tcx = m->kernel.tcx };
-}
-
-int attach_observe(AttachContext *c, AttachObserved *ret, Error *reterr) {
-        AttachObserved o = { 0 };
-        int r;
-
-        r = attach_kind_cls.observe(c, &o.cls, reterr);
-        if (r >= 0)
-                r = attach_kind_tcx.observe(c, &o.tcx, reterr);
-        if (r < 0) {
-                attach_observed_free(&o);
-                return r;
-        }
-        *ret = o;
-        return 0;
-}
-
-void attach_observed_free(AttachObserved *o) {
-        attach_kind_cls.observed_free(o->cls);
-        attach_kind_tcx.observed_free(o->tcx);
-        *o = (AttachObserved){ 0 };
-}
-
-static void **observed_of(AttachObserved *o, const AttachKind *k) {
-        return k == &attach_kind_cls ? &o->cls : &o->tcx;
-}
-
-int attach_apply_all(AttachContext *c, AttachObserved *o, Error *reterr) {
-        int changes = 0;
-
-        for (size_t i = 0; i < ELEMENTSOF(kinds); i++) {
-                const AttachKind *k = kinds[i];
-                void *plan = NULL;
-                int r;
-
-                r = k->plan(c, *observed_of(o, k), &plan, reterr);
-                if (r >= 0)
-                        r = k->apply(c, *observed_of(o, k), plan, reterr);
-                k->plan_free(plan);
-                if (r > 0)
-                        changes += r;
-                if (r == 0)
-                        /* nothing changed: what was just observed stands */
-                        k->settle(c, *observed_of(o, k));
-                else if (r > 0)
-                        r = k->verify(c, reterr);
-                free(c->cls_after);
-                c->cls_after = NULL;
-                c->n_cls_after = 0;
-                if (r < 0)
-                        return r;
-        }
-        return changes;
 }
 
 /* What is at the filter's place is the very program attached last (id and tag): adopt it. */
@@ -124,21 +63,28 @@ int iface_acquire_programs(Manager *m, Iface *target, Iface *resume, Error *rete
         return 0;
 }
 
-/* A document for a named namespace that is clsd's own names a device the own namespace's document may
- * name too: one device, one owner (the first). */
-static int check_one_owner(Manager *m, Iface *it, Error *reterr) {
-        Iface *other;
-
-        if (!it->netns || !netns_set_is_own(m->netns, it->netns))
-                return 0;
-        other = iface_table_get(m->ifaces, NULL, it->ifname);
-        if (!other || !other->visible)
-                return 0;
-        return error_set(
-                reterr, EEXIST, "device_taken",
-                "%s: netns %s is clsd's own namespace, and the document of %s there already declares "
-                "this device; one device has one document",
-                it->ifname, it->netns, it->ifname);
+int iface_check_owner(Manager *m, const char *netns, const char *ifname, Error *reterr) {
+        if (netns && netns_set_is_own(m->netns, netns)) {
+                Iface *other = iface_table_get(m->ifaces, NULL, ifname);
+                if (other && other->visible)
+                        return error_set(
+                                reterr, EEXIST, "device_taken",
+                                "%s: netns %s is clsd's own namespace, and the document of %s there already "
+                                "declares this device; one device has one document",
+                                ifname, netns, ifname);
+        }
+        if (!netns)
+                for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
+                        Iface *o = iface_table_at(m->ifaces, i);
+                        if (o->netns && o->visible && streq(o->ifname, ifname) &&
+                            netns_set_is_own(m->netns, o->netns))
+                                return error_set(
+                                        reterr, EEXIST, "device_taken",
+                                        "%s: the document of %s in netns %s (clsd's own namespace) already "
+                                        "declares this device; one device has one document",
+                                        ifname, ifname, o->netns);
+                }
+        return 0;
 }
 
 static void count_repair(Manager *m, Iface *it, const char *what) {
@@ -173,8 +119,8 @@ int iface_reconcile(Manager *m, Iface *it, Error *reterr) {
         }
         if (r < 0)
                 return r;
-        r = check_one_owner(m, it, reterr);
-        if (r < 0)
+        /* one device, one owner: the first, its own namespace's document */
+        if (it->netns && (r = iface_check_owner(m, it->netns, it->ifname, reterr)) < 0)
                 return r;
         iface_table_set_ifindex(m->ifaces, it, link.ifindex);
         attach_context_init(m, it, rtnl, &c);
@@ -183,13 +129,16 @@ int iface_reconcile(Manager *m, Iface *it, Error *reterr) {
         c.fresh = it->fresh;
         c.hooks_absent = it->fresh && links_hooks_absent(m->links, rtnl, it->netns, link.ifindex);
 again:
-        r = attach_observe(&c, &obs, reterr);
-        if (r < 0)
+        r = attach_observe_all(&c, &obs, reterr);
+        if (r < 0) {
+                attach_context_done(&c);
                 return r;
+        }
         if (!it->programs_held) {
                 r = iface_acquire_programs(m, it, it, reterr);
                 if (r < 0) {
                         attach_observed_free(&obs);
+                        attach_context_done(&c);
                         return r;
                 }
         }
@@ -203,6 +152,7 @@ again:
                 c.hooks_absent = false;
                 goto again;
         }
+        attach_context_done(&c);
         if (changes < 0)
                 return changes;
         it->fresh = false;
@@ -242,14 +192,13 @@ int iface_remove_all(Manager *m, Iface *it, NlSocket *rtnl, Error *reterr) {
         int r;
 
         attach_context_init(m, it, rtnl, &c);
-        r = attach_kind_cls.remove_all(&c, reterr);
-        if (r >= 0)
-                r = attach_kind_tcx.remove_all(&c, reterr);
+        r = attach_remove_all(&c, reterr);
+        attach_context_done(&c);
         return r;
 }
 
 /* A reconcile request's turn: the interface's state follows the result. */
-int manager_process_request(Manager *m, Request *req) {
+int reconcile_process_request(Manager *m, Request *req) {
         return iface_reconcile_and_report(m, req->iface);
 }
 

@@ -11,7 +11,7 @@ void resolution_init(ObjectResolution *res, Manager *m, bool keep_only,
         res->resolver = (Resolver){ .cache = m->objects,
                                     .object_size_max = m->config.object_size_max,
                                     .object_dirs = m->config.object_dirs,
-                                    .trusted = m->trusted,
+                                    .trusted = m->trust.keys,
                                     .registry = m->registry,
                                     .act_bpf = m->kernel.act_bpf,
                                     .tcx = m->kernel.tcx };

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "manager.h"
+#include "trust.h"
 
 /* Whether a trusted key verifies the stored object (data, its bytes) with the signature stored beside
  * it: 0, or -EPERM with why in reterr. */
@@ -16,16 +16,16 @@ static int stored_object_verify(Manager *m, const char *digest, const void *data
         size_t sig_size = 0;
         int k;
 
-        if (!m->trusted)
+        if (!m->trust.keys)
                 return 0;
         k = store_object_signature_read(m->store, digest, &sig, &sig_size);
         if (k < 0 && k != -ENOENT)
                 return error_set(reterr, -k, "object_untrusted", "its signature cannot be read: %s",
                                  strerror(-k));
-        return trusted_keys_verify(m->trusted, data, size, k < 0 ? NULL : sig, sig_size, digest, reterr);
+        return trusted_keys_verify(m->trust.keys, data, size, k < 0 ? NULL : sig, sig_size, digest, reterr);
 }
 
-int manager_object_trusted(Manager *m, const char *digest, const void *data, size_t size) {
+int trust_object_check(Manager *m, const char *digest, const void *data, size_t size) {
         Error e = ERROR_NULL;
         int r;
 
@@ -53,7 +53,7 @@ static int object_recheck(Manager *m, const char *digest) {
         r = store_object_read(m->store, digest, m->config.object_size_max, &data, &size);
         if (r < 0)
                 return 0; /* set aside at start, or gone: nothing of it runs either way */
-        if (!manager_object_trusted(m, digest, data, size)) {
+        if (!trust_object_check(m, digest, data, size)) {
                 if (!object_cache_get(m->objects, digest))
                         return 0;
                 object_cache_remove(m->objects, digest);
@@ -74,7 +74,7 @@ static int object_recheck(Manager *m, const char *digest) {
         return 1;
 }
 
-int daemon_trust_reload(Manager *m) {
+int trust_reload(Manager *m) {
         TrustedKeys *keys = NULL;
         Error e = ERROR_NULL;
         char **digests = NULL;
@@ -88,22 +88,13 @@ int daemon_trust_reload(Manager *m) {
                 error_done(&e);
                 return -EINVAL;
         }
-        trusted_keys_free(m->trusted_owned);
-        m->trusted = m->trusted_owned = keys;
+        trusted_keys_free(m->trust.owned);
+        m->trust.keys = m->trust.owned = keys;
         log_info("trusted keys: %zu read from %s", trusted_keys_count(keys), m->config.trusted_keys_dir);
         if (store_object_list(m->store, &digests, &n) < 0)
                 return -EIO;
         for (size_t i = 0; i < n; i++)
                 changed += object_recheck(m, digests[i]) > 0;
         strv_free_n(digests, n);
-        if (changed == 0)
-                return 0;
-        /* Every interface composed again (the filters of what is revoked leave, of what is trusted again
-         * come back) and reconciled, in its turn behind its other changes. */
-        for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
-                Iface *it = iface_table_at(m->ifaces, i);
-                if (it->visible)
-                        manager_iface_recompose(m, it);
-        }
-        return 0;
+        return (int) MIN(changed, (size_t) INT32_MAX);
 }

@@ -7,9 +7,7 @@
 #include <unistd.h>
 
 #include "etcd-dl.h"
-#include "etcd.h"
-
-#define ETCD_CALL_TIMEOUT_MS 10000L
+#include "etcd-transfer.h"
 
 struct EtcdClient {
         char **urls;
@@ -18,29 +16,17 @@ struct EtcdClient {
         CURL *curl;
 };
 
-static bool url_valid(const char *u) {
-        return (strncmp(u, "http://", 7) == 0 && u[7]) || (strncmp(u, "https://", 8) == 0 && u[8]);
-}
-
 int etcd_client_new(const char *urls, const EtcdTls *tls, EtcdClient **ret, Error *reterr) {
         EtcdClient *c = calloc(1, sizeof(*c));
 
         if (!c)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        c->n_urls = etcd_urls_split(urls, &c->urls);
         if (tls)
                 c->tls = *tls;
-        if (c->n_urls == 0) {
+        if (etcd_endpoints_parse(urls, &c->urls, &c->n_urls, reterr) < 0) {
                 etcd_client_free(c);
-                return error_set(reterr, EINVAL, "invalid_value", "no etcd endpoint given (URL[,URL…])");
+                return -EINVAL;
         }
-        for (size_t i = 0; i < c->n_urls; i++)
-                if (!url_valid(c->urls[i])) {
-                        error_set(reterr, EINVAL, "invalid_value",
-                                  "%s: expected http://HOST:PORT or https://…", c->urls[i]);
-                        etcd_client_free(c);
-                        return -EINVAL;
-                }
         if (etcd_dl_load(reterr) < 0) {
                 etcd_client_free(c);
                 return -ENOENT;
@@ -65,69 +51,22 @@ EtcdClient *etcd_client_free(EtcdClient *c) {
         return NULL;
 }
 
-/* an answer beyond any etcd request limit is refused */
-#define ANSWER_MAX (64u * 1024 * 1024)
-
-static size_t on_write(char *p, size_t size, size_t n, void *userdata) {
-        return etcd_buffer_append(userdata, p, size * n, ANSWER_MAX) ? size * n : 0;
-}
-
 static int call_one(EtcdClient *c, const char *url, const char *text, json_t **ret, Error *reterr) {
-        struct curl_slist *headers = curl_api.slist_append(NULL, "Content-Type: application/json");
+        struct curl_slist *headers = NULL;
         EtcdBuffer b = { 0 };
-        long status = 0;
         CURLcode cr;
-        json_error_t jerr;
-        json_t *answer;
         int r;
 
-        if (!headers) {
+        curl_api.easy_reset(c->curl);
+        if (etcd_transfer_setup(c->curl, url, text, &c->tls, &headers, &b) < 0) {
                 curl_api.slist_free_all(headers);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
-        curl_api.easy_reset(c->curl);
-        curl_api.easy_setopt(c->curl, CURLOPT_URL, url);
-        curl_api.easy_setopt(c->curl, CURLOPT_POSTFIELDS, text);
-        curl_api.easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
-        curl_api.easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_write);
-        curl_api.easy_setopt(c->curl, CURLOPT_WRITEDATA, &b);
-        curl_api.easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, ETCD_CALL_TIMEOUT_MS);
-        curl_api.easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-        curl_api.easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
-        /* etcd is talked to directly: an http_proxy meant for the web is not its way */
-        curl_api.easy_setopt(c->curl, CURLOPT_NOPROXY, "*");
-        if (c->tls.ca)
-                curl_api.easy_setopt(c->curl, CURLOPT_CAINFO, c->tls.ca);
-        if (c->tls.cert)
-                curl_api.easy_setopt(c->curl, CURLOPT_SSLCERT, c->tls.cert);
-        if (c->tls.key)
-                curl_api.easy_setopt(c->curl, CURLOPT_SSLKEY, c->tls.key);
         cr = curl_api.easy_perform(c->curl);
         curl_api.slist_free_all(headers);
-        if (cr != CURLE_OK) {
-                char why[128];
-                free(b.data);
-                return error_set(reterr, b.over ? EFBIG : EHOSTUNREACH,
-                                 b.over ? "etcd_error" : "etcd_unreachable", "%s: %s", url,
-                                 etcd_transfer_error(&b, curl_api.easy_strerror(cr), why, sizeof(why)));
-        }
-        curl_api.easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
-        answer = json_loadb(b.data ?: "", b.size, 0, &jerr);
+        r = etcd_transfer_answer(c->curl, cr, &b, url, ret, reterr);
         free(b.data);
-        if (status != 200) {
-                Error e = ERROR_NULL;
-                etcd_answer_error(status, answer, &e);
-                json_decref(answer);
-                /* etcd without a leader for a moment (an election): worth another try */
-                r = error_set(reterr, status == 503 ? EAGAIN : EPROTO, e.code, "%s: %s", url, e.message);
-                error_done(&e);
-                return r;
-        }
-        if (!answer)
-                return error_set(reterr, EPROTO, "etcd_error", "%s: the answer is not JSON: %s", url,
-                                 jerr.text);
-        *ret = answer;
-        return 0;
+        return r;
 }
 
 /* Tries over this long while etcd is unreachable or between leaders (an election takes a second). */

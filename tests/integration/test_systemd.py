@@ -265,6 +265,6 @@ def test_log_lines_are_journal_entries_with_fields(net, host, bpf):
         assert time.monotonic() < deadline, entries()[-5:]
         time.sleep(0.2)
     stored = [x for x in entries() if "document generation 1 stored" in x.get("MESSAGE", "")][0]
-    assert stored["PRIORITY"] == "6" and stored["CODE_FILE"].endswith("change.c") and int(stored["CODE_LINE"]) > 0, stored
+    assert stored["PRIORITY"] == "6" and stored["CODE_FILE"].endswith("change-apply.c") and int(stored["CODE_LINE"]) > 0, stored
     listening = [x for x in entries() if x.get("MESSAGE") == "listening on the socket systemd passed"]
     assert listening and listening[0]["CODE_FILE"].endswith("api.c"), listening

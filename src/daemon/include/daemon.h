@@ -38,7 +38,7 @@ typedef struct DaemonConfig {
         /* With --trusted-keys: an object is loaded only if one of these keys signed it (uploads, paths,
          * hogs, the fleet's, and the store's at start); NULL: any. */
         const TrustedKeys *trusted_keys;
-        /* Where they were read from: read again on SIGHUP (daemon_trust_reload()). */
+        /* Where they were read from: read again on SIGHUP (daemon_reload()). */
         const char *trusted_keys_dir;
         /* The periodic full resync, the backstop for lost events; 0 turns it off. */
         uint64_t resync_usec;
@@ -81,14 +81,10 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
 void daemon_notify_status(Manager *m);
 /* Queues a reconcile of every interface (SIGHUP, lost events, D-Bus Reconcile). */
 void daemon_reconcile_all(Manager *m);
-/* SIGHUP: re-reads the hogs directory and queues what changed. */
-int daemon_hogs_reload(Manager *m);
 /* SIGHUP: --trusted-keys read again and every stored object verified with them (trust.c): what no key
  * verifies any more is revoked (its filters removed, their interfaces failed "object_untrusted"), what a
- * key verifies again comes back. A directory that does not read keeps the keys in use. */
-int daemon_trust_reload(Manager *m);
-/* SIGHUP: the trusted keys, then the hogs, read again and what changed applied; every interface
- * reconciled. */
+ * key verifies again comes back (a directory that does not read keeps the keys in use); then the hogs
+ * directory read again and what changed queued; every interface reconciled. */
 void daemon_reload(Manager *m);
 /* clsd --check: validates every hog file of dir (JSON, fields, object files), or only file when it is
  * given, without starting; prints one line per problem on stderr and returns how many there were. With
@@ -304,7 +300,8 @@ const char *iface_policy_state(const Iface *it, const Policy *p, Direction dir, 
 size_t iface_policy_count(const Iface *it);
 const Policy *iface_policy_at(const Iface *it, size_t i);
 
-/* ---- the fleet: clsd --fleet (src/fleet/) keeps this; the faces show it ---- */
+/* ---- the fleet: clsd --fleet (src/fleet/) keeps its status; the daemon shows it to the faces and keeps
+ * the revision applied ---- */
 typedef struct DaemonFleet {
         bool enabled;
         bool connected; /* etcd answered, the node's lease is held and the watch runs */
@@ -319,9 +316,14 @@ typedef struct DaemonFleet {
         char last_error[256]; /* "" */
 } DaemonFleet;
 
-DaemonFleet *daemon_fleet(Manager *m);
+/* The fleet's status as the fleet keeps it (borrowed: it outlives its use; NULL: no fleet any more). */
+void daemon_set_fleet(Manager *m, const DaemonFleet *status);
+/* The fleet's status, or one not enabled (with the revision applied) without --fleet. */
+const DaemonFleet *daemon_fleet(Manager *m);
 /* The fleet snapshot at revision is applied: kept durably (a start without etcd says so too). */
 int daemon_fleet_applied(Manager *m, uint64_t revision, Error *reterr);
+/* The revision of the fleet snapshot last applied (kept across restarts; 0: none). */
+uint64_t daemon_fleet_revision(Manager *m);
 
 /* ---- objects ---- */
 typedef struct DaemonObject {

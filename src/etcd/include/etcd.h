@@ -1,6 +1,6 @@
 /* etcd.h: etcd's v3 API as its gateway serves it (JSON over HTTP, keys and values base64): the request
  * bodies and the answers clsd and clsctl use, the fleet's key layout and formats under a prefix, and a
- * blocking client (libcurl) for clsctl. clsd's own client, driven by its event loop, is src/fleet/. */
+ * blocking client (libcurl) for clsctl; the client on an event loop (clsd --fleet) is etcd-async.h. */
 #pragma once
 
 #include <jansson.h>

@@ -1,4 +1,4 @@
-/* curl-event.h: libcurl's multi interface on an sd-event loop. */
+/* etcd-curl-loop.h: libcurl's multi interface on an sd-event loop. */
 #pragma once
 
 #include <curl/curl.h>

@@ -1,10 +1,10 @@
-/* curl-event.c: libcurl's multi interface driven by sd-event: curl says which sockets to watch and
+/* curl-loop.c: libcurl's multi interface driven by sd-event: curl says which sockets to watch and
  * when to time out (CURLMOPT_SOCKETFUNCTION, CURLMOPT_TIMERFUNCTION), the loop tells it what happened
  * (curl_api.multi_socket_action()), and each finished transfer is handed to its callback. */
 #include <stdlib.h>
 
 #include "etcd-dl.h"
-#include "curl-event.h"
+#include "etcd-curl-loop.h"
 #include "log.h"
 
 struct CurlLoop {

@@ -1,0 +1,194 @@
+/* change-apply.c: the phases of a change that meet the kernel and the store. The look reads what the
+ * kernel has for the candidate and refuses what cannot be done before anything loads; the apply, with
+ * every program held, snapshots what is clsd's, applies every kind, stores the documents and rolls the
+ * kernel back if any of it fails (or removes everything when nothing is declared any more); the commit
+ * makes the candidate the interface. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "change.h"
+#include "map-config.h"
+#include "reconcile.h"
+#include "log.h"
+
+void change_look_done(ChangeLook *look) {
+        attach_observed_free(&look->observed);
+        *look = (ChangeLook){ 0 };
+}
+
+int change_look(Change *c, Iface *it, Error *reterr) {
+        Manager *m = c->m;
+        ChangeLook *look = &c->look;
+        AttachContext ctx;
+        int r;
+
+        change_look_done(look);
+        look->looked = true;
+        r = manager_link(m, it->netns, it->ifname, &look->rtnl, &look->link, reterr);
+        if (r == -ENODEV)
+                return 0; /* absent: the change is stored, and the interface pending */
+        if (r < 0)
+                return r;
+        look->present = true;
+        c->candidate->ifindex = look->link.ifindex;
+        if (c->candidate->n_filters == 0)
+                return 0;
+        attach_context_init(m, c->candidate, look->rtnl, &ctx);
+        r = attach_observe_all(&ctx, &look->observed, reterr);
+        if (r >= 0 && !c->type->dry_run)
+                r = attach_check_all(&ctx, &look->observed, reterr);
+        attach_context_done(&ctx);
+        return r;
+}
+
+/* ---- applying: one turn of the loop, from a fresh look at the kernel ---- */
+
+/* Puts the kernel back as it was before a change that failed after changing it. */
+static void rollback(Manager *m, Iface *it, AttachContext *ctx, const AttachSnapshot *snap, const char *what,
+                     const Error *why) {
+        Error e = ERROR_NULL;
+        int r;
+
+        log_error("%s: %s failed: %s; rolling back", it->ifname, what, strna(why ? why->message : NULL));
+        r = attach_restore_all(ctx, snap, it, &e);
+        if (r >= 0) {
+                /* What GET shows comes from the filters' facts: read them back from the kernel. */
+                AttachContext old;
+                AttachObserved obs = { 0 };
+                attach_context_init(m, it, ctx->rtnl, &old);
+                if (attach_observe_all(&old, &obs, NULL) >= 0)
+                        attach_observed_free(&obs);
+                attach_context_done(&old);
+                error_done(&e);
+                return;
+        }
+        /* The kernel is now neither the old document nor the new one: say so where it shows. */
+        log_error("%s: rollback failed: %s", it->ifname, strna(e.message));
+        if (it->visible) {
+                Error f = ERROR_NULL;
+                error_set(&f, e.error, "kernel_error", "rollback after a failed change failed: %s",
+                          strna(e.message));
+                iface_set_state(it, IFACE_FAILED, &f);
+                error_done(&f);
+                manager_changed(m, it, IFACE_CHANGED_STATE);
+        }
+        error_done(&e);
+}
+
+/* The store says what the change did: the API's document (or its removal), and what a hog attached. */
+static int store_change(Change *c, Iface *it, Iface *cand, Error *reterr) {
+        Manager *m = c->m;
+        int r = 0;
+
+        (void) iface_update_facts(cand);
+        if (cand->api && cand->api != it->api)
+                r = store_document_save(m->store, cand->api, &cand->facts[SOURCE_API], reterr);
+        else if (!cand->api && it->api)
+                r = store_document_remove(m->store, SOURCE_API, it->netns, it->ifname, reterr);
+        if (r < 0)
+                return r;
+        if (cand->hog) {
+                Error e = ERROR_NULL;
+                if (store_document_save(m->store, cand->hog, &cand->facts[SOURCE_HOG], &e) < 0)
+                        log_warning("%s: %s", it->ifname, strna(e.message));
+                error_done(&e);
+        } else if (it->hog)
+                (void) store_document_remove(m->store, SOURCE_HOG, it->netns, it->ifname, NULL);
+        return 0;
+}
+
+/* The candidate (programs held) applied to the kernel, from what the look saw, and to the store; the
+ * kernel is put back as it was if either fails. */
+static int apply_candidate(Change *c, Iface *it, Error *reterr) {
+        Manager *m = c->m;
+        Iface *cand = c->candidate;
+        AttachSnapshot snap = { 0 };
+        AttachContext ctx;
+        int r;
+
+        if (!c->look.present)
+                return store_change(c, it, cand, reterr);
+        attach_context_init(m, cand, c->look.rtnl, &ctx);
+        r = 0;
+        if (attach_observed_any(&c->look.observed))
+                /* the filters' facts were filled then, with no programs held: again with them */
+                attach_settle_all(&ctx, &c->look.observed);
+        else
+                r = attach_observe_all(&ctx, &c->look.observed, reterr);
+        if (r >= 0)
+                r = attach_snapshot_all(&ctx, &c->look.observed, &snap, reterr);
+        if (r >= 0) {
+                m->counters.reconciles++;
+                r = attach_apply_all(&ctx, &c->look.observed, reterr);
+                if (r < 0)
+                        rollback(m, it, &ctx, &snap, "applying the change", reterr);
+        }
+        if (r >= 0) {
+                r = store_change(c, it, cand, reterr);
+                if (r < 0)
+                        rollback(m, it, &ctx, &snap, "storing the change", reterr);
+        }
+        attach_snapshot_free(&snap);
+        attach_context_done(&ctx);
+        return r;
+}
+
+/* Nothing is declared any more: everything of clsd's goes from the kernel and the store, and the
+ * interface is emptied (the driver forgets it). */
+static int remove_everything(Change *c, Iface *it, Error *reterr) {
+        Manager *m = c->m;
+        int r;
+
+        if (c->look.present) {
+                r = iface_remove_all(m, it, c->look.rtnl, reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (it->api && (r = store_document_remove(m->store, SOURCE_API, it->netns, it->ifname, reterr)) < 0)
+                return r;
+        if (it->hog)
+                (void) store_document_remove(m->store, SOURCE_HOG, it->netns, it->ifname, NULL);
+        log_info("%s: document deleted", it->ifname);
+        iface_commit(it, c->candidate, m->registry);
+        change_finish(c, NULL, NULL);
+        return CHANGE_ANSWERED;
+}
+
+int change_apply(Change *c, Iface *it, Error *reterr) {
+        Iface *cand = c->candidate;
+        int r;
+
+        /* A run after a wait reads the kernel again. */
+        if (!c->look.looked) {
+                r = change_look(c, it, reterr);
+                if (r < 0)
+                        return r;
+        }
+        if (!cand->api && !cand->hog && cand->n_policies == 0)
+                return remove_everything(c, it, reterr);
+        return apply_candidate(c, it, reterr);
+}
+
+int change_commit(Change *c, Iface *it, Error *reterr) {
+        Manager *m = c->m;
+        bool was_visible = it->visible, api_changed = c->candidate->api != it->api;
+
+        (void) reterr;
+        iface_commit(it, c->candidate, m->registry);
+        iface_set_state(it, c->look.present ? IFACE_CONFIGURED : IFACE_PENDING, NULL);
+        it->visible = true;
+        iface_table_touch(m->ifaces);
+        iface_table_set_ifindex(m->ifaces, it, c->look.present ? c->look.link.ifindex : 0);
+        map_config_prune(m); /* filters or maps no longer configuration forget their entries */
+        if (api_changed && it->api)
+                log_info("%s: document generation %" PRIu64 " stored, %s", it->ifname, it->api->generation,
+                         iface_state_to_string(it->state));
+        else if (api_changed)
+                log_info("%s: API document deleted; the hog %s stays", it->ifname, strna(it->hog_path));
+        manager_changed(m, it,
+                        (was_visible ? 0 : IFACE_ADDED) | IFACE_CHANGED_DOCUMENT | IFACE_CHANGED_STATE |
+                                IFACE_CHANGED_FILTERS);
+        change_finish(c, it, NULL);
+        return CHANGE_ANSWERED;
+}

@@ -1,0 +1,254 @@
+/* compose.c: an interface's filters composed from its documents and the policies that match it. On each
+ * hook: a hog's filters if it declares any there, else a hog's policy's (the lowest order), else the
+ * interface's own document's, else the API's policy of lowest order that declares some (two of that
+ * order: a conflict, none applied). Filters alike in the old composition keep their programs; one whose
+ * object no trusted key verifies any more is left out. */
+#include <stdio.h>
+#include <string.h>
+
+#include "iface.h"
+
+/* Two filters are alike when the same programs would serve both: then a new composition keeps what
+ * the old one held. */
+static bool filter_alike(const Filter *a, const Filter *b) {
+        const FilterSpec *x = a->spec, *y = b->spec;
+
+        if (a->dir != b->dir || a->tcx != b->tcx || !streq(a->instance, b->instance) ||
+            !streq(x->name, y->name) || !streq_ptr(x->digest, y->digest) ||
+            !streq_ptr(x->program, y->program) || x->n_actions != y->n_actions)
+                return false;
+        for (size_t k = 0; k < x->n_actions; k++)
+                if (!streq_ptr(x->actions[k].digest, y->actions[k].digest) ||
+                    !streq_ptr(x->actions[k].program, y->actions[k].program))
+                        return false;
+        return true;
+}
+
+/* The facts of the old document's filters that the new one declares alike (same name, object, program,
+ * actions): what was attached for them may be adopted (if the same instance: see iface_set_documents()). */
+int iface_facts_for(const Iface *it, const Document *doc, DocumentFacts *ret) {
+        DocumentFacts f = { .clsact_created = it->facts[SOURCE_API].clsact_created };
+
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
+                for (size_t i = 0; i < doc->n_filters[dir]; i++) {
+                        const FilterSpec *s = &doc->filters[dir][i];
+                        const FilterFact *old = document_facts_find(&it->facts[SOURCE_API], s->name);
+                        const FilterSpec *was =
+                                it->api ? document_find_filter(it->api, s->name, NULL) : NULL;
+                        FilterFact fact;
+                        if (!old || !was || !streq_ptr(was->digest, s->digest) ||
+                            !streq_ptr(was->program, s->program))
+                                continue;
+                        fact = *old;
+                        fact.n_actions = 0;
+                        for (size_t k = 0; k < s->n_actions && k < was->n_actions && k < old->n_actions;
+                             k++) {
+                                if (!streq_ptr(was->actions[k].digest, s->actions[k].digest) ||
+                                    !streq_ptr(was->actions[k].program, s->actions[k].program))
+                                        break;
+                                fact.n_actions = k + 1;
+                        }
+                        if (document_facts_set(&f, &fact) < 0) {
+                                document_facts_done(&f);
+                                return -ENOMEM;
+                        }
+                }
+        *ret = f;
+        return 0;
+}
+
+/* Among the hog policies (hogs with "match") or the API's, the one that holds the hook: the lowest
+ * order declaring filters there; two of that order are a conflict (NULL, and *conflict says which). */
+static const Policy *hook_policy(const Iface *it, Direction dir, bool hogs, char **conflict) {
+        const Policy *first = NULL;
+
+        *conflict = NULL;
+        for (size_t i = 0; i < it->n_policies; i++) {
+                const Policy *p = it->policies[i];
+                if (p->doc->n_filters[dir] == 0 || !!p->hog_path != hogs)
+                        continue;
+                if (!first) {
+                        first = p;
+                        continue;
+                }
+                if (p->order == first->order) {
+                        if (asprintf(conflict, "%s and %s (both order %d)", first->name, p->name,
+                                     (int) p->order) < 0)
+                                *conflict = NULL;
+                        return NULL;
+                }
+                break;
+        }
+        return first;
+}
+
+const char *iface_policy_state(const Iface *it, const Policy *p, Direction dir, const char **by) {
+        *by = NULL;
+        if (p->doc->n_filters[dir] == 0)
+                return NULL;
+        if (it->hook_policy[dir] == p)
+                return "applied";
+        if (it->hook_conflict[dir]) {
+                *by = it->hook_conflict[dir];
+                return "conflict";
+        }
+        if (hog_holds(it->hog, dir))
+                *by = "hog";
+        else if (it->hook_policy[dir])
+                *by = it->hook_policy[dir]->name;
+        else if (it->api && it->api->n_filters[dir] > 0)
+                *by = "document";
+        return "overridden";
+}
+
+/* Whether a filter uses an object no trusted key verifies any more (its classifier's or an action's): 1,
+ * with what and why added to *untrusted ("; " between two). */
+static int filter_revoked(const FilterSpec *spec, Direction dir, const Registry *reg, char **untrusted) {
+        for (int a = -1; a < (int) spec->n_actions; a++) {
+                const char *digest = a < 0 ? spec->digest : spec->actions[a].digest;
+                const char *why = registry_revoked(reg, digest);
+                char *s;
+                if (!why)
+                        continue;
+                if (asprintf(&s, "%s%s%s filter %s: object %s: %s", strempty(*untrusted),
+                             *untrusted ? "; " : "", direction_to_string(dir), spec->name, digest,
+                             why) >= 0) {
+                        free(*untrusted);
+                        *untrusted = s;
+                }
+                return 1;
+        }
+        return 0;
+}
+
+/* Whose filters each hook has, in precedence order: a hog; then a hog's policy (configuration); then the
+ * interface's document; then the API's policies (a conflict: a policy's, none of them). Fills the
+ * interface's hook_source, hook_policy and hook_conflict, and docs[] with the document each hook takes
+ * its filters from; the number of filters they declare. */
+static size_t compose_hooks(Iface *it, const Document *api, const Document *hog,
+                            const Document *docs[_DIRECTION_MAX]) {
+        size_t total = 0;
+
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                free(it->hook_conflict[dir]);
+                it->hook_conflict[dir] = NULL;
+                it->hook_policy[dir] = NULL;
+                if (!hog_holds(hog, dir))
+                        it->hook_policy[dir] = hook_policy(it, dir, true, &it->hook_conflict[dir]);
+                if (!hog_holds(hog, dir) && !it->hook_policy[dir] && !it->hook_conflict[dir] &&
+                    !(api && api->n_filters[dir] > 0))
+                        it->hook_policy[dir] = hook_policy(it, dir, false, &it->hook_conflict[dir]);
+                it->hook_source[dir] = hog_holds(hog, dir)              ? SOURCE_HOG
+                                       : it->hook_policy[dir]           ? SOURCE_POLICY
+                                       : it->hook_conflict[dir]         ? SOURCE_POLICY
+                                       : api && api->n_filters[dir] > 0 ? SOURCE_API
+                                       : hog || !api                    ? SOURCE_HOG
+                                                                        : SOURCE_API;
+                docs[dir] = it->hook_source[dir] == SOURCE_HOG   ? hog
+                            : it->hook_source[dir] == SOURCE_API ? api
+                            : it->hook_policy[dir]               ? it->hook_policy[dir]->doc
+                                                                 : NULL;
+                total += docs[dir] ? docs[dir]->n_filters[dir] : 0;
+        }
+        return total;
+}
+
+/* The filter of spec on the hook dir, with what was attached for it (facts) and what an alike filter of
+ * the old composition held and attached, which it takes over. */
+static void compose_filter(Iface *it, Filter *f, const FilterSpec *spec, Direction dir, DocumentSource src,
+                           const DocumentFacts *facts, bool tcx) {
+        const FilterFact *fact = document_facts_find(facts, spec->name);
+
+        *f = (Filter){ .spec = spec, .dir = dir, .source = src };
+        f->tcx = filter_spec_uses_tcx(f->spec, tcx);
+        if (filter_has_own_maps(f->spec))
+                program_instance_name(it->key, dir, f->spec->name, f->instance);
+        /* what was attached for another instance (shared, or own) is not this one's */
+        if (fact && !streq(fact->instance, f->instance))
+                fact = NULL;
+        if (fact)
+                f->fact = *fact;
+        else
+                snprintf(f->fact.name, sizeof(f->fact.name), "%s", f->spec->name);
+        for (size_t k = 0; k < it->n_filters; k++) {
+                Filter *old = &it->filters[k];
+                if (!old->spec || !filter_alike(old, f))
+                        continue;
+                f->program = TAKE_PTR(old->program);
+                memcpy(f->actions, old->actions, sizeof(f->actions));
+                memset(old->actions, 0, sizeof(old->actions));
+                f->observed = old->observed;
+                f->state = old->state;
+                if (!fact)
+                        f->fact = old->fact;
+                old->spec = NULL;
+                break;
+        }
+}
+
+/* The documents (references taken) and what was attached for them become the interface's. */
+static void take_documents(Iface *it, Document *api, Document *hog, char *hog_path,
+                           DocumentFacts facts[_SOURCE_MAX]) {
+        document_ref(api);
+        document_ref(hog);
+        document_unref(it->api);
+        document_unref(it->hog);
+        it->api = api;
+        it->hog = hog;
+        free(it->hog_path);
+        it->hog_path = hog_path;
+        /* clsd's clsact stays clsd's whichever document asks for the interface now. */
+        bool created = iface_clsact_created(it);
+        for (DocumentSource s = 0; s < _SOURCE_MAX; s++) {
+                facts[s].clsact_created = facts[s].clsact_created || created;
+                document_facts_done(&it->facts[s]);
+                it->facts[s] = facts[s];
+        }
+}
+
+int iface_set_documents(Iface *it, Document *api, const DocumentFacts *api_facts, Document *hog,
+                        const char *hog_path, const DocumentFacts *hog_facts, bool tcx, Registry *reg) {
+        _cleanup_free_ char *untrusted = NULL;
+        DocumentFacts facts[_SOURCE_MAX] = { 0 };
+        const Document *docs[_DIRECTION_MAX];
+        _cleanup_free_ char *path = NULL;
+        Filter *filters;
+        size_t n = 0, total;
+
+        if ((hog_path && !(path = strdup(hog_path))) ||
+            (api_facts && document_facts_copy(api_facts, &facts[SOURCE_API]) < 0) ||
+            (hog_facts && document_facts_copy(hog_facts, &facts[SOURCE_HOG]) < 0)) {
+                document_facts_done(&facts[SOURCE_API]);
+                document_facts_done(&facts[SOURCE_HOG]);
+                return -ENOMEM;
+        }
+        total = compose_hooks(it, api, hog, docs);
+        filters = calloc(total ?: 1, sizeof(Filter)); /* a Filter is 1 KiB: none spare */
+        if (!filters) {
+                document_facts_done(&facts[SOURCE_API]);
+                document_facts_done(&facts[SOURCE_HOG]);
+                return -ENOMEM;
+        }
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                DocumentSource src = it->hook_source[dir];
+                for (size_t i = 0; docs[dir] && i < docs[dir]->n_filters[dir]; i++) {
+                        const FilterSpec *spec = &docs[dir]->filters[dir][i];
+                        if (filter_revoked(spec, dir, reg, &untrusted) != 0)
+                                continue; /* an object no trusted key verifies: the filter goes */
+                        compose_filter(it, &filters[n++], spec, dir, src, &facts[src], tcx);
+                }
+        }
+        for (size_t k = 0; k < it->n_filters; k++)
+                filter_release(&it->filters[k], reg);
+        free(it->filters);
+        it->filters = filters;
+        it->n_filters = n;
+        free(it->untrusted);
+        it->untrusted = TAKE_PTR(untrusted);
+        it->programs_held = true; /* nothing new to acquire (actions are acquired with their filter) */
+        for (size_t i = 0; i < n; i++)
+                if (!filters[i].program)
+                        it->programs_held = false;
+        take_documents(it, api, hog, TAKE_PTR(path), facts);
+        return 0;
+}

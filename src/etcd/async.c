@@ -1,0 +1,277 @@
+/* async.c: etcd's gateway from an sd-event loop (etcd-async.h): libcurl's multi interface (curl-loop.c)
+ * drives the calls and the stream; each request set up as every request to etcd is (transfer.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "etcd-async.h"
+#include "etcd-curl-loop.h"
+#include "etcd-dl.h"
+#include "etcd-transfer.h"
+
+typedef struct Call {
+        EtcdAsync *a;
+        CURL *easy;
+        struct curl_slist *headers;
+        char *url;
+        char *body;
+        EtcdBuffer answer;
+        EtcdCallDone done;
+        void (*cancel)(void *userdata);
+        void *userdata;
+        struct Call *next;
+} Call;
+
+typedef struct Stream {
+        CURL *easy;
+        struct curl_slist *headers;
+        char *body;
+        EtcdBuffer buf;
+        sd_event_source *lines; /* complete lines are taken from the loop */
+        EtcdStreamMessage message;
+        EtcdStreamEnd end;
+        void *userdata;
+} Stream;
+
+struct EtcdAsync {
+        sd_event *event;
+        CurlLoop *loop;
+        char **urls;
+        size_t n_urls, url;
+        EtcdTls tls;
+        uint64_t requests;
+        Call *calls;
+        Stream stream;
+};
+
+int etcd_async_new(sd_event *event, const char *urls, const EtcdTls *tls, EtcdAsync **ret, Error *reterr) {
+        EtcdAsync *a = calloc(1, sizeof(*a));
+
+        if (!a)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        a->event = sd_event_ref(event);
+        if (etcd_endpoints_parse(urls, &a->urls, &a->n_urls, reterr) < 0) {
+                etcd_async_free(a);
+                return -EINVAL;
+        }
+        if ((tls->ca && !(a->tls.ca = strdup(tls->ca))) ||
+            (tls->cert && !(a->tls.cert = strdup(tls->cert))) ||
+            (tls->key && !(a->tls.key = strdup(tls->key)))) {
+                etcd_async_free(a);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        if (etcd_dl_load(reterr) < 0) {
+                etcd_async_free(a);
+                return -ENOENT;
+        }
+        if (curl_loop_new(event, &a->loop) < 0) {
+                etcd_async_free(a);
+                return error_set(reterr, ENOMEM, "internal_error", "cannot set up libcurl");
+        }
+        *ret = a;
+        return 0;
+}
+
+EtcdAsync *etcd_async_free(EtcdAsync *a) {
+        if (!a)
+                return NULL;
+        etcd_async_cancel_all(a);
+        sd_event_source_disable_unref(a->stream.lines);
+        curl_loop_free(a->loop);
+        for (size_t i = 0; i < a->n_urls; i++)
+                free(a->urls[i]);
+        free(a->urls);
+        free((char *) a->tls.ca);
+        free((char *) a->tls.cert);
+        free((char *) a->tls.key);
+        sd_event_unref(a->event);
+        free(a);
+        return NULL;
+}
+
+const char *etcd_async_endpoint(const EtcdAsync *a) {
+        return a->urls[a->url];
+}
+
+void etcd_async_next_endpoint(EtcdAsync *a) {
+        a->url = (a->url + 1) % a->n_urls;
+}
+
+uint64_t etcd_async_requests(const EtcdAsync *a) {
+        return a->requests;
+}
+
+/* ---- calls ---- */
+
+static void call_free(Call *c) {
+        if (c->easy) {
+                curl_loop_remove(c->a->loop, c->easy);
+                curl_api.easy_cleanup(c->easy);
+        }
+        curl_api.slist_free_all(c->headers);
+        free(c->url);
+        free(c->body);
+        free(c->answer.data);
+        free(c);
+}
+
+static void call_unlink(EtcdAsync *a, Call *c) {
+        for (Call **p = &a->calls; *p; p = &(*p)->next)
+                if (*p == c) {
+                        *p = c->next;
+                        return;
+                }
+}
+
+static void on_call_done(CurlLoop *l, CURL *easy, CURLcode result, void *userdata) {
+        Call *c = userdata;
+        Error e = ERROR_NULL;
+        json_t *answer = NULL;
+
+        (void) l;
+        call_unlink(c->a, c);
+        (void) etcd_transfer_answer(easy, result, &c->answer, c->url, &answer, &e);
+        c->done(c->a, e.code ? NULL : answer, e.code ? &e : NULL, c->userdata);
+        json_decref(answer);
+        error_done(&e);
+        call_free(c);
+}
+
+int etcd_async_call(EtcdAsync *a, const char *path, json_t *body, EtcdCallDone done, void (*cancel)(void *),
+                    void *userdata) {
+        Call *c = calloc(1, sizeof(*c));
+
+        if (!c || !body || !(c->body = json_dumps(body, JSON_COMPACT))) {
+                free(c);
+                json_decref(body);
+                return -ENOMEM;
+        }
+        json_decref(body);
+        *c = (Call){ .a = a, .body = c->body, .done = done, .cancel = cancel, .userdata = userdata };
+        if (asprintf(&c->url, "%s%s", a->urls[a->url], path) < 0) {
+                c->url = NULL;
+                call_free(c);
+                return -ENOMEM;
+        }
+        if (!(c->easy = curl_api.easy_init()) ||
+            etcd_transfer_setup(c->easy, c->url, c->body, &a->tls, &c->headers, &c->answer) < 0 ||
+            curl_loop_add(a->loop, c->easy, on_call_done, c) < 0) {
+                call_free(c);
+                return -ENOMEM;
+        }
+        a->requests++;
+        c->next = a->calls;
+        a->calls = c;
+        return 0;
+}
+
+void etcd_async_cancel_all(EtcdAsync *a) {
+        etcd_async_stream_stop(a);
+        while (a->calls) {
+                Call *c = a->calls;
+                a->calls = c->next;
+                if (c->cancel)
+                        c->cancel(c->userdata);
+                call_free(c);
+        }
+}
+
+/* ---- the stream ---- */
+
+void etcd_async_stream_stop(EtcdAsync *a) {
+        Stream *s = &a->stream;
+
+        if (s->easy) {
+                curl_loop_remove(a->loop, s->easy);
+                curl_api.easy_cleanup(s->easy);
+        }
+        curl_api.slist_free_all(s->headers);
+        free(s->body);
+        free(s->buf.data);
+        /* (the lines' source may be the one running: kept, off, until the client goes) */
+        (void) sd_event_source_set_enabled(s->lines, SD_EVENT_OFF);
+        *s = (Stream){ .lines = s->lines };
+}
+
+/* The stream's complete lines, one JSON message each, taken from the loop (a message may stop the
+ * stream, which libcurl does not allow from inside its own callback). */
+static int on_lines(sd_event_source *src, void *userdata) {
+        EtcdAsync *a = userdata;
+        Stream *s = &a->stream;
+        char *nl;
+
+        (void) src;
+        while (s->easy && s->buf.data && (nl = memchr(s->buf.data, '\n', s->buf.size))) {
+                size_t line = (size_t) (nl - s->buf.data);
+                json_error_t jerr;
+                json_t *j = json_loadb(s->buf.data, line, 0, &jerr);
+                memmove(s->buf.data, nl + 1, s->buf.size - line - 1);
+                s->buf.size -= line + 1;
+                s->buf.data[s->buf.size] = 0;
+                if (!j)
+                        continue;
+                s->message(a, j, s->userdata);
+                json_decref(j);
+        }
+        return 0;
+}
+
+static size_t on_stream_data(char *p, size_t size, size_t n, void *userdata) {
+        EtcdAsync *a = userdata;
+        Stream *s = &a->stream;
+        size_t add = size * n;
+
+        if (!etcd_buffer_append(&s->buf, p, add, ETCD_ANSWER_MAX))
+                return 0;
+        if (memchr(p, '\n', add)) {
+                if (!s->lines && sd_event_add_defer(a->event, &s->lines, on_lines, a) < 0)
+                        return 0;
+                (void) sd_event_source_set_enabled(s->lines, SD_EVENT_ONESHOT);
+        }
+        return add;
+}
+
+static void on_stream_end(CurlLoop *l, CURL *easy, CURLcode result, void *userdata) {
+        EtcdAsync *a = userdata;
+        Stream *s = &a->stream;
+        char why[128];
+
+        (void) l, (void) easy;
+        s->end(a,
+               result == CURLE_OK
+                       ? "etcd closed it"
+                       : etcd_transfer_error(&s->buf, curl_api.easy_strerror(result), why, sizeof(why)),
+               s->userdata);
+}
+
+int etcd_async_stream_start(EtcdAsync *a, const char *path, char *text, EtcdStreamMessage message,
+                            EtcdStreamEnd end, void *userdata) {
+        _cleanup_free_ char *url = NULL;
+        Stream *s = &a->stream;
+
+        etcd_async_stream_stop(a);
+        *s = (Stream){
+                .lines = s->lines, .body = text, .message = message, .end = end, .userdata = userdata
+        };
+        if (!text || asprintf(&url, "%s%s", a->urls[a->url], path) < 0) {
+                url = NULL;
+                etcd_async_stream_stop(a);
+                return -ENOMEM;
+        }
+        if (!(s->easy = curl_api.easy_init()) ||
+            etcd_transfer_setup(s->easy, url, s->body, &a->tls, &s->headers, NULL) < 0) {
+                etcd_async_stream_stop(a);
+                return -ENOMEM;
+        }
+        curl_api.easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, on_stream_data);
+        curl_api.easy_setopt(s->easy, CURLOPT_WRITEDATA, a);
+        curl_api.easy_setopt(s->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+        curl_api.easy_setopt(s->easy, CURLOPT_TCP_KEEPIDLE, 5L);
+        curl_api.easy_setopt(s->easy, CURLOPT_TCP_KEEPINTVL, 2L);
+        if (curl_loop_add(a->loop, s->easy, on_stream_end, a) < 0) {
+                etcd_async_stream_stop(a);
+                return -ENOMEM;
+        }
+        a->requests++;
+        return 0;
+}

@@ -1,0 +1,38 @@
+/* etcd-async.h: an etcd client on an sd-event loop (async.c), beside the blocking one of etcd.h: calls
+ * (a JSON POST, its answer to a callback) and one stream (a watch, its JSON lines to a callback), over
+ * the endpoints in turn. Used by clsd --fleet. */
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include "etcd.h"
+
+typedef struct EtcdAsync EtcdAsync;
+
+/* A call's answer: the JSON of a 200 (borrowed), or e. */
+typedef void (*EtcdCallDone)(EtcdAsync *a, json_t *answer, const Error *e, void *userdata);
+/* A stream's message (borrowed), from the loop; the stream may be stopped from here. */
+typedef void (*EtcdStreamMessage)(EtcdAsync *a, json_t *msg, void *userdata);
+/* The stream ended: why (etcd closed it, or the transfer failed). */
+typedef void (*EtcdStreamEnd)(EtcdAsync *a, const char *why, void *userdata);
+
+/* urls: "http://h:2379[,…]" (invalid_value if not); libcurl is opened. */
+int etcd_async_new(sd_event *event, const char *urls, const EtcdTls *tls, EtcdAsync **ret, Error *reterr);
+/* Calls under way are dropped (their cancel, not their done, called). */
+EtcdAsync *etcd_async_free(EtcdAsync *a);
+/* The endpoint in use, and the next one in turn (after a failure). */
+const char *etcd_async_endpoint(const EtcdAsync *a);
+void etcd_async_next_endpoint(EtcdAsync *a);
+/* Requests made so far (a stream counts once). */
+uint64_t etcd_async_requests(const EtcdAsync *a);
+/* POSTs body (taken) to path ("/v3/kv/put"); done gets the answer. cancel (may be NULL) is called with
+ * userdata instead of done if the call is dropped. -ENOMEM: nothing is called. */
+int etcd_async_call(EtcdAsync *a, const char *path, json_t *body, EtcdCallDone done, void (*cancel)(void *),
+                    void *userdata);
+/* Drops every call (each one's cancel called) and the stream. */
+void etcd_async_cancel_all(EtcdAsync *a);
+/* The stream: text (taken; JSON requests, one per line) POSTed to path, each line of the answer a
+ * message; no overall timeout (TCP keepalive finds a dead peer). One at a time: a new one replaces it. */
+int etcd_async_stream_start(EtcdAsync *a, const char *path, char *text, EtcdStreamMessage message,
+                            EtcdStreamEnd end, void *userdata);
+void etcd_async_stream_stop(EtcdAsync *a);

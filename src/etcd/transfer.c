@@ -1,0 +1,93 @@
+/* transfer.c: one request to etcd's gateway as libcurl makes it, for both clients (the blocking one of
+ * clsctl, the one on clsd's event loop): a JSON POST to an endpoint, directly (never through a web
+ * proxy), with the TLS files given, its answer read up to a limit and taken as JSON or as the
+ * gateway's error. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "etcd-dl.h"
+#include "etcd-transfer.h"
+
+static size_t on_write(char *p, size_t size, size_t n, void *userdata) {
+        return etcd_buffer_append(userdata, p, size * n, ETCD_ANSWER_MAX) ? size * n : 0;
+}
+
+int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const EtcdTls *tls,
+                        struct curl_slist **headers, EtcdBuffer *answer) {
+        if (!*headers && !(*headers = curl_api.slist_append(NULL, "Content-Type: application/json")))
+                return -ENOMEM;
+        curl_api.easy_setopt(easy, CURLOPT_URL, url);
+        curl_api.easy_setopt(easy, CURLOPT_POSTFIELDS, body);
+        curl_api.easy_setopt(easy, CURLOPT_HTTPHEADER, *headers);
+        curl_api.easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+        /* etcd is talked to directly: an http_proxy meant for the web is not its way */
+        curl_api.easy_setopt(easy, CURLOPT_NOPROXY, "*");
+        curl_api.easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+        if (tls && tls->ca)
+                curl_api.easy_setopt(easy, CURLOPT_CAINFO, tls->ca);
+        if (tls && tls->cert)
+                curl_api.easy_setopt(easy, CURLOPT_SSLCERT, tls->cert);
+        if (tls && tls->key)
+                curl_api.easy_setopt(easy, CURLOPT_SSLKEY, tls->key);
+        if (answer) {
+                curl_api.easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_write);
+                curl_api.easy_setopt(easy, CURLOPT_WRITEDATA, answer);
+                curl_api.easy_setopt(easy, CURLOPT_TIMEOUT_MS, ETCD_CALL_TIMEOUT_MS);
+        }
+        return 0;
+}
+
+int etcd_transfer_answer(CURL *easy, CURLcode result, const EtcdBuffer *b, const char *url, json_t **ret,
+                         Error *reterr) {
+        json_error_t jerr;
+        json_t *answer;
+        long status = 0;
+        int r;
+
+        if (result != CURLE_OK) {
+                char why[128];
+                return error_set(reterr, b->over ? EFBIG : EHOSTUNREACH,
+                                 b->over ? "etcd_error" : "etcd_unreachable", "%s: %s", url,
+                                 etcd_transfer_error(b, curl_api.easy_strerror(result), why, sizeof(why)));
+        }
+        curl_api.easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        answer = json_loadb(b->data ?: "", b->size, 0, &jerr);
+        if (status != 200) {
+                Error e = ERROR_NULL;
+                etcd_answer_error(status, answer, &e);
+                json_decref(answer);
+                /* etcd without a leader for a moment (an election): worth another try */
+                r = error_set(reterr, status == 503 ? EAGAIN : EPROTO, e.code, "%s: %s", url, e.message);
+                error_done(&e);
+                return r;
+        }
+        if (!answer)
+                return error_set(reterr, EPROTO, "etcd_error", "%s: the answer is not JSON: %s", url,
+                                 jerr.text);
+        *ret = answer;
+        return 0;
+}
+
+int etcd_endpoints_parse(const char *urls, char ***ret, size_t *ret_n, Error *reterr) {
+        char **v = NULL;
+        size_t n = etcd_urls_split(urls, &v);
+        int r = 0;
+
+        if (n == 0)
+                r = error_set(reterr, EINVAL, "invalid_value", "no etcd endpoint given (URL[,URL…])");
+        for (size_t i = 0; i < n && r >= 0; i++)
+                if (!(strncmp(v[i], "http://", 7) == 0 && v[i][7]) &&
+                    !(strncmp(v[i], "https://", 8) == 0 && v[i][8]))
+                        r = error_set(reterr, EINVAL, "invalid_value",
+                                      "%s: expected http://HOST:PORT or https://HOST:PORT", v[i]);
+        if (r < 0) {
+                for (size_t i = 0; i < n; i++)
+                        free(v[i]);
+                free(v);
+                return r;
+        }
+        *ret = v;
+        *ret_n = n;
+        return 0;
+}

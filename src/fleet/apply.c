@@ -1,0 +1,326 @@
+/* apply.c: converging the daemon on what etcd wants of this node. The next group of changes (plan.c:
+ * what one etcd revision changed, as one) goes to the daemon as one transaction, after the objects its
+ * policies name are fetched from etcd and checked against their digest; a group that fails is tried
+ * again later, less often each time, without holding up the groups after it. Once everything etcd had
+ * at a revision is applied (or failed, and said so), the revision is kept and the node's status
+ * written. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet-internal.h"
+#include "log.h"
+#include "sha256.h"
+
+#define RETRY_USEC (1000 * 1000ULL)
+
+static void group_clear(Fleet *f) {
+        for (size_t i = 0; i < f->n_group; i++)
+                free(f->group[i]);
+        free(f->group);
+        f->group = NULL;
+        f->n_group = 0;
+        f->busy = false;
+}
+
+/* The group ended (e: how it failed): its puts remember the failure, and are tried again later. */
+static void group_done(Fleet *f, const Error *e) {
+        uint64_t now = fleet_now(f);
+
+        for (size_t i = 0; i < f->n_group; i++) {
+                Wanted *w = wanted_find(&f->wanted, f->group[i]);
+                if (!w || w->gone || w->revision != f->group_revision)
+                        continue;
+                free(w->error);
+                w->error = NULL;
+                w->error_revision = 0;
+                if (!e) {
+                        w->retry_delay_usec = 0;
+                        continue;
+                }
+                w->error = strdup(e->message ?: e->code);
+                w->error_revision = w->revision;
+                /* tried again later (what was in the way, a local policy or an object, may go), less
+                 * often each time */
+                w->retry_delay_usec = MIN(w->retry_delay_usec ? w->retry_delay_usec * 2 : FAILED_RETRY_USEC,
+                                          FAILED_RETRY_MAX_USEC);
+                w->retry_usec = now + w->retry_delay_usec;
+        }
+        if (e) {
+                log_warning("fleet: revision %" PRIu64 ": %s", f->group_revision, strna(e->message));
+                f->failed_delay_usec = f->failed_revision == f->group_revision
+                                               ? MIN(f->failed_delay_usec * 2, FAILED_RETRY_MAX_USEC)
+                                               : FAILED_RETRY_USEC;
+                f->failed_revision = f->group_revision;
+                f->failed_retry_usec = now + f->failed_delay_usec;
+        } else if (f->failed_revision == f->group_revision)
+                f->failed_revision = 0;
+        group_clear(f);
+        /* After a failure the next step waits a second: a removal the daemon refuses is tried again
+         * without spinning (a put that failed waits for its backoff). */
+        if (e)
+                apply_after(f, RETRY_USEC);
+        else
+                apply_later(f);
+        status_later(f);
+}
+
+static void on_group_done(Manager *m, const PolicyOutcome *o, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+
+        (void) o;
+        for (size_t i = 0; !e && i < f->n_group; i++) {
+                Policy *p = daemon_policy_get(m, f->group[i]);
+                f->status.changes++;
+                if (p)
+                        log_info("fleet: policy %s: revision %" PRIu64 " applied", f->group[i],
+                                 p->fleet_revision);
+                else
+                        log_info("fleet: policy %s: no longer this node's; removed", f->group[i]);
+        }
+        group_done(f, e);
+}
+
+/* ---- an object of the group fetched from etcd ---- */
+
+typedef struct ObjectFetch {
+        Fleet *f;
+        char digest[SHA256_DIGEST_STRING_MAX];
+} ObjectFetch;
+
+/* The connection went first: the group waits for the next. */
+static void object_fetch_cancel(void *userdata) {
+        ObjectFetch *x = userdata;
+        group_clear(x->f);
+        free(x);
+}
+
+static void on_object_added(Manager *m, const DaemonObject *o, bool created, const Error *e,
+                            void *userdata) {
+        ObjectFetch *x = userdata;
+        Fleet *f = x->f;
+
+        (void) m, (void) o;
+        if (e)
+                group_done(f, e);
+        else {
+                if (created)
+                        log_info("fleet: object %s fetched from etcd", x->digest);
+                group_clear(f);
+                apply_later(f); /* the next object, or the change */
+        }
+        free(x);
+}
+
+/* The object's key, and its signature's (objects/DIGEST.sig), from one prefix range's answer. */
+static int object_of(const ObjectFetch *x, json_t *answer, EtcdKv **ret_kvs, size_t *ret_n, EtcdKv **ret_obj,
+                     EtcdKv **ret_sig, Error *reterr) {
+        char digest[SHA256_DIGEST_STRING_MAX];
+        EtcdKv *obj = NULL;
+        int r;
+
+        *ret_sig = NULL;
+        r = etcd_range_parse(answer, ret_kvs, ret_n, NULL, reterr);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < *ret_n; i++) {
+                EtcdKv *kv = &(*ret_kvs)[i];
+                size_t l = strlen(kv->key);
+                if (l > 4 && streq(kv->key + l - 4, ".sig"))
+                        *ret_sig = kv;
+                else if (l >= strlen(x->digest) && streq(kv->key + l - strlen(x->digest), x->digest))
+                        obj = kv;
+        }
+        if (!obj)
+                return error_set(reterr, ENOENT, "object_not_found", "object %s is not in etcd (%s)",
+                                 x->digest, "clsctl fleet apply uploads the objects a policy names");
+        sha256_digest_string(obj->value, obj->value_size, digest);
+        if (!streq(digest, x->digest))
+                return error_set(reterr, EBADMSG, "object_corrupt",
+                                 "etcd's object %s has the digest %s: not used", x->digest, digest);
+        *ret_obj = obj;
+        return 0;
+}
+
+static void on_object_fetched(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        ObjectFetch *x = userdata;
+        Fleet *f = x->f;
+        EtcdKv *kvs = NULL, *obj = NULL, *sig = NULL;
+        size_t n = 0;
+        Error e2 = ERROR_NULL;
+
+        (void) a;
+        if (e) {
+                free(x);
+                group_clear(f);
+                fleet_lost(f, "%s", e->message);
+                return;
+        }
+        if (object_of(x, answer, &kvs, &n, &obj, &sig, &e2) < 0) {
+                group_done(f, &e2);
+                error_done(&e2);
+                free(x);
+        } else
+                daemon_object_add(f->m, obj->value, obj->value_size, sig ? sig->value : NULL,
+                                  sig ? sig->value_size : 0, on_object_added, x);
+        etcd_kvs_free(kvs, n);
+}
+
+/* A missing object of the group's puts is being fetched (1), or every one is here (0). An envelope whose
+ * objects cannot be listed fails the group. */
+static int fetch_object(Fleet *f, const Pending *v, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ const char **digests = NULL;
+                Error e = ERROR_NULL;
+                if (!v[i].put)
+                        continue;
+                if (fleet_policy_digests(&v[i].put->fp, &digests, &e) < 0) {
+                        group_done(f, &e);
+                        error_done(&e);
+                        return 1;
+                }
+                for (size_t k = 0; digests[k]; k++) {
+                        if (daemon_object_get(f->m, digests[k]))
+                                continue;
+                        /* fetched only while connected; offline, the change waits for the next list */
+                        if (f->state != FLEET_WATCHING) {
+                                group_clear(f);
+                                return 1;
+                        }
+                        ObjectFetch *x = calloc(1, sizeof(*x));
+                        _cleanup_free_ char *key = fleet_key(f->prefix, "objects", digests[k], NULL);
+                        if (!x || !key) {
+                                free(x);
+                                return -ENOMEM;
+                        }
+                        x->f = f;
+                        snprintf(x->digest, sizeof(x->digest), "%s", digests[k]);
+                        fleet_call(f, "/v3/kv/range", etcd_range_body(key, true), on_object_fetched,
+                                   object_fetch_cancel, x);
+                        return 1;
+                }
+        }
+        return 0;
+}
+
+/* ---- converging ---- */
+
+/* The group, named in f->group, busy. */
+static int group_take(Fleet *f, const Pending *v, size_t n, uint64_t revision) {
+        if (!(f->group = calloc(n, sizeof(char *))))
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (!(f->group[f->n_group++] = strdup(v[i].name))) {
+                        group_clear(f);
+                        return -ENOMEM;
+                }
+        f->group_revision = revision;
+        f->busy = true;
+        return 0;
+}
+
+/* The group's changes to the daemon, as one transaction. */
+static int group_apply(Fleet *f, const Pending *v, size_t n) {
+        _cleanup_free_ FleetPolicyChange *changes = calloc(n, sizeof(FleetPolicyChange));
+
+        if (!changes)
+                return -ENOMEM;
+        for (size_t j = 0; j < n; j++)
+                changes[j] = (FleetPolicyChange){ .name = v[j].name,
+                                                  .body = v[j].put ? v[j].put->fp.policy : NULL,
+                                                  .revision = v[j].revision };
+        daemon_fleet_policies_change(f->m, changes, n, on_group_done, f);
+        return 0;
+}
+
+static bool daemon_has(const char *name, void *userdata) {
+        return daemon_policy_get(userdata, name);
+}
+
+/* The fleet policies the daemon holds. */
+static FleetHeld *held_list(Manager *m, size_t *ret_n) {
+        FleetHeld *v = calloc(daemon_policy_count(m) + 1, sizeof(FleetHeld));
+        size_t n = 0;
+
+        for (size_t i = 0; v && i < daemon_policy_count(m); i++) {
+                Policy *p = daemon_policy_at(m, i);
+                if (p->fleet_revision)
+                        v[n++] = (FleetHeld){ .name = p->name, .revision = p->fleet_revision };
+        }
+        *ret_n = n;
+        return v;
+}
+
+/* Everything etcd had at this revision is applied (or failed, and said so). */
+static void converged(Fleet *f) {
+        Error e = ERROR_NULL;
+
+        if (daemon_fleet_applied(f->m, f->revision, &e) < 0) {
+                log_error("fleet: %s", strna(e.message));
+                error_done(&e);
+        } else
+                f->status.revision = f->revision;
+        status_publish_record(f);
+        status_publish(f); /* now: what converged is said at once; interface changes are batched */
+        status_own_keys_check(f);
+}
+
+static void converge(Fleet *f) {
+        FleetStep step = { 0 };
+        size_t n_held = 0;
+        uint64_t now = fleet_now(f);
+        int r;
+
+        /* Before the first list, the stored policies are all there is: they stay as they are. */
+        if (f->busy || !f->listed)
+                return;
+        /* a policy deleted in etcd is forgotten once the daemon has none of that name */
+        wanted_forget_gone(&f->wanted, daemon_has, f->m);
+        _cleanup_free_ FleetHeld *held = held_list(f->m, &n_held);
+        if (!held || fleet_plan(&f->wanted, held, n_held, f->revision, f->failed_revision,
+                                f->failed_retry_usec, now, &step) < 0) {
+                fleet_lost(f, "out of memory");
+                return;
+        }
+        if (step.n_changes == 0) {
+                if (step.retry_usec != UINT64_MAX)
+                        apply_after(f, step.retry_usec - now);
+                converged(f);
+        } else if (group_take(f, step.changes, step.n_changes, step.changes[0].revision) < 0 ||
+                   (r = fetch_object(f, step.changes, step.n_changes)) < 0 ||
+                   (r == 0 && group_apply(f, step.changes, step.n_changes) < 0)) {
+                group_clear(f);
+                fleet_lost(f, "out of memory");
+        }
+        fleet_step_done(&step);
+}
+
+static int on_kick(sd_event_source *s, void *userdata) {
+        (void) s;
+        converge(userdata);
+        return 0;
+}
+
+/* From the loop, never from inside the daemon's callback that answered. */
+void apply_later(Fleet *f) {
+        if (!f->kick && sd_event_add_defer(f->event, &f->kick, on_kick, f) < 0)
+                return;
+        (void) sd_event_source_set_enabled(f->kick, SD_EVENT_ONESHOT);
+}
+
+static int on_converge_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s, (void) usec;
+        converge(userdata);
+        return 0;
+}
+
+void apply_after(Fleet *f, uint64_t usec) {
+        fleet_timer_once(f, &f->converge_timer, usec, on_converge_timer);
+}
+
+void apply_free(Fleet *f) {
+        group_clear(f);
+        sd_event_source_disable_unref(f->kick);
+        sd_event_source_disable_unref(f->converge_timer);
+}

@@ -1,0 +1,305 @@
+/* session.c: this node's connection to etcd. It takes a lease, writes its record under it, lists the
+ * fleet policies at one revision and watches from the next (one stream: the policies, and this node's
+ * own keys), keeping the lease alive; whatever goes wrong (an answer, the watch, a part's call) loses
+ * the connection: the policies applied stay, and clsd reconnects with backoff to the next endpoint,
+ * lists again (or watches on where it was) and converges on what changed meanwhile. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet-internal.h"
+#include "log.h"
+
+#define BACKOFF_MIN_USEC (250 * 1000ULL)
+#define BACKOFF_MAX_USEC (8 * 1000 * 1000ULL)
+
+/* The watches of the one /v3/watch stream: the fleet's policies, and this node's own keys (its record,
+ * its status), which another writer may change or delete: they are written again. */
+enum {
+        WATCH_POLICIES = 1,
+        WATCH_RECORD = 2,
+        WATCH_STATUS = 3,
+};
+
+static void connect_etcd(Fleet *f);
+static void list(Fleet *f);
+
+static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s, (void) usec;
+        connect_etcd(userdata);
+        return 0;
+}
+
+/* The connection is lost (f->status.last_error says why): everything under way goes, and the next
+ * endpoint is tried after a backoff. */
+static void disconnect(Fleet *f) {
+        f->backoff_usec = f->backoff_usec ? MIN(f->backoff_usec * 2, BACKOFF_MAX_USEC) : BACKOFF_MIN_USEC;
+        /* from half to all of the backoff: after an outage, a fleet's nodes do not come back at once */
+        uint64_t delay = f->backoff_usec / 2 + (uint64_t) random() % (f->backoff_usec / 2 + 1);
+        if (f->state != FLEET_IDLE)
+                log_warning("fleet: %s; the policies applied stay, reconnecting in %" PRIu64 " ms",
+                            f->status.last_error, delay / 1000);
+        f->state = FLEET_IDLE;
+        f->status.connected = false;
+        f->lease = 0;
+        (void) sd_event_source_set_enabled(f->lost, SD_EVENT_OFF);
+        status_reset(f);
+        etcd_async_cancel_all(f->etcd);
+        (void) sd_event_source_set_enabled(f->keepalive, SD_EVENT_OFF);
+        etcd_async_next_endpoint(f->etcd);
+        fleet_timer_once(f, &f->retry, delay, on_retry);
+}
+
+static void lose(Fleet *f, const char *why) {
+        snprintf(f->status.last_error, sizeof(f->status.last_error), "%s", why);
+        disconnect(f);
+}
+
+static int on_lost(sd_event_source *s, void *userdata) {
+        (void) s;
+        disconnect(userdata);
+        return 0;
+}
+
+/* ---- the lease ---- */
+
+static void on_keepalive_answer(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+        json_t *result = json_object_get(answer, "result");
+        json_t *ttl = json_object_get(result ?: answer, "TTL");
+
+        (void) a;
+        if (e)
+                lose(f, e->message);
+        else if (!ttl || (json_is_string(ttl) && atoll(json_string_value(ttl)) <= 0)) {
+                char why[64];
+                snprintf(why, sizeof(why), "the lease %" PRIu64 " expired", f->lease);
+                lose(f, why);
+        }
+}
+
+static int on_keepalive(sd_event_source *s, uint64_t usec, void *userdata) {
+        Fleet *f = userdata;
+        char id[32];
+
+        snprintf(id, sizeof(id), "%" PRIu64, f->lease);
+        fleet_call(f, "/v3/lease/keepalive", json_pack("{s:s}", "ID", id), on_keepalive_answer, NULL, f);
+        (void) sd_event_source_set_time(s, usec + f->ttl * 1000000ULL / 3);
+        (void) sd_event_source_set_enabled(s, SD_EVENT_ON);
+        return 0;
+}
+
+/* ---- the watch ---- */
+
+/* The events of one message are one etcd revision (a transaction's): taken together. */
+static int watch_policies(Fleet *f, const EtcdWatchMessage *msg) {
+        uint64_t seen = 0;
+
+        for (size_t i = 0; i < msg->n_events; i++) {
+                const char *name = wanted_name_of(f->prefix, &msg->events[i]);
+                if (!name)
+                        continue;
+                if (msg->deleted[i])
+                        wanted_gone(&f->wanted, name, msg->events[i].mod_revision);
+                else if (wanted_set(&f->wanted, f->prefix, &msg->events[i], f->node, f->labels,
+                                    f->n_labels) < 0)
+                        return -ENOMEM;
+        }
+        /* What this node has seen all of: an event's revision, or a progress notification's (sent to a
+         * watch that has caught up). A created answer's header is etcd's revision, not the watch's. */
+        for (size_t i = 0; i < msg->n_events; i++)
+                seen = MAX(seen, msg->events[i].mod_revision);
+        if (msg->n_events == 0 && !msg->created)
+                seen = msg->revision;
+        if (seen > f->revision)
+                f->revision = seen;
+        f->status.seen_revision = f->revision;
+        return 0;
+}
+
+static void on_watch_message(EtcdAsync *a, json_t *j, void *userdata) {
+        Fleet *f = userdata;
+        EtcdWatchMessage msg = { 0 };
+        Error e = ERROR_NULL;
+
+        (void) a;
+        if (etcd_watch_parse(j, &msg, &e) < 0) {
+                lose(f, strna(e.message));
+                error_done(&e);
+                return;
+        }
+        if (msg.compact_revision > 0 || msg.canceled) {
+                log_warning("fleet: the watch from revision %" PRIu64
+                            " fell behind a compaction (revision %" PRIu64 "); listing again",
+                            f->revision + 1, msg.compact_revision);
+                etcd_watch_message_done(&msg);
+                etcd_async_stream_stop(f->etcd);
+                list(f);
+                return;
+        }
+        if (msg.created) {
+                f->status.connected = true;
+                f->status.last_error[0] = 0;
+                f->backoff_usec = 0;
+        }
+        if (msg.watch_id == WATCH_RECORD || msg.watch_id == WATCH_STATUS) {
+                /* this node's own keys: they do not move the policies' revision on */
+                for (size_t i = 0; i < msg.n_events; i++)
+                        status_own_key_seen(f, &msg.events[i], msg.deleted[i]);
+                etcd_watch_message_done(&msg);
+                return;
+        }
+        int r = watch_policies(f, &msg);
+        etcd_watch_message_done(&msg);
+        if (r < 0) {
+                lose(f, "out of memory");
+                return;
+        }
+        apply_later(f);
+        status_later(f);
+}
+
+static void on_watch_end(EtcdAsync *a, const char *why, void *userdata) {
+        Fleet *f = userdata;
+        char s[256];
+
+        (void) a;
+        snprintf(s, sizeof(s), "the watch ended: %s", why);
+        lose(f, s);
+}
+
+/* One stream, three watches (one JSON text each): the policies, this node's record, its status keys. */
+static char *watch_body(Fleet *f) {
+        _cleanup_free_ char *policies = fleet_key(f->prefix, "policies", NULL, NULL),
+                            *record = fleet_key(f->prefix, "nodes", f->node, NULL),
+                            *status = fleet_key(f->prefix, "status", f->node, "");
+        json_t *v[3] = { policies ? etcd_watch_body(policies, true, f->revision + 1, WATCH_POLICIES) : NULL,
+                         record ? etcd_watch_body(record, false, f->revision + 1, WATCH_RECORD) : NULL,
+                         status ? etcd_watch_body(status, true, f->revision + 1, WATCH_STATUS) : NULL };
+        char *t[3] = { NULL }, *out = NULL;
+
+        for (size_t i = 0; i < 3; i++)
+                t[i] = v[i] ? json_dumps(v[i], JSON_COMPACT) : NULL;
+        if (t[0] && t[1] && t[2] && asprintf(&out, "%s\n%s\n%s\n", t[0], t[1], t[2]) < 0)
+                out = NULL;
+        for (size_t i = 0; i < 3; i++) {
+                json_decref(v[i]);
+                free(t[i]);
+        }
+        return out;
+}
+
+static void start_watch(Fleet *f) {
+        if (etcd_async_stream_start(f->etcd, "/v3/watch", watch_body(f), on_watch_message, on_watch_end, f) <
+            0)
+                lose(f, "out of memory");
+        f->status.requests = etcd_async_requests(f->etcd);
+}
+
+/* ---- list, lease, connect ---- */
+
+static void on_listed(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+        EtcdKv *kvs = NULL;
+        size_t n = 0;
+        uint64_t revision = 0;
+        Error e2 = ERROR_NULL;
+
+        (void) a;
+        if (e) {
+                lose(f, e->message);
+                return;
+        }
+        if (etcd_range_parse(answer, &kvs, &n, &revision, &e2) < 0) {
+                lose(f, strna(e2.message));
+                error_done(&e2);
+                return;
+        }
+        /* What failed before is tried again against this snapshot. */
+        wanted_clear(&f->wanted);
+        for (size_t i = 0; i < n; i++)
+                if (wanted_set(&f->wanted, f->prefix, &kvs[i], f->node, f->labels, f->n_labels) < 0) {
+                        etcd_kvs_free(kvs, n);
+                        lose(f, "out of memory");
+                        return;
+                }
+        etcd_kvs_free(kvs, n);
+        f->revision = revision;
+        f->listed = true;
+        f->state = FLEET_WATCHING;
+        f->status.seen_revision = revision;
+        log_info("fleet: %zu fleet policies at revision %" PRIu64 " (%s)", f->wanted.n, revision,
+                 etcd_async_endpoint(f->etcd));
+        start_watch(f);
+        apply_later(f);
+        status_later(f);
+}
+
+static void list(Fleet *f) {
+        _cleanup_free_ char *prefix = fleet_key(f->prefix, "policies", NULL, NULL);
+
+        if (!prefix) {
+                lose(f, "out of memory");
+                return;
+        }
+        fleet_call(f, "/v3/kv/range", etcd_range_body(prefix, true), on_listed, NULL, f);
+}
+
+static void on_granted(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+        json_t *id = json_object_get(answer, "ID");
+        uint64_t now = fleet_now(f);
+
+        (void) a;
+        if (e) {
+                lose(f, e->message);
+                return;
+        }
+        f->lease = json_is_string(id) ? strtoull(json_string_value(id), NULL, 10) : 0;
+        if (!f->lease) {
+                lose(f, "etcd granted no lease");
+                return;
+        }
+        status_publish_record(f);
+        status_later(f);
+        if (!f->keepalive)
+                (void) sd_event_add_time(f->event, &f->keepalive, CLOCK_MONOTONIC,
+                                         now + f->ttl * 1000000ULL / 3, 0, on_keepalive, f);
+        else {
+                (void) sd_event_source_set_time(f->keepalive, now + f->ttl * 1000000ULL / 3);
+                (void) sd_event_source_set_enabled(f->keepalive, SD_EVENT_ON);
+        }
+        /* After a lost connection the watch resumes where it was (a compaction since: listed again). */
+        if (f->listed) {
+                f->state = FLEET_WATCHING;
+                start_watch(f);
+        } else
+                list(f);
+}
+
+static void connect_etcd(Fleet *f) {
+        if (f->state != FLEET_IDLE)
+                return;
+        f->state = FLEET_CONNECTING;
+        f->status.reconnects += f->listed || f->status.last_error[0];
+        snprintf(f->status.endpoint, sizeof(f->status.endpoint), "%s", etcd_async_endpoint(f->etcd));
+        fleet_call(f, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t) f->ttl), on_granted, NULL,
+                   f);
+}
+
+int session_start(Fleet *f) {
+        int r = sd_event_add_defer(f->event, &f->lost, on_lost, f);
+
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(f->lost, SD_EVENT_OFF);
+        connect_etcd(f);
+        return 0;
+}
+
+void session_free(Fleet *f) {
+        sd_event_source_disable_unref(f->retry);
+        sd_event_source_disable_unref(f->keepalive);
+        sd_event_source_disable_unref(f->lost);
+}

@@ -1,0 +1,373 @@
+/* status.c: what this node says in etcd, under its lease: its record (nodes/NODE: labels, kernel, the
+ * revision applied) and its status of each fleet policy that selects it (status/NODE/POLICY: applied,
+ * pending, failed or overridden, interface by interface), written when they change; and its own keys
+ * kept: one another writer changed or deleted is written again, one under status/NODE/ it never wrote
+ * is deleted. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet-internal.h"
+#include "log.h"
+
+#define STATUS_DELAY_USEC (50 * 1000ULL)
+
+static const char *hook_names[] = { "ingress", "egress" };
+
+static int status_put(Fleet *f, size_t k);
+
+static json_t *policy_status(Fleet *f, const Wanted *w) {
+        Policy *p = daemon_policy_get(f->m, w->name);
+        bool applied_here = p && p->fleet_revision == w->revision;
+        json_t *j = json_object(), *ifaces = json_array();
+        const char *state = "applied";
+        bool any_failed = false, any_pending = false, any_applied = false, any_overridden = false;
+        Iface **v = NULL;
+        size_t n = applied_here ? daemon_policy_ifaces(f->m, p, &v) : 0;
+
+        for (size_t i = 0; i < n; i++) {
+                const Iface *it = v[i];
+                json_t *ji = json_object();
+                IfaceState st = iface_state(it);
+                json_object_set_new(ji, "ifname", json_string(iface_ifname(it)));
+                if (iface_netns(it))
+                        json_object_set_new(ji, "netns", json_string(iface_netns(it)));
+                json_object_set_new(ji, "state", json_string(iface_state_to_string(st)));
+                if (st == IFACE_FAILED && iface_error(it)->message)
+                        json_object_set_new(ji, "error", json_string(iface_error(it)->message));
+                any_failed = any_failed || st == IFACE_FAILED;
+                any_pending = any_pending || st == IFACE_PENDING;
+                for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                        const char *by = NULL, *s = iface_policy_state(it, p, dir, &by);
+                        char key[32];
+                        if (!s)
+                                continue;
+                        json_object_set_new(ji, hook_names[dir], json_string(s));
+                        if (by) {
+                                snprintf(key, sizeof(key), "%s_by", hook_names[dir]);
+                                json_object_set_new(ji, key, json_string(by));
+                        }
+                        any_applied = any_applied || streq(s, "applied");
+                        any_overridden = any_overridden || !streq(s, "applied");
+                }
+                json_array_append_new(ifaces, ji);
+        }
+        free(v);
+        if (w->error && w->error_revision == w->revision)
+                state = "failed";
+        else if (!applied_here)
+                state = "pending";
+        else if (any_failed)
+                state = "failed";
+        else if (any_pending)
+                state = "pending";
+        else if (any_overridden && !any_applied)
+                state = "overridden";
+        json_object_set_new(j, "node", json_string(f->node));
+        json_object_set_new(j, "policy", json_string(w->name));
+        json_object_set_new(j, "revision", json_integer((json_int_t) w->revision));
+        json_object_set_new(j, "applied_revision",
+                            p && p->fleet_revision ? json_integer((json_int_t) p->fleet_revision)
+                                                   : json_null());
+        json_object_set_new(j, "state", json_string(state));
+        if (w->error && w->error_revision == w->revision)
+                json_object_set_new(j, "error", json_string(w->error));
+        json_object_set_new(j, "interfaces", ifaces);
+        return j;
+}
+
+static ssize_t published_index(Fleet *f, const char *name) {
+        for (size_t i = 0; i < f->published.n; i++)
+                if (streq(f->published.names[i], name))
+                        return (ssize_t) i;
+        return -1;
+}
+
+static void published_clear(Fleet *f) {
+        for (size_t i = 0; i < f->published.n; i++) {
+                free(f->published.names[i]);
+                free(f->published.texts[i]);
+        }
+        free(f->published.names);
+        free(f->published.texts);
+        free(f->published.writes);
+        f->published.names = f->published.texts = NULL;
+        f->published.writes = NULL;
+        f->published.n = 0;
+}
+
+/* A status put under way: whose. */
+typedef struct StatusPut {
+        Fleet *f;
+        char name[];
+} StatusPut;
+
+/* A status put answered: a failure is the connection's. */
+static void on_status_written(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        _cleanup_free_ StatusPut *put = userdata;
+        Fleet *f = put->f;
+        const char *name = put->name;
+        ssize_t k = published_index(f, name);
+
+        (void) a;
+        if (e) {
+                fleet_lost(f, "%s", e->message);
+                return;
+        }
+        if (k >= 0 && own_write_answered(&f->published.writes[k], etcd_answer_revision(answer))) {
+                log_warning(
+                        "fleet: status of %s was changed by another writer while it was written; written "
+                        "again",
+                        name);
+                f->status.foreign_keys++;
+                (void) status_put(f, (size_t) k);
+        }
+}
+
+/* Puts the status text of published entry k under the lease. */
+static int status_put(Fleet *f, size_t k) {
+        _cleanup_free_ char *key = fleet_key(f->prefix, "status", f->node, f->published.names[k]);
+        const char *text = f->published.texts[k];
+        StatusPut *put = calloc(1, sizeof(StatusPut) + strlen(f->published.names[k]) + 1);
+
+        if (!key || !put) {
+                free(put);
+                return -ENOMEM;
+        }
+        put->f = f;
+        strcpy(put->name, f->published.names[k]);
+        f->published.writes[k].inflight++;
+        fleet_call(f, "/v3/kv/put", etcd_put_body(key, text, strlen(text), f->lease), on_status_written,
+                   free, put);
+        return 0;
+}
+
+/* A new entry of the published set (taking text), or -ENOMEM. */
+static ssize_t published_add(Fleet *f, const char *name, char *text) {
+        char **names = realloc(f->published.names, (f->published.n + 1) * sizeof(char *));
+        if (names)
+                f->published.names = names;
+        char **texts = realloc(f->published.texts, (f->published.n + 1) * sizeof(char *));
+        if (texts)
+                f->published.texts = texts;
+        OwnWrite *writes = realloc(f->published.writes, (f->published.n + 1) * sizeof(OwnWrite));
+        if (writes)
+                f->published.writes = writes;
+        if (!names || !texts || !writes || !(names[f->published.n] = strdup(name)))
+                return -ENOMEM;
+        texts[f->published.n] = text;
+        writes[f->published.n] = (OwnWrite){ 0 };
+        return (ssize_t) f->published.n++;
+}
+
+void status_publish(Fleet *f) {
+        if (f->state != FLEET_WATCHING || !f->lease)
+                return;
+        for (size_t i = 0; i < f->wanted.n; i++) {
+                const Wanted *w = &f->wanted.v[i];
+                if (!w->selected)
+                        continue;
+                json_t *j = policy_status(f, w);
+                char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+                json_decref(j);
+                if (!text)
+                        continue;
+                ssize_t k = published_index(f, w->name);
+                if (k >= 0 && streq(f->published.texts[k], text)) {
+                        free(text);
+                        continue;
+                }
+                if (k >= 0) {
+                        free(f->published.texts[k]);
+                        f->published.texts[k] = text;
+                } else if ((k = published_add(f, w->name, text)) < 0) {
+                        free(text);
+                        continue;
+                }
+                (void) status_put(f, (size_t) k);
+        }
+        /* a policy gone, or no longer this node's: its status goes */
+        for (size_t i = 0; i < f->published.n;) {
+                const Wanted *w = wanted_find(&f->wanted, f->published.names[i]);
+                if (w && w->selected) {
+                        i++;
+                        continue;
+                }
+                _cleanup_free_ char *key = fleet_key(f->prefix, "status", f->node, f->published.names[i]);
+                if (key)
+                        fleet_call(f, "/v3/kv/deleterange", etcd_delete_body(key, false), fleet_on_written,
+                                   NULL, f);
+                free(f->published.names[i]);
+                free(f->published.texts[i]);
+                f->published.names[i] = f->published.names[f->published.n - 1];
+                f->published.texts[i] = f->published.texts[f->published.n - 1];
+                f->published.writes[i] = f->published.writes[f->published.n - 1];
+                f->published.n--;
+        }
+}
+
+/* A key under PREFIX status/NODE/ (kv) as etcd has it now (deleted: gone): one this node publishes is
+ * written again when another writer changed it after this node's last write (or did while one was under
+ * way: judged at its answer); one it does not publish is deleted. */
+static void own_status_seen(Fleet *f, const EtcdKv *kv, bool deleted, const char *name) {
+        ssize_t k = name && strlen(kv->key) == kv->key_size ? published_index(f, name) : -1;
+
+        if (k < 0) {
+                /* a key with a NUL in it is nobody's status (clsctl counts none): as a C string it would
+                 * name another key */
+                if (deleted || strlen(kv->key) != kv->key_size)
+                        return;
+                log_warning("fleet: %s is not this node's (no status of a policy it holds); deleted",
+                            kv->key);
+                f->status.foreign_keys++;
+                fleet_call(f, "/v3/kv/deleterange", etcd_delete_body(kv->key, false), fleet_on_written, NULL,
+                           f);
+                return;
+        }
+        if (!own_write_foreign(&f->published.writes[k], kv->mod_revision))
+                return;
+        log_warning("fleet: %s was %s by another writer; written again", kv->key,
+                    deleted                 ? "deleted"
+                    : kv->lease != f->lease ? "put without this node's lease"
+                                            : "changed");
+        f->status.foreign_keys++;
+        (void) status_put(f, (size_t) k);
+}
+
+static void own_record_seen(Fleet *f, const EtcdKv *kv, bool deleted) {
+        if (!f->record || !own_write_foreign(&f->record_write, kv->mod_revision))
+                return;
+        log_warning("fleet: %s was %s by another writer; written again", kv->key,
+                    deleted                 ? "deleted"
+                    : kv->lease != f->lease ? "put without this node's lease"
+                                            : "changed");
+        f->status.foreign_keys++;
+        free(f->record);
+        f->record = NULL;
+        status_publish_record(f);
+}
+
+void status_own_key_seen(Fleet *f, const EtcdKv *kv, bool deleted) {
+        _cleanup_free_ char *record = fleet_key(f->prefix, "nodes", f->node, NULL);
+        _cleanup_free_ char *status = fleet_key(f->prefix, "status", f->node, "");
+
+        /* Before this connection published (and looked at what is there: own_keys_check()), what the watch
+         * replays is this node's own earlier writes. */
+        if (!f->own_checked)
+                return;
+        if (record && streq(kv->key, record) && strlen(kv->key) == kv->key_size)
+                own_record_seen(f, kv, deleted);
+        else if (status && startswith(kv->key, status)) {
+                const char *name = kv->key + strlen(status);
+                own_status_seen(f, kv, deleted, name[0] && !strchr(name, '/') ? name : NULL);
+        }
+}
+
+static void on_own_keys(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+        EtcdKv *kvs = NULL;
+        size_t n = 0;
+
+        (void) a;
+        if (e) {
+                fleet_lost(f, "%s", e->message);
+                return;
+        }
+        if (etcd_range_parse(answer, &kvs, &n, NULL, NULL) < 0)
+                return;
+        for (size_t i = 0; i < n; i++)
+                status_own_key_seen(f, &kvs[i], false);
+        etcd_kvs_free(kvs, n);
+}
+
+/* Once a connection has published: what is under status/NODE/ that this node did not write (a status
+ * written while it was away, or by someone else) goes; later changes come by the watch. */
+void status_own_keys_check(Fleet *f) {
+        _cleanup_free_ char *status = fleet_key(f->prefix, "status", f->node, "");
+
+        if (f->own_checked || f->state != FLEET_WATCHING || !f->lease || !status)
+                return;
+        f->own_checked = true;
+        fleet_call(f, "/v3/kv/range", etcd_range_body(status, true), on_own_keys, NULL, f);
+}
+
+static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s, (void) usec;
+        status_publish(userdata);
+        return 0;
+}
+
+void status_later(Fleet *f) {
+        uint64_t now;
+
+        (void) sd_event_now(f->event, CLOCK_MONOTONIC, &now);
+        if (!f->status_timer) {
+                if (sd_event_add_time(f->event, &f->status_timer, CLOCK_MONOTONIC, now + STATUS_DELAY_USEC,
+                                      1, on_status_timer, f) < 0)
+                        return;
+        } else if (sd_event_source_get_enabled(f->status_timer, NULL) > 0)
+                return; /* already due */
+        else
+                (void) sd_event_source_set_time(f->status_timer, now + STATUS_DELAY_USEC);
+        (void) sd_event_source_set_enabled(f->status_timer, SD_EVENT_ONESHOT);
+}
+
+static void on_record_written(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+
+        (void) a;
+        if (e) {
+                fleet_lost(f, "%s", e->message);
+                return;
+        }
+        if (own_write_answered(&f->record_write, etcd_answer_revision(answer))) {
+                log_warning("fleet: the node's record was changed by another writer while it was written; "
+                            "written again");
+                f->status.foreign_keys++;
+                free(f->record);
+                f->record = NULL;
+                status_publish_record(f);
+        }
+}
+
+void status_publish_record(Fleet *f) {
+        json_t *j;
+        char *text;
+
+        if (f->state == FLEET_IDLE || !f->lease)
+                return;
+        j = json_pack("{s:s,s:o,s:s,s:s,s:b,s:b,s:I}", "node", f->node, "labels",
+                      fleet_labels_to_json(f->labels, f->n_labels), "version", PROJECT_VERSION, "kernel",
+                      daemon_kernel_release(f->m), "act_bpf", daemon_has_act_bpf(f->m), "tcx",
+                      daemon_has_tcx(f->m), "revision", (json_int_t) f->status.revision);
+        text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        json_decref(j);
+        if (!text || (f->record && streq(f->record, text))) {
+                free(text);
+                return;
+        }
+        _cleanup_free_ char *key = fleet_key(f->prefix, "nodes", f->node, NULL);
+        if (!key) {
+                free(text);
+                return;
+        }
+        f->record_write.inflight++;
+        fleet_call(f, "/v3/kv/put", etcd_put_body(key, text, strlen(text), f->lease), on_record_written,
+                   NULL, f);
+        free(f->record);
+        f->record = text;
+}
+
+void status_reset(Fleet *f) {
+        free(f->record);
+        f->record = NULL;
+        f->record_write = (OwnWrite){ 0 };
+        f->own_checked = false;
+        published_clear(f);
+}
+
+void status_free(Fleet *f) {
+        status_reset(f);
+        sd_event_source_disable_unref(f->status_timer);
+}
