@@ -5,9 +5,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "etcd-dl.h"
 #include "etcd-transfer.h"
+
+/* Sockets close on exec: clsd spawns workers while transfers run, and a socket a worker inherited would
+ * outlive its close here, and its epoll registration with it (sd-event then finds a freed source). */
+static curl_socket_t on_open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *address) {
+        (void) clientp, (void) purpose;
+        return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
 
 static size_t on_write(char *p, size_t size, size_t n, void *userdata) {
         return etcd_buffer_append(userdata, p, size * n, ETCD_ANSWER_MAX) ? size * n : 0;
@@ -15,8 +23,18 @@ static size_t on_write(char *p, size_t size, size_t n, void *userdata) {
 
 int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const EtcdTls *tls,
                         struct curl_slist **headers, EtcdBuffer *answer) {
-        if (!*headers && !(*headers = curl_api.slist_append(NULL, "Content-Type: application/json")))
-                return -ENOMEM;
+        if (!*headers) {
+                struct curl_slist *h = curl_api.slist_append(NULL, "Content-Type: application/json");
+                /* no "Expect: 100-continue" (libcurl's for a body over 1 KiB): a watch's gateway answers
+                 * the first request of the stream before the rest of the body is read, and libcurl then
+                 * keeps the rest (the stream's later watches were never made) */
+                struct curl_slist *h2 = h ? curl_api.slist_append(h, "Expect:") : NULL;
+                if (!h2) {
+                        curl_api.slist_free_all(h);
+                        return -ENOMEM;
+                }
+                *headers = h2;
+        }
         curl_api.easy_setopt(easy, CURLOPT_URL, url);
         curl_api.easy_setopt(easy, CURLOPT_POSTFIELDS, body);
         curl_api.easy_setopt(easy, CURLOPT_HTTPHEADER, *headers);
@@ -24,6 +42,7 @@ int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const Etc
         /* etcd is talked to directly: an http_proxy meant for the web is not its way */
         curl_api.easy_setopt(easy, CURLOPT_NOPROXY, "*");
         curl_api.easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+        curl_api.easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
         if (tls && tls->ca)
                 curl_api.easy_setopt(easy, CURLOPT_CAINFO, tls->ca);
         if (tls && tls->cert)
