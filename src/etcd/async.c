@@ -40,6 +40,8 @@ struct EtcdAsync {
         size_t n_urls, url;
         EtcdTls tls;
         uint64_t requests;
+        void (*contact)(void *userdata);
+        void *contact_userdata;
         Call *calls;
         Stream stream;
 };
@@ -97,6 +99,11 @@ void etcd_async_next_endpoint(EtcdAsync *a) {
         a->url = (a->url + 1) % a->n_urls;
 }
 
+void etcd_async_set_contact(EtcdAsync *a, void (*contact)(void *userdata), void *userdata) {
+        a->contact = contact;
+        a->contact_userdata = userdata;
+}
+
 uint64_t etcd_async_requests(const EtcdAsync *a) {
         return a->requests;
 }
@@ -131,6 +138,8 @@ static void on_call_done(CurlLoop *l, CURL *easy, CURLcode result, void *userdat
         (void) l;
         call_unlink(c->a, c);
         (void) etcd_transfer_answer(easy, result, &c->answer, c->url, &answer, &e);
+        if (!e.code && c->a->contact)
+                c->a->contact(c->a->contact_userdata);
         c->done(c->a, e.code ? NULL : answer, e.code ? &e : NULL, c->userdata);
         json_decref(answer);
         error_done(&e);
@@ -210,6 +219,8 @@ static int on_lines(sd_event_source *src, void *userdata) {
                 s->buf.data[s->buf.size] = 0;
                 if (!j)
                         continue;
+                if (a->contact)
+                        a->contact(a->contact_userdata);
                 s->message(a, j, s->userdata);
                 json_decref(j);
         }

@@ -63,6 +63,11 @@ int etcd_dl_load(Error *reterr) {
                 { "gnutls_base64_encode2", offsetof(GnutlsApi, base64_encode2) },
                 { "gnutls_base64_decode2", offsetof(GnutlsApi, base64_decode2) },
                 { "gnutls_free", offsetof(GnutlsApi, free) },
+                { "gnutls_load_file", offsetof(GnutlsApi, load_file) },
+                { "gnutls_x509_crt_init", offsetof(GnutlsApi, x509_crt_init) },
+                { "gnutls_x509_crt_import", offsetof(GnutlsApi, x509_crt_import) },
+                { "gnutls_x509_crt_get_dn_by_oid", offsetof(GnutlsApi, x509_crt_get_dn_by_oid) },
+                { "gnutls_x509_crt_deinit", offsetof(GnutlsApi, x509_crt_deinit) },
         };
         static bool loaded;
         CurlApi c = { 0 };

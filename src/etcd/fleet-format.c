@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "etcd-rollout.h"
 #include "etcd.h"
 #include "names.h"
 #include "sha256.h"
@@ -93,6 +94,8 @@ void fleet_policy_done(FleetPolicy *p) {
         for (size_t i = 0; i < p->n_names; i++)
                 free(p->names[i]);
         free(p->names);
+        free(p->rollout.waves);
+        free(p->health);
         json_decref(p->policy);
         *p = (FleetPolicy){ 0 };
 }
@@ -108,8 +111,11 @@ static int parse_nodes(json_t *nodes, FleetPolicy *p, Error *reterr) {
         if (!json_is_object(nodes))
                 return error_set(reterr, EINVAL, "wrong_type", "nodes: expected an object");
         json_object_foreach (nodes, key, v)
-                if (!streq(key, "labels") && !streq(key, "names"))
+                if (!streq(key, "labels") && !streq(key, "names") && !streq(key, "kernel") &&
+                    !streq(key, "features"))
                         return error_set(reterr, EINVAL, "unknown_field", "nodes.%s: unknown field", key);
+        if (fleet_gates_parse(nodes, p, reterr) < 0)
+                return -EINVAL;
         json_t *labels = json_object_get(nodes, "labels"), *names = json_object_get(nodes, "names");
         if (labels && !json_is_object(labels))
                 return error_set(reterr, EINVAL, "wrong_type", "nodes.labels: expected an object");
@@ -135,10 +141,15 @@ static int parse_nodes(json_t *nodes, FleetPolicy *p, Error *reterr) {
                 if (!(p->names[p->n_names++] = strdup(s)))
                         return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
-        if (p->n_labels == 0 && p->n_names == 0)
-                return error_set(
-                        reterr, EINVAL, "invalid_value",
-                        "nodes: give \"labels\" or \"names\" (or leave \"nodes\" out for every node)");
+        if (p->n_labels == 0 && p->n_names == 0) {
+                if (p->kernel_cmp != FLEET_CMP_NONE || p->need_tcx || p->need_act_bpf) {
+                        p->any_node = true; /* every node the gates let in */
+                        return 0;
+                }
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "nodes: give \"labels\", \"names\", \"kernel\" or \"features\" (or leave "
+                                 "\"nodes\" out for every node)");
+        }
         return 0;
 }
 
@@ -155,12 +166,19 @@ int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
                 return error_set(reterr, EINVAL, "invalid_value",
                                  "name: required, 1 to 64 characters of A-Z a-z 0-9 - _ .");
         r = parse_nodes(json_object_get(j, "nodes"), &p, reterr);
+        if (r >= 0)
+                r = fleet_rollout_parse(json_object_get(j, "rollout"), &p.rollout, reterr);
+        if (r >= 0)
+                r = fleet_health_parse(json_object_get(j, "health"), &p.health, &p.n_health, reterr);
         if (r >= 0 && (!(p.name = strdup(json_string_value(v))) || !(p.policy = json_object())))
                 r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        /* the policy as clsd's API takes it: the envelope's fields left out */
         json_object_foreach (j, key, v)
-                if (r >= 0 && !streq(key, "name") && !streq(key, "nodes") &&
-                    json_object_set(p.policy, key, v) < 0)
+                if (r >= 0 && !streq(key, "name") && !streq(key, "nodes") && !streq(key, "rollout") &&
+                    !streq(key, "health") && json_object_set(p.policy, key, v) < 0)
                         r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        if (r >= 0)
+                r = fleet_health_check_metrics(p.health, p.n_health, p.policy, reterr);
         if (r < 0) {
                 fleet_policy_done(&p);
                 return r;

@@ -23,6 +23,9 @@ EtcdAsync *etcd_async_free(EtcdAsync *a);
 /* The endpoint in use, and the next one in turn (after a failure). */
 const char *etcd_async_endpoint(const EtcdAsync *a);
 void etcd_async_next_endpoint(EtcdAsync *a);
+/* contact is called whenever etcd answers (a call's 200, a stream's message): what a node counts as
+ * reaching etcd. */
+void etcd_async_set_contact(EtcdAsync *a, void (*contact)(void *userdata), void *userdata);
 /* Requests made so far (a stream counts once). */
 uint64_t etcd_async_requests(const EtcdAsync *a);
 /* POSTs body (taken) to path ("/v3/kv/put"); done gets the answer. cancel (may be NULL) is called with

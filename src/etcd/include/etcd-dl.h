@@ -5,6 +5,7 @@
 
 #include <curl/curl.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 
 #include "error.h"
 
@@ -33,6 +34,13 @@ typedef struct GnutlsApi {
         int (*base64_encode2)(const gnutls_datum_t *data, gnutls_datum_t *result);
         int (*base64_decode2)(const gnutls_datum_t *b64_data, gnutls_datum_t *result);
         gnutls_free_function *free; /* GnuTLS's gnutls_free, a variable */
+        int (*load_file)(const char *filename, gnutls_datum_t *data);
+        int (*x509_crt_init)(gnutls_x509_crt_t *cert);
+        int (*x509_crt_import)(gnutls_x509_crt_t cert, const gnutls_datum_t *data,
+                               gnutls_x509_crt_fmt_t format);
+        int (*x509_crt_get_dn_by_oid)(gnutls_x509_crt_t cert, const char *oid, unsigned indx,
+                                      unsigned raw_flag, void *buf, size_t *buf_size);
+        void (*x509_crt_deinit)(gnutls_x509_crt_t cert);
 } GnutlsApi;
 
 extern CurlApi curl_api;

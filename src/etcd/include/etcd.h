@@ -82,16 +82,65 @@ typedef struct FleetLabel {
 int fleet_labels_parse(const char *s, FleetLabel **ret, size_t *ret_n, Error *reterr);
 json_t *fleet_labels_to_json(const FleetLabel *v, size_t n);
 
-/* A fleet policy: a policy (match, order, ingress, egress) with a name and a node selector. */
+/* A wave of a rollout: a count of nodes, or a percentage of the selected ones (rounded up). */
+typedef struct FleetWave {
+        unsigned value;
+        bool percent;
+} FleetWave;
+
+/* "rollout": how a revision reaches the selected nodes (rollout.c). */
+typedef struct FleetRollout {
+        bool present; /* no "rollout": every selected node at once */
+        char id[65]; /* this rollout's, unique (clsctl fleet apply writes one; else "r" + the revision) */
+        FleetWave *waves;
+        size_t n_waves;
+        uint64_t hold_usec; /* a node stays connected and healthy this long before it counts healthy */
+        uint64_t confirm_usec; /* a node that applied and cannot reach etcd this long reverts */
+        unsigned max_unhealthy; /* of a wave, before the rollout halts */
+        char spread[FLEET_LABEL_MAX + 1]; /* a label whose values the waves cover in turn ("": none) */
+} FleetRollout;
+
+/* "health": [{"metric": NAME, "max_rate": N, "min_rate": N}]: a check over one of the policy's metrics
+ * (its filters' "metrics"), per second, on this node. */
+typedef struct FleetHealthCheck {
+        char metric[129];
+        bool has_max, has_min;
+        double max_rate, min_rate;
+} FleetHealthCheck;
+
+/* "nodes": {"kernel": ">=6.6", "features": ["tcx"]}: what a node must have to qualify. */
+typedef enum FleetCompare {
+        FLEET_CMP_NONE,
+        FLEET_CMP_GE,
+        FLEET_CMP_GT,
+        FLEET_CMP_LE,
+        FLEET_CMP_LT,
+        FLEET_CMP_EQ,
+} FleetCompare;
+
+/* A fleet policy: a policy (match, order, ingress, egress) with a name and a node selector, and how it
+ * rolls out. */
 typedef struct FleetPolicy {
         char *name;
         FleetLabel *labels; /* "nodes": {"labels": {...}}: every one must match */
         size_t n_labels;
         char **names; /* "nodes": {"names": [...]} */
         size_t n_names;
-        bool any_node; /* no "nodes": every node */
+        bool any_node; /* no "nodes" (or only kernel gates): every node */
+        FleetCompare kernel_cmp; /* "nodes": {"kernel": ">=6.6"} */
+        unsigned kernel[3];
+        bool need_tcx, need_act_bpf; /* "nodes": {"features": [...]} */
+        FleetRollout rollout;
+        FleetHealthCheck *health;
+        size_t n_health;
         json_t *policy; /* the rest, as PUT /policies/NAME takes it */
 } FleetPolicy;
+
+/* What a node records of itself that a selector's kernel gates read. */
+typedef struct FleetNodeFacts {
+        const char *kernel; /* uname's release */
+        bool tcx, act_bpf;
+} FleetNodeFacts;
 
 /* Checks the envelope strictly (name, nodes); the policy itself is checked by clsd as a PUT is. */
 int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr);
@@ -102,6 +151,9 @@ void fleet_policy_done(FleetPolicy *p);
 /* Whether the node (its name and labels) is selected: labels all match, or its name is listed (both
  * given: either). */
 bool fleet_policy_selects(const FleetPolicy *p, const char *node, const FleetLabel *labels, size_t n_labels);
+/* Whether the node qualifies by the selector's kernel gates: false with why ("kernel 6.1.0 is not >=
+ * 6.6") in buf. */
+bool fleet_policy_qualifies(const FleetPolicy *p, const FleetNodeFacts *facts, char *why, size_t size);
 /* The digests the policy's filters and actions name ("object"), as a NULL-terminated list of borrowed
  * strings; -EINVAL for an "object" that is not a digest (clsctl uploads files and writes digests). */
 int fleet_policy_digests(const FleetPolicy *p, const char ***ret, Error *reterr);
@@ -128,6 +180,9 @@ typedef struct EtcdClient EtcdClient;
 int etcd_client_new(const char *urls, const EtcdTls *tls, EtcdClient **ret, Error *reterr);
 EtcdClient *etcd_client_free(EtcdClient *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(EtcdClient *, etcd_client_free);
+/* Who the client is to etcd, for the fleet's history: user (etcd's, when given), else its client
+ * certificate's common name, else "user@host". */
+void etcd_identity(const EtcdTls *tls, const char *user, char *buf, size_t size);
 /* POSTs body (taken) to path ("/v3/kv/range") and returns the JSON answer of a 200. */
 int etcd_call(EtcdClient *c, const char *path, json_t *body, json_t **ret, Error *reterr);
 /* Every endpoint's URL, and how many. */
