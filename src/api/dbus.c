@@ -164,12 +164,34 @@ static int prop_fleet(sd_bus *bus, const char *path, const char *interface, cons
                                      f->last_error);
 }
 
+static int prop_rollouts(sd_bus *bus, const char *path, const char *interface, const char *property,
+                         sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        ApiDbus *b = userdata;
+        const DaemonFleet *f = daemon_fleet(b->api->daemon);
+        int r;
+
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        /* each rollout this node takes part in: (policy, rollout id, state, this node's step, this node's
+         * wave (0: not in the plan), the current wave, the waves, why) */
+        r = sd_bus_message_open_container(reply, 'a', "(ssssuuus)");
+        for (size_t i = 0; r >= 0 && i < f->n_rollouts; i++) {
+                const DaemonFleetRollout *x = &f->rollouts[i];
+                r = sd_bus_message_append(reply, "(ssssuuus)", x->policy, x->id, x->phase, x->step,
+                                          (uint32_t) (x->wave + 1), x->n_waves ? x->current_wave + 1 : 0,
+                                          x->n_waves, x->why);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r;
+}
+
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Version", "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("InterfaceCount", "u", prop_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Degraded", "b", prop_degraded, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Fleet", "(bbsts)", prop_fleet, 0, 0),
+        SD_BUS_PROPERTY("FleetRollouts", "a(ssssuuus)", prop_rollouts, 0, 0),
         SD_BUS_METHOD_WITH_ARGS("ListInterfaces", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssso)", interfaces),
                                 method_list, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetInterface", SD_BUS_ARGS("s", netns, "s", ifname),

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "etcd-rollout.h"
 #include "etcd.h"
 #include "fileio.h"
 #include "output.h"
@@ -58,6 +59,10 @@ static const Verb fleet_verbs[] = {
         { "rm", "clsctl fleet rm NAME", 1, 1, verb_fleet_remove },
         { "nodes", "clsctl fleet nodes", 0, 0, verb_fleet_nodes },
         { "status", "clsctl fleet status [POLICY]", 0, 1, verb_fleet_status },
+        { "rollout", "clsctl fleet rollout status|pause|resume|abort|promote NAME", 2, 2,
+          verb_fleet_rollout },
+        { "history", "clsctl fleet history NAME", 1, 1, verb_fleet_history },
+        { "rollback", "clsctl fleet rollback NAME [--to REVISION]", 1, 1, verb_fleet_rollback },
 };
 
 static const Verb policy_verbs[] = {
@@ -111,9 +116,11 @@ static const char HELP[] =
         "       policy diff NAME FILE  Show what policy apply would change on each interface\n"
         "       policy rm NAME         Remove policy NAME; its interfaces lose its filters\n"
         "       fleet apply FILE...    Write the fleet policy of each FILE (JSON: name, nodes,\n"
-        "                              match, order, ingress, egress) to etcd, uploading the\n"
-        "                              object files it names first (they become digests);\n"
-        "                              several in one transaction, which nodes apply as one\n"
+        "                              match, order, ingress, egress, rollout, health) to etcd,\n"
+        "                              uploading the object files it names first (they become\n"
+        "                              digests); several in one transaction, which nodes apply\n"
+        "                              as one; a rollout's plan of waves and a history entry\n"
+        "                              with each\n"
         "       fleet ls               List the fleet policies, their revisions and node selectors\n"
         "       fleet rm NAME          Remove fleet policy NAME; every node takes it away\n"
         "       fleet nodes            List the nodes: labels, clsd version, kernel, act_bpf, tcx,\n"
@@ -121,6 +128,17 @@ static const char HELP[] =
         "       fleet status [POLICY]  One row per node a policy selects: applied, pending,\n"
         "                              failed, overridden, behind (an older revision) or no\n"
         "                              status; exits 1 when a node failed\n"
+        "       fleet rollout status NAME\n"
+        "                              Policy NAME's rollout wave by wave: each node's step\n"
+        "                              (applied, healthy, failed) and why\n"
+        "       fleet rollout pause|resume|abort|promote NAME\n"
+        "                              Hold the next waves; go on; halt and take every node\n"
+        "                              back to the revision before; every wave now, the\n"
+        "                              remaining holds skipped\n"
+        "       fleet history NAME     Each revision of NAME: when, by whom, what changed and\n"
+        "                              how its rollout ended\n"
+        "       fleet rollback NAME    Apply the revision before the current one again (as a\n"
+        "                              new revision, with its rollout), or --to REVISION\n"
         "       object ls              List stored BPF objects\n"
         "       object add FILE        Store a BPF object file (ELF) and show its programs\n"
         "       object show DIGEST     Show a stored object\n"
@@ -152,6 +170,9 @@ static const char HELP[] =
         "       --fleet-prefix PATH    The fleet's keys in etcd (default %s)\n"
         "       --fleet-ca FILE, --fleet-cert FILE, --fleet-key FILE\n"
         "                              TLS to etcd: the CA to trust, a client certificate and key\n"
+        "       --waves LIST           fleet apply: roll out in these waves (\"1,10%%,100%%\"),\n"
+        "                              whatever the file's rollout says of them\n"
+        "       --to REVISION          fleet rollback: the revision to apply again\n"
         "       -v, --verbose          On failure, also print the daemon's detail (verifier log)\n"
         "       -h, --help             Show this help and exit\n"
         "       --version              Show the version and exit\n"
@@ -187,9 +208,62 @@ enum {
         ARG_KEY,
         ARG_TOKEN_FILE,
         ARG_WAIT,
+        ARG_WAVES,
+        ARG_TO,
 };
 
 /* One option of the command line: 1 to go on, 0 to exit 0 (help, version), < 0 on a usage error. */
+/* The options of clsctl fleet: etcd, and what fleet apply and rollback take. */
+static int fleet_option_apply(Ctl *c, int opt) {
+        switch (opt) {
+        case ARG_FLEET:
+                if (!*optarg)
+                        return usage_error("--fleet needs URL[,URL…]");
+                c->fleet_urls = optarg;
+                break;
+        case ARG_FLEET_PREFIX:
+                if (!fleet_prefix_valid(optarg))
+                        return usage_error(
+                                "--fleet-prefix %s: expected a path that starts and ends with '/'", optarg);
+                c->fleet_prefix = optarg;
+                break;
+        case ARG_FLEET_CA:
+                c->fleet_ca = optarg;
+                break;
+        case ARG_FLEET_CERT:
+                c->fleet_cert = optarg;
+                break;
+        case ARG_FLEET_KEY:
+                c->fleet_key = optarg;
+                break;
+        case ARG_WAVES: {
+                FleetWave *v = NULL;
+                size_t n = 0;
+                Error e = ERROR_NULL;
+                if (fleet_waves_parse(optarg, &v, &n, &e) < 0) {
+                        int r = usage_error("%s", e.message);
+                        error_done(&e);
+                        return r;
+                }
+                free(v); /* checked here, made the envelope's by fleet apply */
+                c->waves = optarg;
+                break;
+        }
+        case ARG_TO: {
+                char *end = NULL;
+                unsigned long long v = strtoull(optarg, &end, 10);
+                if (!*optarg || *end || v == 0 || optarg[0] == '-')
+                        return usage_error("--to %s: expected a revision (fleet history shows them)",
+                                           optarg);
+                c->rollback_to = v;
+                break;
+        }
+        default:
+                return -EINVAL;
+        }
+        return 1;
+}
+
 static int option_apply(Ctl *c, int opt, char *argv[]) {
         switch (opt) {
         case 'h':
@@ -222,25 +296,13 @@ static int option_apply(Ctl *c, int opt, char *argv[]) {
                 c->if_match = optarg;
                 break;
         case ARG_FLEET:
-                if (!*optarg)
-                        return usage_error("--fleet needs URL[,URL…]");
-                c->fleet_urls = optarg;
-                break;
         case ARG_FLEET_PREFIX:
-                if (!fleet_prefix_valid(optarg))
-                        return usage_error(
-                                "--fleet-prefix %s: expected a path that starts and ends with '/'", optarg);
-                c->fleet_prefix = optarg;
-                break;
         case ARG_FLEET_CA:
-                c->fleet_ca = optarg;
-                break;
         case ARG_FLEET_CERT:
-                c->fleet_cert = optarg;
-                break;
         case ARG_FLEET_KEY:
-                c->fleet_key = optarg;
-                break;
+        case ARG_WAVES:
+        case ARG_TO:
+                return fleet_option_apply(c, opt);
         case ARG_HOST:
                 if (!startswith(optarg, "https://") && !startswith(optarg, "http://"))
                         return usage_error("--host %s: expected https://HOST:PORT", optarg);
@@ -308,6 +370,8 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                 { "key", required_argument, NULL, ARG_KEY },
                 { "token-file", required_argument, NULL, ARG_TOKEN_FILE },
                 { "wait", optional_argument, NULL, ARG_WAIT },
+                { "waves", required_argument, NULL, ARG_WAVES },
+                { "to", required_argument, NULL, ARG_TO },
                 {},
         };
         int opt;
@@ -367,7 +431,9 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
         } else if (streq(argv[0], "fleet")) {
                 argc--, argv++;
                 if (argc == 0)
-                        return usage_error("missing command after 'fleet' (apply, ls, nodes, rm, status)");
+                        return usage_error(
+                                "missing command after 'fleet' (apply, history, ls, nodes, rm, rollback, "
+                                "rollout, status)");
                 r = find_verb(fleet_verbs, ELEMENTSOF(fleet_verbs), "fleet ", argc, argv, &v);
         } else if (streq(argv[0], "policy")) {
                 argc--, argv++;
@@ -382,6 +448,10 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
                 return usage_error("--if-match is for 'apply' and 'policy apply' only");
         if (c->wait_sec > 0 && v->run != verb_iface_apply)
                 return usage_error("--wait is for 'apply' only");
+        if (c->waves && v->run != verb_fleet_apply)
+                return usage_error("--waves is for 'fleet apply' only");
+        if (c->rollback_to && v->run != verb_fleet_rollback)
+                return usage_error("--to is for 'fleet rollback' only");
 
         *ret_verb = v;
         *ret_args = argv + 1;

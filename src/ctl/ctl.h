@@ -35,6 +35,9 @@ typedef struct Ctl {
         const char *fleet_urls; /* etcd's endpoints (--fleet, CLSD_FLEET), for "fleet" */
         const char *fleet_prefix;
         const char *fleet_ca, *fleet_cert, *fleet_key;
+        const char *fleet_user; /* etcd's user, for the history's "by" */
+        const char *waves; /* fleet apply --waves: the waves of this apply's rollout ("1,10%,100%") */
+        uint64_t rollback_to; /* fleet rollback --to REV (0: the revision before the current one) */
 } Ctl;
 
 /* jansson.h provides json_decrefp() for _cleanup_(json_decrefp). */
@@ -103,6 +106,9 @@ int verb_fleet_list(const Ctl *c, char **args);
 int verb_fleet_remove(const Ctl *c, char **args);
 int verb_fleet_nodes(const Ctl *c, char **args);
 int verb_fleet_status(const Ctl *c, char **args);
+int verb_fleet_rollout(const Ctl *c, char **args);
+int verb_fleet_history(const Ctl *c, char **args);
+int verb_fleet_rollback(const Ctl *c, char **args);
 
 int verb_object_list(const Ctl *c, char **args);
 int verb_object_add(const Ctl *c, char **args);

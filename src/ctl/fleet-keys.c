@@ -185,6 +185,48 @@ int fleet_range_json(EtcdClient *ec, const Ctl *c, const char *kind, json_t *lea
         return 0;
 }
 
+int fleet_get_json(EtcdClient *ec, const char *key, json_t **ret, uint64_t *ret_revision) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        EtcdKv *kvs = NULL;
+        size_t n = 0;
+        int r;
+
+        *ret = NULL;
+        *ret_revision = 0;
+        r = fleet_call(ec, "/v3/kv/range", etcd_range_body(key, false), &answer);
+        if (r < 0)
+                return r;
+        if (etcd_range_parse(answer, &kvs, &n, NULL, NULL) >= 0 && n == 1) {
+                *ret = json_loadb(kvs[0].value, kvs[0].value_size, 0, NULL);
+                *ret_revision = kvs[0].mod_revision;
+        }
+        etcd_kvs_free(kvs, n);
+        return 0;
+}
+
+static int by_mod_revision(const void *a, const void *b) {
+        const EtcdKv *x = a, *y = b;
+        return x->mod_revision < y->mod_revision ? -1 : x->mod_revision > y->mod_revision;
+}
+
+int fleet_range_kvs(EtcdClient *ec, const char *prefix, bool keys_only, EtcdKv **ret, size_t *ret_n) {
+        _cleanup_(json_decrefp) json_t *answer = NULL;
+        json_t *body = etcd_range_body(prefix, true);
+        int r;
+
+        if (!body || (keys_only && json_object_set_new(body, "keys_only", json_true()) < 0)) {
+                json_decref(body);
+                return ctl_oom();
+        }
+        r = fleet_call(ec, "/v3/kv/range", body, &answer);
+        if (r < 0)
+                return r;
+        if (etcd_range_parse(answer, ret, ret_n, NULL, NULL) < 0)
+                return ctl_error(-EPROTO, "etcd answered a range that does not parse");
+        qsort(*ret, *ret_n, sizeof(EtcdKv), by_mod_revision);
+        return 0;
+}
+
 /* "k=v,k2=v2" of a labels object, into f. */
 void fleet_labels_print(FILE *f, json_t *labels) {
         const char *k;

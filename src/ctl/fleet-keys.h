@@ -16,6 +16,11 @@ int fleet_live_leases(EtcdClient *ec, json_t **ret);
  * no node can read has "_invalid"; with leases, "_lease" and "_bound". */
 int fleet_range_json(EtcdClient *ec, const Ctl *c, const char *kind, json_t *leases, json_t **ret,
                      uint64_t *ret_revision);
+/* The JSON value of one key and the revision that wrote it (NULL, 0: no such key, or not JSON). */
+int fleet_get_json(EtcdClient *ec, const char *key, json_t **ret, uint64_t *ret_revision);
+/* The keys under prefix (with their values, unless keys_only), oldest write first; freed with
+ * etcd_kvs_free(). */
+int fleet_range_kvs(EtcdClient *ec, const char *prefix, bool keys_only, EtcdKv **ret, size_t *ret_n);
 /* "k=v,k2=v2" of a labels object, into f. */
 void fleet_labels_print(FILE *f, json_t *labels);
 /* The rows of kind in *ret (nodes: with their leases); with --json they are printed and 1 returned. */

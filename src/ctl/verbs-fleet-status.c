@@ -177,10 +177,11 @@ int verb_fleet_status(const Ctl *c, char **args) {
                         json_int_t held = json_integer_value(json_object_get(s, "revision"));
                         const char *state = s ? json_string_value(json_object_get(s, "state")) : "no status";
                         json_t *row = json_pack(
-                                "{s:s,s:s,s:s,s:I,s:I,s:I,s:O*,s:O*}", "node", node, "policy", name, "state",
-                                state ?: "?", "revision", revision, "held_revision", held, "lag",
+                                "{s:s,s:s,s:s,s:I,s:I,s:I,s:O*,s:O*,s:O*}", "node", node, "policy", name,
+                                "state", state ?: "?", "revision", revision, "held_revision", held, "lag",
                                 held ? revision - held : revision, "error", json_object_get(s, "error"),
-                                "interfaces", json_object_get(s, "interfaces"));
+                                "interfaces", json_object_get(s, "interfaces"), "rollout",
+                                json_object_get(s, "rollout"));
                         if (!row)
                                 return ctl_oom();
                         /* a status of an older revision says the node has not caught up */

@@ -8,6 +8,7 @@
 
 #include "ctl.h"
 #include "fleet-keys.h"
+#include "fleet-rollout.h"
 #include "etcd.h"
 #include "output.h"
 #include "sha256.h"
@@ -102,10 +103,10 @@ static int resolve_object(EtcdClient *ec, const Ctl *c, json_t *holder, const ch
         return json_object_set_new(holder, "object", json_string(digest)) < 0 ? ctl_oom() : 0;
 }
 
-/* The fleet policy in file, its object files uploaded (they become digests), as a put body in ret. */
-static int policy_file_put(EtcdClient *ec, const Ctl *c, const char *file, char **ret_name, json_t **ret) {
+/* The fleet policy in file, its object files uploaded (they become digests), in ret. */
+static int policy_file_read(EtcdClient *ec, const Ctl *c, const char *file, char **ret_name, json_t **ret) {
         _cleanup_(json_decrefp) json_t *j = NULL;
-        _cleanup_free_ char *data = NULL, *text = NULL, *key = NULL, *dir_copy = strdup(file);
+        _cleanup_free_ char *data = NULL, *dir_copy = strdup(file);
         static const char *const hooks[] = { "ingress", "egress" };
         FleetPolicy fp = { 0 };
         json_error_t jerr;
@@ -140,50 +141,55 @@ static int policy_file_put(EtcdClient *ec, const Ctl *c, const char *file, char 
                         }
                 }
         }
-        if (r >= 0 &&
-            (!(text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER)) ||
-             !(key = fleet_key(fleet_prefix_of(c), "policies", fp.name, NULL)) ||
-             !(*ret = etcd_put_body(key, text, strlen(text), 0)) || !(*ret_name = strdup(fp.name))))
+        if (r >= 0 && !(*ret_name = strdup(fp.name)))
                 r = ctl_oom();
+        if (r >= 0)
+                *ret = TAKE_PTR(j);
         fleet_policy_done(&fp);
         return r;
 }
 
-/* Writes each file's policy; several are written in one etcd transaction, so that every node applies
- * them as one. */
+/* Writes each file's policy, with its rollout's plan and its history entry, in one etcd transaction, so
+ * that every node applies them as one. */
 int verb_fleet_apply(const Ctl *c, char **args) {
         _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
-        _cleanup_(json_decrefp) json_t *puts = json_array(), *answer = NULL, *out = json_array();
+        _cleanup_(json_decrefp) json_t *ops = json_array(), *answer = NULL, *out = json_array();
         char *names[CTL_ARGS_MAX] = { 0 };
+        json_t *envelopes[CTL_ARGS_MAX] = { 0 };
         size_t n = 0;
         int r;
 
-        if (!puts || !out)
+        if (!ops || !out)
                 return ctl_oom();
         r = fleet_client(c, &ec);
         for (; r >= 0 && args[n]; n++) {
-                json_t *put = NULL;
                 if (n == CTL_ARGS_MAX) {
                         r = ctl_error(-E2BIG, "at most %d files at once", CTL_ARGS_MAX);
                         break;
                 }
-                r = policy_file_put(ec, c, args[n], &names[n], &put);
-                if (r >= 0 && json_array_append_new(puts, put) < 0)
-                        r = ctl_oom();
+                r = policy_file_read(ec, c, args[n], &names[n], &envelopes[n]);
                 for (size_t k = 0; r >= 0 && k < n; k++)
                         if (streq(names[k], names[n]))
                                 r = ctl_error(-EINVAL, "%s: fleet policy %s is in %s too", args[n], names[n],
                                               args[k]);
+                if (r >= 0)
+                        r = fleet_apply_ops(ec, c, envelopes[n], NULL, ops);
         }
         if (r >= 0)
-                r = n == 1 ? fleet_call(ec, "/v3/kv/put", json_incref(json_array_get(puts, 0)), &answer)
-                           : fleet_call(ec, "/v3/kv/txn", etcd_txn_body(puts), &answer);
+                r = fleet_call(ec, "/v3/kv/txn", json_pack("{s:O}", "success", ops), &answer);
         if (r >= 0) {
                 uint64_t revision = etcd_answer_revision(answer);
                 for (size_t k = 0; k < n; k++) {
+                        const char *id = json_string_value(
+                                json_object_get(json_object_get(envelopes[k], "rollout"), "id"));
                         if (c->json)
-                                json_array_append_new(out, json_pack("{s:s,s:I}", "name", names[k],
-                                                                     "revision", (json_int_t) revision));
+                                json_array_append_new(out,
+                                                      json_pack("{s:s,s:I,s:o}", "name", names[k],
+                                                                "revision", (json_int_t) revision, "rollout",
+                                                                id ? json_string(id) : json_null()));
+                        else if (id)
+                                printf("fleet policy %s: revision %llu, rollout %s\n", names[k],
+                                       (unsigned long long) revision, id);
                         else
                                 printf("fleet policy %s: revision %llu\n", names[k],
                                        (unsigned long long) revision);
@@ -191,8 +197,10 @@ int verb_fleet_apply(const Ctl *c, char **args) {
                 if (c->json)
                         r = ctl_print_json(n == 1 ? json_array_get(out, 0) : out);
         }
-        for (size_t k = 0; k < n; k++)
+        for (size_t k = 0; k < n; k++) {
                 free(names[k]);
+                json_decref(envelopes[k]);
+        }
         return r;
 }
 
@@ -253,21 +261,27 @@ int verb_fleet_list(const Ctl *c, char **args _unused_) {
         return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
 }
 
+/* The policy and its rollouts' keys, in one transaction; its history stays (fleet rollback --to brings
+ * a revision back). */
 int verb_fleet_remove(const Ctl *c, char **args) {
         _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
-        _cleanup_(json_decrefp) json_t *answer = NULL;
+        _cleanup_(json_decrefp) json_t *answer = NULL, *ops = json_array();
         _cleanup_free_ char *key = fleet_key(fleet_prefix_of(c), "policies", args[0], NULL);
-        json_t *deleted;
+        json_t *deleted, *del = key ? etcd_delete_body(key, false) : NULL;
         int r;
 
-        if (!key)
+        if (!ops || !del || json_array_append_new(ops, json_pack("{s:o}", "request_delete_range", del)) < 0)
                 return ctl_oom();
-        r = fleet_client(c, &ec);
+        r = fleet_rollout_forget_ops(c, args[0], NULL, ops);
         if (r >= 0)
-                r = fleet_call(ec, "/v3/kv/deleterange", etcd_delete_body(key, false), &answer);
+                r = fleet_client(c, &ec);
+        if (r >= 0)
+                r = fleet_call(ec, "/v3/kv/txn", json_pack("{s:O}", "success", ops), &answer);
         if (r < 0)
                 return r;
-        deleted = json_object_get(answer, "deleted");
+        deleted = json_object_get(json_object_get(json_array_get(json_object_get(answer, "responses"), 0),
+                                                  "response_delete_range"),
+                                  "deleted");
         if (!deleted || (json_is_string(deleted) && atoll(json_string_value(deleted)) == 0))
                 return ctl_error(-ENOENT, "no fleet policy %s", args[0]);
         if (c->json) {

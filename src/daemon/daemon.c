@@ -113,6 +113,15 @@ int daemon_fleet_applied(Manager *m, uint64_t revision, Error *reterr) {
         return 0;
 }
 
+int daemon_fleet_keep_save(Manager *m, json_t *keep, Error *reterr) {
+        return store_fleet_keep_save(m->store, keep, reterr);
+}
+
+json_t *daemon_fleet_keep_load(Manager *m) {
+        json_t *j = NULL;
+        return store_fleet_keep_load(m->store, &j) >= 0 ? j : NULL;
+}
+
 /* The documents of the store become interfaces (resolved against the objects the store has). */
 static int load_documents(Manager *m, StoreLoad *load, Error *reterr) {
         StoredDocument *docs = NULL;

@@ -356,3 +356,52 @@ void map_metrics_emit(Manager *d, const MetricWriter *w, DaemonMaps *maps) {
                 i = j;
         }
 }
+
+/* ---- a fleet health check's sum ---- */
+
+typedef struct MetricSum {
+        const char *name;
+        double total;
+        size_t samples;
+} MetricSum;
+
+static void sum_family(void *userdata, const char *name, const char *type, const char *help) {
+        (void) userdata, (void) name, (void) type, (void) help;
+}
+
+static void sum_sample(void *userdata, const char *name, const char *const *labels, size_t n_labels,
+                       double value) {
+        MetricSum *s = userdata;
+        size_t l = strlen(s->name);
+
+        (void) labels, (void) n_labels;
+        /* a counter or gauge by its name; a histogram by its observations (NAME_count) */
+        if (streq(name, s->name) || (strncmp(name, s->name, l) == 0 && streq(name + l, "_count"))) {
+                s->total += value;
+                s->samples++;
+        }
+}
+
+int daemon_policy_metric_sum(Manager *m, const char *policy, const char *metric, double *ret,
+                             Error *reterr) {
+        const Policy *p = daemon_policy_get(m, policy);
+        MetricSum sum = { .name = metric };
+        MetricWriter w = { .family = sum_family, .sample = sum_sample, .userdata = &sum };
+        DaemonMaps maps = { 0 };
+        int r;
+
+        if (!p)
+                return error_set(reterr, ENOENT, "policy_not_found", "no policy %s here", policy);
+        r = daemon_policy_maps(m, p, &maps, reterr);
+        if (r < 0)
+                return r;
+        map_metrics_emit(m, &w, &maps);
+        daemon_maps_done(&maps);
+        if (sum.samples == 0)
+                return error_set(reterr, ENOENT, "metric_not_found",
+                                 "policy %s: no metric %s (its filters' \"metrics\", from maps of programs "
+                                 "attached here)",
+                                 policy, metric);
+        *ret = sum.total;
+        return 0;
+}

@@ -12,6 +12,40 @@
 #include "manager.h"
 #include "map-metrics.h"
 
+/* The rollouts this node takes part in: where each is, and this node's wave and step. */
+static void emit_rollouts(const DaemonFleet *f, const MetricWriter *w) {
+        w->family(w->userdata, "clsd_fleet_reverts_total", "counter",
+                  "Revisions this node's dead-man switch took back: etcd out of reach before their wave was "
+                  "confirmed");
+        w->sample(w->userdata, "clsd_fleet_reverts_total", NULL, 0, (double) f->reverts);
+        w->family(w->userdata, "clsd_fleet_rollbacks_total", "counter",
+                  "Revisions this node took back because their rollout halted or was aborted");
+        w->sample(w->userdata, "clsd_fleet_rollbacks_total", NULL, 0, (double) f->rollbacks);
+        if (f->n_rollouts == 0)
+                return;
+        w->family(w->userdata, "clsd_fleet_rollout_wave", "gauge",
+                  "A rollout's current wave (1-based), with this node's own as the wave label (0: not in "
+                  "the plan)");
+        for (size_t i = 0; i < f->n_rollouts; i++) {
+                const DaemonFleetRollout *r = &f->rollouts[i];
+                char mine[16];
+                snprintf(mine, sizeof(mine), "%d", r->wave + 1);
+                w->sample(w->userdata, "clsd_fleet_rollout_wave",
+                          (const char *const[]){ "policy", r->policy, "rollout", r->id, "node_wave", mine },
+                          3, r->n_waves ? (double) r->current_wave + 1 : 0);
+        }
+        w->family(w->userdata, "clsd_fleet_rollout_state", "gauge",
+                  "1 for a rollout's state (progressing, paused, halted, aborted, done) and this node's "
+                  "step in it");
+        for (size_t i = 0; i < f->n_rollouts; i++) {
+                const DaemonFleetRollout *r = &f->rollouts[i];
+                w->sample(w->userdata, "clsd_fleet_rollout_state",
+                          (const char *const[]){ "policy", r->policy, "rollout", r->id, "state", r->phase,
+                                                 "step", r->step },
+                          4, 1);
+        }
+}
+
 /* clsd --fleet: the connection to etcd and what it applied. */
 static void emit_fleet(Manager *d, const MetricWriter *w) {
         const DaemonFleet *f = daemon_fleet(d);
@@ -43,6 +77,7 @@ static void emit_fleet(Manager *d, const MetricWriter *w) {
         w->family(w->userdata, "clsd_fleet_reconnects_total", "counter",
                   "Connections to etcd made again after one was lost");
         w->sample(w->userdata, "clsd_fleet_reconnects_total", NULL, 0, (double) f->reconnects);
+        emit_rollouts(f, w);
 }
 
 /* The request queue, the workers and what clsd asked of rtnetlink. */

@@ -47,6 +47,7 @@ static void group_done(Fleet *f, const Error *e) {
                                           FAILED_RETRY_MAX_USEC);
                 w->retry_usec = now + w->retry_delay_usec;
         }
+        rollout_applied(f, f->group, f->n_group, f->group_revision, e);
         if (e) {
                 log_warning("fleet: revision %" PRIu64 ": %s", f->group_revision, strna(e->message));
                 f->failed_delay_usec = f->failed_revision == f->group_revision
@@ -173,9 +174,10 @@ static int fetch_object(Fleet *f, const Pending *v, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ const char **digests = NULL;
                 Error e = ERROR_NULL;
-                if (!v[i].put)
+                const FleetPolicy body = { .policy = v[i].body };
+                if (!v[i].body)
                         continue;
-                if (fleet_policy_digests(&v[i].put->fp, &digests, &e) < 0) {
+                if (fleet_policy_digests(&body, &digests, &e) < 0) {
                         group_done(f, &e);
                         error_done(&e);
                         return 1;
@@ -228,7 +230,7 @@ static int group_apply(Fleet *f, const Pending *v, size_t n) {
                 return -ENOMEM;
         for (size_t j = 0; j < n; j++)
                 changes[j] = (FleetPolicyChange){ .name = v[j].name,
-                                                  .body = v[j].put ? v[j].put->fp.policy : NULL,
+                                                  .body = v[j].body,
                                                   .revision = v[j].revision };
         daemon_fleet_policies_change(f->m, changes, n, on_group_done, f);
         return 0;
@@ -264,6 +266,7 @@ static void converged(Fleet *f) {
         status_publish_record(f);
         status_publish(f); /* now: what converged is said at once; interface changes are batched */
         status_own_keys_check(f);
+        rollout_tick(f);
 }
 
 static void converge(Fleet *f) {
@@ -272,11 +275,23 @@ static void converge(Fleet *f) {
         uint64_t now = fleet_now(f);
         int r;
 
-        /* Before the first list, the stored policies are all there is: they stay as they are. */
-        if (f->busy || !f->listed)
+        if (f->busy)
                 return;
+        /* Before the first list, the stored policies are all there is: they stay as they are, but for
+         * what the dead-man switch takes back (one at a time). */
+        if (!f->listed) {
+                Pending back;
+                if (rollout_reverts(f, &back, 1) == 1 &&
+                    (group_take(f, &back, 1, back.revision) < 0 || group_apply(f, &back, 1) < 0)) {
+                        group_clear(f);
+                        log_error("fleet: cannot go back: out of memory");
+                }
+                return;
+        }
         /* a policy deleted in etcd is forgotten once the daemon has none of that name */
         wanted_forget_gone(&f->wanted, daemon_has, f->m);
+        /* what the rollouts let this node hold now */
+        rollout_desire_all(f);
         _cleanup_free_ FleetHeld *held = held_list(f->m, &n_held);
         if (!held || fleet_plan(&f->wanted, held, n_held, f->revision, f->failed_revision,
                                 f->failed_retry_usec, now, &step) < 0) {
@@ -304,9 +319,14 @@ static int on_kick(sd_event_source *s, void *userdata) {
 
 /* From the loop, never from inside the daemon's callback that answered. */
 void apply_later(Fleet *f) {
-        if (!f->kick && sd_event_add_defer(f->event, &f->kick, on_kick, f) < 0)
-                return;
-        (void) sd_event_source_set_enabled(f->kick, SD_EVENT_ONESHOT);
+        fleet_converge_soon(f);
+}
+
+int apply_start(Fleet *f) {
+        int r = sd_event_add_defer(f->event, &f->kick, on_kick, f);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(f->kick, SD_EVENT_OFF);
+        return r;
 }
 
 static int on_converge_timer(sd_event_source *s, uint64_t usec, void *userdata) {

@@ -1,7 +1,9 @@
 /* fleet-call.c: what every part of the fleet does with etcd: a call, whose failure is the connection's
  * (the session disconnects from the loop and reconnects), and the loop's clock and timers. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "fleet-internal.h"
 
@@ -33,6 +35,14 @@ void fleet_on_written(EtcdAsync *a, json_t *answer, const Error *e, void *userda
                 fleet_lost(userdata, "%s", e->message);
 }
 
+int fleet_range_answer(Fleet *f, json_t *answer, const Error *e, EtcdKv **ret, size_t *ret_n) {
+        if (e) {
+                fleet_lost(f, "%s", e->message);
+                return -EIO;
+        }
+        return etcd_range_parse(answer, ret, ret_n, NULL, NULL);
+}
+
 uint64_t fleet_now(Fleet *f) {
         uint64_t now = 0;
         (void) sd_event_now(f->event, CLOCK_MONOTONIC, &now);
@@ -48,4 +58,20 @@ void fleet_timer_once(Fleet *f, sd_event_source **s, uint64_t usec, sd_event_tim
         } else
                 (void) sd_event_source_set_time(*s, now + usec);
         (void) sd_event_source_set_enabled(*s, SD_EVENT_ONESHOT);
+}
+
+void fleet_status_changed(Fleet *f) {
+        if (f->status_kick)
+                (void) sd_event_source_set_enabled(f->status_kick, SD_EVENT_ONESHOT);
+}
+
+void fleet_converge_soon(Fleet *f) {
+        if (f->kick)
+                (void) sd_event_source_set_enabled(f->kick, SD_EVENT_ONESHOT);
+}
+
+uint64_t fleet_realtime_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
 }

@@ -1,16 +1,27 @@
 /* fleet-internal.h: what the fleet's files share: the Fleet, what etcd wants of this node (Wanted), and
  * each part's functions. The parts, from the bottom: wanted.c (the fleet's policies as etcd has them),
  * plan.c (what differs from the daemon, as the next change to apply: pure), own-write.c (whose write a
- * key's revision is), fleet-call.c (a call to etcd; a failure is the connection's), status.c (this
- * node's record and status, and its own keys kept), apply.c (converging the daemon on etcd),
- * session.c (lease, list, watch, keepalive, reconnect), fleet.c (made, started, freed). */
+ * key's revision is), fleet-call.c (a call to etcd; a failure is the connection's), rollouts.c (the
+ * fleet's rollouts as etcd has them), node-rollouts.c (this node's part in each, kept on disk),
+ * rollout-wave.c (its steps written, a wave judged, the state moved on), rollout.c (what the node holds
+ * for a rollout: its wave, its hold, its dead-man switch), status.c (this node's record and status,
+ * and its own keys kept), apply.c (converging the daemon on etcd), session.c (lease, list, watch,
+ * keepalive, reconnect), fleet.c (made, started, freed). */
 #pragma once
 
 #include "etcd-async.h"
+#include "etcd-rollout.h"
 #include "fleet.h"
 
 #define FAILED_RETRY_USEC (5 * 1000 * 1000ULL)
 #define FAILED_RETRY_MAX_USEC (300 * 1000 * 1000ULL)
+
+/* What this node is to hold of a wanted policy (rollout.c decides it for a policy that rolls out). */
+typedef enum Desire {
+        DESIRE_ETCD, /* its revision in etcd, if it selects this node */
+        DESIRE_KEEP, /* whatever the daemon holds now (its wave has not come) */
+        DESIRE_BODY, /* body at revision (a revision it held before; NULL body: none) */
+} Desire;
 
 /* A fleet policy as etcd has it. */
 typedef struct Wanted {
@@ -20,10 +31,14 @@ typedef struct Wanted {
         bool selected; /* selects this node */
         bool gone; /* deleted in etcd at revision (kept until the daemon has removed it) */
         char *invalid; /* its envelope or JSON is malformed: why */
+        char *ineligible; /* selected, but the kernel gates keep this node out: why */
         char *error; /* applying it at error_revision failed: why */
         uint64_t error_revision;
         uint64_t retry_usec; /* CLOCK_MONOTONIC: when a failed revision is tried again */
         uint64_t retry_delay_usec;
+        Desire desire; /* set before each converge (rollout_desire()) */
+        uint64_t desire_revision;
+        json_t *desire_body; /* borrowed */
 } Wanted;
 
 /* The fleet's policies as last seen in etcd. */
@@ -40,6 +55,54 @@ typedef struct OwnWrite {
         uint64_t written; /* the revision of the last put answered */
         uint64_t seen; /* a later revision the watch said while a put was under way */
 } OwnWrite;
+
+/* A rollout as etcd has it (rollouts.c). */
+typedef struct RolloutView {
+        char *policy;
+        char id[FLEET_ROLLOUT_ID_MAX + 1];
+        bool has_plan;
+        FleetRolloutPlan plan;
+        FleetRolloutState state; /* wave 0, progressing, until its key is written */
+        uint64_t state_revision; /* the state key's mod_revision (0: none yet): a transition compares it */
+        uint64_t plan_created_usec; /* CLOCK_MONOTONIC when this node first saw the plan */
+} RolloutView;
+
+typedef struct RolloutViews {
+        RolloutView *v;
+        size_t n;
+} RolloutViews;
+
+/* This node's part in a rollout of one policy (rollout.c): kept across restarts (what it held before,
+ * whether it reverted), and its step. */
+typedef struct NodeRollout {
+        char *policy;
+        char id[FLEET_ROLLOUT_ID_MAX + 1];
+        uint64_t to_revision; /* the revision the rollout brings */
+        uint64_t from_revision; /* what this node held before it (0: none) */
+        json_t *from_body; /* its policy, as the daemon took it (NULL: none) */
+        bool reverted; /* its dead-man switch went back to from: it stays there */
+        bool rolled_back; /* the rollout halted: back to from */
+        bool committed; /* its wave was confirmed: the dead-man switch is off */
+        int wave; /* in the plan (-1: not in it) */
+        uint64_t confirm_usec; /* the plan's: the dead-man switch works before etcd is read again */
+        char why[256];
+        /* not kept */
+        uint64_t hold_from_usec; /* CLOCK_MONOTONIC: applied, connected since (0: not applied) */
+        double *samples; /* the health checks' readings at hold_from_usec */
+        bool step_set;
+        FleetNodeStep step;
+        char step_why[256];
+        bool publishing; /* a step's transaction is under way: the next waits for its answer (two under way
+                          * could land in either order) */
+        bool published_set; /* the step etcd has (under the current lease) */
+        FleetNodeStep published;
+        bool evaluated; /* the wave was looked at after the step was published */
+} NodeRollout;
+
+typedef struct NodeRollouts {
+        NodeRollout *v;
+        size_t n;
+} NodeRollouts;
 
 typedef enum FleetState {
         FLEET_IDLE,
@@ -63,15 +126,20 @@ struct Fleet {
         FleetLabel *labels;
         size_t n_labels;
         unsigned ttl;
+        char kernel[65];
+        FleetNodeFacts facts; /* the kernel's, for the selectors' gates (set at the start) */
         DaemonFleet status; /* what the faces show of the fleet (daemon_set_fleet()) */
 
         /* session.c */
         FleetState state;
         uint64_t lease;
-        uint64_t revision; /* of the last list or watch message */
+        uint64_t revision; /* of the last list or policies' watch message */
+        uint64_t
+                rollouts_revision; /* the rollouts' watch's: each watch of the stream resumes from its own */
+        unsigned watches_created; /* the stream's watches etcd said it made (a bit each) */
         bool listed; /* wanted is a snapshot of etcd (not before the first list) */
         uint64_t backoff_usec;
-        sd_event_source *retry, *keepalive, *lost;
+        sd_event_source *retry, *keepalive, *lost, *watch_check;
 
         /* wanted.c */
         WantedSet wanted;
@@ -86,12 +154,20 @@ struct Fleet {
         uint64_t failed_revision, failed_retry_usec, failed_delay_usec;
         sd_event_source *kick, *converge_timer;
 
+        /* rollouts.c, rollout.c */
+        RolloutViews rollouts;
+        NodeRollouts mine;
+        uint64_t last_contact_usec; /* CLOCK_MONOTONIC: etcd's last answer */
+        uint64_t last_ping_usec; /* CLOCK_MONOTONIC: asked while a dead-man switch is armed */
+        uint64_t connected_usec; /* CLOCK_MONOTONIC: the watch of this connection began (0: none) */
+        sd_event_source *deadman, *hold_timer, *wave_timer, *plan_timer, *ping_timer;
+
         /* status.c */
         Published published;
         char *record; /* the node record last written */
         OwnWrite record_write;
         bool own_checked; /* this connection's keys under status/NODE/ were looked at (own_keys_check()) */
-        sd_event_source *status_timer;
+        sd_event_source *status_timer, *status_kick;
 };
 
 /* ---- wanted.c ---- */
@@ -99,9 +175,13 @@ void wanted_clear(WantedSet *s);
 Wanted *wanted_find(const WantedSet *s, const char *name);
 /* The policy name of a key under PREFIX policies/, or NULL (a key with a NUL in it is no policy's). */
 const char *wanted_name_of(const char *prefix, const EtcdKv *kv);
-/* The key (of a policy, under prefix) as etcd has it now: parsed, and whether it selects the node. */
+/* The key (of a policy, under prefix) as etcd has it now: parsed, and whether it selects the node (by its
+ * name and labels, and by its facts for the kernel gates: NULL, none checked). */
 int wanted_set(WantedSet *s, const char *prefix, const EtcdKv *kv, const char *node,
-               const FleetLabel *labels, size_t n_labels);
+               const FleetLabel *labels, size_t n_labels, const FleetNodeFacts *facts);
+/* The rollout id of a wanted policy's revision ("" without a rollout; "r" + the revision when its
+ * writer gave none). */
+const char *wanted_rollout_id(const Wanted *w, char buf[FLEET_ROLLOUT_ID_MAX + 1]);
 /* The policy was deleted in etcd at revision (kept until the daemon has removed it). */
 void wanted_gone(WantedSet *s, const char *name, uint64_t revision);
 /* A policy deleted in etcd is forgotten once has() says the daemon has none of that name. */
@@ -114,11 +194,13 @@ typedef struct FleetHeld {
         uint64_t revision;
 } FleetHeld;
 
-/* One change to apply: a put (of put) or a removal of name, at revision. */
+/* One change to apply: a put (of body) or a removal of name, at revision. */
 typedef struct Pending {
         const char *name;
         uint64_t revision;
-        const Wanted *put; /* NULL: a removal */
+        json_t *body; /* NULL: a removal */
+        const Wanted *put; /* the wanted policy whose etcd revision is put (NULL: a removal, or a revision
+                            * it held before) */
 } Pending;
 
 /* What converging does next. */
@@ -151,11 +233,19 @@ void fleet_call(Fleet *f, const char *path, json_t *body, EtcdCallDone done, voi
                 void *userdata);
 /* A write that needs no answer beyond success (status, record): a failure is the connection's. */
 void fleet_on_written(EtcdAsync *a, json_t *answer, const Error *e, void *userdata);
+/* A range's answer: its kvs (freed by the caller), or < 0 (an error: the connection lost). */
+int fleet_range_answer(Fleet *f, json_t *answer, const Error *e, EtcdKv **ret, size_t *ret_n);
 uint64_t fleet_now(Fleet *f);
+/* What the node's status says changed (a rollout's step): status.c writes it soon, from the loop. */
+void fleet_status_changed(Fleet *f);
+/* What the node is to hold may have changed: apply.c converges soon, from the loop. */
+void fleet_converge_soon(Fleet *f);
+uint64_t fleet_realtime_ms(void);
 /* A timer source of f's loop (made at first) set to fire once, usec from now. */
 void fleet_timer_once(Fleet *f, sd_event_source **s, uint64_t usec, sd_event_time_handler_t handler);
 
 /* ---- status.c ---- */
+int status_start(Fleet *f);
 /* This node's status of its policies, written soon (changes come in bursts) or now. */
 void status_later(Fleet *f);
 void status_publish(Fleet *f);
@@ -170,10 +260,70 @@ void status_reset(Fleet *f);
 void status_free(Fleet *f);
 
 /* ---- apply.c ---- */
+int apply_start(Fleet *f);
 /* Converges the daemon on what etcd wants, from the loop: soon, or after usec. */
 void apply_later(Fleet *f);
 void apply_after(Fleet *f, uint64_t usec);
 void apply_free(Fleet *f);
+
+/* ---- rollouts.c ---- */
+void rollout_views_clear(RolloutViews *s);
+RolloutView *rollout_views_find(const RolloutViews *s, const char *policy, const char *id);
+/* A key under PREFIX rollouts/ (a plan, a state) as etcd has it now (deleted: gone); now: CLOCK_MONOTONIC.
+ */
+int rollout_views_set(RolloutViews *s, const char *prefix, const EtcdKv *kv, bool deleted, uint64_t now);
+
+/* ---- node-rollouts.c ---- */
+void node_rollout_done(NodeRollout *r);
+NodeRollout *node_rollout_find(Fleet *f, const char *policy);
+void node_rollout_remove(Fleet *f, NodeRollout *r);
+/* This node's part in rollout id of w begun (at wave): what the daemon holds now is what it goes back
+ * to, kept on disk before the revision is applied. NULL: out of memory. */
+NodeRollout *node_rollout_begin(Fleet *f, const Wanted *w, const char *id, int wave);
+/* Written whole (fleet-rollouts.json in the daemon's store), read at the start. */
+void node_rollouts_save(Fleet *f);
+void node_rollouts_load(Fleet *f);
+
+/* ---- rollout-wave.c ---- */
+/* The node's step in r's rollout (said in etcd once connected; logged). */
+void rollout_step_set(Fleet *f, NodeRollout *r, FleetNodeStep step, const char *why);
+/* After the node said its final step: its wave judged, if it is the current one. */
+void rollout_evaluate(Fleet *f, NodeRollout *r, bool timeout);
+/* Each wave whose time ran out (for this node, of its wave or one before it) judged, the missing as
+ * unhealthy; *next: when the next one's runs out. */
+void rollout_wave_deadlines(Fleet *f, uint64_t now, uint64_t *next);
+/* A rollout of a selected policy with no plan yet: a node plans it if none has after a while. */
+void rollout_plans_missing(Fleet *f);
+
+/* ---- rollout.c ---- */
+/* etcd answered (EtcdAsync's contact callback). */
+void rollout_contact(void *userdata);
+/* At the start: what this node kept of its rollouts; etcd's answers counted as contact. */
+int rollout_start(Fleet *f);
+void rollout_free(Fleet *f);
+/* Before each converge: what the node is to hold of each wanted policy (Wanted.desire); a revision about
+ * to be applied first has what it replaces kept on disk. */
+void rollout_desire_all(Fleet *f);
+/* Each rollout of this node moved on as far as it can now (hold, health, dead-man switch, a wave's
+ * time), the timers set for the next look, the faces' view updated. */
+void rollout_tick(Fleet *f);
+/* The rollouts' keys changed (a list, the watch). */
+void rollout_views_changed(Fleet *f);
+/* A group of the daemon's was applied at revision (e: it failed). */
+void rollout_applied(Fleet *f, char *const *names, size_t n, uint64_t revision, const Error *e);
+/* The node's steps written under its lease (after a new one). */
+void rollout_publish(Fleet *f);
+/* The node's part in w's rollout for its status (NULL: w does not roll out); the status's state and why
+ * as the rollout makes them (waiting, reverted, rolled-back, failed). */
+json_t *rollout_status_json(Fleet *f, const Wanted *w, const char **state, const char **why);
+/* Before etcd was read (a start without it): what the dead-man switch took back, as changes (at most
+ * max, into v). */
+size_t rollout_reverts(Fleet *f, Pending *v, size_t max);
+/* The connection went: its steps are published again, and holds begin again, on the next. */
+void rollout_reset(Fleet *f);
+/* The state of a rollout moved from the one at revision judged to next (fails if another moved it). */
+void rollout_state_write(Fleet *f, const char *policy, const char *id, uint64_t judged,
+                         const FleetRolloutState *next);
 
 /* ---- session.c ---- */
 int session_start(Fleet *f);

@@ -81,7 +81,12 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
 void fleet_start(Fleet *f) {
         log_info("fleet: node %s, %zu label(s), etcd %s, prefix %s", f->node, f->n_labels,
                  etcd_async_endpoint(f->etcd), f->prefix);
-        if (session_start(f) < 0)
+        /* what the daemon probed of the kernel at its start: the selectors' gates read it */
+        snprintf(f->kernel, sizeof(f->kernel), "%s", daemon_kernel_release(f->m));
+        f->facts = (FleetNodeFacts){ .kernel = f->kernel,
+                                     .tcx = daemon_has_tcx(f->m),
+                                     .act_bpf = daemon_has_act_bpf(f->m) };
+        if (status_start(f) < 0 || apply_start(f) < 0 || rollout_start(f) < 0 || session_start(f) < 0)
                 log_error("fleet: cannot start: out of memory");
 }
 
@@ -94,6 +99,7 @@ Fleet *fleet_free(Fleet *f) {
                         daemon_set_fleet(f->m, NULL);
         }
         etcd_async_free(f->etcd);
+        rollout_free(f);
         session_free(f);
         apply_free(f);
         status_free(f);

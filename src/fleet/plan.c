@@ -22,11 +22,27 @@ static const FleetHeld *held_find(const FleetHeld *held, size_t n, const char *n
         return NULL;
 }
 
-static bool wanted_here(const Wanted *w) {
-        return w && w->selected && !w->invalid && !w->gone;
+/* What the node is to hold of w: 1 (a put of *body at *revision), 0 (none), -1 (whatever it holds). */
+static int desired(const Wanted *w, uint64_t *revision, json_t **body) {
+        if (!w)
+                return 0;
+        switch (w->desire) {
+        case DESIRE_KEEP:
+                return -1;
+        case DESIRE_BODY:
+                *revision = w->desire_revision;
+                *body = w->desire_body;
+                return w->desire_body ? 1 : 0;
+        default:
+                if (!w->selected || w->invalid || w->gone)
+                        return 0;
+                *revision = w->revision;
+                *body = w->fp.policy;
+                return 1;
+        }
 }
 
-/* What differs between etcd and the daemon, by revision. */
+/* What differs between what the node is to hold and the daemon, by revision. */
 static int pending_list(const WantedSet *wanted, const FleetHeld *held, size_t n_held, uint64_t revision,
                         Pending **ret, size_t *ret_n) {
         Pending *v = calloc(wanted->n + n_held + 1, sizeof(Pending));
@@ -37,13 +53,23 @@ static int pending_list(const WantedSet *wanted, const FleetHeld *held, size_t n
         for (size_t i = 0; i < wanted->n; i++) {
                 const Wanted *w = &wanted->v[i];
                 const FleetHeld *h = held_find(held, n_held, w->name);
-                if (wanted_here(w) && !(h && h->revision == w->revision))
-                        v[n++] = (Pending){ .name = w->name, .revision = w->revision, .put = w };
+                uint64_t rev = 0;
+                json_t *body = NULL;
+                if (desired(w, &rev, &body) > 0 && !(h && h->revision == rev))
+                        v[n++] = (Pending){ .name = w->name,
+                                            .revision = rev,
+                                            .body = body,
+                                            .put = w->desire == DESIRE_ETCD ? w : NULL };
         }
         for (size_t i = 0; i < n_held; i++) {
                 const Wanted *w = wanted_find(wanted, held[i].name);
-                if (!wanted_here(w))
-                        v[n++] = (Pending){ .name = held[i].name, .revision = w ? w->revision : revision };
+                uint64_t rev = 0;
+                json_t *body = NULL;
+                if (desired(w, &rev, &body) == 0)
+                        v[n++] = (Pending){ .name = held[i].name,
+                                            .revision = !w                         ? revision
+                                                        : w->desire == DESIRE_BODY ? w->desire_revision
+                                                                                   : w->revision };
         }
         qsort(v, n, sizeof(Pending), pending_compare);
         *ret = v;

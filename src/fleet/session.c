@@ -20,10 +20,17 @@ enum {
         WATCH_POLICIES = 1,
         WATCH_RECORD = 2,
         WATCH_STATUS = 3,
+        WATCH_ROLLOUTS = 4,
+        WATCHES_ALL = (1u << WATCH_POLICIES) | (1u << WATCH_RECORD) | (1u << WATCH_STATUS) |
+                      (1u << WATCH_ROLLOUTS),
 };
+
+/* A stream whose watches are not all made this long after it began is begun again. */
+#define WATCH_CREATED_USEC (5 * 1000000ULL)
 
 static void connect_etcd(Fleet *f);
 static void list(Fleet *f);
+static void on_rollouts_listed(EtcdAsync *a, json_t *answer, const Error *e, void *userdata);
 
 static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) s, (void) usec;
@@ -45,6 +52,7 @@ static void disconnect(Fleet *f) {
         f->lease = 0;
         (void) sd_event_source_set_enabled(f->lost, SD_EVENT_OFF);
         status_reset(f);
+        rollout_reset(f);
         etcd_async_cancel_all(f->etcd);
         (void) sd_event_source_set_enabled(f->keepalive, SD_EVENT_OFF);
         etcd_async_next_endpoint(f->etcd);
@@ -102,8 +110,8 @@ static int watch_policies(Fleet *f, const EtcdWatchMessage *msg) {
                         continue;
                 if (msg->deleted[i])
                         wanted_gone(&f->wanted, name, msg->events[i].mod_revision);
-                else if (wanted_set(&f->wanted, f->prefix, &msg->events[i], f->node, f->labels,
-                                    f->n_labels) < 0)
+                else if (wanted_set(&f->wanted, f->prefix, &msg->events[i], f->node, f->labels, f->n_labels,
+                                    &f->facts) < 0)
                         return -ENOMEM;
         }
         /* What this node has seen all of: an event's revision, or a progress notification's (sent to a
@@ -138,10 +146,32 @@ static void on_watch_message(EtcdAsync *a, json_t *j, void *userdata) {
                 list(f);
                 return;
         }
-        if (msg.created) {
-                f->status.connected = true;
-                f->status.last_error[0] = 0;
-                f->backoff_usec = 0;
+        if (msg.created && msg.watch_id >= WATCH_POLICIES && msg.watch_id <= WATCH_ROLLOUTS) {
+                f->watches_created |= 1u << msg.watch_id;
+                f->status.connected = f->watches_created == WATCHES_ALL;
+                if (f->status.connected) {
+                        f->status.last_error[0] = 0;
+                        f->backoff_usec = 0;
+                }
+        }
+        log_debug("fleet: watch %" PRIu64 ": %zu event(s)%s", msg.watch_id, msg.n_events,
+                  msg.created ? ", created" : "");
+        if (msg.watch_id == WATCH_ROLLOUTS) {
+                /* rollouts' plans and states: what each node may do now */
+                for (size_t i = 0; i < msg.n_events; i++) {
+                        if (rollout_views_set(&f->rollouts, f->prefix, &msg.events[i], msg.deleted[i],
+                                              fleet_now(f)) < 0) {
+                                etcd_watch_message_done(&msg);
+                                lose(f, "out of memory");
+                                return;
+                        }
+                        f->rollouts_revision = MAX(f->rollouts_revision, msg.events[i].mod_revision);
+                }
+                if (msg.n_events == 0 && !msg.created) /* caught up (a progress notification) */
+                        f->rollouts_revision = MAX(f->rollouts_revision, msg.revision);
+                etcd_watch_message_done(&msg);
+                rollout_views_changed(f);
+                return;
         }
         if (msg.watch_id == WATCH_RECORD || msg.watch_id == WATCH_STATUS) {
                 /* this node's own keys: they do not move the policies' revision on */
@@ -169,31 +199,47 @@ static void on_watch_end(EtcdAsync *a, const char *why, void *userdata) {
         lose(f, s);
 }
 
-/* One stream, three watches (one JSON text each): the policies, this node's record, its status keys. */
+/* One stream, four watches (one JSON text each): the policies, this node's record, its status keys, the
+ * rollouts' plans and states. */
 static char *watch_body(Fleet *f) {
         _cleanup_free_ char *policies = fleet_key(f->prefix, "policies", NULL, NULL),
                             *record = fleet_key(f->prefix, "nodes", f->node, NULL),
-                            *status = fleet_key(f->prefix, "status", f->node, "");
-        json_t *v[3] = { policies ? etcd_watch_body(policies, true, f->revision + 1, WATCH_POLICIES) : NULL,
+                            *status = fleet_key(f->prefix, "status", f->node, ""),
+                            *rollouts = fleet_key(f->prefix, "rollouts", NULL, NULL);
+        json_t *v[4] = { policies ? etcd_watch_body(policies, true, f->revision + 1, WATCH_POLICIES) : NULL,
                          record ? etcd_watch_body(record, false, f->revision + 1, WATCH_RECORD) : NULL,
-                         status ? etcd_watch_body(status, true, f->revision + 1, WATCH_STATUS) : NULL };
-        char *t[3] = { NULL }, *out = NULL;
+                         status ? etcd_watch_body(status, true, f->revision + 1, WATCH_STATUS) : NULL,
+                         rollouts ? etcd_watch_body(rollouts, true, f->rollouts_revision + 1, WATCH_ROLLOUTS)
+                                  : NULL };
+        char *t[4] = { NULL }, *out = NULL;
 
-        for (size_t i = 0; i < 3; i++)
+        for (size_t i = 0; i < 4; i++)
                 t[i] = v[i] ? json_dumps(v[i], JSON_COMPACT) : NULL;
-        if (t[0] && t[1] && t[2] && asprintf(&out, "%s\n%s\n%s\n", t[0], t[1], t[2]) < 0)
+        if (t[0] && t[1] && t[2] && t[3] && asprintf(&out, "%s\n%s\n%s\n%s\n", t[0], t[1], t[2], t[3]) < 0)
                 out = NULL;
-        for (size_t i = 0; i < 3; i++) {
+        for (size_t i = 0; i < 4; i++) {
                 json_decref(v[i]);
                 free(t[i]);
         }
         return out;
 }
 
+static int on_watch_check(sd_event_source *s, uint64_t usec, void *userdata) {
+        Fleet *f = userdata;
+
+        (void) s, (void) usec;
+        if (f->state == FLEET_WATCHING && f->watches_created != WATCHES_ALL)
+                lose(f, "etcd made only some of the stream's watches");
+        return 0;
+}
+
 static void start_watch(Fleet *f) {
+        f->watches_created = 0;
         if (etcd_async_stream_start(f->etcd, "/v3/watch", watch_body(f), on_watch_message, on_watch_end, f) <
             0)
                 lose(f, "out of memory");
+        else
+                fleet_timer_once(f, &f->watch_check, WATCH_CREATED_USEC, on_watch_check);
         f->status.requests = etcd_async_requests(f->etcd);
 }
 
@@ -219,21 +265,61 @@ static void on_listed(EtcdAsync *a, json_t *answer, const Error *e, void *userda
         /* What failed before is tried again against this snapshot. */
         wanted_clear(&f->wanted);
         for (size_t i = 0; i < n; i++)
-                if (wanted_set(&f->wanted, f->prefix, &kvs[i], f->node, f->labels, f->n_labels) < 0) {
+                if (wanted_set(&f->wanted, f->prefix, &kvs[i], f->node, f->labels, f->n_labels, &f->facts) <
+                    0) {
                         etcd_kvs_free(kvs, n);
                         lose(f, "out of memory");
                         return;
                 }
         etcd_kvs_free(kvs, n);
         f->revision = revision;
+        /* the rollouts at the same revision, then the watch from the next */
+        _cleanup_free_ char *rollouts = fleet_key(f->prefix, "rollouts", NULL, NULL);
+        json_t *body = rollouts ? etcd_range_body(rollouts, true) : NULL;
+        char rev[32];
+        snprintf(rev, sizeof(rev), "%" PRIu64, revision);
+        if (!body || json_object_set_new(body, "revision", json_string(rev)) < 0) {
+                json_decref(body);
+                lose(f, "out of memory");
+                return;
+        }
+        fleet_call(f, "/v3/kv/range", body, on_rollouts_listed, NULL, f);
+}
+
+static void on_rollouts_listed(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+        EtcdKv *kvs = NULL;
+        size_t n = 0;
+        Error e2 = ERROR_NULL;
+
+        (void) a;
+        if (e) {
+                lose(f, e->message);
+                return;
+        }
+        if (etcd_range_parse(answer, &kvs, &n, NULL, &e2) < 0) {
+                lose(f, strna(e2.message));
+                error_done(&e2);
+                return;
+        }
+        rollout_views_clear(&f->rollouts);
+        for (size_t i = 0; i < n; i++)
+                if (rollout_views_set(&f->rollouts, f->prefix, &kvs[i], false, fleet_now(f)) < 0) {
+                        etcd_kvs_free(kvs, n);
+                        lose(f, "out of memory");
+                        return;
+                }
+        etcd_kvs_free(kvs, n);
+        f->rollouts_revision = f->revision; /* read at the policies' revision */
         f->listed = true;
         f->state = FLEET_WATCHING;
-        f->status.seen_revision = revision;
-        log_info("fleet: %zu fleet policies at revision %" PRIu64 " (%s)", f->wanted.n, revision,
-                 etcd_async_endpoint(f->etcd));
+        f->status.seen_revision = f->revision;
+        log_info("fleet: %zu fleet policies, %zu rollouts at revision %" PRIu64 " (%s)", f->wanted.n,
+                 f->rollouts.n, f->revision, etcd_async_endpoint(f->etcd));
         start_watch(f);
         apply_later(f);
         status_later(f);
+        rollout_views_changed(f);
 }
 
 static void list(Fleet *f) {
@@ -274,6 +360,7 @@ static void on_granted(EtcdAsync *a, json_t *answer, const Error *e, void *userd
         if (f->listed) {
                 f->state = FLEET_WATCHING;
                 start_watch(f);
+                rollout_tick(f); /* what it could not say while away (its steps) */
         } else
                 list(f);
 }
@@ -299,6 +386,7 @@ int session_start(Fleet *f) {
 }
 
 void session_free(Fleet *f) {
+        sd_event_source_disable_unref(f->watch_check);
         sd_event_source_disable_unref(f->retry);
         sd_event_source_disable_unref(f->keepalive);
         sd_event_source_disable_unref(f->lost);

@@ -64,6 +64,12 @@ static json_t *policy_status(Fleet *f, const Wanted *w) {
                 state = "pending";
         else if (any_overridden && !any_applied)
                 state = "overridden";
+        const char *why = w->error && w->error_revision == w->revision ? w->error : NULL;
+        json_t *rollout = rollout_status_json(f, w, &state, &why);
+        if (w->ineligible) {
+                state = "ineligible"; /* selected, but its kernel gates keep this node out */
+                why = w->ineligible;
+        }
         json_object_set_new(j, "node", json_string(f->node));
         json_object_set_new(j, "policy", json_string(w->name));
         json_object_set_new(j, "revision", json_integer((json_int_t) w->revision));
@@ -71,8 +77,10 @@ static json_t *policy_status(Fleet *f, const Wanted *w) {
                             p && p->fleet_revision ? json_integer((json_int_t) p->fleet_revision)
                                                    : json_null());
         json_object_set_new(j, "state", json_string(state));
-        if (w->error && w->error_revision == w->revision)
-                json_object_set_new(j, "error", json_string(w->error));
+        if (why)
+                json_object_set_new(j, "error", json_string(why));
+        if (rollout)
+                json_object_set_new(j, "rollout", rollout);
         json_object_set_new(j, "interfaces", ifaces);
         return j;
 }
@@ -166,7 +174,7 @@ void status_publish(Fleet *f) {
                 return;
         for (size_t i = 0; i < f->wanted.n; i++) {
                 const Wanted *w = &f->wanted.v[i];
-                if (!w->selected)
+                if (!w->selected && !w->ineligible)
                         continue;
                 json_t *j = policy_status(f, w);
                 char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
@@ -190,7 +198,7 @@ void status_publish(Fleet *f) {
         /* a policy gone, or no longer this node's: its status goes */
         for (size_t i = 0; i < f->published.n;) {
                 const Wanted *w = wanted_find(&f->wanted, f->published.names[i]);
-                if (w && w->selected) {
+                if (w && (w->selected || w->ineligible)) {
                         i++;
                         continue;
                 }
@@ -270,11 +278,7 @@ static void on_own_keys(EtcdAsync *a, json_t *answer, const Error *e, void *user
         size_t n = 0;
 
         (void) a;
-        if (e) {
-                fleet_lost(f, "%s", e->message);
-                return;
-        }
-        if (etcd_range_parse(answer, &kvs, &n, NULL, NULL) < 0)
+        if (fleet_range_answer(f, answer, e, &kvs, &n) < 0)
                 return;
         for (size_t i = 0; i < n; i++)
                 status_own_key_seen(f, &kvs[i], false);
@@ -367,7 +371,21 @@ void status_reset(Fleet *f) {
         published_clear(f);
 }
 
+static int on_status_kick(sd_event_source *s, void *userdata) {
+        (void) s;
+        status_later(userdata);
+        return 0;
+}
+
+int status_start(Fleet *f) {
+        int r = sd_event_add_defer(f->event, &f->status_kick, on_status_kick, f);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(f->status_kick, SD_EVENT_OFF);
+        return r;
+}
+
 void status_free(Fleet *f) {
         status_reset(f);
         sd_event_source_disable_unref(f->status_timer);
+        sd_event_source_disable_unref(f->status_kick);
 }

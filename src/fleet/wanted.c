@@ -1,6 +1,7 @@
 /* wanted.c: the fleet's policies as etcd has them (a list's snapshot, then the watch's events): each
  * parsed, checked, and whether it selects this node. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@ static void wanted_done(Wanted *w) {
         free(w->name);
         fleet_policy_done(&w->fp);
         free(w->invalid);
+        free(w->ineligible);
         free(w->error);
         *w = (Wanted){ 0 };
 }
@@ -48,12 +50,13 @@ void wanted_gone(WantedSet *s, const char *name, uint64_t revision) {
                 return;
         fleet_policy_done(&w->fp);
         free(w->invalid);
+        free(w->ineligible);
         free(w->error);
         *w = (Wanted){ .name = w->name, .revision = revision, .gone = true };
 }
 
 int wanted_set(WantedSet *s, const char *prefix, const EtcdKv *kv, const char *node,
-               const FleetLabel *labels, size_t n_labels) {
+               const FleetLabel *labels, size_t n_labels, const FleetNodeFacts *facts) {
         const char *name = wanted_name_of(prefix, kv);
         Wanted w = { 0 }, *old;
         Error e = ERROR_NULL;
@@ -65,8 +68,14 @@ int wanted_set(WantedSet *s, const char *prefix, const EtcdKv *kv, const char *n
         w.revision = kv->mod_revision;
         if (fleet_policy_read(name, kv->value, kv->value_size, &w.fp, &e) < 0)
                 w.invalid = strdup(e.message ?: "invalid");
-        else
-                w.selected = fleet_policy_selects(&w.fp, node, labels, n_labels);
+        else if (fleet_policy_selects(&w.fp, node, labels, n_labels)) {
+                char why[128];
+                w.selected = !facts || fleet_policy_qualifies(&w.fp, facts, why, sizeof(why));
+                if (!w.selected && !(w.ineligible = strdup(why))) {
+                        wanted_done(&w);
+                        return -ENOMEM;
+                }
+        }
         error_done(&e);
         if (w.invalid)
                 log_warning("fleet: policy %s (revision %" PRIu64 "): %s; not applied", name, w.revision,
@@ -94,4 +103,14 @@ void wanted_forget_gone(WantedSet *s, bool (*has)(const char *name, void *userda
                         s->v[i] = s->v[--s->n];
                 } else
                         i++;
+}
+
+const char *wanted_rollout_id(const Wanted *w, char buf[FLEET_ROLLOUT_ID_MAX + 1]) {
+        if (!w->fp.rollout.present)
+                return "";
+        if (w->fp.rollout.id[0])
+                return w->fp.rollout.id;
+        /* written without clsctl: the revision names it */
+        snprintf(buf, FLEET_ROLLOUT_ID_MAX + 1, "r%" PRIu64, w->revision);
+        return buf;
 }

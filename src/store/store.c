@@ -171,6 +171,50 @@ int store_fleet_revision_save(Store *s, uint64_t revision, Error *reterr) {
         return 0;
 }
 
+int store_fleet_keep_save(Store *s, json_t *keep, Error *reterr) {
+        _cleanup_free_ char *text = NULL;
+        _cleanup_(json_decrefp) json_t *j = NULL;
+        int r;
+
+        if (!keep || json_object_size(keep) == 0) {
+                if (unlinkat(s->dir_fd, "fleet-rollouts.json", 0) < 0 && errno != ENOENT)
+                        return error_set(reterr, errno, "store_error",
+                                         "cannot remove %s/fleet-rollouts.json: %m", s->dir);
+                return 0;
+        }
+        j = json_pack("{s:i,s:O}", "format", 1, "rollouts", keep);
+        if (!j || !(text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS)))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = write_file_atomic(s->dir_fd, "fleet-rollouts.json", text, strlen(text));
+        if (r < 0)
+                return error_set(reterr, r, "store_error", "cannot write %s/fleet-rollouts.json: %s", s->dir,
+                                 strerror(-r));
+        return 0;
+}
+
+int store_fleet_keep_load(Store *s, json_t **ret) {
+        _cleanup_free_ char *text = NULL;
+        _cleanup_close_ int fd = openat(s->dir_fd, "fleet-rollouts.json", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        json_error_t jerr;
+        json_t *j, *v;
+        size_t size;
+        int r;
+
+        *ret = NULL;
+        r = fd < 0 ? -errno : read_full_fd(fd, 16 * 1024 * 1024, &text, &size);
+        if (r < 0)
+                return r;
+        j = json_loadb(text, size, 0, &jerr);
+        v = json_object_get(j, "rollouts");
+        if (!json_is_object(v)) {
+                json_decref(j);
+                return -EINVAL;
+        }
+        *ret = json_incref(v);
+        json_decref(j);
+        return 0;
+}
+
 int store_fleet_revision_load(Store *s, uint64_t *ret) {
         _cleanup_free_ char *text = NULL;
         _cleanup_close_ int fd = openat(s->dir_fd, "fleet.json", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

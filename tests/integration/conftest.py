@@ -904,13 +904,16 @@ class BpfObjects:
         # objects valid and wide along one axis (tests/bpf/gen-wide), and one with externs and map-in-map
         self.wide = {kind: os.path.join(tests, "wide-%s.bpf.o" % kind) for kind in WIDE_BPF}
         self.externs = os.path.join(tests, "externs.bpf.o")
+        # drops every packet: valid, and wrong (on a node's uplink, it cuts etcd off)
+        self.drop_all = os.path.join(tests, "drop-all.bpf.o")
 
     def all(self):
         return [self.count, self.drop_port, self.classid, self.rejected, self.xdp, self.xdp_only, self.set_dscp,
-                self.custom_sec, self.slow_verify, self.externs, *self.wide.values()]
+                self.custom_sec, self.slow_verify, self.externs, self.drop_all, *self.wide.values()]
 
 
-TEST_BPF = ("rejected", "xdp", "xdp-only", "count-wide", "count-v2", "custom-sec", "slow-verify", "externs")
+TEST_BPF = ("rejected", "xdp", "xdp-only", "count-wide", "count-v2", "custom-sec", "slow-verify", "externs",
+            "drop-all")
 # tests/meson.build's list: the kinds of tests/bpf/gen-wide built
 WIDE_BPF = ("programs-64", "programs-512", "relocations-70", "relocations-500", "maps-64", "subprograms-64",
             "btf-2000", "rodata-1024", "core-200", "globals-200")

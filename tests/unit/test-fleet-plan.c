@@ -45,7 +45,7 @@ static uint64_t wanted_from_range(WantedSet *s, const char *node, const char *la
         assert_int_equal(fleet_labels_parse(labels, &l, &n_l, &e), 0);
         assert_int_equal(etcd_range_parse(j, &kvs, &n, &revision, &e), 0);
         for (size_t i = 0; i < n; i++)
-                assert_int_equal(wanted_set(s, PREFIX, &kvs[i], node, l, n_l), 0);
+                assert_int_equal(wanted_set(s, PREFIX, &kvs[i], node, l, n_l, NULL), 0);
         etcd_kvs_free(kvs, n);
         json_decref(j);
         free(l);
@@ -107,6 +107,7 @@ static void test_one_revision_is_one_group_in_order(void **state) {
         assert_int_equal(st.n_changes, 1);
         assert_string_equal(st.changes[0].name, "web");
         assert_ptr_equal(st.changes[0].put, wanted_find(&s, "web"));
+        assert_ptr_equal(st.changes[0].body, wanted_find(&s, "web")->fp.policy);
         fleet_step_done(&st);
         /* then dns and ntp: one transaction wrote both */
         FleetHeld held[] = { { "web", 2 }, { "dns", 3 }, { "ntp", 3 }, { "gone", 1 } };
@@ -171,7 +172,7 @@ static void test_a_watch_message_is_one_group_of_put_and_removal(void **state) {
                 if (msg.deleted[i])
                         wanted_gone(&s, name, msg.events[i].mod_revision);
                 else
-                        assert_int_equal(wanted_set(&s, PREFIX, &msg.events[i], "n1", NULL, 0), 0);
+                        assert_int_equal(wanted_set(&s, PREFIX, &msg.events[i], "n1", NULL, 0, NULL), 0);
         }
         etcd_watch_message_done(&msg);
         assert_true(wanted_find(&s, "web")->gone);
@@ -216,7 +217,7 @@ static void test_a_failed_group_waits_without_holding_up_later_ones(void **state
                          .value = (char *) "{\"name\":\"late\",\"match\":{\"ifname\":[\"x\"]}}",
                          .mod_revision = 9 };
         later.value_size = strlen(later.value);
-        assert_int_equal(wanted_set(&s, PREFIX, &later, "n1", NULL, 0), 0);
+        assert_int_equal(wanted_set(&s, PREFIX, &later, "n1", NULL, 0, NULL), 0);
         assert_int_equal(fleet_plan(&s, held, 1, revision, 3, 9000, 100, &st), 0);
         assert_int_equal(st.n_changes, 1);
         assert_string_equal(st.changes[0].name, "late");

@@ -302,6 +302,19 @@ const Policy *iface_policy_at(const Iface *it, size_t i);
 
 /* ---- the fleet: clsd --fleet (src/fleet/) keeps its status; the daemon shows it to the faces and keeps
  * the revision applied ---- */
+#define DAEMON_FLEET_ROLLOUTS_MAX 16
+/* A rollout this node takes part in, as the faces show it. */
+typedef struct DaemonFleetRollout {
+        char policy[65];
+        char id[65];
+        char phase[16]; /* progressing, paused, halted, aborted, done */
+        char step[16]; /* this node: waiting, applied, healthy, failed, reverted, rolled-back */
+        int wave; /* this node's (-1: not in the plan) */
+        unsigned current_wave, confirmed, n_waves;
+        uint64_t revision; /* the one the rollout brings */
+        char why[256];
+} DaemonFleetRollout;
+
 typedef struct DaemonFleet {
         bool enabled;
         bool connected; /* etcd answered, the node's lease is held and the watch runs */
@@ -313,6 +326,11 @@ typedef struct DaemonFleet {
         uint64_t reconnects;
         uint64_t requests; /* made to etcd (a watch counts once) */
         uint64_t foreign_keys; /* this node's own keys another writer changed or deleted, written again */
+        uint64_t
+                reverts; /* revisions its dead-man switch took back (etcd lost before they were confirmed) */
+        uint64_t rollbacks; /* revisions taken back because their rollout halted or was aborted */
+        DaemonFleetRollout rollouts[DAEMON_FLEET_ROLLOUTS_MAX];
+        size_t n_rollouts;
         char last_error[256]; /* "" */
 } DaemonFleet;
 
@@ -324,6 +342,12 @@ const DaemonFleet *daemon_fleet(Manager *m);
 int daemon_fleet_applied(Manager *m, uint64_t revision, Error *reterr);
 /* The revision of the fleet snapshot last applied (kept across restarts; 0: none). */
 uint64_t daemon_fleet_revision(Manager *m);
+/* What the fleet keeps of its rollouts in flight on this node (a JSON object; NULL: none), durably. */
+int daemon_fleet_keep_save(Manager *m, json_t *keep, Error *reterr);
+json_t *daemon_fleet_keep_load(Manager *m);
+/* The sum on this node of one of policy's map-derived metrics (its filters' "metrics"; a histogram's
+ * observations): a fleet health check's reading. */
+int daemon_policy_metric_sum(Manager *m, const char *policy, const char *metric, double *ret, Error *reterr);
 
 /* ---- objects ---- */
 typedef struct DaemonObject {

@@ -328,6 +328,10 @@ int store_document_load(Store *s, DocumentSource source, const char *netns, cons
 /* The revision of the fleet snapshot last applied (fleet.json); 0 when there is none. */
 int store_fleet_revision_save(Store *s, uint64_t revision, Error *reterr);
 int store_fleet_revision_load(Store *s, uint64_t *ret);
+/* The fleet's rollouts in flight on this node (fleet-rollouts.json: a JSON object, written whole;
+ * NULL or empty: the file goes). */
+int store_fleet_keep_save(Store *s, json_t *keep, Error *reterr);
+int store_fleet_keep_load(Store *s, json_t **ret);
 /* The entries of configuration maps ("config": true) written through clsd: one JSON object, kept in
  * map-entries.json. Load gives an empty object when there is none. */
 int store_map_entries_save(Store *s, const json_t *entries, Error *reterr);

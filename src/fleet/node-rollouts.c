@@ -1,0 +1,113 @@
+/* node-rollouts.c: this node's part in each rollout it applied, kept on disk (the daemon's store,
+ * fleet-rollouts.json) so that a restart, even without etcd, still knows what it would go back to:
+ * what the node held before the revision, whether it went back, whether its wave was confirmed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet-internal.h"
+#include "log.h"
+
+void node_rollout_done(NodeRollout *r) {
+        free(r->policy);
+        json_decref(r->from_body);
+        free(r->samples);
+        *r = (NodeRollout){ 0 };
+}
+
+NodeRollout *node_rollout_find(Fleet *f, const char *policy) {
+        for (size_t i = 0; i < f->mine.n; i++)
+                if (streq(f->mine.v[i].policy, policy))
+                        return &f->mine.v[i];
+        return NULL;
+}
+
+void node_rollout_remove(Fleet *f, NodeRollout *r) {
+        node_rollout_done(r);
+        *r = f->mine.v[--f->mine.n];
+}
+
+/* What survives a restart: what the node held before each rollout it applied, and whether it went back. */
+void node_rollouts_save(Fleet *f) {
+        _cleanup_(json_decrefp) json_t *keep = json_object();
+        Error e = ERROR_NULL;
+
+        for (size_t i = 0; keep && i < f->mine.n; i++) {
+                const NodeRollout *r = &f->mine.v[i];
+                json_object_set_new(
+                        keep, r->policy,
+                        json_pack("{s:s,s:I,s:I,s:O,s:b,s:b,s:b,s:i,s:I,s:s}", "id", r->id, "to",
+                                  (json_int_t) r->to_revision, "from", (json_int_t) r->from_revision,
+                                  "from_body", r->from_body ?: json_null(), "reverted", r->reverted,
+                                  "rolled_back", r->rolled_back, "committed", r->committed, "wave", r->wave,
+                                  "confirm_ms", (json_int_t) (r->confirm_usec / 1000), "why", r->why));
+        }
+        if (!keep || daemon_fleet_keep_save(f->m, keep, &e) < 0) {
+                log_error("fleet: cannot keep what this node's rollouts would go back to: %s",
+                          strna(e.message ?: "out of memory"));
+                error_done(&e);
+        }
+}
+
+void node_rollouts_load(Fleet *f) {
+        _cleanup_(json_decrefp) json_t *keep = daemon_fleet_keep_load(f->m);
+        const char *name;
+        json_t *v;
+
+        json_object_foreach (keep, name, v) {
+                NodeRollout *nv = realloc(f->mine.v, (f->mine.n + 1) * sizeof(NodeRollout));
+                json_t *body = json_object_get(v, "from_body");
+                if (!nv)
+                        return;
+                f->mine.v = nv;
+                NodeRollout *r = &f->mine.v[f->mine.n];
+                *r = (NodeRollout){
+                        .policy = strdup(name),
+                        .to_revision = (uint64_t) json_integer_value(json_object_get(v, "to")),
+                        .from_revision = (uint64_t) json_integer_value(json_object_get(v, "from")),
+                        .from_body = json_is_object(body) ? json_incref(body) : NULL,
+                        .reverted = json_is_true(json_object_get(v, "reverted")),
+                        .rolled_back = json_is_true(json_object_get(v, "rolled_back")),
+                        .committed = json_is_true(json_object_get(v, "committed")),
+                        .wave = (int) json_integer_value(json_object_get(v, "wave")),
+                        .confirm_usec =
+                                (uint64_t) json_integer_value(json_object_get(v, "confirm_ms")) * 1000
+                };
+                if (!r->policy)
+                        return;
+                snprintf(r->id, sizeof(r->id), "%s", strempty(json_string_value(json_object_get(v, "id"))));
+                snprintf(r->why, sizeof(r->why), "%.255s",
+                         strempty(json_string_value(json_object_get(v, "why"))));
+                f->mine.n++;
+        }
+}
+
+/* This node's part in the rollout id of policy w, begun: what the daemon holds now is what it goes back
+ * to, kept on disk before the revision is applied. */
+NodeRollout *node_rollout_begin(Fleet *f, const Wanted *w, const char *id, int wave) {
+        NodeRollout *r = node_rollout_find(f, w->name);
+        Policy *held = daemon_policy_get(f->m, w->name);
+
+        if (r && streq(r->id, id)) {
+                r->wave = wave;
+                return r;
+        }
+        if (r)
+                node_rollout_remove(f, r);
+        NodeRollout *nv = realloc(f->mine.v, (f->mine.n + 1) * sizeof(NodeRollout));
+        if (!nv)
+                return NULL;
+        f->mine.v = nv;
+        r = &f->mine.v[f->mine.n];
+        *r = (NodeRollout){ .policy = strdup(w->name), .to_revision = w->revision, .wave = wave };
+        if (!r->policy)
+                return NULL;
+        snprintf(r->id, sizeof(r->id), "%s", id);
+        if (held && held->fleet_revision) {
+                r->from_revision = held->fleet_revision;
+                r->from_body = policy_to_json(held);
+        }
+        f->mine.n++;
+        node_rollouts_save(f);
+        return r;
+}
