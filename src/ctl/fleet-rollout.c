@@ -236,7 +236,7 @@ static int plan_op(EtcdClient *ec, const Ctl *c, const FleetPolicy *fp, const ch
 
 int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *summary, json_t *ops) {
         _cleanup_(json_decrefp) json_t *old = NULL, *entry = NULL;
-        _cleanup_free_ char *text = NULL, *key = NULL, *hkey = NULL, *what = NULL;
+        _cleanup_free_ char *key = NULL, *hkey = NULL, *what = NULL;
         EtcdTls tls = { .ca = c->fleet_ca, .cert = c->fleet_cert, .key = c->fleet_key };
         FleetPolicy fp = { 0 };
         char id[FLEET_ROLLOUT_ID_MAX + 1], by[256];

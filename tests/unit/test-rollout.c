@@ -67,8 +67,8 @@ static void test_the_envelope_parts_are_parsed_strictly(void **state) {
                 "{\"name\":\"x\",\"rollout\":{\"confirm\":\"500ms\"}}",
                 "{\"name\":\"x\",\"health\":[{\"metric\":\"m\"}]}",
                 /* a metric the policy's filters do not declare: no gate at all */
-                "{\"name\":\"x\",\"health\":[{\"metric\":\"drps\",\"max_rate\":1}],"
-                "\"ingress\":[{\"name\":\"d\",\"metrics\":[{\"name\":\"drops\"}]}]}",
+                ("{\"name\":\"x\",\"health\":[{\"metric\":\"drps\",\"max_rate\":1}],"
+                 "\"ingress\":[{\"name\":\"d\",\"metrics\":[{\"name\":\"drops\"}]}]}"),
                 "{\"name\":\"x\",\"health\":[{\"metric\":\"m\",\"max_rate\":-1}]}",
                 "{\"name\":\"x\",\"nodes\":{\"kernel\":\"6.6\"}}",
                 "{\"name\":\"x\",\"nodes\":{\"features\":[\"xdp\"]}}",
