@@ -1,8 +1,11 @@
-"""bench/fleetnet.py: the network bench/fleet and bench/rollout measure on. Everything in network
-namespaces of its own (198.18.200.0/24 on a bridge in a switch namespace): MEMBERS etcd members, then
-hosts, each with IFACES veth pairs (both ends inside, links down unless asked) and a clsd with --fleet.
-Used as a context manager: on leaving, whatever happened, every process is killed and every namespace,
-mount and temporary directory removed."""
+"""bench/fleetnet.py: the network bench/fleet, bench/rollout and bench/fleet-scale measure on. Everything
+in network namespaces of its own (198.18.0.0/16 on a bridge in a switch namespace): MEMBERS etcd members
+(198.18.0.1…), then hosts (198.18.1.1…, 250 a /24), each with IFACES veth pairs (both ends inside, links
+down unless asked) and a clsd with --fleet. many() makes a thousand hosts at once: a few ip -batch
+runs, one bpffs, their state on a tmpfs (real hosts each have a disk of their own; here a thousand
+clsd's fsyncs would queue on one). etcd runs without authentication (its bcrypt would time logins, not
+the fleet): the hosts run with --fleet-allow-writer. Used as a context manager: on leaving, whatever happened, every
+process is killed and every namespace, mount, temporary directory and raised sysctl put back."""
 import base64
 import http.client
 import json
@@ -18,7 +21,21 @@ import time
 
 BUILD = os.environ.get("BUILD_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
 CLSD, CLSCTL = os.path.join(BUILD, "clsd"), os.path.join(BUILD, "clsctl")
-SUBNET = "198.18.200"
+PREFIXLEN = 16
+
+
+def member_addr(i):
+    return "198.18.0.%d" % (i + 1)
+
+
+def host_addr(h):
+    """Host h (1-based): 198.18.1.1 to 198.18.1.250, then 198.18.2.1…"""
+    return "198.18.%d.%d" % (1 + (h - 1) // 250, 1 + (h - 1) % 250)
+
+
+def mac_of(addr):
+    """A locally administered MAC for an address of the bench's network (its neighbours are static)."""
+    return "02:cb:" + ":".join("%02x" % int(b) for b in addr.split("."))
 
 
 def die(msg):
@@ -127,7 +144,8 @@ class Net:
         self.tmp = tempfile.mkdtemp(prefix=self.tag + ".", dir="/tmp")
         self.namespaces, self.procs, self.mounts, self.hosts, self.watches = [], [], [], [], []
         self.ports = 0
-        self.urls = ["http://%s.%d:2379" % (SUBNET, i + 1) for i in range(members)]
+        self.sysctls = {}
+        self.urls = ["http://%s:2379" % member_addr(i) for i in range(members)]
 
     def __enter__(self):
         if os.geteuid() != 0:
@@ -140,7 +158,7 @@ class Net:
         self.switch = self.netns("sw")
         sh("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
         sh("ip", "-n", self.switch, "link", "set", "br0", "up")
-        sh("ip", "-n", self.switch, "addr", "add", SUBNET + ".254/24", "dev", "br0")
+        sh("ip", "-n", self.switch, "addr", "add", "198.18.0.254/%d" % PREFIXLEN, "dev", "br0")
         self.start_etcd()
         return self
 
@@ -153,9 +171,22 @@ class Net:
                 p.wait()
         for name in reversed(self.namespaces):
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
-        for m in self.mounts:
-            subprocess.run(["umount", m], capture_output=True)
+        for m in reversed(self.mounts):
+            subprocess.run(["umount", "-l", m], capture_output=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
+        for path, value in self.sysctls.items():
+            with open(path, "w") as f:
+                f.write(value)
+
+    def sysctl_at_least(self, name, value):
+        """Raise a sysctl for the run (put back on leaving)."""
+        path = "/proc/sys/" + name.replace(".", "/")
+        with open(path) as f:
+            old = f.read()
+        if int(old.split()[0]) < value:
+            self.sysctls.setdefault(path, old)
+            with open(path, "w") as f:
+                f.write(str(value))
 
     def netns(self, name):
         ns = "%s-%s" % (self.tag, name)
@@ -168,17 +199,19 @@ class Net:
         """ns on the bridge: its uplink up0 with addr."""
         self.ports += 1
         port = "p%d" % self.ports
-        sh("ip", "-n", ns, "link", "add", "up0", "type", "veth", "peer", "name", port, "netns", self.switch)
-        sh("ip", "-n", self.switch, "link", "set", port, "master", "br0", "up")
-        sh("ip", "-n", ns, "addr", "add", addr + "/24", "dev", "up0")
+        sh("ip", "-n", ns, "link", "add", "up0", "address", mac_of(addr), "type", "veth", "peer", "name", port,
+           "netns", self.switch)
+        sh("ip", "-n", ns, "link", "set", "up0", "addrgenmode", "none")
+        sh("ip", "-n", self.switch, "link", "set", port, "addrgenmode", "none", "master", "br0", "up")
+        sh("ip", "-n", ns, "addr", "add", "%s/%d" % (addr, PREFIXLEN), "dev", "up0")
         sh("ip", "-n", ns, "link", "set", "up0", "up")
 
     def start_etcd(self):
-        cluster = ",".join("e%d=http://%s.%d:2380" % (i + 1, SUBNET, i + 1) for i in range(self.members))
+        cluster = ",".join("e%d=http://%s:2380" % (i + 1, member_addr(i)) for i in range(self.members))
         for i in range(self.members):
             ns = self.netns("e%d" % (i + 1))
-            self.attach(ns, "%s.%d" % (SUBNET, i + 1))
-            peer = "http://%s.%d:2380" % (SUBNET, i + 1)
+            self.attach(ns, member_addr(i))
+            peer = "http://%s:2380" % member_addr(i)
             log = open(os.path.join(self.tmp, "e%d.log" % (i + 1)), "w")
             self.procs.append(subprocess.Popen(ns_exec(
                 ns, "etcd", "--name", "e%d" % (i + 1), "--data-dir", os.path.join(self.tmp, "e%d" % (i + 1)),
@@ -198,7 +231,7 @@ class Net:
         h = len(self.hosts) + 1
         name = "h%d" % h
         ns = self.netns(name)
-        addr = "%s.%d" % (SUBNET, 10 + h)
+        addr = host_addr(h)
         self.attach(ns, addr)
         if ifaces:
             sh("ip", "-n", ns, "-batch", "-",
@@ -214,19 +247,81 @@ class Net:
         self.procs.append(subprocess.Popen(ns_exec(
             ns, CLSD, "--state-dir", os.path.join(d, "state"), "--hogs-dir", os.path.join(d, "hogs"),
             "--bpffs-dir", os.path.join(bpffs, "clsd"), "--socket", sock, "--fleet", ",".join(self.urls),
-            "--fleet-prefix", self.prefix, "--node", name, "--log-level", "warning",
+            "--fleet-prefix", self.prefix, "--node", name, "--log-level", "warning", "--fleet-allow-writer",
             *(("--node-labels", ",".join("%s=%s" % kv for kv in labels.items())) if labels else ()), *args),
             stdout=log, stderr=subprocess.STDOUT))
         host = Host(name, ns, sock, addr)
         self.hosts.append(host)
         return host
 
-    def wait_started(self):
+    def many(self, n, ifaces=1, args=(), spread=True):
+        """n more hosts at once, each one namespace with its uplink and IFACES veth pairs, and a clsd (its
+        endpoints in a turned order with spread: each member serves its share). The machine's own
+        limits, which n real hosts would each have for themselves, are raised for the run: inotify
+        instances (one per clsd), the neighbour table (every namespace's entries in one)."""
+        self.sysctl_at_least("fs.inotify.max_user_instances", 4 * n + 128)
+        for v, t in (("ipv4", 4), ("ipv6", 4)):
+            for k, m in (("gc_thresh1", 1), ("gc_thresh2", 2), ("gc_thresh3", 4)):
+                self.sysctl_at_least("net.%s.neigh.default.%s" % (v, k), m * t * (n + 64))
+        first = len(self.hosts) + 1
+        names = ["h%d" % h for h in range(first, first + n)]
+        nss = ["%s-%s" % (self.tag, name) for name in names]
+        sh("ip", "-batch", "-", input="".join("netns add %s\n" % ns for ns in nss))
+        self.namespaces.extend(nss)
+        # no IPv6 on the uplinks, and static neighbours between the hosts and etcd: a thousand ports on one
+        # bridge would otherwise flood every ARP and IPv6 multicast to every namespace, a load N real
+        # hosts on their own networks do not have (and the kernel charges it to whatever process runs)
+        sh("ip", "-batch", "-", input="".join(
+            "link add up0 netns %s address %s type veth peer name hp%d netns %s\n" % (
+                ns, mac_of(host_addr(first + i)), first + i, self.switch) for i, ns in enumerate(nss)))
+        sh("ip", "-n", self.switch, "-batch", "-", input="".join(
+            "link set hp%d addrgenmode none master br0 up\n" % (first + i) for i in range(n)))
+        members = "".join("neigh replace %s lladdr %s dev up0 nud permanent\n" % (member_addr(k), mac_of(member_addr(k)))
+                          for k in range(self.members))
+        for i, ns in enumerate(nss):
+            sh("ip", "-n", ns, "-batch", "-", input="link set lo up\nlink set up0 addrgenmode none\naddr add %s/%d dev up0\nlink set up0 up\n" % (
+                host_addr(first + i), PREFIXLEN) + members + "".join(
+                "link add f%da type veth peer name f%db\n" % (k, k) for k in range(ifaces)))
+        for k in range(self.members):
+            sh("ip", "-n", "%s-e%d" % (self.tag, k + 1), "-batch", "-", input="".join(
+                "neigh replace %s lladdr %s dev up0 nud permanent\n" % (host_addr(h), mac_of(host_addr(h)))
+                for h in range(first, first + n)))
+        base = os.path.join(self.tmp, "hosts")
+        if not any(m == base for m in self.mounts):
+            os.makedirs(base)
+            sh("mount", "-t", "tmpfs", "-o", "size=4g", "clsdbench", base)
+            self.mounts.append(base)
+            os.makedirs(os.path.join(base, "bpffs"))
+            sh("mount", "-t", "bpf", "bpf", os.path.join(base, "bpffs"))
+            self.mounts.append(os.path.join(base, "bpffs"))
+        out = []
+        for i, (name, ns) in enumerate(zip(names, nss)):
+            d = os.path.join(base, name)
+            os.makedirs(d)
+            k = (first + i) % len(self.urls) if spread else 0
+            urls = self.urls[k:] + self.urls[:k]
+            sock = os.path.join(d, "sock")
+            log = open(os.path.join(d, "log"), "w")
+            self.procs.append(subprocess.Popen(ns_exec(
+                ns, CLSD, "--state-dir", os.path.join(d, "state"), "--hogs-dir", os.path.join(d, "hogs"),
+                "--bpffs-dir", os.path.join(base, "bpffs", name), "--socket", sock, "--fleet", ",".join(urls),
+                "--fleet-prefix", self.prefix, "--node", name, "--log-level", "warning", "--fleet-allow-writer", *args),
+                stdout=log, stderr=subprocess.STDOUT))
+            log.close()
+            host = Host(name, ns, sock, host_addr(first + i))
+            host.pid = self.procs[-1].pid
+            host.log = os.path.join(d, "log")
+            self.hosts.append(host)
+            out.append(host)
+        return out
+
+    def wait_started(self, timeout=10):
+        deadline = time.monotonic() + timeout
         for h in self.hosts:
-            deadline = time.monotonic() + 10
             while not os.path.exists(h.sock):
                 if time.monotonic() > deadline:
-                    die("the clsd of %s did not start" % h.name)
+                    log = open(h.log).read().strip() if getattr(h, "log", None) else ""
+                    die("the clsd of %s did not start%s" % (h.name, ": " + log[-300:] if log else ""))
                 time.sleep(0.02)
 
     def status_watch(self):

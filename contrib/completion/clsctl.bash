@@ -32,20 +32,25 @@ _clsctl() {
         _init_completion -s || return
 
         local opts="--socket --host --hosts --cacert --cert --key --token-file --netns --json --wait
-                --if-match --fleet --fleet-prefix --fleet-ca --fleet-cert --fleet-key --verbose --help
-                --version"
+                --if-match --fleet --fleet-prefix --fleet-ca --fleet-cert --fleet-key --fleet-user
+                --fleet-password-file --waves --to --sign --apply --out --verbose --help --version"
         local commands="ls get apply diff delete netns maps map policy fleet object help"
 
         case $prev in
-        --socket | --hosts | --cacert | --cert | --key | --token-file | --fleet-ca | --fleet-cert | --fleet-key)
+        --socket | --hosts | --cacert | --cert | --key | --token-file | --fleet-ca | --fleet-cert | --fleet-key | \
+                --fleet-password-file | --sign)
                 _filedir
+                return
+                ;;
+        --out)
+                _filedir -d
                 return
                 ;;
         -n | --netns)
                 COMPREPLY=($(compgen -W "$(ls /run/netns 2>/dev/null)" -- "$cur"))
                 return
                 ;;
-        --host | --if-match | --fleet | --fleet-prefix | --wait)
+        --host | --if-match | --fleet | --fleet-prefix | --wait | --fleet-user | --waves | --to)
                 return
                 ;;
         esac
@@ -61,7 +66,8 @@ _clsctl() {
                 w=${words[i]}
                 case $w in
                 --socket | --host | --hosts | --cacert | --cert | --key | --token-file | -n | --netns | --if-match | \
-                        --fleet | --fleet-prefix | --fleet-ca | --fleet-cert | --fleet-key)
+                        --fleet | --fleet-prefix | --fleet-ca | --fleet-cert | --fleet-key | --fleet-user | \
+                        --fleet-password-file | --waves | --to | --sign | --out)
                         ((i++))
                         ;;
                 -*) ;;
@@ -80,7 +86,7 @@ _clsctl() {
                         ;;
                 policy) COMPREPLY=($(compgen -W "ls get apply diff rm" -- "$cur")) ;;
                 map) COMPREPLY=($(compgen -W "set rm" -- "$cur")) ;;
-                fleet) COMPREPLY=($(compgen -W "apply ls rm nodes status" -- "$cur")) ;;
+                fleet) COMPREPLY=($(compgen -W "apply ls rm nodes status rollout history rollback rbac" -- "$cur")) ;;
                 object) COMPREPLY=($(compgen -W "ls add show rm" -- "$cur")) ;;
                 esac
                 ;;

@@ -66,9 +66,13 @@ static const OptionSpec specs[] = {
         O("fleet-prefix", required_argument, OPT_STRING, fleet.prefix),
         O("node", required_argument, OPT_STRING, fleet.node),
         O("node-labels", required_argument, OPT_STRING, fleet.labels),
-        O("fleet-ca", required_argument, OPT_STRING, fleet.tls.ca),
-        O("fleet-cert", required_argument, OPT_STRING, fleet.tls.cert),
-        O("fleet-key", required_argument, OPT_STRING, fleet.tls.key),
+        O("fleet-ca", required_argument, OPT_STRING, fleet.creds.ca),
+        O("fleet-cert", required_argument, OPT_STRING, fleet.creds.cert),
+        O("fleet-key", required_argument, OPT_STRING, fleet.creds.key),
+        O("fleet-user", required_argument, OPT_STRING, fleet.creds.user),
+        O("fleet-password-file", required_argument, OPT_STRING, fleet.creds.password_file),
+        O("fleet-allow-writer", no_argument, OPT_FLAG, fleet.allow_writer),
+        O("fleet-require-signed", no_argument, OPT_FLAG, fleet.require_signed),
         S("fleet-lease-ttl", required_argument),
         S("object-dir", required_argument),
         O("trusted-keys", required_argument, OPT_STRING, trusted_keys_dir),
@@ -278,10 +282,17 @@ int options_parse(Options *o, int argc, char **argv) {
         if (r <= 0)
                 return r;
         const FleetConfig *fc = &o->fleet;
-        if (!fc->urls && (fc->prefix || fc->node || fc->labels || fc->tls.ca || fc->tls.cert ||
-                          fc->tls.key || fc->lease_ttl)) {
+        if (!fc->urls && (fc->prefix || fc->node || fc->labels || fc->creds.ca || fc->creds.cert ||
+                          fc->creds.key || fc->lease_ttl || fc->creds.user || fc->creds.password_file ||
+                          fc->allow_writer || fc->require_signed)) {
                 fprintf(stderr, "clsd: --fleet-prefix, --node, --node-labels, --fleet-ca, --fleet-cert, "
-                                "--fleet-key and --fleet-lease-ttl need --fleet\n");
+                                "--fleet-key, --fleet-user, --fleet-password-file, --fleet-lease-ttl, "
+                                "--fleet-allow-writer and --fleet-require-signed need --fleet\n");
+                return -EINVAL;
+        }
+        if (fc->require_signed && !o->trusted_keys_dir) {
+                fprintf(stderr, "clsd: --fleet-require-signed needs --trusted-keys DIR (the keys that sign "
+                                "fleet policies)\n");
                 return -EINVAL;
         }
         return 1;
@@ -324,6 +335,7 @@ int options_resolve(Options *o) {
                         log_warning("--trusted-keys %s holds no *.pub key: no object can be loaded",
                                     o->trusted_keys_dir);
                 o->daemon.trusted_keys = o->trusted_keys;
+                o->fleet.trusted_keys = o->trusted_keys;
                 o->daemon.trusted_keys_dir = o->trusted_keys_dir;
         }
         return 0;

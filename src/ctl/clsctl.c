@@ -63,6 +63,7 @@ static const Verb fleet_verbs[] = {
           verb_fleet_rollout },
         { "history", "clsctl fleet history NAME", 1, 1, verb_fleet_history },
         { "rollback", "clsctl fleet rollback NAME [--to REVISION]", 1, 1, verb_fleet_rollback },
+        { "rbac", "clsctl fleet rbac NODE... [--apply --out DIR]", 1, CTL_ARGS_MAX, verb_fleet_rbac },
 };
 
 static const Verb policy_verbs[] = {
@@ -170,6 +171,15 @@ static const char HELP[] =
         "       --fleet-prefix PATH    The fleet's keys in etcd (default %s)\n"
         "       --fleet-ca FILE, --fleet-cert FILE, --fleet-key FILE\n"
         "                              TLS to etcd: the CA to trust, a client certificate and key\n"
+        "       --fleet-user NAME, --fleet-password-file FILE\n"
+        "                              etcd's authentication: the user, and a file whose first\n"
+        "                              line is its password (default: CLSD_FLEET_USER,\n"
+        "                              CLSD_FLEET_PASSWORD_FILE)\n"
+        "       --sign KEY             fleet apply, rollback: sign the policy with this secret key\n"
+        "                              (minisign -W, or signify -n), for --fleet-require-signed\n"
+        "                              nodes\n"
+        "       --apply, --out DIR     fleet rbac: make the roles and users in etcd, each\n"
+        "                              user's password in DIR/USER.password (0600)\n"
         "       --waves LIST           fleet apply: roll out in these waves (\"1,10%%,100%%\"),\n"
         "                              whatever the file's rollout says of them\n"
         "       --to REVISION          fleet rollback: the revision to apply again\n"
@@ -186,7 +196,9 @@ static const char HELP[] =
         "       CLSD_SOCKET            Socket used without --socket (default %s)\n"
         "       CLSD_HOST              A host used without --host or --socket\n"
         "       CLSD_TOKEN             A bearer token without --token-file\n"
-        "       CLSD_FLEET             etcd's endpoints without --fleet\n";
+        "       CLSD_FLEET             etcd's endpoints without --fleet\n"
+        "       CLSD_FLEET_USER, CLSD_FLEET_PASSWORD_FILE\n"
+        "                              etcd's user and its password's file without the options\n";
 
 static void help(void) {
         printf(HELP, ETCD_PREFIX_DEFAULT, CTL_SOCKET_DEFAULT);
@@ -210,6 +222,11 @@ enum {
         ARG_WAIT,
         ARG_WAVES,
         ARG_TO,
+        ARG_FLEET_USER,
+        ARG_FLEET_PASSWORD_FILE,
+        ARG_SIGN,
+        ARG_APPLY,
+        ARG_OUT,
 };
 
 /* One option of the command line: 1 to go on, 0 to exit 0 (help, version), < 0 on a usage error. */
@@ -249,6 +266,23 @@ static int fleet_option_apply(Ctl *c, int opt) {
                 c->waves = optarg;
                 break;
         }
+        case ARG_FLEET_USER:
+                if (!*optarg)
+                        return usage_error("--fleet-user needs an etcd user's name");
+                c->fleet_user = optarg;
+                break;
+        case ARG_FLEET_PASSWORD_FILE:
+                c->fleet_password_file = optarg;
+                break;
+        case ARG_SIGN:
+                c->sign_key = optarg;
+                break;
+        case ARG_APPLY:
+                c->rbac_apply = true;
+                break;
+        case ARG_OUT:
+                c->out_dir = optarg;
+                break;
         case ARG_TO: {
                 char *end = NULL;
                 unsigned long long v = strtoull(optarg, &end, 10);
@@ -302,6 +336,11 @@ static int option_apply(Ctl *c, int opt, char *argv[]) {
         case ARG_FLEET_KEY:
         case ARG_WAVES:
         case ARG_TO:
+        case ARG_FLEET_USER:
+        case ARG_FLEET_PASSWORD_FILE:
+        case ARG_SIGN:
+        case ARG_APPLY:
+        case ARG_OUT:
                 return fleet_option_apply(c, opt);
         case ARG_HOST:
                 if (!startswith(optarg, "https://") && !startswith(optarg, "http://"))
@@ -372,6 +411,11 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                 { "wait", optional_argument, NULL, ARG_WAIT },
                 { "waves", required_argument, NULL, ARG_WAVES },
                 { "to", required_argument, NULL, ARG_TO },
+                { "fleet-user", required_argument, NULL, ARG_FLEET_USER },
+                { "fleet-password-file", required_argument, NULL, ARG_FLEET_PASSWORD_FILE },
+                { "sign", required_argument, NULL, ARG_SIGN },
+                { "apply", no_argument, NULL, ARG_APPLY },
+                { "out", required_argument, NULL, ARG_OUT },
                 {},
         };
         int opt;
@@ -452,6 +496,10 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
                 return usage_error("--waves is for 'fleet apply' only");
         if (c->rollback_to && v->run != verb_fleet_rollback)
                 return usage_error("--to is for 'fleet rollback' only");
+        if (c->sign_key && v->run != verb_fleet_apply && v->run != verb_fleet_rollback)
+                return usage_error("--sign is for 'fleet apply' and 'fleet rollback' only");
+        if ((c->rbac_apply || c->out_dir) && v->run != verb_fleet_rbac)
+                return usage_error("--apply and --out are for 'fleet rbac' only");
 
         *ret_verb = v;
         *ret_args = argv + 1;
@@ -494,6 +542,8 @@ int main(int argc, char *argv[]) {
                 .socket_path = env && *env ? env : CTL_SOCKET_DEFAULT,
                 .fleet_urls = fleet && *fleet ? fleet : NULL,
                 .host = host && *host ? host : NULL,
+                .fleet_user = getenv("CLSD_FLEET_USER"),
+                .fleet_password_file = getenv("CLSD_FLEET_PASSWORD_FILE"),
         };
         const Verb *verb = NULL;
         char **args = NULL;

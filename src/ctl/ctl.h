@@ -35,9 +35,12 @@ typedef struct Ctl {
         const char *fleet_urls; /* etcd's endpoints (--fleet, CLSD_FLEET), for "fleet" */
         const char *fleet_prefix;
         const char *fleet_ca, *fleet_cert, *fleet_key;
-        const char *fleet_user; /* etcd's user, for the history's "by" */
+        const char *fleet_user, *fleet_password_file; /* an etcd user (its authentication), who "by" is */
         const char *waves; /* fleet apply --waves: the waves of this apply's rollout ("1,10%,100%") */
         uint64_t rollback_to; /* fleet rollback --to REV (0: the revision before the current one) */
+        const char *sign_key; /* fleet apply, rollback --sign: the secret key signing the policy */
+        bool rbac_apply; /* fleet rbac --apply: make the roles and users */
+        const char *out_dir; /* fleet rbac --out: where the users' password files go */
 } Ctl;
 
 /* jansson.h provides json_decrefp() for _cleanup_(json_decrefp). */
@@ -109,6 +112,7 @@ int verb_fleet_status(const Ctl *c, char **args);
 int verb_fleet_rollout(const Ctl *c, char **args);
 int verb_fleet_history(const Ctl *c, char **args);
 int verb_fleet_rollback(const Ctl *c, char **args);
+int verb_fleet_rbac(const Ctl *c, char **args);
 
 int verb_object_list(const Ctl *c, char **args);
 int verb_object_add(const Ctl *c, char **args);

@@ -17,9 +17,17 @@
 /* etcd refuses a request over 1.5 MiB by default; base64 makes an object a third bigger. */
 #define FLEET_OBJECT_MAX (1024u * 1024)
 
+EtcdCredentials fleet_credentials(const Ctl *c) {
+        return (EtcdCredentials){ .ca = c->fleet_ca,
+                                  .cert = c->fleet_cert,
+                                  .key = c->fleet_key,
+                                  .user = c->fleet_user,
+                                  .password_file = c->fleet_password_file };
+}
+
 int fleet_client(const Ctl *c, EtcdClient **ret) {
         Error e = ERROR_NULL;
-        EtcdTls tls = { .ca = c->fleet_ca, .cert = c->fleet_cert, .key = c->fleet_key };
+        EtcdCredentials tls = fleet_credentials(c);
 
         if (!c->fleet_urls)
                 return ctl_error(-EINVAL, "no etcd endpoint: give --fleet URL[,URL…] or set CLSD_FLEET");

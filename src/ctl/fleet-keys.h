@@ -6,6 +6,8 @@
 #include "ctl.h"
 #include "etcd.h"
 
+/* Who clsctl is to etcd: --fleet-ca/-cert/-key, --fleet-user and its password file. */
+EtcdCredentials fleet_credentials(const Ctl *c);
 int fleet_client(const Ctl *c, EtcdClient **ret);
 const char *fleet_prefix_of(const Ctl *c);
 /* POSTs body (taken) to path; a failure is reported (one line). */

@@ -234,10 +234,34 @@ static int plan_op(EtcdClient *ec, const Ctl *c, const FleetPolicy *fp, const ch
         return put_op(ops, key, j);
 }
 
+/* --sign KEY: the envelope signed at a serial above the one etcd has (the time in milliseconds, or
+ * that serial and one when the clock is behind it): a node takes none lower than one it applied. */
+static int sign(const Ctl *c, json_t *envelope, json_t *old) {
+        json_t *was = json_object_get(json_object_get(old, "signed"), "serial");
+        uint64_t serial = realtime_ms(),
+                 before = json_is_integer(was) ? (uint64_t) json_integer_value(was) : 0;
+        SecretKey *k = NULL;
+        Error e = ERROR_NULL;
+        int r;
+
+        if (secret_key_load(c->sign_key, &k, &e) < 0) {
+                r = ctl_error(-EINVAL, "--sign %s", e.message);
+                error_done(&e);
+                return r;
+        }
+        r = fleet_policy_sign(envelope, k, MAX(serial, before + 1), &e);
+        secret_key_free(k);
+        if (r < 0) {
+                r = ctl_error(r, "%s", e.message);
+                error_done(&e);
+        }
+        return r;
+}
+
 int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *summary, json_t *ops) {
         _cleanup_(json_decrefp) json_t *old = NULL, *entry = NULL;
         _cleanup_free_ char *key = NULL, *hkey = NULL, *what = NULL;
-        EtcdTls tls = { .ca = c->fleet_ca, .cert = c->fleet_cert, .key = c->fleet_key };
+        EtcdCredentials creds = fleet_credentials(c);
         FleetPolicy fp = { 0 };
         char id[FLEET_ROLLOUT_ID_MAX + 1], by[256];
         uint64_t old_revision;
@@ -276,8 +300,12 @@ int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *
                 error_done(&e);
                 return r;
         }
-        etcd_identity(&tls, c->fleet_user, by, sizeof(by));
+        etcd_identity(&creds, by, sizeof(by));
         r = fleet_policy_current(ec, c, fp.name, &old, &old_revision);
+        /* a signature is made here or not at all: one the envelope brought signed something else */
+        (void) json_object_del(envelope, "signed");
+        if (r >= 0 && c->sign_key)
+                r = sign(c, envelope, old);
         if (r >= 0 && (!(key = fleet_key(fleet_prefix_of(c), "policies", fp.name, NULL)) ||
                        !(hkey = fleet_history_key(fleet_prefix_of(c), fp.name, id)) ||
                        !(what = summary ? strdup(summary) : summary_of(old, envelope))))

@@ -182,7 +182,7 @@ static int rollout_move(const Ctl *c, EtcdClient *ec, const char *name, const ch
         _cleanup_(rollout_read_done) RolloutRead rr = { 0 };
         _cleanup_(json_decrefp) json_t *answer = NULL, *j = NULL;
         _cleanup_free_ char *key = NULL, *b64 = NULL, *text = NULL;
-        EtcdTls tls = { .ca = c->fleet_ca, .cert = c->fleet_cert, .key = c->fleet_key };
+        EtcdCredentials creds = fleet_credentials(c);
         FleetRolloutState next;
         char rev[32], by[128];
         int r;
@@ -193,7 +193,7 @@ static int rollout_move(const Ctl *c, EtcdClient *ec, const char *name, const ch
         next = rr.state;
         if (rr.state_revision == 0)
                 next.since_ms = rr.plan.created_ms; /* no state yet: its first wave began with the plan */
-        etcd_identity(&tls, c->fleet_user, by, sizeof(by));
+        etcd_identity(&creds, by, sizeof(by));
         snprintf(next.by, sizeof(next.by), "%s", by);
         next.why[0] = 0;
         if (streq(action, "pause")) {

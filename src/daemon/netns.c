@@ -338,6 +338,18 @@ int netns_set_start(NetnsSet *s, Error *reterr) {
         if (r < 0)
                 return error_set(reterr, -r, "internal_error", "cannot create %s: %s", s->dir, strerror(-r));
         s->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (s->watch_fd < 0 && errno == EMFILE) {
+                /* the user's inotify instances (each clsd takes one), not its files: say which limit */
+                _cleanup_free_ char *max = NULL;
+                size_t n = 0;
+                (void) read_full_file("/proc/sys/fs/inotify/max_user_instances", 32, &max, &n);
+                while (n > 0 && max[n - 1] == '\n')
+                        max[--n] = 0;
+                return error_set(reterr, EMFILE, "internal_error",
+                                 "cannot watch %s: this user has all the inotify instances it may have "
+                                 "(fs.inotify.max_user_instances is %s; each clsd takes one)",
+                                 s->dir, n ? max : "unknown");
+        }
         if (s->watch_fd < 0)
                 return error_set(reterr, errno, "internal_error", "inotify: %m");
         if (inotify_add_watch(s->watch_fd, s->dir,

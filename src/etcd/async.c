@@ -38,7 +38,8 @@ struct EtcdAsync {
         CurlLoop *loop;
         char **urls;
         size_t n_urls, url;
-        EtcdTls tls;
+        EtcdCredentials creds;
+        char *password, *token;
         uint64_t requests;
         void (*contact)(void *userdata);
         void *contact_userdata;
@@ -46,7 +47,8 @@ struct EtcdAsync {
         Stream stream;
 };
 
-int etcd_async_new(sd_event *event, const char *urls, const EtcdTls *tls, EtcdAsync **ret, Error *reterr) {
+int etcd_async_new(sd_event *event, const char *urls, const EtcdCredentials *creds, EtcdAsync **ret,
+                   Error *reterr) {
         EtcdAsync *a = calloc(1, sizeof(*a));
 
         if (!a)
@@ -56,9 +58,14 @@ int etcd_async_new(sd_event *event, const char *urls, const EtcdTls *tls, EtcdAs
                 etcd_async_free(a);
                 return -EINVAL;
         }
-        if ((tls->ca && !(a->tls.ca = strdup(tls->ca))) ||
-            (tls->cert && !(a->tls.cert = strdup(tls->cert))) ||
-            (tls->key && !(a->tls.key = strdup(tls->key)))) {
+        if (etcd_password_read(creds, &a->password, reterr) < 0) {
+                etcd_async_free(a);
+                return -EINVAL;
+        }
+        if ((creds->ca && !(a->creds.ca = strdup(creds->ca))) ||
+            (creds->cert && !(a->creds.cert = strdup(creds->cert))) ||
+            (creds->key && !(a->creds.key = strdup(creds->key))) ||
+            (creds->user && !(a->creds.user = strdup(creds->user)))) {
                 etcd_async_free(a);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
@@ -83,9 +90,12 @@ EtcdAsync *etcd_async_free(EtcdAsync *a) {
         for (size_t i = 0; i < a->n_urls; i++)
                 free(a->urls[i]);
         free(a->urls);
-        free((char *) a->tls.ca);
-        free((char *) a->tls.cert);
-        free((char *) a->tls.key);
+        free((char *) a->creds.ca);
+        free((char *) a->creds.cert);
+        free((char *) a->creds.key);
+        free((char *) a->creds.user);
+        free(a->password);
+        free(a->token);
         sd_event_unref(a->event);
         free(a);
         return NULL;
@@ -106,6 +116,53 @@ void etcd_async_set_contact(EtcdAsync *a, void (*contact)(void *userdata), void 
 
 uint64_t etcd_async_requests(const EtcdAsync *a) {
         return a->requests;
+}
+
+const char *etcd_async_user(const EtcdAsync *a) {
+        return a->password ? a->creds.user : NULL;
+}
+
+/* The token taken from an authenticate answer, then the caller's done. */
+typedef struct Authenticating {
+        EtcdCallDone done;
+        void (*cancel)(void *userdata);
+        void *userdata;
+} Authenticating;
+
+static void on_authenticated(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        _cleanup_free_ Authenticating *x = userdata;
+        const char *token = e ? NULL : etcd_answer_token(answer);
+        Error e2 = ERROR_NULL;
+
+        free(a->token);
+        a->token = token ? strdup(token) : NULL;
+        if (!e && !a->token)
+                (void) error_set(&e2, token ? ENOMEM : EPROTO, "etcd_error", "%s",
+                                 token ? "out of memory" : "etcd gave no token (is its authentication on?)");
+        x->done(a, answer, e ?: (e2.code ? &e2 : NULL), x->userdata);
+        error_done(&e2);
+}
+
+static void on_authenticate_dropped(void *userdata) {
+        _cleanup_free_ Authenticating *x = userdata;
+        if (x->cancel)
+                x->cancel(x->userdata);
+}
+
+int etcd_async_authenticate(EtcdAsync *a, EtcdCallDone done, void (*cancel)(void *), void *userdata) {
+        Authenticating *x = calloc(1, sizeof(*x));
+
+        if (!x)
+                return -ENOMEM;
+        *x = (Authenticating){ .done = done, .cancel = cancel, .userdata = userdata };
+        free(a->token);
+        a->token = NULL; /* the authenticate call itself goes without one */
+        if (etcd_async_call(a, "/v3/auth/authenticate", etcd_authenticate_body(a->creds.user, a->password),
+                            on_authenticated, on_authenticate_dropped, x) < 0) {
+                free(x);
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 /* ---- calls ---- */
@@ -163,7 +220,8 @@ int etcd_async_call(EtcdAsync *a, const char *path, json_t *body, EtcdCallDone d
                 return -ENOMEM;
         }
         if (!(c->easy = curl_api.easy_init()) ||
-            etcd_transfer_setup(c->easy, c->url, c->body, &a->tls, &c->headers, &c->answer) < 0 ||
+            etcd_transfer_setup(c->easy, c->url, c->body, &a->creds, a->token, &c->headers, &c->answer) <
+                    0 ||
             curl_loop_add(a->loop, c->easy, on_call_done, c) < 0) {
                 call_free(c);
                 return -ENOMEM;
@@ -270,7 +328,7 @@ int etcd_async_stream_start(EtcdAsync *a, const char *path, char *text, EtcdStre
                 return -ENOMEM;
         }
         if (!(s->easy = curl_api.easy_init()) ||
-            etcd_transfer_setup(s->easy, url, s->body, &a->tls, &s->headers, NULL) < 0) {
+            etcd_transfer_setup(s->easy, url, s->body, &a->creds, a->token, &s->headers, NULL) < 0) {
                 etcd_async_stream_stop(a);
                 return -ENOMEM;
         }

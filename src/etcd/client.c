@@ -1,5 +1,6 @@
 /* client.c: a blocking etcd client for clsctl: one libcurl handle, POSTs of JSON to the gateway, the
- * endpoints tried in turn. */
+ * endpoints tried in turn; with an etcd user, authenticated at the first call (and again when etcd no
+ * longer knows the token). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,18 +13,20 @@
 struct EtcdClient {
         char **urls;
         size_t n_urls, current;
-        EtcdTls tls;
+        EtcdCredentials creds;
+        char *password, *token;
         CURL *curl;
 };
 
-int etcd_client_new(const char *urls, const EtcdTls *tls, EtcdClient **ret, Error *reterr) {
+int etcd_client_new(const char *urls, const EtcdCredentials *creds, EtcdClient **ret, Error *reterr) {
         EtcdClient *c = calloc(1, sizeof(*c));
 
         if (!c)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        if (tls)
-                c->tls = *tls;
-        if (etcd_endpoints_parse(urls, &c->urls, &c->n_urls, reterr) < 0) {
+        if (creds)
+                c->creds = *creds;
+        if (etcd_endpoints_parse(urls, &c->urls, &c->n_urls, reterr) < 0 ||
+            etcd_password_read(&c->creds, &c->password, reterr) < 0) {
                 etcd_client_free(c);
                 return -EINVAL;
         }
@@ -47,6 +50,8 @@ EtcdClient *etcd_client_free(EtcdClient *c) {
         for (size_t i = 0; i < c->n_urls; i++)
                 free(c->urls[i]);
         free(c->urls);
+        free(c->password);
+        free(c->token);
         free(c);
         return NULL;
 }
@@ -58,7 +63,7 @@ static int call_one(EtcdClient *c, const char *url, const char *text, json_t **r
         int r;
 
         curl_api.easy_reset(c->curl);
-        if (etcd_transfer_setup(c->curl, url, text, &c->tls, &headers, &b) < 0) {
+        if (etcd_transfer_setup(c->curl, url, text, &c->creds, c->token, &headers, &b) < 0) {
                 curl_api.slist_free_all(headers);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
@@ -78,16 +83,12 @@ static uint64_t now_usec(void) {
         return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
 }
 
-int etcd_call(EtcdClient *c, const char *path, json_t *body, json_t **ret, Error *reterr) {
-        _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+/* text POSTed to path: the endpoint that answered last first; an unreachable one, or one without a
+ * leader, passes to the next, round after round until the deadline. */
+static int call_any(EtcdClient *c, const char *path, const char *text, json_t **ret, Error *reterr) {
         uint64_t deadline = now_usec() + ETCD_RETRY_USEC;
         int r = -EHOSTUNREACH;
 
-        json_decref(body);
-        if (!text)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        /* The endpoint that answered last first; an unreachable one, or one without a leader, passes
-         * to the next, round after round until the deadline. */
         for (size_t k = 0;; k++) {
                 size_t i = (c->current + k) % c->n_urls;
                 _cleanup_free_ char *url = NULL;
@@ -112,4 +113,64 @@ int etcd_call(EtcdClient *c, const char *path, json_t *body, json_t **ret, Error
                 if ((k + 1) % c->n_urls == 0)
                         (void) usleep(200 * 1000);
         }
+}
+
+/* body (taken) POSTed to path, as call_any(). */
+static int call_body(EtcdClient *c, const char *path, json_t *body, json_t **ret, Error *reterr) {
+        _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+
+        json_decref(body);
+        if (!text)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        return call_any(c, path, text, ret, reterr);
+}
+
+/* A token for the user: etcd checks the password (bcrypt: tens of milliseconds of its CPU). */
+static int authenticate(EtcdClient *c, Error *reterr) {
+        json_t *answer = NULL;
+        Error e = ERROR_NULL;
+        int r;
+
+        r = call_body(c, "/v3/auth/authenticate", etcd_authenticate_body(c->creds.user, c->password),
+                      &answer, &e);
+        if (r < 0) {
+                r = error_set(reterr, -r, e.code, "etcd user %s: %s", c->creds.user, strna(e.message));
+                error_done(&e);
+                return r;
+        }
+        const char *token = etcd_answer_token(answer);
+        free(c->token);
+        c->token = token ? strdup(token) : NULL;
+        json_decref(answer);
+        if (!c->token)
+                return error_set(reterr, EPROTO, "etcd_error",
+                                 "etcd user %s: etcd gave no token (is its authentication on?)",
+                                 c->creds.user);
+        return 0;
+}
+
+int etcd_call(EtcdClient *c, const char *path, json_t *body, json_t **ret, Error *reterr) {
+        _cleanup_(json_decrefp) json_t *taken = body;
+        Error e = ERROR_NULL;
+        int r;
+
+        if (!taken)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        if (c->password && !c->token && (r = authenticate(c, reterr)) < 0)
+                return r;
+        r = call_body(c, path, json_incref(body), ret, &e);
+        /* a token etcd no longer knows (it expired, or etcd restarted): once more with a new one */
+        if (r == -EKEYEXPIRED && c->password) {
+                error_done(&e);
+                if ((r = authenticate(c, reterr)) < 0)
+                        return r;
+                r = call_body(c, path, json_incref(body), ret, &e);
+        }
+        if (r < 0) {
+                if (reterr && !reterr->code)
+                        *reterr = e;
+                else
+                        error_done(&e);
+        }
+        return r;
 }

@@ -133,6 +133,29 @@ json_t *etcd_txn_body(json_t *puts) {
         return success ? json_pack("{s:o}", "success", success) : NULL;
 }
 
+json_t *etcd_authenticate_body(const char *user, const char *password) {
+        return json_pack("{s:s,s:s}", "name", user, "password", password);
+}
+
+const char *etcd_answer_token(json_t *answer) {
+        const char *t = json_string_value(json_object_get(answer, "token"));
+        return t && *t ? t : NULL;
+}
+
+json_t *etcd_write_probe_body(const char *key) {
+        json_t *put = etcd_put_body(key, "", 0, 0), *cmp = key_body(key, false);
+
+        if (!put || !cmp || json_object_set_new(cmp, "target", json_string("VERSION")) < 0 ||
+            json_object_set_new(cmp, "result", json_string("LESS")) < 0 ||
+            json_object_set_new(cmp, "version", json_string("0")) < 0) {
+                json_decref(put);
+                json_decref(cmp);
+                return NULL;
+        }
+        /* a key's version is never below 0: the put is never made, but etcd checks it is permitted */
+        return json_pack("{s:[o],s:[{s:o}]}", "compare", cmp, "success", "request_put", put);
+}
+
 json_t *etcd_watch_body(const char *key, bool prefix, uint64_t start_revision, uint64_t watch_id) {
         json_t *req = key_body(key, prefix);
 
@@ -251,7 +274,19 @@ void etcd_watch_message_done(EtcdWatchMessage *m) {
 int etcd_answer_error(long http_status, json_t *answer, Error *reterr) {
         const char *message = json_string_value(json_object_get(answer, "message"))
                                       ?: json_string_value(json_object_get(answer, "error"));
+        json_int_t code = json_integer_value(json_object_get(answer, "code"));
 
+        /* gRPC's codes: 7 permission denied; 16 unauthenticated (a token etcd no longer knows); 3 with
+         * these messages: a user or password it does not know, or no token where it wants one */
+        if (message && code == 7)
+                return error_set(reterr, EACCES, ETCD_PERMISSION_DENIED, "etcd: %s (HTTP %ld)", message,
+                                 http_status);
+        if (message && (code == 16 || strstr(message, "user name is empty")))
+                return error_set(reterr, EKEYEXPIRED, ETCD_TOKEN_INVALID, "etcd: %s (HTTP %ld)", message,
+                                 http_status);
+        if (message && strstr(message, "authentication failed"))
+                return error_set(reterr, EACCES, ETCD_AUTH_FAILED, "etcd: %s (HTTP %ld)", message,
+                                 http_status);
         if (message)
                 return error_set(reterr, EPROTO, "etcd_error", "etcd: %s (HTTP %ld)", message, http_status);
         return error_set(reterr, EPROTO, "etcd_error", "etcd answered HTTP %ld without an error message",

@@ -96,6 +96,8 @@ void fleet_policy_done(FleetPolicy *p) {
         free(p->names);
         free(p->rollout.waves);
         free(p->health);
+        free(p->signature);
+        free(p->signed_text);
         json_decref(p->policy);
         *p = (FleetPolicy){ 0 };
 }
@@ -170,12 +172,14 @@ int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
                 r = fleet_rollout_parse(json_object_get(j, "rollout"), &p.rollout, reterr);
         if (r >= 0)
                 r = fleet_health_parse(json_object_get(j, "health"), &p.health, &p.n_health, reterr);
+        if (r >= 0)
+                r = fleet_signed_parse(j, &p, reterr);
         if (r >= 0 && (!(p.name = strdup(json_string_value(v))) || !(p.policy = json_object())))
                 r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
         /* the policy as clsd's API takes it: the envelope's fields left out */
         json_object_foreach (j, key, v)
                 if (r >= 0 && !streq(key, "name") && !streq(key, "nodes") && !streq(key, "rollout") &&
-                    !streq(key, "health") && json_object_set(p.policy, key, v) < 0)
+                    !streq(key, "health") && !streq(key, "signed") && json_object_set(p.policy, key, v) < 0)
                         r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
         if (r >= 0)
                 r = fleet_health_check_metrics(p.health, p.n_health, p.policy, reterr);

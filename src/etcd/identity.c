@@ -1,6 +1,9 @@
 /* identity.c: who a client is to etcd, as a fleet's history records it: the common name of its client
- * certificate (etcd's user under --client-cert-auth), else the local user and host that ran it. */
+ * certificate (etcd's user under --client-cert-auth), else the local user and host that ran it; and the
+ * password of an etcd user, read from its file. */
+#include <errno.h>
 #include <pwd.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,15 +30,15 @@ static int cert_cn(const char *file, char *buf, size_t size) {
         return r < 0 ? -EINVAL : 0;
 }
 
-void etcd_identity(const EtcdTls *tls, const char *user, char *buf, size_t size) {
+void etcd_identity(const EtcdCredentials *creds, char *buf, size_t size) {
         char cn[256], host[256] = "";
         const struct passwd *pw = getpwuid(getuid());
 
-        if (user && *user) {
-                snprintf(buf, size, "%s", user);
+        if (creds && creds->user && *creds->user) {
+                snprintf(buf, size, "%s", creds->user);
                 return;
         }
-        if (tls && tls->cert && cert_cn(tls->cert, cn, sizeof(cn)) >= 0) {
+        if (creds && creds->cert && cert_cn(creds->cert, cn, sizeof(cn)) >= 0) {
                 snprintf(buf, size, "%s (client certificate)", cn);
                 return;
         }
@@ -44,4 +47,33 @@ void etcd_identity(const EtcdTls *tls, const char *user, char *buf, size_t size)
                 snprintf(buf, size, "%s@%s", pw->pw_name, host);
         else
                 snprintf(buf, size, "uid %u@%s", (unsigned) getuid(), host);
+}
+
+int etcd_password_read(const EtcdCredentials *creds, char **ret, Error *reterr) {
+        _cleanup_free_ char *line = NULL;
+        size_t n = 0;
+        ssize_t len;
+        FILE *f;
+
+        *ret = NULL;
+        if (!creds->user && !creds->password_file)
+                return 0;
+        if (!creds->user || !*creds->user || !creds->password_file)
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 creds->user && *creds->user
+                                         ? "an etcd user (%s) needs its password's file too"
+                                         : "an etcd password file (%s) needs its user too",
+                                 creds->user && *creds->user ? creds->user : creds->password_file);
+        f = fopen(creds->password_file, "re");
+        if (!f)
+                return error_set(reterr, errno, "invalid_value", "%s: %m", creds->password_file);
+        len = getline(&line, &n, f);
+        fclose(f);
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+                line[--len] = 0;
+        if (len <= 0)
+                return error_set(reterr, EINVAL, "invalid_value", "%s: no password in its first line",
+                                 creds->password_file);
+        *ret = TAKE_PTR(line);
+        return 0;
 }

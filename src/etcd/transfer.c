@@ -21,14 +21,20 @@ static size_t on_write(char *p, size_t size, size_t n, void *userdata) {
         return etcd_buffer_append(userdata, p, size * n, ETCD_ANSWER_MAX) ? size * n : 0;
 }
 
-int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const EtcdTls *tls,
-                        struct curl_slist **headers, EtcdBuffer *answer) {
+int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const EtcdCredentials *creds,
+                        const char *token, struct curl_slist **headers, EtcdBuffer *answer) {
         if (!*headers) {
+                _cleanup_free_ char *auth = NULL;
                 struct curl_slist *h = curl_api.slist_append(NULL, "Content-Type: application/json");
                 /* no "Expect: 100-continue" (libcurl's for a body over 1 KiB): a watch's gateway answers
                  * the first request of the stream before the rest of the body is read, and libcurl then
                  * keeps the rest (the stream's later watches were never made) */
                 struct curl_slist *h2 = h ? curl_api.slist_append(h, "Expect:") : NULL;
+                /* etcd's token goes as the gateway takes it: the header's whole value */
+                if (h2 && token &&
+                    (asprintf(&auth, "Authorization: %s", token) < 0 ||
+                     !(h2 = curl_api.slist_append(h2, auth))))
+                        h2 = NULL;
                 if (!h2) {
                         curl_api.slist_free_all(h);
                         return -ENOMEM;
@@ -43,12 +49,12 @@ int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const Etc
         curl_api.easy_setopt(easy, CURLOPT_NOPROXY, "*");
         curl_api.easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
         curl_api.easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
-        if (tls && tls->ca)
-                curl_api.easy_setopt(easy, CURLOPT_CAINFO, tls->ca);
-        if (tls && tls->cert)
-                curl_api.easy_setopt(easy, CURLOPT_SSLCERT, tls->cert);
-        if (tls && tls->key)
-                curl_api.easy_setopt(easy, CURLOPT_SSLKEY, tls->key);
+        if (creds && creds->ca)
+                curl_api.easy_setopt(easy, CURLOPT_CAINFO, creds->ca);
+        if (creds && creds->cert)
+                curl_api.easy_setopt(easy, CURLOPT_SSLCERT, creds->cert);
+        if (creds && creds->key)
+                curl_api.easy_setopt(easy, CURLOPT_SSLKEY, creds->key);
         if (answer) {
                 curl_api.easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_write);
                 curl_api.easy_setopt(easy, CURLOPT_WRITEDATA, answer);
@@ -77,7 +83,7 @@ int etcd_transfer_answer(CURL *easy, CURLcode result, const EtcdBuffer *b, const
                 etcd_answer_error(status, answer, &e);
                 json_decref(answer);
                 /* etcd without a leader for a moment (an election): worth another try */
-                r = error_set(reterr, status == 503 ? EAGAIN : EPROTO, e.code, "%s: %s", url, e.message);
+                r = error_set(reterr, status == 503 ? EAGAIN : e.error, e.code, "%s: %s", url, e.message);
                 error_done(&e);
                 return r;
         }

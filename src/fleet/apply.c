@@ -263,8 +263,8 @@ static void converged(Fleet *f) {
                 error_done(&e);
         } else
                 f->status.revision = f->revision;
-        status_publish_record(f);
-        status_publish(f); /* now: what converged is said at once; interface changes are batched */
+        status_publish(f); /* now (with the record): what converged is said at once; interface changes are
+                            * batched */
         status_own_keys_check(f);
         rollout_tick(f);
 }

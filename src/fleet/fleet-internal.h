@@ -1,12 +1,13 @@
 /* fleet-internal.h: what the fleet's files share: the Fleet, what etcd wants of this node (Wanted), and
  * each part's functions. The parts, from the bottom: wanted.c (the fleet's policies as etcd has them),
- * plan.c (what differs from the daemon, as the next change to apply: pure), own-write.c (whose write a
- * key's revision is), fleet-call.c (a call to etcd; a failure is the connection's), rollouts.c (the
- * fleet's rollouts as etcd has them), node-rollouts.c (this node's part in each, kept on disk),
- * rollout-wave.c (its steps written, a wave judged, the state moved on), rollout.c (what the node holds
- * for a rollout: its wave, its hold, its dead-man switch), status.c (this node's record and status,
- * and its own keys kept), apply.c (converging the daemon on etcd), session.c (lease, list, watch,
- * keepalive, reconnect), fleet.c (made, started, freed). */
+ * trust.c (with --fleet-require-signed: a policy's signature and serial taken or refused), plan.c (what
+ * differs from the daemon, as the next change to apply: pure), own-write.c (whose write a key's revision
+ * is), fleet-call.c (a call to etcd; a failure is the connection's), rollouts.c (the fleet's rollouts
+ * as etcd has them), node-rollouts.c (this node's part in each, kept on disk), rollout-wave.c (its
+ * steps written, a wave judged, the state moved on), rollout.c (what the node holds for a rollout: its
+ * wave, its hold, its dead-man switch), status.c (this node's record and status, and its own keys
+ * kept), apply.c (converging the daemon on etcd), session.c (lease, list, watch, keepalive,
+ * reconnect), fleet.c (made, started, freed). */
 #pragma once
 
 #include "etcd-async.h"
@@ -32,6 +33,7 @@ typedef struct Wanted {
         bool gone; /* deleted in etcd at revision (kept until the daemon has removed it) */
         char *invalid; /* its envelope or JSON is malformed: why */
         char *ineligible; /* selected, but the kernel gates keep this node out: why */
+        char *refused; /* --fleet-require-signed: its signature or serial is not taken (trust.c): why */
         char *error; /* applying it at error_revision failed: why */
         uint64_t error_revision;
         uint64_t retry_usec; /* CLOCK_MONOTONIC: when a failed revision is tried again */
@@ -131,6 +133,11 @@ struct Fleet {
         DaemonFleet status; /* what the faces show of the fleet (daemon_set_fleet()) */
 
         /* session.c */
+        bool allow_writer; /* --fleet-allow-writer */
+        bool require_signed; /* --fleet-require-signed: by one of trusted_keys */
+        const TrustedKeys *trusted_keys;
+        json_t *accepted; /* trust.c: per policy, the highest serial accepted and its text's digest */
+        bool writer_said; /* that its credentials can write policies was logged */
         FleetState state;
         uint64_t lease;
         uint64_t revision; /* of the last list or policies' watch message */
@@ -224,6 +231,11 @@ bool own_write_foreign(OwnWrite *w, uint64_t revision);
 /* A put was answered at revision: true if another writer changed the key after it (said meanwhile). */
 bool own_write_answered(OwnWrite *w, uint64_t revision);
 
+/* ---- trust.c ---- */
+/* With --fleet-require-signed: whether the wanted policy name may be applied (its refused set or
+ * cleared); a higher serial accepted is kept on disk. */
+void trust_judge(Fleet *f, const char *name);
+
 /* ---- fleet-call.c ---- */
 /* The connection is lost (why): the session disconnects from the loop and reconnects with backoff. */
 void fleet_lost(Fleet *f, const char *fmt, ...) _printf_(2, 3);
@@ -246,10 +258,12 @@ void fleet_timer_once(Fleet *f, sd_event_source **s, uint64_t usec, sd_event_tim
 
 /* ---- status.c ---- */
 int status_start(Fleet *f);
-/* This node's status of its policies, written soon (changes come in bursts) or now. */
+/* This node's status of its policies, written soon (changes come in bursts) or now: with its record
+ * when that changed, in one transaction. */
 void status_later(Fleet *f);
 void status_publish(Fleet *f);
-/* The node's record (labels, kernel, the revision applied), written when it changed. */
+/* The node's record (labels, kernel, the revision applied), written alone when it changed (at a
+ * connection's start, and after another writer's change). */
 void status_publish_record(Fleet *f);
 /* Once a connection has published: keys under status/NODE/ it did not write go. */
 void status_own_keys_check(Fleet *f);

@@ -60,7 +60,12 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
         if (!(f->prefix = strdup(c->prefix ?: ETCD_PREFIX_DEFAULT)))
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         f->ttl = c->lease_ttl ?: FLEET_LEASE_TTL_DEFAULT;
-        r = etcd_async_new(event, c->urls, &c->tls, &f->etcd, &e);
+        f->allow_writer = c->allow_writer;
+        f->require_signed = c->require_signed;
+        f->trusted_keys = c->trusted_keys;
+        if (!(f->accepted = json_object()))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = etcd_async_new(event, c->urls, &c->creds, &f->etcd, &e);
         if (r < 0) {
                 r = r == -EINVAL ? error_set(reterr, EINVAL, e.code, "--fleet: %s", strna(e.message))
                                  : error_set(reterr, e.error, e.code, "%s", strna(e.message));
@@ -107,6 +112,7 @@ Fleet *fleet_free(Fleet *f) {
         free(f->prefix);
         free(f->node);
         free(f->labels);
+        json_decref(f->accepted);
         sd_event_unref(f->event);
         free(f);
         return NULL;

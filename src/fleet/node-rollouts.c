@@ -1,6 +1,7 @@
 /* node-rollouts.c: this node's part in each rollout it applied, kept on disk (the daemon's store,
  * fleet-rollouts.json) so that a restart, even without etcd, still knows what it would go back to:
- * what the node held before the revision, whether it went back, whether its wave was confirmed. */
+ * what the node held before the revision, whether it went back, whether its wave was confirmed; and,
+ * with them, the serials of signed policies it accepted (trust.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,11 @@ void node_rollouts_save(Fleet *f) {
                                   "rolled_back", r->rolled_back, "committed", r->committed, "wave", r->wave,
                                   "confirm_ms", (json_int_t) (r->confirm_usec / 1000), "why", r->why));
         }
-        if (!keep || daemon_fleet_keep_save(f->m, keep, &e) < 0) {
+        /* what trust.c accepted goes with them: {"rollouts": {...}, "signed": {...}} */
+        _cleanup_(json_decrefp) json_t *all =
+                keep ? json_pack("{s:i,s:O,s:O}", "version", 2, "rollouts", keep, "signed", f->accepted)
+                     : NULL;
+        if (!all || daemon_fleet_keep_save(f->m, all, &e) < 0) {
                 log_error("fleet: cannot keep what this node's rollouts would go back to: %s",
                           strna(e.message ?: "out of memory"));
                 error_done(&e);
@@ -50,10 +55,15 @@ void node_rollouts_save(Fleet *f) {
 }
 
 void node_rollouts_load(Fleet *f) {
-        _cleanup_(json_decrefp) json_t *keep = daemon_fleet_keep_load(f->m);
+        _cleanup_(json_decrefp) json_t *all = daemon_fleet_keep_load(f->m);
+        /* before version 2, the file was the rollouts alone */
+        bool v2 = json_integer_value(json_object_get(all, "version")) == 2;
+        json_t *keep = v2 ? json_object_get(all, "rollouts") : all;
         const char *name;
         json_t *v;
 
+        if (v2 && json_is_object(json_object_get(all, "signed")))
+                (void) json_object_update(f->accepted, json_object_get(all, "signed"));
         json_object_foreach (keep, name, v) {
                 NodeRollout *nv = realloc(f->mine.v, (f->mine.n + 1) * sizeof(NodeRollout));
                 json_t *body = json_object_get(v, "from_body");

@@ -36,6 +36,8 @@ static int desired(const Wanted *w, uint64_t *revision, json_t **body) {
         default:
                 if (!w->selected || w->invalid || w->gone)
                         return 0;
+                if (w->refused) /* not this revision: what it holds stays */
+                        return -1;
                 *revision = w->revision;
                 *body = w->fp.policy;
                 return 1;

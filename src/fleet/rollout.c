@@ -78,7 +78,7 @@ void rollout_desire_all(Fleet *f) {
         for (size_t i = 0; i < f->wanted.n; i++) {
                 Wanted *w = &f->wanted.v[i];
                 w->desire = DESIRE_ETCD;
-                if (w->selected && !w->invalid && !w->gone && w->fp.rollout.present)
+                if (w->selected && !w->invalid && !w->gone && !w->refused && w->fp.rollout.present)
                         desire_one(f, w);
         }
         /* a rollout whose policy went, or no longer rolls out here, is over for this node */

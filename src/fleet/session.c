@@ -1,8 +1,9 @@
-/* session.c: this node's connection to etcd. It takes a lease, writes its record under it, lists the
- * fleet policies at one revision and watches from the next (one stream: the policies, and this node's
- * own keys), keeping the lease alive; whatever goes wrong (an answer, the watch, a part's call) loses
- * the connection: the policies applied stay, and clsd reconnects with backoff to the next endpoint,
- * lists again (or watches on where it was) and converges on what changed meanwhile. */
+/* session.c: this node's connection to etcd. With an etcd user it authenticates first; each connection
+ * makes sure its credentials cannot write the fleet's policies. It takes a lease, writes its record under
+ * it, lists the fleet policies at one revision and watches from the next (one stream: the policies, and
+ * this node's own keys), keeping the lease alive; whatever goes wrong (an answer, the watch, a part's
+ * call) loses the connection: the policies applied stay, and clsd reconnects with backoff to the next
+ * endpoint, lists again (or watches on where it was) and converges on what changed meanwhile. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +114,8 @@ static int watch_policies(Fleet *f, const EtcdWatchMessage *msg) {
                 else if (wanted_set(&f->wanted, f->prefix, &msg->events[i], f->node, f->labels, f->n_labels,
                                     &f->facts) < 0)
                         return -ENOMEM;
+                else
+                        trust_judge(f, name);
         }
         /* What this node has seen all of: an event's revision, or a progress notification's (sent to a
          * watch that has caught up). A created answer's header is etcd's revision, not the watch's. */
@@ -270,7 +273,8 @@ static void on_listed(EtcdAsync *a, json_t *answer, const Error *e, void *userda
                         etcd_kvs_free(kvs, n);
                         lose(f, "out of memory");
                         return;
-                }
+                } else if (wanted_name_of(f->prefix, &kvs[i]))
+                        trust_judge(f, wanted_name_of(f->prefix, &kvs[i]));
         etcd_kvs_free(kvs, n);
         f->revision = revision;
         /* the rollouts at the same revision, then the watch from the next */
@@ -365,14 +369,71 @@ static void on_granted(EtcdAsync *a, json_t *answer, const Error *e, void *userd
                 list(f);
 }
 
+/* Whether this node's credentials could write the fleet's policies: etcd checks a transaction's put
+ * even when its compare keeps it from being made. A node that can is refused: whoever took it could
+ * rewrite every host (--fleet-allow-writer lets it run all the same). */
+static void on_probed(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+        const char *user = etcd_async_user(a);
+
+        (void) answer;
+        if (e && !streq(e->code, ETCD_PERMISSION_DENIED)) {
+                lose(f, e->message);
+                return;
+        }
+        if (!e && !f->allow_writer) {
+                log_error("fleet: node %s: %s can write the fleet's policies (%spolicies/): a node that can "
+                          "rewrite the fleet is a single point of compromise. Give it a node's own etcd "
+                          "user (clsctl fleet rbac), or start it with --fleet-allow-writer",
+                          f->node, user ? user : "etcd without authentication", f->prefix);
+                (void) sd_event_exit(f->event, -EPERM);
+                return;
+        }
+        if (!e && !f->writer_said) {
+                log_warning("fleet: node %s: %s can write the fleet's policies (allowed by "
+                            "--fleet-allow-writer)",
+                            f->node, user ? user : "etcd without authentication");
+                f->writer_said = true;
+        }
+        fleet_call(f, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t) f->ttl), on_granted, NULL,
+                   f);
+}
+
+static void probe(Fleet *f) {
+        _cleanup_free_ char *key = fleet_key(f->prefix, "policies", NULL, NULL);
+        json_t *body = key ? etcd_write_probe_body(key) : NULL;
+
+        if (!body) {
+                lose(f, "out of memory");
+                return;
+        }
+        fleet_call(f, "/v3/kv/txn", body, on_probed, NULL, f);
+}
+
+static void on_authenticated(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+
+        (void) answer;
+        if (e) {
+                fleet_lost(f, "etcd user %s: %s", etcd_async_user(a), e->message);
+                return;
+        }
+        probe(f);
+}
+
 static void connect_etcd(Fleet *f) {
         if (f->state != FLEET_IDLE)
                 return;
         f->state = FLEET_CONNECTING;
         f->status.reconnects += f->listed || f->status.last_error[0];
         snprintf(f->status.endpoint, sizeof(f->status.endpoint), "%s", etcd_async_endpoint(f->etcd));
-        fleet_call(f, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t) f->ttl), on_granted, NULL,
-                   f);
+        /* with a user: a token first (each connection asks anew: etcd forgets tokens after a while) */
+        if (etcd_async_user(f->etcd)) {
+                if (etcd_async_authenticate(f->etcd, on_authenticated, NULL, f) < 0)
+                        lose(f, "out of memory");
+                f->status.requests = etcd_async_requests(f->etcd);
+        } else
+                probe(f);
 }
 
 int session_start(Fleet *f) {

@@ -16,6 +16,8 @@
 static const char *hook_names[] = { "ingress", "egress" };
 
 static int status_put(Fleet *f, size_t k);
+static char *record_text(Fleet *f);
+static void record_again(Fleet *f);
 
 static json_t *policy_status(Fleet *f, const Wanted *w) {
         Policy *p = daemon_policy_get(f->m, w->name);
@@ -69,6 +71,9 @@ static json_t *policy_status(Fleet *f, const Wanted *w) {
         if (w->ineligible) {
                 state = "ineligible"; /* selected, but its kernel gates keep this node out */
                 why = w->ineligible;
+        } else if (w->refused) {
+                state = "failed"; /* not signed as this node requires: nothing of it applied */
+                why = w->refused;
         }
         json_object_set_new(j, "node", json_string(f->node));
         json_object_set_new(j, "policy", json_string(w->name));
@@ -169,9 +174,76 @@ static ssize_t published_add(Fleet *f, const char *name, char *text) {
         return (ssize_t) f->published.n++;
 }
 
+/* One publish's transaction (the record if it changed, the statuses that did, the ones that go): its
+ * writes, judged together at its answer's revision. */
+typedef struct StatusTxn {
+        Fleet *f;
+        bool record;
+        size_t n;
+        char *names[];
+} StatusTxn;
+
+static void status_txn_free(void *userdata) {
+        StatusTxn *t = userdata;
+
+        for (size_t i = 0; i < t->n; i++)
+                free(t->names[i]);
+        free(t);
+}
+
+static void on_status_txn(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        StatusTxn *t = userdata;
+        Fleet *f = t->f;
+        uint64_t revision = etcd_answer_revision(answer);
+
+        (void) a;
+        if (e)
+                fleet_lost(f, "%s", e->message);
+        else if (t->record && own_write_answered(&f->record_write, revision))
+                record_again(f);
+        for (size_t i = 0; !e && i < t->n; i++) {
+                ssize_t k = published_index(f, t->names[i]);
+                if (k >= 0 && own_write_answered(&f->published.writes[k], revision)) {
+                        log_warning("fleet: status of %s was changed by another writer while it was "
+                                    "written; written again",
+                                    t->names[i]);
+                        f->status.foreign_keys++;
+                        (void) status_put(f, (size_t) k);
+                }
+        }
+        status_txn_free(t);
+}
+
+/* A put of key (text, under the lease) or its deletion (text NULL) appended to ops. */
+static int txn_op(json_t *ops, Fleet *f, const char *key, const char *text) {
+        json_t *op =
+                text ? json_pack("{s:o}", "request_put", etcd_put_body(key, text, strlen(text), f->lease))
+                     : json_pack("{s:o}", "request_delete_range", etcd_delete_body(key, false));
+        return op ? json_array_append_new(ops, op) : -ENOMEM;
+}
+
+/* The status of every policy that selects this node, and its record: what changed since the last
+ * publish, written in one transaction (one request however many policies changed). */
 void status_publish(Fleet *f) {
         if (f->state != FLEET_WATCHING || !f->lease)
                 return;
+        json_t *ops = json_array();
+        StatusTxn *t = calloc(1, sizeof(StatusTxn) + (f->wanted.n + 1) * sizeof(char *));
+        _cleanup_free_ char *record = record_text(f);
+        _cleanup_free_ char *record_key = fleet_key(f->prefix, "nodes", f->node, NULL);
+
+        if (!ops || !t || !record_key) {
+                json_decref(ops);
+                free(t);
+                return;
+        }
+        t->f = f;
+        if (record && txn_op(ops, f, record_key, record) >= 0) {
+                t->record = true;
+                f->record_write.inflight++;
+                free(f->record);
+                f->record = TAKE_PTR(record);
+        }
         for (size_t i = 0; i < f->wanted.n; i++) {
                 const Wanted *w = &f->wanted.v[i];
                 if (!w->selected && !w->ineligible)
@@ -193,7 +265,14 @@ void status_publish(Fleet *f) {
                         free(text);
                         continue;
                 }
-                (void) status_put(f, (size_t) k);
+                _cleanup_free_ char *key = fleet_key(f->prefix, "status", f->node, w->name);
+                if (!key || !(t->names[t->n] = strdup(w->name)) || txn_op(ops, f, key, text) < 0) {
+                        /* out of memory: written alone (or at the next publish) */
+                        (void) status_put(f, (size_t) k);
+                        continue;
+                }
+                t->n++;
+                f->published.writes[k].inflight++;
         }
         /* a policy gone, or no longer this node's: its status goes */
         for (size_t i = 0; i < f->published.n;) {
@@ -204,8 +283,7 @@ void status_publish(Fleet *f) {
                 }
                 _cleanup_free_ char *key = fleet_key(f->prefix, "status", f->node, f->published.names[i]);
                 if (key)
-                        fleet_call(f, "/v3/kv/deleterange", etcd_delete_body(key, false), fleet_on_written,
-                                   NULL, f);
+                        (void) txn_op(ops, f, key, NULL);
                 free(f->published.names[i]);
                 free(f->published.texts[i]);
                 f->published.names[i] = f->published.names[f->published.n - 1];
@@ -213,6 +291,12 @@ void status_publish(Fleet *f) {
                 f->published.writes[i] = f->published.writes[f->published.n - 1];
                 f->published.n--;
         }
+        if (json_array_size(ops) == 0) {
+                json_decref(ops);
+                status_txn_free(t);
+                return;
+        }
+        fleet_call(f, "/v3/kv/txn", json_pack("{s:o}", "success", ops), on_status_txn, status_txn_free, t);
 }
 
 /* A key under PREFIX status/NODE/ (kv) as etcd has it now (deleted: gone): one this node publishes is
@@ -317,6 +401,16 @@ void status_later(Fleet *f) {
         (void) sd_event_source_set_enabled(f->status_timer, SD_EVENT_ONESHOT);
 }
 
+/* Another writer changed the record while this node's write was under way: written again. */
+static void record_again(Fleet *f) {
+        log_warning("fleet: the node's record was changed by another writer while it was written; written "
+                    "again");
+        f->status.foreign_keys++;
+        free(f->record);
+        f->record = NULL;
+        status_publish_record(f);
+}
+
 static void on_record_written(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         Fleet *f = userdata;
 
@@ -325,32 +419,32 @@ static void on_record_written(EtcdAsync *a, json_t *answer, const Error *e, void
                 fleet_lost(f, "%s", e->message);
                 return;
         }
-        if (own_write_answered(&f->record_write, etcd_answer_revision(answer))) {
-                log_warning("fleet: the node's record was changed by another writer while it was written; "
-                            "written again");
-                f->status.foreign_keys++;
-                free(f->record);
-                f->record = NULL;
-                status_publish_record(f);
+        if (own_write_answered(&f->record_write, etcd_answer_revision(answer)))
+                record_again(f);
+}
+
+/* The node's record as it is now, if it differs from the one last written (NULL: the same, or out of
+ * memory). */
+static char *record_text(Fleet *f) {
+        json_t *j = json_pack("{s:s,s:o,s:s,s:s,s:b,s:b,s:I}", "node", f->node, "labels",
+                              fleet_labels_to_json(f->labels, f->n_labels), "version", PROJECT_VERSION,
+                              "kernel", daemon_kernel_release(f->m), "act_bpf", daemon_has_act_bpf(f->m),
+                              "tcx", daemon_has_tcx(f->m), "revision", (json_int_t) f->status.revision);
+        char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+
+        json_decref(j);
+        if (text && f->record && streq(f->record, text)) {
+                free(text);
+                return NULL;
         }
+        return text;
 }
 
 void status_publish_record(Fleet *f) {
-        json_t *j;
         char *text;
 
-        if (f->state == FLEET_IDLE || !f->lease)
+        if (f->state == FLEET_IDLE || !f->lease || !(text = record_text(f)))
                 return;
-        j = json_pack("{s:s,s:o,s:s,s:s,s:b,s:b,s:I}", "node", f->node, "labels",
-                      fleet_labels_to_json(f->labels, f->n_labels), "version", PROJECT_VERSION, "kernel",
-                      daemon_kernel_release(f->m), "act_bpf", daemon_has_act_bpf(f->m), "tcx",
-                      daemon_has_tcx(f->m), "revision", (json_int_t) f->status.revision);
-        text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-        json_decref(j);
-        if (!text || (f->record && streq(f->record, text))) {
-                free(text);
-                return;
-        }
         _cleanup_free_ char *key = fleet_key(f->prefix, "nodes", f->node, NULL);
         if (!key) {
                 free(text);

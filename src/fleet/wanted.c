@@ -13,6 +13,7 @@ static void wanted_done(Wanted *w) {
         fleet_policy_done(&w->fp);
         free(w->invalid);
         free(w->ineligible);
+        free(w->refused);
         free(w->error);
         *w = (Wanted){ 0 };
 }
@@ -51,6 +52,7 @@ void wanted_gone(WantedSet *s, const char *name, uint64_t revision) {
         fleet_policy_done(&w->fp);
         free(w->invalid);
         free(w->ineligible);
+        free(w->refused);
         free(w->error);
         *w = (Wanted){ .name = w->name, .revision = revision, .gone = true };
 }

@@ -2,6 +2,11 @@
 by a bridge (198.18.200.0/24); every host has a veth pair to a peer that sends real traffic through the
 filters fleet policies put there. clsctl fleet writes the policies and reads what each node says.
 
+etcd's authentication is on, as a fleet of least privilege runs it: clsctl is etcd's root user, and
+each host is the etcd user `clsctl fleet rbac NAME --apply` made for it (reads the fleet's intent,
+writes only its own keys). bcrypt's cost (etcd --bcrypt-cost, an operator's choice) is etcd's lowest,
+4, here: every clsctl run authenticates once.
+
 etcd members: 198.18.200.1-3 (a namespace each); hosts: 198.18.200.11… Each test has a key prefix of
 its own, so one cluster serves the module."""
 import base64
@@ -23,6 +28,7 @@ ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 SUBNET = "198.18.200"
 MEMBERS = 3
 TTL = 3  # the hosts' lease: a dead host's records go this long after it
+ROOT_PASSWORD = "clsd-test-root"
 
 
 def member_url(i, port=2379):
@@ -55,7 +61,7 @@ class EtcdCluster:
             "--listen-peer-urls", member_url(i, 2380), "--initial-advertise-peer-urls", member_url(i, 2380),
             "--listen-client-urls", member_url(i), "--advertise-client-urls", member_url(i),
             "--initial-cluster", cluster, "--initial-cluster-state", "new", "--initial-cluster-token", "clsdt",
-            "--heartbeat-interval", "50", "--election-timeout", "500",
+            "--heartbeat-interval", "50", "--election-timeout", "500", "--bcrypt-cost", "4",
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
 
@@ -67,6 +73,36 @@ class EtcdCluster:
 
     def urls(self):
         return ",".join(member_url(i) for i in range(MEMBERS))
+
+    def enable_auth(self):
+        """etcd's root user (its password in root_pw), and authentication on."""
+        self.root_pw = os.path.join(self.root, "root.password")
+        with open(self.root_pw, "w") as f:
+            f.write(ROOT_PASSWORD + "\n")
+        ctl = lambda *a: run(self.switch.argv("etcdctl", "--endpoints", self.urls(), *a))
+        ctl("user", "add", "root", "--new-user-password=" + ROOT_PASSWORD, "--interactive=false")
+        ctl("user", "grant-role", "root", "root")
+        ctl("auth", "enable")
+
+    def etcdctl(self, *args, **kw):
+        """etcdctl as etcd's root user."""
+        return run(self.switch.argv("etcdctl", "--endpoints", self.urls(), "--user", "root:" + ROOT_PASSWORD, *args),
+                   **kw)
+
+    def token(self, user="root", password=ROOT_PASSWORD):
+        out = run(self.switch.argv("curl", "-sf", "--noproxy", "*", "-X", "POST", member_url(1) + "/v3/auth/authenticate",
+                                   "-d", json.dumps({"name": user, "password": password}))).stdout
+        return json.loads(out)["token"]
+
+    def call(self, path, body, user="root", password=ROOT_PASSWORD, check=True):
+        """A POST to the JSON gateway as user: (HTTP status, the answer)."""
+        p = run(self.switch.argv("curl", "-s", "--noproxy", "*", "-X", "POST", "-w", "\n%{http_code}",
+                                 "-H", "Authorization: " + self.token(user, password), member_url(1) + path,
+                                 "--data-binary", "@-"), input=json.dumps(body), timeout=30)
+        text, _, code = p.stdout.rpartition("\n")
+        if check:
+            assert code == "200", (path, code, text)
+        return int(code), json.loads(text or "{}")
 
     def healthy(self, i):
         p = run([*self.switch.argv("curl", "-sf", "-m", "1", member_url(i) + "/health")], check=False)
@@ -97,6 +133,7 @@ def cluster():
         for i in range(MEMBERS):
             c.start_member(i)
         c.wait_healthy()
+        c.enable_auth()
         yield c
     finally:
         if c:
@@ -127,11 +164,14 @@ class Host:
         self.ns.run("ip", "neigh", "replace", self.peer_addr, "lladdr", mac["vb"], "nud", "permanent", "dev", "va")
         self.peer.run("ip", "neigh", "replace", self.addr, "lladdr", mac["va"], "nud", "permanent", "dev", "vb")
         self.clsd = None
+        self.extra = ()
 
     def args(self):
+        # its own etcd user, unless the test gives it other credentials (extra: options of the test's)
+        auth = () if "--fleet-user" in self.extra else self.fleet.node_auth(self.name)
         return ("--fleet", self.fleet.urls, "--fleet-prefix", self.fleet.prefix, "--node", self.name,
                 "--node-labels", ",".join("%s=%s" % kv for kv in self.labels.items()),
-                "--fleet-lease-ttl", str(TTL), *self.fleet.tls)
+                "--fleet-lease-ttl", str(TTL), *self.fleet.tls, *auth, *self.extra)
 
     def start(self, factory=None, env=None):
         if self.clsd is None:
@@ -166,6 +206,23 @@ class Fleet:
         self.hosts = {}
         self.urls = cluster.urls()
         self.tls = ()  # --fleet-ca … for clsd and clsctl alike
+        self.auth = True  # etcd's authentication: clsctl as root, each node as its own user (rbac)
+        self.pwdir = tempfile.mkdtemp(prefix="pw-", dir=cluster.root)
+
+    def ctl_auth(self):
+        return ("--fleet-user", "root", "--fleet-password-file", self.cluster.root_pw) if self.auth else ()
+
+    def node_user(self, name):
+        return "%s@%s" % (name, self.prefix)
+
+    def node_auth(self, name):
+        """A node's etcd user, made by clsctl fleet rbac (once per node); without auth, a writer."""
+        if not self.auth:
+            return ("--fleet-allow-writer",)
+        path = os.path.join(self.pwdir, self.node_user(name).replace("/", "_") + ".password")
+        if not os.path.exists(path):
+            self.ctl("fleet", "rbac", name, "--apply", "--out", self.pwdir)
+        return ("--fleet-user", self.node_user(name), "--fleet-password-file", path)
 
     def host(self, name, start=True, env=None, **labels):
         h = Host(self, len(self.hosts) + 1, name, labels)
@@ -174,7 +231,7 @@ class Fleet:
 
     def ctl(self, *args, check=0, timeout=20):
         p = run(self.cluster.switch.argv(CLSCTL, "--fleet", self.urls, "--fleet-prefix", self.prefix, *self.tls,
-                                         *args), check=False, timeout=timeout)
+                                         *self.ctl_auth(), *args), check=False, timeout=timeout)
         if check is not None:
             assert p.returncode == check, "clsctl fleet %s: exit %d\n%s%s" % (args, p.returncode, p.stdout, p.stderr)
         return p
@@ -278,8 +335,7 @@ def test_removed_and_unselected_policies_are_taken_away_and_their_status_goes(fl
     fleet.ctl("fleet", "rm", "edge-count")
     wait_for(lambda: h1.prefs() == [], timeout=5, what="h1's filter gone")
     assert fleet.ctl("fleet", "rm", "edge-count", check=1).stderr.strip() == "clsctl: no fleet policy edge-count"
-    wait_for(lambda: run(fleet.cluster.switch.argv("etcdctl", "--endpoints", fleet.cluster.urls(), "get", "--prefix",
-                                                   "--keys-only", fleet.prefix + "status/")).stdout.split() == [],
+    wait_for(lambda: fleet.cluster.etcdctl("get", "--prefix", "--keys-only", fleet.prefix + "status/").stdout.split() == [],
              timeout=5, what="every status of the policy gone")
     assert h1.clsd.api.get("/policies").json["policies"] == []
 
@@ -367,7 +423,7 @@ def test_a_partitioned_host_converges_after_healing_and_a_compaction_makes_it_li
     wait_for(lambda: h1.prefs() == [15], timeout=10, what="h1 at the last change")
     assert h2.prefs() == [10] and h2.send(2) == 2  # partitioned: the last snapshot it applied holds
     # etcd forgets the history h2's watch would resume from
-    run(fleet.cluster.switch.argv("etcdctl", "--endpoints", fleet.cluster.urls(), "compact", str(rev)))
+    fleet.cluster.etcdctl("compact", str(rev))
     h2.ns.run("ip", "link", "set", "up0", "up")
     fleet.wait_converged("edge-count", rev, {"h1", "h2"}, timeout=30)
     assert h2.prefs() == [15] and h2.send(3) == 3
@@ -441,9 +497,7 @@ def test_a_policy_written_by_hand_that_no_node_can_read_is_said_invalid(fleet, b
 
     def put(name, text):
         body = {"key": b64("%spolicies/%s" % (fleet.prefix, name)), "value": b64(text)}
-        out = run(fleet.cluster.switch.argv("curl", "-sf", "--noproxy", "*", "-X", "POST",
-                                            member_url(1) + "/v3/kv/put", "-d", json.dumps(body))).stdout
-        return int(json.loads(out)["header"]["revision"])
+        return int(fleet.cluster.call("/v3/kv/put", body)[1]["header"]["revision"])
 
     put("broken", '{"name": "broken", "match": ')
     rev = put("misnamed", json.dumps(dict(count_policy(bpf), name="other")))
@@ -502,6 +556,7 @@ def test_tls_to_etcd_with_client_certificates(fleet, bpf, workdir):
                         "--trusted-ca-file", certs("ca.pem"), "--client-cert-auth",
                         stdout=open(os.path.join(workdir, "etcd-tls.log"), "wb"), stderr=subprocess.STDOUT)
         fleet.urls = url
+        fleet.auth = False  # this etcd has no users: its nodes are writers, and are told they may be
         fleet.tls = ("--fleet-ca", certs("ca.pem"), "--fleet-cert", certs("client.pem"), "--fleet-key",
                      certs("client.key"))
         wait_for(lambda: fleet.ctl("fleet", "ls", check=None).returncode == 0, timeout=20, interval=0.2,
@@ -552,9 +607,7 @@ def test_a_local_policy_keeps_its_name_and_one_transaction_is_applied_together(f
     b64 = lambda s: base64.b64encode(s.encode()).decode()
     txn = {"success": [{"request_put": {"key": b64("%spolicies/%s" % (fleet.prefix, p["name"])),
                                         "value": b64(json.dumps(p))}} for p in (a, b)]}
-    out = run(fleet.cluster.switch.argv("curl", "-sf", "--noproxy", "*", "-X", "POST", member_url(1) + "/v3/kv/txn",
-                                        "-d", json.dumps(txn))).stdout
-    rev = int(json.loads(out)["header"]["revision"])
+    rev = int(fleet.cluster.call("/v3/kv/txn", txn)[1]["header"]["revision"])
     # a is order 1: the local edge-count (order 0) holds va's ingress, and h1 says so
     wait_for(lambda: [fleet.status(p).get(("h1", p), {}).get("state") for p in ("a", "b")] == ["overridden", "applied"],
              timeout=10, what="a overridden, b applied")
@@ -692,9 +745,7 @@ def test_a_host_with_trusted_keys_loads_only_signed_fleet_objects(fleet, bpf, wo
 
 
 def etcd_raw(fleet, path, body):
-    out = run(fleet.cluster.switch.argv("curl", "-sf", "--noproxy", "*", "-X", "POST", member_url(1) + path,
-                                        "--data-binary", "@-"), input=json.dumps(body), timeout=30).stdout
-    return json.loads(out)
+    return fleet.cluster.call(path, body)[1]
 
 
 def etcd_put_raw(fleet, key, value, lease=None):

@@ -383,8 +383,7 @@ def test_a_confirm_shorter_than_the_keepalive_does_not_send_a_healthy_node_back(
 
 
 def etcd_keys(fleet, sub):
-    out = run(fleet.cluster.switch.argv("etcdctl", "--endpoints", fleet.cluster.urls(), "get", "--prefix",
-                                        "--keys-only", fleet.prefix + sub)).stdout
+    out = fleet.cluster.etcdctl("get", "--prefix", "--keys-only", fleet.prefix + sub).stdout
     return [k for k in out.split() if k]
 
 

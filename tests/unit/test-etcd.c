@@ -207,11 +207,70 @@ static void test_bodies(void **state) {
         json_decref(j);
 }
 
+/* etcd's auth errors as its gateway answers them (captured from etcd 3.4), and the signed envelope. */
+static void test_auth_and_signed(void **state) {
+        Error e = ERROR_NULL;
+        json_t *j;
+        FleetPolicy p = { 0 };
+        size_t size = 0;
+
+        (void) state;
+        j = load("{\"error\":\"etcdserver: permission denied\",\"code\":7,\"message\":\"etcdserver: "
+                 "permission denied\"}");
+        assert_int_equal(etcd_answer_error(403, j, &e), -EACCES);
+        assert_string_equal(e.code, ETCD_PERMISSION_DENIED);
+        error_done(&e);
+        json_decref(j);
+        j = load("{\"error\":\"etcdserver: invalid auth token\",\"code\":16,\"message\":\"etcdserver: "
+                 "invalid auth token\"}");
+        assert_int_equal(etcd_answer_error(401, j, &e), -EKEYEXPIRED);
+        assert_string_equal(e.code, ETCD_TOKEN_INVALID);
+        error_done(&e);
+        json_decref(j);
+        j = load("{\"code\":3,\"message\":\"etcdserver: authentication failed, invalid user ID or "
+                 "password\"}");
+        assert_int_equal(etcd_answer_error(400, j, &e), -EACCES);
+        assert_string_equal(e.code, ETCD_AUTH_FAILED);
+        error_done(&e);
+        json_decref(j);
+        /* the probe: a never-true compare around a put */
+        j = etcd_write_probe_body("/clsd/policies/");
+        _cleanup_free_ char *text = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+        assert_string_equal(text, "{\"compare\":[{\"key\":\"L2Nsc2QvcG9saWNpZXMv\",\"result\":\"LESS\","
+                                  "\"target\":\"VERSION\",\"version\":\"0\"}],\"success\":[{\"request_put\":"
+                                  "{\"key\":\"L2Nsc2QvcG9saWNpZXMv\",\"value\":\"\"}}]}");
+        json_decref(j);
+        /* what a signature signs: the envelope without "signed", canonical, after its name and serial */
+        j = load("{\"signed\":{\"serial\":7,\"signature\":\"x\"},\"name\":\"p\",\"match\":{\"ifname\":"
+                 "[\"va\"]}}");
+        _cleanup_free_ char *m = fleet_signed_message(j, 7, &size);
+        assert_string_equal(m,
+                            "clsd fleet policy v1\np\n7\n{\"match\":{\"ifname\":[\"va\"]},\"name\":\"p\"}");
+        assert_int_equal(size, strlen(m));
+        assert_int_equal(fleet_policy_parse(j, &p, NULL), 0);
+        assert_int_equal(p.serial, 7);
+        assert_string_equal(p.signed_text, m);
+        assert_null(json_object_get(p.policy, "signed"));
+        fleet_policy_done(&p);
+        json_decref(j);
+        /* a serial that is not a positive integer, a field it does not know */
+        j = load("{\"signed\":{\"serial\":0,\"signature\":\"x\"},\"name\":\"p\"}");
+        assert_int_equal(fleet_policy_parse(j, &p, &e), -EINVAL);
+        error_done(&e);
+        json_decref(j);
+        j = load("{\"signed\":{\"serial\":1,\"signature\":\"x\",\"by\":1},\"name\":\"p\"}");
+        assert_int_equal(fleet_policy_parse(j, &p, &e), -EINVAL);
+        assert_string_equal(e.code, "unknown_field");
+        error_done(&e);
+        json_decref(j);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_base64),  cmocka_unit_test(test_prefix_end_and_keys),
-                cmocka_unit_test(test_labels),  cmocka_unit_test(test_policy_envelope_and_selection),
-                cmocka_unit_test(test_answers), cmocka_unit_test(test_bodies),
+                cmocka_unit_test(test_base64),          cmocka_unit_test(test_prefix_end_and_keys),
+                cmocka_unit_test(test_labels),          cmocka_unit_test(test_policy_envelope_and_selection),
+                cmocka_unit_test(test_answers),         cmocka_unit_test(test_bodies),
+                cmocka_unit_test(test_auth_and_signed),
         };
         return cmocka_run_group_tests_name("etcd", tests, NULL, NULL);
 }

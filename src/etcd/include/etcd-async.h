@@ -16,8 +16,10 @@ typedef void (*EtcdStreamMessage)(EtcdAsync *a, json_t *msg, void *userdata);
 /* The stream ended: why (etcd closed it, or the transfer failed). */
 typedef void (*EtcdStreamEnd)(EtcdAsync *a, const char *why, void *userdata);
 
-/* urls: "http://h:2379[,…]" (invalid_value if not); libcurl is opened. */
-int etcd_async_new(sd_event *event, const char *urls, const EtcdTls *tls, EtcdAsync **ret, Error *reterr);
+/* urls: "http://h:2379[,…]" (invalid_value if not; or a user's password file that cannot be read); libcurl
+ * is opened. */
+int etcd_async_new(sd_event *event, const char *urls, const EtcdCredentials *creds, EtcdAsync **ret,
+                   Error *reterr);
 /* Calls under way are dropped (their cancel, not their done, called). */
 EtcdAsync *etcd_async_free(EtcdAsync *a);
 /* The endpoint in use, and the next one in turn (after a failure). */
@@ -28,6 +30,11 @@ void etcd_async_next_endpoint(EtcdAsync *a);
 void etcd_async_set_contact(EtcdAsync *a, void (*contact)(void *userdata), void *userdata);
 /* Requests made so far (a stream counts once). */
 uint64_t etcd_async_requests(const EtcdAsync *a);
+/* The etcd user the client authenticates as (NULL: none). */
+const char *etcd_async_user(const EtcdAsync *a);
+/* Asks etcd for a token (the user's password checked), which every later request carries; done gets the
+ * answer or why not (etcd_auth_failed: a user or password etcd does not know). As etcd_async_call(). */
+int etcd_async_authenticate(EtcdAsync *a, EtcdCallDone done, void (*cancel)(void *), void *userdata);
 /* POSTs body (taken) to path ("/v3/kv/put"); done gets the answer. cancel (may be NULL) is called with
  * userdata instead of done if the call is dropped. -ENOMEM: nothing is called. */
 int etcd_async_call(EtcdAsync *a, const char *path, json_t *body, EtcdCallDone done, void (*cancel)(void *),

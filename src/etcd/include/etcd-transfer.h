@@ -10,14 +10,15 @@
 #define ETCD_ANSWER_MAX (64u * 1024 * 1024)
 #define ETCD_CALL_TIMEOUT_MS 10000L
 
-/* Sets easy up to POST body (JSON) to url with the TLS files (may be NULL); *headers made if NULL (the
- * caller frees them after the transfer). With answer, the answer is read into it (up to ETCD_ANSWER_MAX)
- * and the transfer times out after ETCD_CALL_TIMEOUT_MS; without, the caller reads it (a stream). */
-int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const EtcdTls *tls,
-                        struct curl_slist **headers, EtcdBuffer *answer);
+/* Sets easy up to POST body (JSON) to url with the TLS files of creds (may be NULL) and an
+ * authentication token (NULL: none); *headers made if NULL (the caller frees them after the transfer).
+ * With answer, the answer is read into it (up to ETCD_ANSWER_MAX) and the transfer times out after
+ * ETCD_CALL_TIMEOUT_MS; without, the caller reads it (a stream). */
+int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const EtcdCredentials *creds,
+                        const char *token, struct curl_slist **headers, EtcdBuffer *answer);
 /* What a finished transfer to url answered: the JSON of a 200 (*ret), or why not: etcd_unreachable
- * (EHOSTUNREACH), an answer over the limit, the gateway's error (EAGAIN for a 503: between leaders), an
- * answer that is not JSON. */
+ * (EHOSTUNREACH), an answer over the limit, the gateway's error (EAGAIN for a 503: between leaders;
+ * EACCES, EKEYEXPIRED: etcd_answer_error()'s), an answer that is not JSON. */
 int etcd_transfer_answer(CURL *easy, CURLcode result, const EtcdBuffer *b, const char *url, json_t **ret,
                          Error *reterr);
 /* "http://h:2379[,https://h2:2379…]" as a list of endpoints: invalid_value if none, or one is not an

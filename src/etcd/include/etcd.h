@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "signing.h"
 
 #define ETCD_PREFIX_DEFAULT "/clsd/"
 #define FLEET_NODE_NAME_MAX 63
@@ -133,8 +134,20 @@ typedef struct FleetPolicy {
         FleetRollout rollout;
         FleetHealthCheck *health;
         size_t n_health;
+        /* "signed" (fleet-signed.c): its serial and signature, and the text they sign (NULL: unsigned) */
+        uint64_t serial;
+        char *signature, *signed_text;
+        size_t signed_size;
         json_t *policy; /* the rest, as PUT /policies/NAME takes it */
 } FleetPolicy;
+
+/* The text a signed envelope's signature signs (its "signed" left out; fleet-signed.c says how), malloc'ed,
+ * or NULL (out of memory, no name). */
+char *fleet_signed_message(json_t *envelope, uint64_t serial, size_t *ret_size);
+/* The envelope's "signed", checked and read into p (none: p unsigned). */
+int fleet_signed_parse(json_t *envelope, FleetPolicy *p, Error *reterr);
+/* Signs the envelope (its "signed" set) with k at serial. */
+int fleet_policy_sign(json_t *envelope, const SecretKey *k, uint64_t serial, Error *reterr);
 
 /* What a node records of itself that a selector's kernel gates read. */
 typedef struct FleetNodeFacts {
@@ -170,19 +183,40 @@ const char *etcd_transfer_error(const EtcdBuffer *b, const char *curl_error, cha
 /* false when it would pass max, or out of memory */
 bool etcd_buffer_append(EtcdBuffer *b, const void *p, size_t n, size_t max);
 
+/* ---- who a client is to etcd ---- */
+/* TLS files (a CA to verify etcd by, a client certificate and its key), and an etcd user whose password
+ * is the first line of a file (etcd's authentication: a token, asked for at each connection, goes with
+ * every request). NULL: none. */
+typedef struct EtcdCredentials {
+        const char *ca, *cert, *key;
+        const char *user, *password_file;
+} EtcdCredentials;
+/* The password of a user (the first line of creds->password_file), malloc'ed; *ret NULL without a user.
+ * invalid_value: a user without a file, a file without a user, one that cannot be read or is empty. */
+int etcd_password_read(const EtcdCredentials *creds, char **ret, Error *reterr);
+/* /v3/auth/authenticate's body for user and password. */
+json_t *etcd_authenticate_body(const char *user, const char *password);
+/* A token of an authenticate answer (borrowed), or NULL. */
+const char *etcd_answer_token(json_t *answer);
+/* etcd's gateway errors that a client acts on (etcd_answer_error() sets them as the Error's code). */
+#define ETCD_PERMISSION_DENIED "etcd_permission_denied" /* EACCES: the user may not */
+#define ETCD_AUTH_FAILED "etcd_auth_failed" /* EACCES: a user or password etcd does not know */
+#define ETCD_TOKEN_INVALID "etcd_token_invalid" /* EKEYEXPIRED: authenticate again (expired, or none) */
+/* A transaction that changes nothing (its compare is never true) but whose put under key etcd checks
+ * the permission of all the same: whether a client may write key (etcd answers permission denied). */
+json_t *etcd_write_probe_body(const char *key);
+
 /* ---- a blocking client (clsctl) ---- */
-typedef struct EtcdTls {
-        const char *ca, *cert, *key; /* files; NULL: none */
-} EtcdTls;
 
 typedef struct EtcdClient EtcdClient;
-/* urls: "http://h:2379[,https://h2:2379…]"; tried in turn, the first that answers is kept. */
-int etcd_client_new(const char *urls, const EtcdTls *tls, EtcdClient **ret, Error *reterr);
+/* urls: "http://h:2379[,https://h2:2379…]"; tried in turn, the first that answers is kept. With a user,
+ * the first call authenticates (and again when etcd says the token is no longer valid). */
+int etcd_client_new(const char *urls, const EtcdCredentials *creds, EtcdClient **ret, Error *reterr);
 EtcdClient *etcd_client_free(EtcdClient *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(EtcdClient *, etcd_client_free);
 /* Who the client is to etcd, for the fleet's history: user (etcd's, when given), else its client
  * certificate's common name, else "user@host". */
-void etcd_identity(const EtcdTls *tls, const char *user, char *buf, size_t size);
+void etcd_identity(const EtcdCredentials *creds, char *buf, size_t size);
 /* POSTs body (taken) to path ("/v3/kv/range") and returns the JSON answer of a 200. */
 int etcd_call(EtcdClient *c, const char *path, json_t *body, json_t **ret, Error *reterr);
 /* Every endpoint's URL, and how many. */

@@ -6,6 +6,7 @@
 
 #include "daemon.h"
 #include "etcd.h"
+#include "signature.h"
 
 #define FLEET_LEASE_TTL_DEFAULT 10
 
@@ -14,8 +15,13 @@ typedef struct FleetConfig {
         const char *prefix; /* NULL: ETCD_PREFIX_DEFAULT */
         const char *node; /* NULL: the host name */
         const char *labels; /* "k=v,…" */
-        EtcdTls tls;
+        EtcdCredentials creds;
         unsigned lease_ttl; /* seconds; 0: FLEET_LEASE_TTL_DEFAULT */
+        /* credentials that may write the fleet's policies are refused (the node stops) unless this */
+        bool allow_writer;
+        /* only policies signed by one of trusted_keys (clsctl fleet apply --sign) are applied */
+        bool require_signed;
+        const TrustedKeys *trusted_keys;
 } FleetConfig;
 
 typedef struct Fleet Fleet;
