@@ -173,7 +173,7 @@ void events_on_netns_change(const char *netns, bool present, void *userdata) {
                 return;
         }
         /* The directory changed: namespaces a policy may match are followed and their links matched. */
-        if (m->policies.n > 0) {
+        if (policy_set_wants_named_netns(&m->policies)) {
                 char **present_names = NULL;
                 size_t n = 0;
                 (void) netns_set_list_present(m->netns, &present_names, &n);

@@ -92,7 +92,9 @@ void policy_sweep(Manager *m, const PolicySet *set, const PolicyFollower *fw) {
         char **present = NULL;
         size_t n_present = 0;
 
-        (void) netns_set_list_present(m->netns, &present, &n_present);
+        /* clsd's own namespace, and the named ones only if a policy names namespaces */
+        if (policy_set_wants_named_netns(set))
+                (void) netns_set_list_present(m->netns, &present, &n_present);
         for (size_t i = 0; i <= n_present; i++) {
                 const char *netns = i < n_present ? present[i] : NULL;
                 if (policy_set_wants_netns(set, netns))

@@ -19,6 +19,13 @@ bool policy_set_wants_netns(const PolicySet *s, const char *netns) {
         return false;
 }
 
+bool policy_set_wants_named_netns(const PolicySet *s) {
+        for (size_t i = 0; i < s->n; i++)
+                if (s->v[i]->match.n_netns > 0)
+                        return true;
+        return false;
+}
+
 size_t policy_set_match(const PolicySet *s, const char *netns, const char *ifname, const char *kind,
                         const char *master, Policy **v) {
         size_t k = 0;

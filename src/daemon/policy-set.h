@@ -13,6 +13,9 @@ typedef struct PolicySet {
 Policy *policy_set_get(const PolicySet *s, const char *name);
 /* Whether a policy of the set may match links of the namespace (NULL: clsd's own). */
 bool policy_set_wants_netns(const PolicySet *s, const char *netns);
+/* Whether any policy matches named namespaces at all: if none does, the namespaces present need not be
+ * listed (a listing opens each one: a host of a thousand namespaces would pay it at every change). */
+bool policy_set_wants_named_netns(const PolicySet *s);
 /* The policies of the set that match the link (kind and master as the kernel says), into v (room for
  * s->n). */
 size_t policy_set_match(const PolicySet *s, const char *netns, const char *ifname, const char *kind,

@@ -2,14 +2,15 @@
 interface and a clsd each; 3 etcd members): a new policy whose object every host fetches, then two
 changes, each until every host's status says applied, and no status missing (the bench checks clsctl
 fleet status has a row per host, applied at the last revision, and exits 1 otherwise). The README's
-figures are the long form (100 to 1,000 hosts). And a clsd that cannot have its inotify instance says
-which limit it met."""
+figures are the long form (100 to 1,000 hosts). A clsd that cannot have its inotify instance says
+which limit it met. And etcd's answer to a watch fan-out, its gRPC proxy, does not serve the JSON
+gateway clsd speaks (the README says so: this test says when that changes)."""
 import json
 import os
 import subprocess
 import tempfile
 
-from conftest import BUILD_DIR, CLSD, run
+from conftest import BUILD_DIR, CLSD, netns_create, netns_destroy, run, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -62,3 +63,31 @@ def test_a_clsd_without_an_inotify_instance_says_which_limit():
         run(["rm", "-rf", d, "/sys/fs/bpf/clsdt-inotify"], check=False)
     assert p.returncode != 0
     assert "fs.inotify.max_user_instances is" in p.stderr and "each clsd takes one" in p.stderr, p.stderr
+
+
+def test_etcds_grpc_proxy_serves_no_json_gateway(workdir):
+    ns = netns_create()
+    procs = []
+    try:
+        ns.run("ip", "link", "set", "lo", "up")
+        procs.append(ns.popen("etcd", "--data-dir", os.path.join(workdir, "e"), "--listen-client-urls",
+                              "http://127.0.0.1:2379", "--advertise-client-urls", "http://127.0.0.1:2379",
+                              "--listen-peer-urls", "http://127.0.0.1:2380", "--initial-advertise-peer-urls",
+                              "http://127.0.0.1:2380", "--initial-cluster", "default=http://127.0.0.1:2380",
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(ns.popen("etcd", "grpc-proxy", "start", "--endpoints=127.0.0.1:2379",
+                              "--listen-addr=127.0.0.1:23790", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        curl = lambda url, *a: run(ns.argv("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", *a, url),
+                                   check=False).stdout
+        wait_for(lambda: curl("http://127.0.0.1:23790/health") == "200", timeout=20, what="the proxy up")
+        # etcd answers the gateway; the proxy answers gRPC (etcdctl) but not the gateway
+        assert curl("http://127.0.0.1:2379/v3/kv/range", "-X", "POST", "-d", '{"key": "Zm9v"}') == "200"
+        assert run(ns.argv("etcdctl", "--endpoints", "127.0.0.1:23790", "put", "foo", "bar")).returncode == 0
+        assert curl("http://127.0.0.1:23790/v3/kv/range", "-X", "POST", "-d", '{"key": "Zm9v"}') == "404"
+        assert curl("http://127.0.0.1:23790/v3/watch", "-X", "POST", "-m", "2", "-d",
+                    '{"create_request": {"key": "Zm9v"}}') == "404"
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        netns_destroy(ns)

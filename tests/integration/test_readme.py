@@ -36,6 +36,8 @@ COVERED = {
     "clsctl --fleet http://etcd1:2379 fleet apply edge-count.json": "test_fleet.py, against a real etcd",
     '{"name": "edge-count", "nodes"': "a fleet policy: test_fleet.py applies such ones through etcd",
     "clsctl fleet apply --waves 1,25%,100% edge-count.json": "test_rollout.py, against a real etcd",
+    "clsctl fleet rbac edge-7 edge-8": "test_fleet_auth.py and test_fleet.py, against a real etcd with its "
+                                       "authentication on (each host its rbac user)",
     "busctl call org.clsd1 /org/clsd1 org.clsd1.Manager ListInterfaces": "test_dbus.py, on a bus of its own",
     '{"grants": [': "an access file naming users of the host (prometheus, the group clsd): test_tls.py",
     "minisign -G -p clsd.pub -s clsd.key": "test_signed.py signs with minisign and uploads so",
