@@ -56,7 +56,7 @@ static const Verb map_verbs[] = {
 static const Verb fleet_verbs[] = {
         { "apply", "clsctl fleet apply FILE...", 1, CTL_ARGS_MAX, verb_fleet_apply },
         { "ls", "clsctl fleet ls", 0, 0, verb_fleet_list },
-        { "rm", "clsctl fleet rm NAME", 1, 1, verb_fleet_remove },
+        { "rm", "clsctl fleet rm NAME [--sign KEY]", 1, 1, verb_fleet_remove },
         { "nodes", "clsctl fleet nodes", 0, 0, verb_fleet_nodes },
         { "status", "clsctl fleet status [POLICY]", 0, 1, verb_fleet_status },
         { "rollout", "clsctl fleet rollout status|pause|resume|abort|promote NAME", 2, 2,
@@ -496,8 +496,9 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
                 return usage_error("--waves is for 'fleet apply' only");
         if (c->rollback_to && v->run != verb_fleet_rollback)
                 return usage_error("--to is for 'fleet rollback' only");
-        if (c->sign_key && v->run != verb_fleet_apply && v->run != verb_fleet_rollback)
-                return usage_error("--sign is for 'fleet apply' and 'fleet rollback' only");
+        if (c->sign_key && v->run != verb_fleet_apply && v->run != verb_fleet_rollback &&
+            v->run != verb_fleet_remove)
+                return usage_error("--sign is for 'fleet apply', 'fleet rm' and 'fleet rollback' only");
         if ((c->rbac_apply || c->out_dir) && v->run != verb_fleet_rbac)
                 return usage_error("--apply and --out are for 'fleet rbac' only");
 

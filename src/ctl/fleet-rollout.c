@@ -236,7 +236,7 @@ static int plan_op(EtcdClient *ec, const Ctl *c, const FleetPolicy *fp, const ch
 
 /* --sign KEY: the envelope signed at a serial above the one etcd has (the time in milliseconds, or
  * that serial and one when the clock is behind it): a node takes none lower than one it applied. */
-static int sign(const Ctl *c, json_t *envelope, json_t *old) {
+int fleet_sign(const Ctl *c, json_t *envelope, json_t *old) {
         json_t *was = json_object_get(json_object_get(old, "signed"), "serial");
         uint64_t serial = realtime_ms(),
                  before = json_is_integer(was) ? (uint64_t) json_integer_value(was) : 0;
@@ -305,7 +305,7 @@ int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *
         /* a signature is made here or not at all: one the envelope brought signed something else */
         (void) json_object_del(envelope, "signed");
         if (r >= 0 && c->sign_key)
-                r = sign(c, envelope, old);
+                r = fleet_sign(c, envelope, old);
         if (r >= 0 && (!(key = fleet_key(fleet_prefix_of(c), "policies", fp.name, NULL)) ||
                        !(hkey = fleet_history_key(fleet_prefix_of(c), fp.name, id)) ||
                        !(what = summary ? strdup(summary) : summary_of(old, envelope))))

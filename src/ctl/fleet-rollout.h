@@ -15,6 +15,8 @@ int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *
 /* The operations that delete rollout id of policy name (its plan, its state, its nodes' steps); id NULL:
  * every rollout of the policy. */
 int fleet_rollout_forget_ops(const Ctl *c, const char *name, const char *id, json_t *ops);
+/* --sign KEY: the envelope signed at a serial above old's (the envelope etcd has; NULL: none). */
+int fleet_sign(const Ctl *c, json_t *envelope, json_t *old);
 /* The current revision of policy name and its envelope (NULL, 0: none). */
 int fleet_policy_current(EtcdClient *ec, const Ctl *c, const char *name, json_t **ret,
                          uint64_t *ret_revision);

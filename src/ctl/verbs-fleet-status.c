@@ -125,13 +125,111 @@ static char *ifaces_text(json_t *ifaces) {
         return s;
 }
 
+static bool policy_listed(json_t *policies, const char *name) {
+        json_t *p;
+        size_t i;
+
+        json_array_foreach (policies, i, p)
+                if (streq_ptr(json_string_value(json_object_get(p, "_key")), name))
+                        return true;
+        return false;
+}
+
+/* A live node's status of a policy etcd no longer has: a node that requires signed policies keeps one
+ * removed without a signature, and says so. Appended to rows (policy NULL: every one). */
+static int kept_rows(json_t *statuses, json_t *nodes, json_t *policies, const char *policy, json_t *rows,
+                     bool *found, bool *failed) {
+        json_t *s, *n;
+        size_t i, k;
+
+        json_array_foreach (statuses, i, s) {
+                const char *node = json_string_value(json_object_get(s, "node")),
+                           *name = json_string_value(json_object_get(s, "policy")),
+                           *state = json_string_value(json_object_get(s, "state"));
+                json_int_t revision = json_integer_value(json_object_get(s, "revision"));
+                if (!node || !name || (policy && !streq(policy, name)) || policy_listed(policies, name))
+                        continue;
+                json_array_foreach (nodes, k, n)
+                        if (streq_ptr(json_string_value(json_object_get(n, "node")), node) &&
+                            json_is_true(json_object_get(n, "_bound")) &&
+                            find_status(statuses, n, node, name)) {
+                                json_t *row = json_pack("{s:s,s:s,s:s,s:I,s:I,s:i,s:O*,s:O*}", "node", node,
+                                                        "policy", name, "state", state ?: "?", "revision",
+                                                        revision, "held_revision", revision, "lag", 0,
+                                                        "error", json_object_get(s, "error"), "interfaces",
+                                                        json_object_get(s, "interfaces"));
+                                if (!row || json_array_append_new(rows, row) < 0)
+                                        return ctl_oom();
+                                *found = true;
+                                *failed = *failed || (state && streq(state, "failed"));
+                                break;
+                        }
+        }
+        return 0;
+}
+
+/* Every (node, policy) where the policy selects the node: the node's status, or none yet (only: that
+ * policy's). Appended to rows. */
+static int policy_rows(json_t *policies, json_t *nodes, json_t *statuses, const char *only, json_t *rows,
+                       bool *found, bool *failed, bool *invalid) {
+        json_t *p, *n;
+        size_t i, k;
+
+        json_array_foreach (policies, i, p) {
+                const char *name = json_string_value(json_object_get(p, "_key"));
+                json_int_t revision = json_integer_value(json_object_get(p, "_revision"));
+                if (!name || (only && !streq(only, name)))
+                        continue;
+                *found = true;
+                if (json_object_get(p, "_invalid")) {
+                        /* no node can read it, nor say which nodes it selects */
+                        json_t *row = json_pack("{s:n,s:s,s:s,s:I,s:n,s:n,s:O}", "node", "policy", name,
+                                                "state", "invalid", "revision", revision, "held_revision",
+                                                "lag", "error", json_object_get(p, "_invalid"));
+                        if (!row)
+                                return ctl_oom();
+                        json_array_append_new(rows, row);
+                        *invalid = true;
+                        continue;
+                }
+                json_array_foreach (nodes, k, n) {
+                        const char *node = json_string_value(json_object_get(n, "node"));
+                        /* only live nodes count: a record no live lease holds is not a node (unbound) */
+                        if (!node || !json_is_true(json_object_get(n, "_bound")) ||
+                            !streq_ptr(json_string_value(json_object_get(n, "_key")), node) ||
+                            !node_selected(p, n))
+                                continue;
+                        json_t *s = find_status(statuses, n, node, name);
+                        /* a signed removal: only the nodes that still hold it (they refused it) */
+                        if (!s && json_is_true(json_object_get(p, "removed")))
+                                continue;
+                        json_int_t held = json_integer_value(json_object_get(s, "revision"));
+                        const char *state = s ? json_string_value(json_object_get(s, "state")) : "no status";
+                        json_t *row = json_pack(
+                                "{s:s,s:s,s:s,s:I,s:I,s:I,s:O*,s:O*,s:O*}", "node", node, "policy", name,
+                                "state", state ?: "?", "revision", revision, "held_revision", held, "lag",
+                                held ? revision - held : revision, "error", json_object_get(s, "error"),
+                                "interfaces", json_object_get(s, "interfaces"), "rollout",
+                                json_object_get(s, "rollout"));
+                        if (!row)
+                                return ctl_oom();
+                        /* a status of an older revision says the node has not caught up */
+                        if (s && held != revision)
+                                json_object_set_new(row, "state", json_string("behind"));
+                        *failed = *failed || (state && streq(state, "failed"));
+                        json_array_append_new(rows, row);
+                }
+        }
+        return 0;
+}
+
 int verb_fleet_status(const Ctl *c, char **args) {
         _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
         _cleanup_(json_decrefp) json_t *policies = NULL, *nodes = NULL, *statuses = NULL, *leases = NULL,
                                        *rows = json_array();
         _cleanup_(table_freep) Table *t = NULL;
-        json_t *p, *n;
-        size_t i, k;
+        json_t *p;
+        size_t i;
         bool failed = false, invalid = false, found = !args[0];
         int r;
 
@@ -148,49 +246,10 @@ int verb_fleet_status(const Ctl *c, char **args) {
                 r = fleet_range_json(ec, c, "status", leases, &statuses, NULL);
         if (r < 0)
                 return r;
-        /* Every (node, policy) where the policy selects the node: the node's status, or none yet. */
-        json_array_foreach (policies, i, p) {
-                const char *name = json_string_value(json_object_get(p, "_key"));
-                json_int_t revision = json_integer_value(json_object_get(p, "_revision"));
-                if (!name || (args[0] && !streq(args[0], name)))
-                        continue;
-                found = true;
-                if (json_object_get(p, "_invalid")) {
-                        /* no node can read it, nor say which nodes it selects */
-                        json_t *row = json_pack("{s:n,s:s,s:s,s:I,s:n,s:n,s:O}", "node", "policy", name,
-                                                "state", "invalid", "revision", revision, "held_revision",
-                                                "lag", "error", json_object_get(p, "_invalid"));
-                        if (!row)
-                                return ctl_oom();
-                        json_array_append_new(rows, row);
-                        invalid = true;
-                        continue;
-                }
-                json_array_foreach (nodes, k, n) {
-                        const char *node = json_string_value(json_object_get(n, "node"));
-                        /* only live nodes count: a record no live lease holds is not a node (unbound) */
-                        if (!node || !json_is_true(json_object_get(n, "_bound")) ||
-                            !streq_ptr(json_string_value(json_object_get(n, "_key")), node) ||
-                            !node_selected(p, n))
-                                continue;
-                        json_t *s = find_status(statuses, n, node, name);
-                        json_int_t held = json_integer_value(json_object_get(s, "revision"));
-                        const char *state = s ? json_string_value(json_object_get(s, "state")) : "no status";
-                        json_t *row = json_pack(
-                                "{s:s,s:s,s:s,s:I,s:I,s:I,s:O*,s:O*,s:O*}", "node", node, "policy", name,
-                                "state", state ?: "?", "revision", revision, "held_revision", held, "lag",
-                                held ? revision - held : revision, "error", json_object_get(s, "error"),
-                                "interfaces", json_object_get(s, "interfaces"), "rollout",
-                                json_object_get(s, "rollout"));
-                        if (!row)
-                                return ctl_oom();
-                        /* a status of an older revision says the node has not caught up */
-                        if (s && held != revision)
-                                json_object_set_new(row, "state", json_string("behind"));
-                        failed = failed || (state && streq(state, "failed"));
-                        json_array_append_new(rows, row);
-                }
-        }
+        if (policy_rows(policies, nodes, statuses, args[0], rows, &found, &failed, &invalid) < 0)
+                return -ENOMEM;
+        if (kept_rows(statuses, nodes, policies, args[0], rows, &found, &failed) < 0)
+                return -ENOMEM;
         if (!found)
                 return ctl_error(-ENOENT, "no fleet policy %s", args[0]);
         if (c->json)

@@ -243,6 +243,8 @@ int verb_fleet_list(const Ctl *c, char **args _unused_) {
                 _cleanup_free_ char *nodes = NULL;
                 if (invalid && asprintf(&nodes, "(invalid: %s)", json_string_value(invalid)) < 0)
                         nodes = NULL;
+                else if (!invalid && json_is_true(json_object_get(v, "removed")))
+                        nodes = strdup("(removed, signed)");
                 else if (!invalid)
                         nodes = nodes_text(json_object_get(v, "nodes"));
                 _cleanup_free_ char *match =
@@ -261,20 +263,52 @@ int verb_fleet_list(const Ctl *c, char **args _unused_) {
         return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
 }
 
-/* The policy and its rollouts' keys, in one transaction; its history stays (fleet rollback --to brings
- * a revision back). */
+/* fleet rm --sign: the key is not deleted but holds a signed removal, which nodes that require signed
+ * policies take (a deletion they refuse: anyone who may write could make it). */
+static int removal_op(const Ctl *c, EtcdClient *ec, const char *name, const char *key, json_t *ops) {
+        _cleanup_(json_decrefp) json_t *old = NULL,
+                                       *removal = json_pack("{s:s,s:b}", "name", name, "removed", 1);
+        _cleanup_free_ char *text = NULL;
+        uint64_t revision = 0;
+        int r;
+
+        if (!removal)
+                return ctl_oom();
+        r = fleet_policy_current(ec, c, name, &old, &revision);
+        if (r < 0)
+                return r;
+        /* (a removal already there is signed again: one the nodes refused is replaced) */
+        if (!old)
+                return ctl_error(-ENOENT, "no fleet policy %s", name);
+        r = fleet_sign(c, removal, old);
+        if (r < 0)
+                return r;
+        if (!(text = json_dumps(removal, JSON_COMPACT)))
+                return ctl_oom();
+        json_t *put = etcd_put_body(key, text, strlen(text), 0);
+        return put && json_array_append_new(ops, json_pack("{s:o}", "request_put", put)) >= 0 ? 0
+                                                                                              : ctl_oom();
+}
+
+/* The policy (or, with --sign, a signed removal in its place) and its rollouts' keys, in one
+ * transaction; its history stays (fleet rollback --to brings a revision back). */
 int verb_fleet_remove(const Ctl *c, char **args) {
         _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
         _cleanup_(json_decrefp) json_t *answer = NULL, *ops = json_array();
         _cleanup_free_ char *key = fleet_key(fleet_prefix_of(c), "policies", args[0], NULL);
-        json_t *deleted, *del = key ? etcd_delete_body(key, false) : NULL;
+        json_t *deleted;
         int r;
 
-        if (!ops || !del || json_array_append_new(ops, json_pack("{s:o}", "request_delete_range", del)) < 0)
+        if (!ops || !key)
                 return ctl_oom();
-        r = fleet_rollout_forget_ops(c, args[0], NULL, ops);
+        r = fleet_client(c, &ec);
+        if (r >= 0 && c->sign_key)
+                r = removal_op(c, ec, args[0], key, ops);
+        else if (r >= 0 && json_array_append_new(ops, json_pack("{s:o}", "request_delete_range",
+                                                                etcd_delete_body(key, false))) < 0)
+                r = ctl_oom();
         if (r >= 0)
-                r = fleet_client(c, &ec);
+                r = fleet_rollout_forget_ops(c, args[0], NULL, ops);
         if (r >= 0)
                 r = fleet_call(ec, "/v3/kv/txn", json_pack("{s:O}", "success", ops), &answer);
         if (r < 0)
@@ -282,7 +316,8 @@ int verb_fleet_remove(const Ctl *c, char **args) {
         deleted = json_object_get(json_object_get(json_array_get(json_object_get(answer, "responses"), 0),
                                                   "response_delete_range"),
                                   "deleted");
-        if (!deleted || (json_is_string(deleted) && atoll(json_string_value(deleted)) == 0))
+        if (!c->sign_key &&
+            (!deleted || (json_is_string(deleted) && atoll(json_string_value(deleted)) == 0)))
                 return ctl_error(-ENOENT, "no fleet policy %s", args[0]);
         if (c->json) {
                 _cleanup_(json_decrefp) json_t *out = json_pack("{s:s,s:I}", "name", args[0], "revision",

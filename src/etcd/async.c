@@ -65,7 +65,8 @@ int etcd_async_new(sd_event *event, const char *urls, const EtcdCredentials *cre
         if ((creds->ca && !(a->creds.ca = strdup(creds->ca))) ||
             (creds->cert && !(a->creds.cert = strdup(creds->cert))) ||
             (creds->key && !(a->creds.key = strdup(creds->key))) ||
-            (creds->user && !(a->creds.user = strdup(creds->user)))) {
+            (creds->user && !(a->creds.user = strdup(creds->user))) ||
+            (creds->password_file && !(a->creds.password_file = strdup(creds->password_file)))) {
                 etcd_async_free(a);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
@@ -94,6 +95,7 @@ EtcdAsync *etcd_async_free(EtcdAsync *a) {
         free((char *) a->creds.cert);
         free((char *) a->creds.key);
         free((char *) a->creds.user);
+        free((char *) a->creds.password_file);
         free(a->password);
         free(a->token);
         sd_event_unref(a->event);
@@ -157,6 +159,13 @@ int etcd_async_authenticate(EtcdAsync *a, EtcdCallDone done, void (*cancel)(void
         *x = (Authenticating){ .done = done, .cancel = cancel, .userdata = userdata };
         free(a->token);
         a->token = NULL; /* the authenticate call itself goes without one */
+        /* the file read again: a password changed (clsctl fleet rbac --apply sets new ones) is taken at
+         * the next connection; one that cannot be read now leaves the last one read */
+        char *password = NULL;
+        if (etcd_password_read(&a->creds, &password, NULL) >= 0 && password) {
+                free(a->password);
+                a->password = password;
+        }
         if (etcd_async_call(a, "/v3/auth/authenticate", etcd_authenticate_body(a->creds.user, a->password),
                             on_authenticated, on_authenticate_dropped, x) < 0) {
                 free(x);

@@ -167,6 +167,26 @@ int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
         if (!json_is_string(v) || !name_valid(json_string_value(v), 64))
                 return error_set(reterr, EINVAL, "invalid_value",
                                  "name: required, 1 to 64 characters of A-Z a-z 0-9 - _ .");
+        if (json_is_true(json_object_get(j, "removed"))) {
+                /* a signed removal: nothing else but its name and signature */
+                json_object_foreach (j, key, v)
+                        if (!streq(key, "name") && !streq(key, "removed") && !streq(key, "signed"))
+                                return error_set(reterr, EINVAL, "unknown_field",
+                                                 "%s: a removal (\"removed\": true) has only \"name\" and "
+                                                 "\"signed\"",
+                                                 key);
+                p.removed = p.any_node = true;
+                r = fleet_signed_parse(j, &p, reterr);
+                if (r >= 0 && (!(p.name = strdup(json_string_value(json_object_get(j, "name")))) ||
+                               !(p.policy = json_object())))
+                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                if (r < 0) {
+                        fleet_policy_done(&p);
+                        return r;
+                }
+                *ret = p;
+                return 0;
+        }
         r = parse_nodes(json_object_get(j, "nodes"), &p, reterr);
         if (r >= 0)
                 r = fleet_rollout_parse(json_object_get(j, "rollout"), &p.rollout, reterr);

@@ -189,6 +189,9 @@ int wanted_set(WantedSet *s, const char *prefix, const EtcdKv *kv, const char *n
 /* The rollout id of a wanted policy's revision ("" without a rollout; "r" + the revision when its
  * writer gave none). */
 const char *wanted_rollout_id(const Wanted *w, char buf[FLEET_ROLLOUT_ID_MAX + 1]);
+/* A wanted entry for a policy etcd no longer has that the node keeps (held at revision, refused set by
+ * the caller): -ENOMEM, or 0. */
+int wanted_add_kept(WantedSet *s, const char *name, uint64_t revision);
 /* The policy was deleted in etcd at revision (kept until the daemon has removed it). */
 void wanted_gone(WantedSet *s, const char *name, uint64_t revision);
 /* A policy deleted in etcd is forgotten once has() says the daemon has none of that name. */
@@ -235,6 +238,11 @@ bool own_write_answered(OwnWrite *w, uint64_t revision);
 /* With --fleet-require-signed: whether the wanted policy name may be applied (its refused set or
  * cleared); a higher serial accepted is kept on disk. */
 void trust_judge(Fleet *f, const char *name);
+/* The key of policy name was deleted at revision: true if this node keeps it all the same (it requires
+ * signed policies, and holds it: an unsigned removal), said refused. */
+bool trust_keeps_deleted(Fleet *f, const char *name, uint64_t revision);
+/* After a list: each fleet policy the daemon holds that etcd no longer has is kept so (as above). */
+void trust_keep_unlisted(Fleet *f, uint64_t revision);
 
 /* ---- fleet-call.c ---- */
 /* The connection is lost (why): the session disconnects from the loop and reconnects with backoff. */

@@ -109,10 +109,11 @@ static int watch_policies(Fleet *f, const EtcdWatchMessage *msg) {
                 const char *name = wanted_name_of(f->prefix, &msg->events[i]);
                 if (!name)
                         continue;
-                if (msg->deleted[i])
-                        wanted_gone(&f->wanted, name, msg->events[i].mod_revision);
-                else if (wanted_set(&f->wanted, f->prefix, &msg->events[i], f->node, f->labels, f->n_labels,
-                                    &f->facts) < 0)
+                if (msg->deleted[i]) {
+                        if (!trust_keeps_deleted(f, name, msg->events[i].mod_revision))
+                                wanted_gone(&f->wanted, name, msg->events[i].mod_revision);
+                } else if (wanted_set(&f->wanted, f->prefix, &msg->events[i], f->node, f->labels,
+                                      f->n_labels, &f->facts) < 0)
                         return -ENOMEM;
                 else
                         trust_judge(f, name);
@@ -276,6 +277,7 @@ static void on_listed(EtcdAsync *a, json_t *answer, const Error *e, void *userda
                 } else if (wanted_name_of(f->prefix, &kvs[i]))
                         trust_judge(f, wanted_name_of(f->prefix, &kvs[i]));
         etcd_kvs_free(kvs, n);
+        trust_keep_unlisted(f, revision);
         f->revision = revision;
         /* the rollouts at the same revision, then the watch from the next */
         _cleanup_free_ char *rollouts = fleet_key(f->prefix, "rollouts", NULL, NULL);

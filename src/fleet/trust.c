@@ -2,7 +2,9 @@
  * key (its envelope's "signed", fleet-signed.c), at a serial no lower than the last one it accepted of
  * that name, and at that same serial only with the same text; the highest accepted kept on disk with the
  * node's rollouts (node-rollouts.c), so that a restart does not forget what a replay would undo. A policy
- * refused is said failed, with why, and nothing of it is applied: the node keeps what it holds. */
+ * refused is said failed, with why, and nothing of it is applied: the node keeps what it holds. A
+ * removal too must be signed (a removal envelope, clsctl fleet rm --sign): a policy the node applied
+ * whose key is deleted, or missing from a list, stays, and is said refused. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,11 +68,64 @@ static char *why_not(Fleet *f, const Wanted *w) {
         return NULL;
 }
 
+/* Whether the daemon holds fleet policy name (applied from etcd). */
+static bool held(Fleet *f, const char *name) {
+        Policy *p = daemon_policy_get(f->m, name);
+        return p && p->fleet_revision;
+}
+
 void trust_judge(Fleet *f, const char *name) {
         Wanted *w = wanted_find(&f->wanted, name);
 
-        if (!f->require_signed || !w || w->invalid || w->gone || (!w->selected && !w->ineligible))
+        if (!f->require_signed || !w || w->invalid || w->gone)
+                return;
+        /* a signed removal ("removed": true) is judged as a policy is; refused, what it would remove stays
+         */
+        if (w->fp.removed && held(f, name)) {
+                free(w->refused);
+                w->refused = why_not(f, w);
+                w->selected = !!w->refused;
+                return;
+        }
+        if (!w->selected && !w->ineligible)
                 return;
         free(w->refused);
         w->refused = why_not(f, w);
+}
+
+/* A removal without a signature (the key deleted, or gone from a list): a policy this node applied
+ * stays; anyone who may write could have made it. */
+static void keep(Fleet *f, const char *name, uint64_t revision) {
+        Wanted *w = wanted_find(&f->wanted, name);
+        char *why = NULL;
+
+        if (asprintf(&why, "refused: removed without a signature (clsctl fleet rm --sign KEY); kept") < 0)
+                return;
+        log_warning("fleet: policy %s: removed without a signature at revision %" PRIu64 "; kept", name,
+                    revision);
+        if (!w && wanted_add_kept(&f->wanted, name, daemon_policy_get(f->m, name)->fleet_revision) < 0) {
+                free(why);
+                return;
+        }
+        w = wanted_find(&f->wanted, name);
+        free(w->refused);
+        w->refused = why;
+        w->selected = true;
+}
+
+bool trust_keeps_deleted(Fleet *f, const char *name, uint64_t revision) {
+        if (!f->require_signed || !held(f, name))
+                return false;
+        keep(f, name, revision);
+        return true;
+}
+
+void trust_keep_unlisted(Fleet *f, uint64_t revision) {
+        if (!f->require_signed)
+                return;
+        for (size_t i = 0; i < daemon_policy_count(f->m); i++) {
+                Policy *p = daemon_policy_at(f->m, i);
+                if (p->fleet_revision && !wanted_find(&f->wanted, p->name))
+                        keep(f, p->name, revision);
+        }
 }

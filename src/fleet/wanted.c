@@ -70,7 +70,7 @@ int wanted_set(WantedSet *s, const char *prefix, const EtcdKv *kv, const char *n
         w.revision = kv->mod_revision;
         if (fleet_policy_read(name, kv->value, kv->value_size, &w.fp, &e) < 0)
                 w.invalid = strdup(e.message ?: "invalid");
-        else if (fleet_policy_selects(&w.fp, node, labels, n_labels)) {
+        else if (!w.fp.removed && fleet_policy_selects(&w.fp, node, labels, n_labels)) {
                 char why[128];
                 w.selected = !facts || fleet_policy_qualifies(&w.fp, facts, why, sizeof(why));
                 if (!w.selected && !(w.ineligible = strdup(why))) {
@@ -91,6 +91,19 @@ int wanted_set(WantedSet *s, const char *prefix, const EtcdKv *kv, const char *n
         Wanted *v = realloc(s->v, (s->n + 1) * sizeof(Wanted));
         if (!v) {
                 wanted_done(&w);
+                return -ENOMEM;
+        }
+        s->v = v;
+        s->v[s->n++] = w;
+        return 0;
+}
+
+int wanted_add_kept(WantedSet *s, const char *name, uint64_t revision) {
+        Wanted w = { .name = strdup(name), .revision = revision, .selected = true };
+        Wanted *v = w.name ? realloc(s->v, (s->n + 1) * sizeof(Wanted)) : NULL;
+
+        if (!v) {
+                free(w.name);
                 return -ENOMEM;
         }
         s->v = v;

@@ -101,6 +101,26 @@ def test_a_node_whose_credentials_could_write_the_policies_refuses_to_run(fleet,
     assert h2.prefs() == []
 
 
+def test_a_node_whose_user_goes_keeps_what_it_applied_and_comes_back_with_a_new_password(fleet, bpf, workdir):
+    h1 = fleet.host("h1")
+    rev = fleet.apply(count_policy(bpf), workdir)
+    fleet.wait_converged("edge-count", rev, {"h1"})
+    # the node's etcd user taken away (a key revoked). etcd lets a watch made before go on (it checks a
+    # watch when it is made) and needs no permission for a lease's keepalive: the node learns at its
+    # next write, loses etcd, cannot authenticate again, keeps what it applied and says why
+    fleet.cluster.etcdctl("user", "delete", fleet.node_user("h1"))
+    fleet.apply(count_policy(bpf, prio=11), workdir)
+    wait_for(lambda: "authentication failed" in h1.clsd.log_this_run(), timeout=20,
+             what="h1's failed authentication logged")
+    assert 'clsd_fleet_connected{node="h1",endpoint="' in h1.clsd.api.get("/metrics").body.decode()
+    assert h1.prefs() in ([10], [11]) and h1.send(2) == 2
+    # made again, with a new password in the same file: read at its next connection, without a restart
+    fleet.ctl("fleet", "rbac", "h1", "--apply", "--out", fleet.pwdir)
+    rev = fleet.apply(count_policy(bpf, prio=12), workdir)
+    fleet.wait_converged("edge-count", rev, {"h1"}, timeout=20)
+    assert h1.prefs() == [12]
+
+
 def keypair(workdir, tool, name):
     pub, sec = os.path.join(workdir, name + ".pub"), os.path.join(workdir, name + ".sec")
     if tool == "minisign":
@@ -110,48 +130,65 @@ def keypair(workdir, tool, name):
     return pub, sec
 
 
-def test_signed_policies_only_and_never_an_edited_or_older_one(fleet, bpf, workdir):
-    trusted = os.path.join(workdir, "trusted")
-    os.makedirs(trusted)
-    mpub, msec = keypair(workdir, "minisign", "m")
-    spub, ssec = keypair(workdir, "signify", "s")
-    _, other = keypair(workdir, "minisign", "other")  # a key no node trusts
-    shutil.copy(mpub, trusted)
-    shutil.copy(spub, trusted)
-    # the object is signed too: --trusted-keys loads only signed objects
-    obj = os.path.join(workdir, "count.bpf.o")
-    shutil.copy(bpf.count, obj)
-    run(["minisign", "-S", "-s", msec, "-m", obj], input="")
-    hosts = []
-    for name in ("h1", "h2"):
-        h = fleet.host(name, start=False)
-        h.extra = ("--trusted-keys", trusted, "--fleet-require-signed")
-        hosts.append(h.start(fleet.factory))
-    names = {"h1", "h2"}
+class Signed:
+    """Two hosts that require signed policies (--trusted-keys with a minisign and a signify key, the
+    object signed too: --trusted-keys loads only signed objects), a third key nobody trusts, and what
+    a test does with them."""
 
-    def policy(prio):
-        p = count_policy(bpf, prio=prio)
-        p["ingress"][0]["object"] = obj
+    def __init__(self, fleet, bpf, workdir):
+        self.fleet, self.workdir = fleet, workdir
+        trusted = os.path.join(workdir, "trusted")
+        os.makedirs(trusted)
+        self.mpub, self.msec = keypair(workdir, "minisign", "m")
+        spub, self.ssec = keypair(workdir, "signify", "s")
+        _, self.other = keypair(workdir, "minisign", "other")
+        shutil.copy(self.mpub, trusted)
+        shutil.copy(spub, trusted)
+        self.obj = os.path.join(workdir, "count.bpf.o")
+        shutil.copy(bpf.count, self.obj)
+        run(["minisign", "-S", "-s", self.msec, "-m", self.obj], input="")
+        self.bpf = bpf
+        self.hosts = []
+        for name in ("h1", "h2"):
+            h = fleet.host(name, start=False)
+            h.extra = ("--trusted-keys", trusted, "--fleet-require-signed")
+            self.hosts.append(h.start(fleet.factory))
+        self.names = {"h1", "h2"}
+
+    def policy(self, prio):
+        p = count_policy(self.bpf, prio=prio)
+        p["ingress"][0]["object"] = self.obj
         return p
 
-    def apply(prio, *sign):
-        path = os.path.join(workdir, "p.json")
+    def apply(self, prio, *sign):
+        path = os.path.join(self.workdir, "p.json")
         with open(path, "w") as f:
-            json.dump(policy(prio), f)
-        return fleet.ctl_json(*sign, "fleet", "apply", path)["revision"]
+            json.dump(self.policy(prio), f)
+        return self.fleet.ctl_json(*sign, "fleet", "apply", path)["revision"]
 
-    def refused_everywhere(revision, why):
-        st = fleet.status("edge-count")
-        return set(n for n, _ in st) == names and all(
-            r["state"] == "failed" and r["revision"] == revision and why in r.get("error", "") for r in st.values())
+    def refused_everywhere(self, revision, why):
+        st = self.fleet.status("edge-count")
+        return set(n for n, _ in st) == self.names and all(
+            r["state"] == "failed" and (revision is None or r["revision"] == revision) and why in r.get("error", "")
+            for r in st.values())
 
-    def value():
-        out = fleet.cluster.etcdctl("get", "--print-value-only", fleet.prefix + "policies/edge-count").stdout
+    def prefs(self):
+        return [h.prefs() for h in self.hosts]
+
+    def value(self):
+        out = self.fleet.cluster.etcdctl("get", "--print-value-only", self.fleet.prefix + "policies/edge-count").stdout
         return json.loads(out)
 
-    def put(v):
-        body = {"key": b64(fleet.prefix + "policies/edge-count"), "value": b64(json.dumps(v))}
-        return int(fleet.cluster.call("/v3/kv/put", body)[1]["header"]["revision"])
+    def put(self, v):
+        body = {"key": b64(self.fleet.prefix + "policies/edge-count"), "value": b64(json.dumps(v))}
+        return int(self.fleet.cluster.call("/v3/kv/put", body)[1]["header"]["revision"])
+
+
+def test_signed_policies_only_and_never_an_edited_or_older_one(fleet, bpf, workdir):
+    sg = Signed(fleet, bpf, workdir)
+    hosts, names, apply, put, value = sg.hosts, sg.names, sg.apply, sg.put, sg.value
+    msec, ssec, other, mpub = sg.msec, sg.ssec, sg.other, sg.mpub
+    refused_everywhere = sg.refused_everywhere
 
     # unsigned: refused on every node, nothing attached
     rev = apply(10)
@@ -196,3 +233,40 @@ def test_signed_policies_only_and_never_an_edited_or_older_one(fleet, bpf, workd
     p = fleet.ctl("fleet", "apply", "--sign", mpub, os.path.join(workdir, "p.json"), check=1)
     assert "not a minisign or signify secret key" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     assert fleet.status("edge-count")[("h1", "edge-count")]["revision"] == rev
+
+
+def test_a_removal_must_be_signed_too(fleet, bpf, workdir):
+    sg = Signed(fleet, bpf, workdir)
+    rev = sg.apply(10, "--sign", sg.msec)
+    fleet.wait_converged("edge-count", rev, sg.names)
+    # the key deleted without a signature (clsctl fleet rm as an operator whose credentials were taken):
+    # every node keeps the policy, and says why
+    fleet.ctl("fleet", "rm", "edge-count")
+    wait_for(lambda: sg.refused_everywhere(None, "removed without a signature"), timeout=10,
+             what="the unsigned removal refused")
+    assert sg.prefs() == [[10], [10]] and sg.hosts[0].send(2) == 2
+    # a restart lists etcd, where the key is gone: still kept
+    sg.hosts[0].clsd.restart()
+    wait_for(lambda: "removed without a signature" in sg.hosts[0].clsd.log_this_run(), timeout=10,
+             what="h1 keeping it after a restart")
+    assert sg.hosts[0].prefs() == [10]
+    # applied again, then a removal signed by a key no node trusts: refused
+    rev = sg.apply(12, "--sign", sg.ssec)
+    fleet.wait_converged("edge-count", rev, sg.names)
+    signed12 = sg.value()
+    fleet.ctl("fleet", "rm", "--sign", sg.other, "edge-count")
+    wait_for(lambda: sg.refused_everywhere(None, "not a trusted key"), timeout=10,
+             what="the wrongly signed removal refused")
+    assert sg.prefs() == [[12], [12]]
+    # a signed removal: gone from every node, and its statuses with it
+    fleet.ctl("fleet", "rm", "--sign", sg.msec, "edge-count")
+    wait_for(lambda: sg.prefs() == [[], []], timeout=10, what="the policy removed everywhere")
+    wait_for(lambda: fleet.status("edge-count") == {}, timeout=10, what="its statuses gone")
+    assert sg.value()["removed"] is True and sg.value()["signed"]["serial"] > 0
+    # a removal of what is not there: one line, exit 1
+    assert fleet.ctl("fleet", "rm", "--sign", sg.msec, "nothing", check=1).stderr.strip() == \
+        "clsctl: no fleet policy nothing"
+    # an older signed policy written over the removal: a replay, refused (nothing attached)
+    rev = sg.put(signed12)
+    wait_for(lambda: sg.refused_everywhere(rev, "a replay"), timeout=10, what="the replay over the removal refused")
+    assert sg.prefs() == [[], []]

@@ -27,8 +27,9 @@ def test_fifty_hosts_converge_and_none_is_missing():
     assert 0 < r["new_last"] < 30 and 0 < r["last"] < 10, r
     # a change is one transaction per host (its status and record together), the keepalives aside
     assert r["requests_beyond_keepalives"] < 1.5, r
-    # an idle node costs little
-    assert r["pss"] < 4096 and r["idle_cpu_ms_min"] < 200, r
+    # an idle node costs little (under ASan, its shadow memory is what would be measured)
+    if "libasan" not in run(["ldd", CLSD]).stdout:
+        assert r["pss"] < 4096 and r["idle_cpu_ms_min"] < 200, r
 
 
 def inotify_instances():

@@ -258,6 +258,18 @@ static void test_auth_and_signed(void **state) {
         assert_int_equal(fleet_policy_parse(j, &p, &e), -EINVAL);
         error_done(&e);
         json_decref(j);
+        /* a signed removal: its name and signature only */
+        j = load("{\"name\":\"p\",\"removed\":true,\"signed\":{\"serial\":9,\"signature\":\"x\"}}");
+        assert_int_equal(fleet_policy_parse(j, &p, NULL), 0);
+        assert_true(p.removed);
+        assert_int_equal(p.serial, 9);
+        fleet_policy_done(&p);
+        json_decref(j);
+        j = load("{\"name\":\"p\",\"removed\":true,\"match\":{}}");
+        assert_int_equal(fleet_policy_parse(j, &p, &e), -EINVAL);
+        assert_string_equal(e.code, "unknown_field");
+        error_done(&e);
+        json_decref(j);
         j = load("{\"signed\":{\"serial\":1,\"signature\":\"x\",\"by\":1},\"name\":\"p\"}");
         assert_int_equal(fleet_policy_parse(j, &p, &e), -EINVAL);
         assert_string_equal(e.code, "unknown_field");

@@ -32,8 +32,9 @@ void etcd_async_set_contact(EtcdAsync *a, void (*contact)(void *userdata), void 
 uint64_t etcd_async_requests(const EtcdAsync *a);
 /* The etcd user the client authenticates as (NULL: none). */
 const char *etcd_async_user(const EtcdAsync *a);
-/* Asks etcd for a token (the user's password checked), which every later request carries; done gets the
- * answer or why not (etcd_auth_failed: a user or password etcd does not know). As etcd_async_call(). */
+/* Asks etcd for a token (the user's password checked, its file read again), which every later request
+ * carries; done gets the answer or why not (etcd_auth_failed: a user or password etcd does not know). As
+ * etcd_async_call(). */
 int etcd_async_authenticate(EtcdAsync *a, EtcdCallDone done, void (*cancel)(void *), void *userdata);
 /* POSTs body (taken) to path ("/v3/kv/put"); done gets the answer. cancel (may be NULL) is called with
  * userdata instead of done if the call is dropped. -ENOMEM: nothing is called. */

@@ -134,6 +134,9 @@ typedef struct FleetPolicy {
         FleetRollout rollout;
         FleetHealthCheck *health;
         size_t n_health;
+        /* "removed": true: a signed removal (clsctl fleet rm --sign), the name and "signed" only: the
+         * policy goes from every node as a deleted key would */
+        bool removed;
         /* "signed" (fleet-signed.c): its serial and signature, and the text they sign (NULL: unsigned) */
         uint64_t serial;
         char *signature, *signed_text;
