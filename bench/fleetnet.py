@@ -163,6 +163,10 @@ class Net:
         return self
 
     def __exit__(self, *exc):
+        keep = os.environ.get("KEEP_LOGS")  # a directory: the first hosts' logs are copied there
+        for h in self.hosts[:20] if keep else ():
+            if getattr(h, "log", None) and os.path.exists(h.log):
+                shutil.copy(h.log, os.path.join(keep, h.name + ".log"))
         for w in self.watches:
             w.stop()
         for p in self.procs:
@@ -305,7 +309,7 @@ class Net:
             self.procs.append(subprocess.Popen(ns_exec(
                 ns, CLSD, "--state-dir", os.path.join(d, "state"), "--hogs-dir", os.path.join(d, "hogs"),
                 "--bpffs-dir", os.path.join(base, "bpffs", name), "--socket", sock, "--fleet", ",".join(urls),
-                "--fleet-prefix", self.prefix, "--node", name, "--log-level", "warning", "--fleet-allow-writer", *args),
+                "--fleet-prefix", self.prefix, "--node", name, "--log-level", os.environ.get("HOST_LOG_LEVEL", "warning"), "--fleet-allow-writer", *args),
                 stdout=log, stderr=subprocess.STDOUT))
             log.close()
             host = Host(name, ns, sock, host_addr(first + i))

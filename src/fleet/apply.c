@@ -198,8 +198,15 @@ static int fetch_object(Fleet *f, const Pending *v, size_t n) {
                         }
                         x->f = f;
                         snprintf(x->digest, sizeof(x->digest), "%s", digests[k]);
-                        fleet_call(f, "/v3/kv/range", etcd_range_body(key, true), on_object_fetched,
-                                   object_fetch_cancel, x);
+                        /* read from the member the node watches (no quorum round): its watch said the
+                         * policy, written after its objects, so that member has them; and an object is
+                         * named by its digest, never changed */
+                        json_t *range = etcd_range_body(key, true);
+                        if (range && json_object_set_new(range, "serializable", json_true()) < 0) {
+                                json_decref(range);
+                                range = NULL;
+                        }
+                        fleet_call(f, "/v3/kv/range", range, on_object_fetched, object_fetch_cancel, x);
                         return 1;
                 }
         }
