@@ -9,6 +9,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fileio.h"
 #include "store-internal.h"
@@ -60,6 +61,11 @@ int store_open(const char *dir, Store **ret, Error *reterr) {
         s->lock_fd = openat(s->dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (s->lock_fd < 0)
                 return error_set(reterr, errno, "store_error", "cannot open %s/lock: %m", dir);
+        /* A clsd killed while it spawned a worker leaves the child holding its descriptors until the
+         * child's exec closes them: a start right after (a restart) waits that long, up to a second. */
+        for (int tries = 0; flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK && tries < 50;
+             tries++)
+                (void) usleep(20 * 1000);
         if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0)
                 return error_set(reterr, errno, errno == EWOULDBLOCK ? "store_busy" : "store_error",
                                  "%s is in use by a running clsd%s", dir,
