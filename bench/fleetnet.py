@@ -155,11 +155,17 @@ class Net:
                 die("%s not found; build first" % exe)
         if not shutil.which("etcd"):
             die("etcd not found (apt-get install etcd-server)")
-        self.switch = self.netns("sw")
-        sh("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
-        sh("ip", "-n", self.switch, "link", "set", "br0", "up")
-        sh("ip", "-n", self.switch, "addr", "add", "198.18.0.254/%d" % PREFIXLEN, "dev", "br0")
-        self.start_etcd()
+        # terminated (a test's timeout, ^C's cousin): leave as on any exit, cleaning up
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit("%s: terminated" % os.path.basename(sys.argv[0])))
+        try:
+            self.switch = self.netns("sw")
+            sh("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
+            sh("ip", "-n", self.switch, "link", "set", "br0", "up")
+            sh("ip", "-n", self.switch, "addr", "add", "198.18.0.254/%d" % PREFIXLEN, "dev", "br0")
+            self.start_etcd()
+        except BaseException:
+            self.__exit__()  # what was made so far goes too (a with block's exit is not called for it)
+            raise
         return self
 
     def __exit__(self, *exc):
