@@ -253,16 +253,22 @@ class Net:
         sh("mount", "-t", "bpf", "bpf", bpffs)
         self.mounts.append(bpffs)
         sock = os.path.join(d, "sock")
-        log = open(os.path.join(d, "log"), "w")
-        self.procs.append(subprocess.Popen(ns_exec(
-            ns, CLSD, "--state-dir", os.path.join(d, "state"), "--hogs-dir", os.path.join(d, "hogs"),
-            "--bpffs-dir", os.path.join(bpffs, "clsd"), "--socket", sock, "--fleet", ",".join(self.urls),
-            "--fleet-prefix", self.prefix, "--node", name, "--log-level", "warning", "--fleet-allow-writer",
-            *(("--node-labels", ",".join("%s=%s" % kv for kv in labels.items())) if labels else ()), *args),
-            stdout=log, stderr=subprocess.STDOUT))
+        self.clsd(ns, name, d, os.path.join(bpffs, "clsd"), self.urls,
+                  (("--node-labels", ",".join("%s=%s" % kv for kv in labels.items())) if labels else ()) + tuple(args))
         host = Host(name, ns, sock, addr)
         self.hosts.append(host)
         return host
+
+    def clsd(self, ns, name, d, bpffs, urls, args):
+        """A host's clsd in ns, its state, socket and log under d (the log at HOST_LOG_LEVEL, warning by
+        default). etcd has no users here: the node is a writer, and is told it may be."""
+        with open(os.path.join(d, "log"), "w") as log:
+            self.procs.append(subprocess.Popen(ns_exec(
+                ns, CLSD, "--state-dir", os.path.join(d, "state"), "--hogs-dir", os.path.join(d, "hogs"),
+                "--bpffs-dir", bpffs, "--socket", os.path.join(d, "sock"), "--fleet", ",".join(urls),
+                "--fleet-prefix", self.prefix, "--node", name, "--log-level",
+                os.environ.get("HOST_LOG_LEVEL", "warning"), "--fleet-allow-writer", *args),
+                stdout=log, stderr=subprocess.STDOUT))
 
     def many(self, n, ifaces=1, args=(), spread=True):
         """n more hosts at once, each one namespace with its uplink and IFACES veth pairs, and a clsd (its
@@ -311,13 +317,7 @@ class Net:
             k = (first + i) % len(self.urls) if spread else 0
             urls = self.urls[k:] + self.urls[:k]
             sock = os.path.join(d, "sock")
-            log = open(os.path.join(d, "log"), "w")
-            self.procs.append(subprocess.Popen(ns_exec(
-                ns, CLSD, "--state-dir", os.path.join(d, "state"), "--hogs-dir", os.path.join(d, "hogs"),
-                "--bpffs-dir", os.path.join(base, "bpffs", name), "--socket", sock, "--fleet", ",".join(urls),
-                "--fleet-prefix", self.prefix, "--node", name, "--log-level", os.environ.get("HOST_LOG_LEVEL", "warning"), "--fleet-allow-writer", *args),
-                stdout=log, stderr=subprocess.STDOUT))
-            log.close()
+            self.clsd(ns, name, d, os.path.join(base, "bpffs", name), urls, tuple(args))
             host = Host(name, ns, sock, host_addr(first + i))
             host.pid = self.procs[-1].pid
             host.log = os.path.join(d, "log")

@@ -155,6 +155,25 @@ static int parse_nodes(json_t *nodes, FleetPolicy *p, Error *reterr) {
         return 0;
 }
 
+/* A removal ("removed": true) has its name and signature, nothing else. */
+static int removal_check(json_t *j, Error *reterr) {
+        const char *key;
+        json_t *v;
+
+        json_object_foreach (j, key, v)
+                if (!streq(key, "name") && !streq(key, "removed") && !streq(key, "signed"))
+                        return error_set(
+                                reterr, EINVAL, "unknown_field",
+                                "%s: a removal (\"removed\": true) has only \"name\" and \"signed\"", key);
+        return 0;
+}
+
+/* A field of the envelope, not of the policy within it. */
+static bool envelope_field(const char *key, bool removed) {
+        return streq(key, "name") || streq(key, "nodes") || streq(key, "rollout") || streq(key, "health") ||
+               streq(key, "signed") || (removed && streq(key, "removed"));
+}
+
 int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
         FleetPolicy p = { 0 };
         const char *key;
@@ -167,39 +186,24 @@ int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
         if (!json_is_string(v) || !name_valid(json_string_value(v), 64))
                 return error_set(reterr, EINVAL, "invalid_value",
                                  "name: required, 1 to 64 characters of A-Z a-z 0-9 - _ .");
-        if (json_is_true(json_object_get(j, "removed"))) {
-                /* a signed removal: nothing else but its name and signature */
-                json_object_foreach (j, key, v)
-                        if (!streq(key, "name") && !streq(key, "removed") && !streq(key, "signed"))
-                                return error_set(reterr, EINVAL, "unknown_field",
-                                                 "%s: a removal (\"removed\": true) has only \"name\" and "
-                                                 "\"signed\"",
-                                                 key);
-                p.removed = p.any_node = true;
-                r = fleet_signed_parse(j, &p, reterr);
-                if (r >= 0 && (!(p.name = strdup(json_string_value(json_object_get(j, "name")))) ||
-                               !(p.policy = json_object())))
-                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
-                if (r < 0) {
-                        fleet_policy_done(&p);
-                        return r;
-                }
-                *ret = p;
-                return 0;
+        const char *name = json_string_value(v);
+        p.removed = p.any_node = json_is_true(json_object_get(j, "removed"));
+        if (p.removed) /* a signed removal: nothing else but its name and signature */
+                r = removal_check(j, reterr);
+        else {
+                r = parse_nodes(json_object_get(j, "nodes"), &p, reterr);
+                if (r >= 0)
+                        r = fleet_rollout_parse(json_object_get(j, "rollout"), &p.rollout, reterr);
+                if (r >= 0)
+                        r = fleet_health_parse(json_object_get(j, "health"), &p.health, &p.n_health, reterr);
         }
-        r = parse_nodes(json_object_get(j, "nodes"), &p, reterr);
-        if (r >= 0)
-                r = fleet_rollout_parse(json_object_get(j, "rollout"), &p.rollout, reterr);
-        if (r >= 0)
-                r = fleet_health_parse(json_object_get(j, "health"), &p.health, &p.n_health, reterr);
         if (r >= 0)
                 r = fleet_signed_parse(j, &p, reterr);
-        if (r >= 0 && (!(p.name = strdup(json_string_value(v))) || !(p.policy = json_object())))
+        if (r >= 0 && (!(p.name = strdup(name)) || !(p.policy = json_object())))
                 r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
         /* the policy as clsd's API takes it: the envelope's fields left out */
         json_object_foreach (j, key, v)
-                if (r >= 0 && !streq(key, "name") && !streq(key, "nodes") && !streq(key, "rollout") &&
-                    !streq(key, "health") && !streq(key, "signed") && json_object_set(p.policy, key, v) < 0)
+                if (r >= 0 && !envelope_field(key, p.removed) && json_object_set(p.policy, key, v) < 0)
                         r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
         if (r >= 0)
                 r = fleet_health_check_metrics(p.health, p.n_health, p.policy, reterr);

@@ -274,8 +274,11 @@ static void on_listed(EtcdAsync *a, json_t *answer, const Error *e, void *userda
                         etcd_kvs_free(kvs, n);
                         lose(f, "out of memory");
                         return;
-                } else if (wanted_name_of(f->prefix, &kvs[i]))
-                        trust_judge(f, wanted_name_of(f->prefix, &kvs[i]));
+                } else {
+                        const char *name = wanted_name_of(f->prefix, &kvs[i]);
+                        if (name)
+                                trust_judge(f, name);
+                }
         etcd_kvs_free(kvs, n);
         trust_keep_unlisted(f, revision);
         f->revision = revision;

@@ -116,26 +116,28 @@ typedef struct StatusPut {
         char name[];
 } StatusPut;
 
+/* The write of name's status was answered at revision: written again if another writer changed it
+ * meanwhile. */
+static void status_answered(Fleet *f, const char *name, uint64_t revision) {
+        ssize_t k = published_index(f, name);
+
+        if (k < 0 || !own_write_answered(&f->published.writes[k], revision))
+                return;
+        log_warning("fleet: status of %s was changed by another writer while it was written; written again",
+                    name);
+        f->status.foreign_keys++;
+        (void) status_put(f, (size_t) k);
+}
+
 /* A status put answered: a failure is the connection's. */
 static void on_status_written(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         _cleanup_free_ StatusPut *put = userdata;
-        Fleet *f = put->f;
-        const char *name = put->name;
-        ssize_t k = published_index(f, name);
 
         (void) a;
-        if (e) {
-                fleet_lost(f, "%s", e->message);
-                return;
-        }
-        if (k >= 0 && own_write_answered(&f->published.writes[k], etcd_answer_revision(answer))) {
-                log_warning(
-                        "fleet: status of %s was changed by another writer while it was written; written "
-                        "again",
-                        name);
-                f->status.foreign_keys++;
-                (void) status_put(f, (size_t) k);
-        }
+        if (e)
+                fleet_lost(put->f, "%s", e->message);
+        else
+                status_answered(put->f, put->name, etcd_answer_revision(answer));
 }
 
 /* Puts the status text of published entry k under the lease. */
@@ -201,16 +203,8 @@ static void on_status_txn(EtcdAsync *a, json_t *answer, const Error *e, void *us
                 fleet_lost(f, "%s", e->message);
         else if (t->record && own_write_answered(&f->record_write, revision))
                 record_again(f);
-        for (size_t i = 0; !e && i < t->n; i++) {
-                ssize_t k = published_index(f, t->names[i]);
-                if (k >= 0 && own_write_answered(&f->published.writes[k], revision)) {
-                        log_warning("fleet: status of %s was changed by another writer while it was "
-                                    "written; written again",
-                                    t->names[i]);
-                        f->status.foreign_keys++;
-                        (void) status_put(f, (size_t) k);
-                }
-        }
+        for (size_t i = 0; !e && i < t->n; i++)
+                status_answered(f, t->names[i], revision);
         status_txn_free(t);
 }
 
@@ -268,6 +262,8 @@ void status_publish(Fleet *f) {
                 _cleanup_free_ char *key = fleet_key(f->prefix, "status", f->node, w->name);
                 if (!key || !(t->names[t->n] = strdup(w->name)) || txn_op(ops, f, key, text) < 0) {
                         /* out of memory: written alone (or at the next publish) */
+                        free(t->names[t->n]);
+                        t->names[t->n] = NULL;
                         (void) status_put(f, (size_t) k);
                         continue;
                 }

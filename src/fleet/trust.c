@@ -97,9 +97,9 @@ void trust_judge(Fleet *f, const char *name) {
  * stays; anyone who may write could have made it. */
 static void keep(Fleet *f, const char *name, uint64_t revision) {
         Wanted *w = wanted_find(&f->wanted, name);
-        char *why = NULL;
+        char *why = strdup("refused: removed without a signature (clsctl fleet rm --sign KEY); kept");
 
-        if (asprintf(&why, "refused: removed without a signature (clsctl fleet rm --sign KEY); kept") < 0)
+        if (!why)
                 return;
         log_warning("fleet: policy %s: removed without a signature at revision %" PRIu64 "; kept", name,
                     revision);
