@@ -133,14 +133,10 @@ typedef struct Authenticating {
 
 static void on_authenticated(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         _cleanup_free_ Authenticating *x = userdata;
-        const char *token = e ? NULL : etcd_answer_token(answer);
         Error e2 = ERROR_NULL;
 
-        free(a->token);
-        a->token = token ? strdup(token) : NULL;
-        if (!e && !a->token)
-                (void) error_set(&e2, token ? ENOMEM : EPROTO, "etcd_error", "%s",
-                                 token ? "out of memory" : "etcd gave no token (is its authentication on?)");
+        if (!e)
+                (void) etcd_answer_token(answer, &a->token, &e2);
         x->done(a, answer, e ?: (e2.code ? &e2 : NULL), x->userdata);
         error_done(&e2);
 }

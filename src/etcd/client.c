@@ -133,20 +133,14 @@ static int authenticate(EtcdClient *c, Error *reterr) {
 
         r = call_body(c, "/v3/auth/authenticate", etcd_authenticate_body(c->creds.user, c->password),
                       &answer, &e);
+        if (r >= 0)
+                r = etcd_answer_token(answer, &c->token, &e);
+        json_decref(answer);
         if (r < 0) {
                 r = error_set(reterr, -r, e.code, "etcd user %s: %s", c->creds.user, strna(e.message));
                 error_done(&e);
-                return r;
         }
-        const char *token = etcd_answer_token(answer);
-        free(c->token);
-        c->token = token ? strdup(token) : NULL;
-        json_decref(answer);
-        if (!c->token)
-                return error_set(reterr, EPROTO, "etcd_error",
-                                 "etcd user %s: etcd gave no token (is its authentication on?)",
-                                 c->creds.user);
-        return 0;
+        return r;
 }
 
 int etcd_call(EtcdClient *c, const char *path, json_t *body, json_t **ret, Error *reterr) {

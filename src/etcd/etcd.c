@@ -137,9 +137,16 @@ json_t *etcd_authenticate_body(const char *user, const char *password) {
         return json_pack("{s:s,s:s}", "name", user, "password", password);
 }
 
-const char *etcd_answer_token(json_t *answer) {
+int etcd_answer_token(json_t *answer, char **token, Error *reterr) {
         const char *t = json_string_value(json_object_get(answer, "token"));
-        return t && *t ? t : NULL;
+
+        free(*token);
+        *token = t && *t ? strdup(t) : NULL;
+        if (!*token)
+                return t && *t ? error_set(reterr, ENOMEM, "internal_error", "out of memory")
+                               : error_set(reterr, EPROTO, "etcd_error",
+                                           "etcd gave no token (is its authentication on?)");
+        return 0;
 }
 
 json_t *etcd_write_probe_body(const char *key) {

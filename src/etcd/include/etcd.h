@@ -199,8 +199,9 @@ typedef struct EtcdCredentials {
 int etcd_password_read(const EtcdCredentials *creds, char **ret, Error *reterr);
 /* /v3/auth/authenticate's body for user and password. */
 json_t *etcd_authenticate_body(const char *user, const char *password);
-/* A token of an authenticate answer (borrowed), or NULL. */
-const char *etcd_answer_token(json_t *answer);
+/* The token of an authenticate answer into *token (the one there freed; NULL on failure): EPROTO when
+ * the answer has none (etcd's authentication is off), ENOMEM. */
+int etcd_answer_token(json_t *answer, char **token, Error *reterr);
 /* etcd's gateway errors that a client acts on (etcd_answer_error() sets them as the Error's code). */
 #define ETCD_PERMISSION_DENIED "etcd_permission_denied" /* EACCES: the user may not */
 #define ETCD_AUTH_FAILED "etcd_auth_failed" /* EACCES: a user or password etcd does not know */
