@@ -83,7 +83,12 @@ def file_digest(path):
 
 
 def unique_name():
-    return "clsdt-%x%s" % (os.getpid() & 0xffff, secrets.token_hex(2))
+    """A namespace name no other namespace has now: 4 random bytes, and drawn again if /run/netns holds
+    it (a namespace that a killed run left behind must not fail a later test)."""
+    while True:
+        name = "clsdt-%x-%s" % (os.getpid() & 0xffff, secrets.token_hex(4))
+        if not os.path.exists("/run/netns/" + name):
+            return name
 
 
 # ---------------------------------------------------------------------------------------------
