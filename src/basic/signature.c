@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "fileio.h"
+#include "sha256.h"
+#include "signature-cosign.h"
 
 #define KEY_ID_SIZE 8
 #define KEY_FILE_MAX 4096
@@ -27,7 +29,28 @@ typedef struct TrustedKey {
 struct TrustedKeys {
         TrustedKey *keys;
         size_t n;
+        CosignKey *cosign; /* cosign's: ECDSA P-256 in PEM (cosign.pub) */
+        size_t n_cosign;
 };
+
+#define PEM_PUBLIC_KEY "-----BEGIN PUBLIC KEY-----"
+
+static int cosign_key_add(TrustedKeys *k, const char *file, char **text, size_t size, Error *reterr) {
+        CosignKey *v;
+
+        if (cosign_key_check(*text, size, reterr) < 0)
+                return -EINVAL;
+        v = realloc(k->cosign, (k->n_cosign + 1) * sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        k->cosign = v;
+        v[k->n_cosign] = (CosignKey){ .pem = *text, .size = size, .file = strdup(file) };
+        if (!v[k->n_cosign].file)
+                return -ENOMEM;
+        *text = NULL;
+        k->n_cosign++;
+        return 0;
+}
 
 /* Splits text into at most max lines (without their '\n'; a '\r' before it is dropped): their count,
  * or -EINVAL for a line too long, a NUL byte, or more than max lines. */
@@ -107,17 +130,23 @@ int trusted_keys_load(const char *dir, TrustedKeys **ret, Error *reterr) {
                         return error_set(reterr, ENOMEM, "internal_error", "out of memory");
                 }
                 r = read_regular_file(path, KEY_FILE_MAX, &text, &size);
-                if (r >= 0)
+                if (r >= 0 && startswith(text, PEM_PUBLIC_KEY)) {
+                        r = cosign_key_add(k, de->d_name, &text, size, NULL);
+                        if (r == 0)
+                                continue;
+                } else if (r >= 0)
                         r = key_parse(text, size, &key);
                 for (size_t i = 0; r >= 0 && i < k->n; i++)
                         if (memcmp(k->keys[i].id, key.id, KEY_ID_SIZE) == 0)
                                 r = -EEXIST;
                 if (r < 0) {
                         trusted_keys_free(k);
-                        return error_set(reterr, EINVAL, "invalid_config", "--trusted-keys: %s: %s", path,
-                                         r == -EINVAL   ? "not a minisign or signify public key file"
-                                         : r == -EEXIST ? "a key id another file holds"
-                                                        : strerror(-r));
+                        return error_set(
+                                reterr, EINVAL, "invalid_config", "--trusted-keys: %s: %s", path,
+                                r == -EINVAL
+                                        ? "not a minisign, signify or cosign (ECDSA, PEM) public key file"
+                                : r == -EEXIST ? "a key id another file holds"
+                                               : strerror(-r));
                 }
                 TrustedKey *v = realloc(k->keys, (k->n + 1) * sizeof(*v));
                 if (v)
@@ -138,13 +167,18 @@ TrustedKeys *trusted_keys_free(TrustedKeys *k) {
                 return NULL;
         for (size_t i = 0; i < k->n; i++)
                 free(k->keys[i].file);
+        for (size_t i = 0; i < k->n_cosign; i++) {
+                free(k->cosign[i].pem);
+                free(k->cosign[i].file);
+        }
+        free(k->cosign);
         free(k->keys);
         free(k);
         return NULL;
 }
 
 size_t trusted_keys_count(const TrustedKeys *k) {
-        return k ? k->n : 0;
+        return k ? k->n + k->n_cosign : 0;
 }
 
 int trusted_keys_verify(const TrustedKeys *k, const void *data, size_t size, const char *sig,
@@ -160,6 +194,17 @@ int trusted_keys_verify(const TrustedKeys *k, const void *data, size_t size, con
                                  "%s is not signed, and only objects a trusted key signed are loaded "
                                  "(--trusted-keys)",
                                  what);
+        if (sig_size > 0 && sig[0] == '{') { /* a pulled image's cosign signatures (src/oci/pull.c) */
+                char digest[SHA256_DIGEST_STRING_MAX];
+                sha256_digest_string(data, size, digest);
+                if (!k || k->n_cosign == 0)
+                        return error_set(
+                                reterr, EPERM, "object_signature_invalid",
+                                "%s is signed with cosign, and no trusted key is a cosign key (an ECDSA "
+                                "public key in PEM, as cosign.pub)",
+                                what);
+                return cosign_verify(k->cosign, k->n_cosign, digest, sig, sig_size, what, reterr);
+        }
         n = split_lines(sig, sig_size, lines, 4);
         if ((n != 2 && n != 4) || strncmp(lines[0], "untrusted comment:", 18) != 0 ||
             !decode_exact(lines[1], raw, sizeof(raw)) ||

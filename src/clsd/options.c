@@ -76,6 +76,7 @@ static const OptionSpec specs[] = {
         S("fleet-lease-ttl", required_argument),
         S("object-dir", required_argument),
         O("trusted-keys", required_argument, OPT_STRING, trusted_keys_dir),
+        O("registries", required_argument, OPT_STRING, registries_file),
         S("config", required_argument), /* read before: config_file_argv() */
         S("help", no_argument),
         S("version", no_argument),
@@ -338,6 +339,13 @@ int options_resolve(Options *o) {
                 o->fleet.trusted_keys = o->trusted_keys;
                 o->daemon.trusted_keys_dir = o->trusted_keys_dir;
         }
+        if (oci_registries_load(o->registries_file ?: REGISTRIES_FILE_DEFAULT, o->registries_file != NULL,
+                                &o->registries, &e) < 0) {
+                fprintf(stderr, "clsd: --registries: %s\n", e.message);
+                error_done(&e);
+                return -EINVAL;
+        }
+        o->daemon.registries = o->registries;
         return 0;
 }
 
@@ -353,5 +361,6 @@ void options_done(Options *o) {
         for (size_t i = 0; i < OBJECT_DIRS_MAX && o->object_dirs_real[i]; i++)
                 free(o->object_dirs_real[i]);
         trusted_keys_free(o->trusted_keys);
+        oci_registries_free(o->registries);
         *o = (Options){ 0 };
 }

@@ -180,6 +180,10 @@ static const char HELP[] =
         "                              nodes\n"
         "       --apply, --out DIR     fleet rbac: make the roles and users in etcd, each\n"
         "                              user's password in DIR/USER.password (0600)\n"
+        "       --registries FILE      fleet apply: credentials and CAs of the registries that\n"
+        "                              images named oci:// are pulled from, to check them and\n"
+        "                              pin a tag to its digest (default /etc/clsd/registries.json,\n"
+        "                              if it exists)\n"
         "       --waves LIST           fleet apply: roll out in these waves (\"1,10%%,100%%\"),\n"
         "                              whatever the file's rollout says of them\n"
         "       --to REVISION          fleet rollback: the revision to apply again\n"
@@ -227,6 +231,7 @@ enum {
         ARG_SIGN,
         ARG_APPLY,
         ARG_OUT,
+        ARG_REGISTRIES,
 };
 
 /* One option of the command line: 1 to go on, 0 to exit 0 (help, version), < 0 on a usage error. */
@@ -282,6 +287,9 @@ static int fleet_option_apply(Ctl *c, int opt) {
                 break;
         case ARG_OUT:
                 c->out_dir = optarg;
+                break;
+        case ARG_REGISTRIES:
+                c->registries = optarg;
                 break;
         case ARG_TO: {
                 char *end = NULL;
@@ -341,6 +349,7 @@ static int option_apply(Ctl *c, int opt, char *argv[]) {
         case ARG_SIGN:
         case ARG_APPLY:
         case ARG_OUT:
+        case ARG_REGISTRIES:
                 return fleet_option_apply(c, opt);
         case ARG_HOST:
                 if (!startswith(optarg, "https://") && !startswith(optarg, "http://"))
@@ -416,6 +425,7 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                 { "sign", required_argument, NULL, ARG_SIGN },
                 { "apply", no_argument, NULL, ARG_APPLY },
                 { "out", required_argument, NULL, ARG_OUT },
+                { "registries", required_argument, NULL, ARG_REGISTRIES },
                 {},
         };
         int opt;
@@ -499,6 +509,8 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
         if (c->sign_key && v->run != verb_fleet_apply && v->run != verb_fleet_rollback &&
             v->run != verb_fleet_remove)
                 return usage_error("--sign is for 'fleet apply', 'fleet rm' and 'fleet rollback' only");
+        if (c->registries && v->run != verb_fleet_apply)
+                return usage_error("--registries is for 'fleet apply' only");
         if ((c->rbac_apply || c->out_dir) && v->run != verb_fleet_rbac)
                 return usage_error("--apply and --out are for 'fleet rbac' only");
 

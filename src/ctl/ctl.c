@@ -202,7 +202,8 @@ static int absolute_object(const Ctl *c, json_t *holder, const char *file) {
                         return r;
                 return json_object_set_new(holder, "object", json_string(digest)) == 0;
         }
-        if (!o || !*o || o[0] == '/' || startswith(o, "sha256:") || c->host || c->hosts_file)
+        if (!o || !*o || o[0] == '/' || startswith(o, "sha256:") || startswith(o, "oci://") || c->host ||
+            c->hosts_file)
                 return 0;
         if (!realpath(o, real)) {
                 if (streq(file, "-") || !(dir = strdup(file)))

@@ -41,6 +41,7 @@ typedef struct Ctl {
         const char *sign_key; /* fleet apply, rollback --sign: the secret key signing the policy */
         bool rbac_apply; /* fleet rbac --apply: make the roles and users */
         const char *out_dir; /* fleet rbac --out: where the users' password files go */
+        const char *registries; /* fleet apply --registries: credentials for images named oci:// */
 } Ctl;
 
 /* jansson.h provides json_decrefp() for _cleanup_(json_decrefp). */

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "etcd-dl.h"
+#include "dl.h"
 #include "http-client.h"
 
 static bool is_unreserved(char c) {
@@ -136,7 +136,7 @@ int http_perform(const HttpTarget *t, const HttpRequest *req, HttpResponse **ret
                         *ret_error = NULL;
                 return -EPERM;
         }
-        if (etcd_dl_load(&e) < 0) {
+        if (dl_load_curl(&e) < 0) {
                 *ret_error = e.message ? strdup(e.message) : NULL;
                 error_done(&e);
                 return -ENOPKG;

@@ -7,14 +7,17 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "etcd.h"
 #include "fleet-keys.h"
 #include "fleet-rollout.h"
-#include "etcd.h"
+#include "oci.h"
 #include "output.h"
 #include "sha256.h"
 
 /* etcd refuses a request over 1.5 MiB by default; base64 makes an object a third bigger. */
 #define FLEET_OBJECT_MAX (1024u * 1024)
+/* an image's object, checked here: each node holds it to its own --max-object-size */
+#define FLEET_IMAGE_OBJECT_MAX (64u * 1024 * 1024)
 
 /* ---- apply ---- */
 
@@ -51,8 +54,41 @@ static int put_signature(EtcdClient *ec, const Ctl *c, const char *file, const c
         return fleet_call(ec, "/v3/kv/put", etcd_put_body(key, sig, size, 0), &answer);
 }
 
+/* An image (oci://…) is pulled here, as every node will pull it, and checked: the policy names it by
+ * the manifest digest its tag names now, with the digest of the object it holds, which every node's
+ * pull must find again. Nothing of it goes to etcd. */
+static int resolve_image(const Ctl *c, json_t *holder, const char *ref, const char *where) {
+        _cleanup_(oci_registries_freep) OciRegistries *regs = NULL;
+        OciImage img = { 0 };
+        Error e = ERROR_NULL;
+        OciRef parsed;
+        int r;
+
+        r = oci_ref_parse(ref, &parsed, &e);
+        if (r >= 0)
+                r = oci_registries_load(c->registries ?: "/etc/clsd/registries.json", c->registries != NULL,
+                                        &regs, &e);
+        if (r >= 0) {
+                OciPullOptions o = { .registry = oci_registries_find(regs, parsed.registry),
+                                     .size_max = FLEET_IMAGE_OBJECT_MAX };
+                r = oci_pull(ref, &o, &img, &e);
+        }
+        if (r < 0) {
+                ctl_error(r, "%s.object: %s", where, e.message);
+                error_done(&e);
+                return r;
+        }
+        r = json_object_set_new(holder, "object", json_string(img.pinned)) < 0 ||
+                            json_object_set_new(holder, "digest", json_string(img.digest)) < 0
+                    ? ctl_oom()
+                    : 0;
+        oci_image_done(&img);
+        return r;
+}
+
 /* An "object" value: a digest stays (it must be in etcd); a file (relative to the policy file's
- * directory when not found as given) is uploaded and becomes its digest. */
+ * directory when not found as given) is uploaded and becomes its digest; an image is checked and
+ * pinned (resolve_image()). */
 static int resolve_object(EtcdClient *ec, const Ctl *c, json_t *holder, const char *base_dir,
                           const char *where) {
         json_t *v = json_object_get(holder, "object");
@@ -66,7 +102,10 @@ static int resolve_object(EtcdClient *ec, const Ctl *c, json_t *holder, const ch
         if (!v)
                 return 0;
         if (!s || !*s)
-                return ctl_error(-EINVAL, "%s.object: expected a file or a digest", where);
+                return ctl_error(-EINVAL, "%s.object: expected a file, a digest or an image (oci://)",
+                                 where);
+        if (oci_ref_is(s))
+                return resolve_image(c, holder, s, where);
         if (sha256_digest_string_valid(s)) {
                 r = object_present(ec, c, s, &present);
                 if (r < 0)

@@ -8,6 +8,7 @@
 #include "fileio.h"
 #include "log.h"
 #include "hogs.h"
+#include "oci.h"
 #include "iface-ops.h"
 #include "policy-match.h"
 #include "reconcile.h"
@@ -62,8 +63,30 @@ static int is_hog_file(const struct dirent *de) {
         return de->d_name[0] != '.' && n > 5 && streq(de->d_name + n - 5, ".json");
 }
 
-/* Resolves a hog's objects: a hog is the host's configuration, named by path; an object clsd has not
- * seen is inspected (in a forked worker, waited for) and, with store, stored. */
+/* A hog's images pulled in place (a hog is read at start and on a reload, not on the way of traffic). */
+static int hog_pull(Manager *m, Resolver *rs, Error *reterr) {
+        for (size_t i = 0; i < rs->n_pulls; i++) {
+                OciImage img = { 0 };
+                OciRef ref;
+                int r;
+                (void) oci_ref_parse(rs->pulls[i], &ref, NULL);
+                OciPullOptions o = { .registry = oci_registries_find(m->config.registries, ref.registry),
+                                     .size_max = m->config.object_size_max,
+                                     .signature = rs->trusted != NULL };
+                r = oci_pull(rs->pulls[i], &o, &img, reterr);
+                if (r >= 0 && resolver_add_pulled(rs, rs->pulls[i], &img.pinned, img.digest, &img.data,
+                                                  img.size, &img.envelope, img.envelope_size) < 0)
+                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                oci_image_done(&img);
+                if (r < 0)
+                        return r;
+        }
+        resolver_pulls_clear(rs);
+        return -EAGAIN;
+}
+
+/* Resolves a hog's objects: a hog is the host's configuration, named by path or by OCI reference; an
+ * object clsd has not seen is inspected (in a forked worker, waited for) and, with store, stored. */
 static int hog_resolve(Manager *m, ObjectCache *cache, Store *store, Document *doc, Error *reterr) {
         Resolver rs = { .cache = cache,
                         .object_size_max = m->config.object_size_max,
@@ -74,6 +97,12 @@ static int hog_resolve(Manager *m, ObjectCache *cache, Store *store, Document *d
 
         for (;;) {
                 r = resolver_document(&rs, doc, reterr);
+                if (r == -EAGAIN && rs.n_pulls > 0) {
+                        r = hog_pull(m, &rs, reterr);
+                        if (r != -EAGAIN)
+                                break;
+                        continue;
+                }
                 if (r != -EAGAIN)
                         break;
                 for (size_t i = 0; i < rs.n_pending && r == -EAGAIN; i++) {

@@ -94,6 +94,13 @@ static void emit_work(Manager *d, const MetricWriter *w) {
         w->family(w->userdata, "clsd_worker_jobs_total", "counter",
                   "Objects inspected and programs loaded by worker processes");
         w->sample(w->userdata, "clsd_worker_jobs_total", NULL, 0, (double) workers_jobs(d->workers));
+        w->family(w->userdata, "clsd_image_pulls_total", "counter",
+                  "Images pulled from registries (objects named oci://), since clsd started");
+        w->sample(w->userdata, "clsd_image_pulls_total", NULL, 0, (double) d->counters.pulls);
+        w->family(w->userdata, "clsd_image_pull_failures_total", "counter",
+                  "Pulls that failed (the registry's reason is in the change's error and the log)");
+        w->sample(w->userdata, "clsd_image_pull_failures_total", NULL, 0,
+                  (double) d->counters.pull_failures);
         w->family(w->userdata, "clsd_worker_crashes_total", "counter",
                   "Workers that died of the object they were given (clsd went on)");
         w->sample(w->userdata, "clsd_worker_crashes_total", NULL, 0, (double) workers_crashes(d->workers));

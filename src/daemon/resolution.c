@@ -1,8 +1,10 @@
-/* resolution.c: a document's objects resolved for a change; a path object clsd has not seen is
- * inspected by a worker first (libbpf parses it there, unprivileged), then stored. */
+/* resolution.c: a document's objects resolved for a change; an image named by OCI reference is pulled
+ * first (on a thread: oci.h), and an object clsd has not seen is inspected by a worker (libbpf parses
+ * it there, unprivileged), then stored. */
 #include <string.h>
 
 #include "log.h"
+#include "oci.h"
 #include "resolution.h"
 
 void resolution_init(ObjectResolution *res, Manager *m, bool keep_only,
@@ -17,7 +19,16 @@ void resolution_init(ObjectResolution *res, Manager *m, bool keep_only,
                                     .tcx = m->kernel.tcx };
 }
 
+static void pulls_cancel(ObjectResolution *res) {
+        for (size_t i = 0; i < res->n_pulls; i++)
+                oci_pull_cancel(res->pulls[i]);
+        free(res->pulls);
+        res->pulls = NULL;
+        res->n_pulls = 0;
+}
+
 void resolution_done(ObjectResolution *res) {
+        pulls_cancel(res);
         for (size_t i = 0; i < res->n_jobs; i++)
                 worker_job_cancel(res->jobs[i]);
         free(res->jobs);
@@ -114,6 +125,69 @@ static int start_inspections(ObjectResolution *c, Error *reterr) {
         return 0;
 }
 
+typedef struct Pulling {
+        ObjectResolution *c;
+        size_t index;
+} Pulling;
+
+static void on_pulled(int r, OciImage *img, Error *error, void *userdata) {
+        Pulling *p = userdata;
+        ObjectResolution *c = p->c;
+        const char *ref = c->resolver.pulls[p->index];
+
+        c->pulls[p->index] = NULL; /* ended */
+        free(p);
+        c->m->counters.pulls++;
+        if (r < 0) {
+                c->m->counters.pull_failures++;
+                log_warning("pull %s: %s", ref, strna(error->message));
+                if (!c->error.code) {
+                        c->error = *error;
+                        *error = (Error){ 0 };
+                }
+        } else {
+                log_info("pulled %s: object %s (%zu bytes, %s image, %u requests)", img->pinned, img->digest,
+                         img->size, img->format, img->requests);
+                if (resolver_add_pulled(&c->resolver, ref, &img->pinned, img->digest, &img->data, img->size,
+                                        &img->envelope, img->envelope_size) < 0 &&
+                    !c->error.code)
+                        error_set(&c->error, ENOMEM, "internal_error", "out of memory");
+        }
+        c->inspecting--;
+        if (c->inspecting == 0)
+                c->on_inspected(c);
+}
+
+static int start_pulls(ObjectResolution *c, Error *reterr) {
+        Manager *m = c->m;
+        Resolver *rs = &c->resolver;
+
+        c->pulls = calloc(rs->n_pulls + 1, sizeof(OciPullJob *));
+        if (!c->pulls)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        c->n_pulls = rs->n_pulls;
+        for (size_t i = 0; i < rs->n_pulls; i++) {
+                OciRef ref;
+                Pulling *p = calloc(1, sizeof(*p));
+                int r;
+                if (!p)
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                *p = (Pulling){ .c = c, .index = i };
+                (void) oci_ref_parse(rs->pulls[i], &ref, NULL); /* the document's parser checked it */
+                OciPullOptions o = { .registry = oci_registries_find(m->config.registries, ref.registry),
+                                     .size_max = m->config.object_size_max,
+                                     .signature = m->trust.keys != NULL };
+                r = oci_pull_start(m->event, rs->pulls[i], &o, on_pulled, p, &c->pulls[i]);
+                if (r < 0) {
+                        free(p);
+                        return error_set(reterr, -r, "internal_error", "cannot start a pull: %s",
+                                         strerror(-r));
+                }
+                c->inspecting++;
+        }
+        return 0;
+}
+
 int resolution_run(ObjectResolution *c, Document *doc, Error *reterr) {
         int r;
 
@@ -123,6 +197,13 @@ int resolution_run(ObjectResolution *c, Document *doc, Error *reterr) {
         }
         if (c->inspecting > 0)
                 return -EAGAIN;
+        if (c->pulls) {
+                /* The pulls of the last round are in. */
+                free(c->pulls);
+                c->pulls = NULL;
+                c->n_pulls = 0;
+                resolver_pulls_clear(&c->resolver);
+        }
         if (c->n_jobs > 0) {
                 /* The inspections of the last round are in: resolve again from scratch. */
                 free(c->jobs);
@@ -136,6 +217,12 @@ int resolution_run(ObjectResolution *c, Document *doc, Error *reterr) {
         r = resolver_document(&c->resolver, doc, reterr);
         if (r != -EAGAIN)
                 return r;
+        /* Images first: what they hold may be known already, or pending with other objects. */
+        if (c->resolver.n_pulls > 0) {
+                /* (the pending objects wait for the next round: they are not added twice) */
+                r = start_pulls(c, reterr);
+                return r < 0 ? r : -EAGAIN;
+        }
         r = start_inspections(c, reterr);
         return r < 0 ? r : -EAGAIN;
 }

@@ -9,7 +9,9 @@ typedef struct ObjectResolution {
         Manager *m;
         Resolver resolver;
         bool keep_only; /* a dry run: inspected objects count for this resolution only, nothing stored */
-        size_t inspecting; /* worker jobs in flight */
+        size_t inspecting; /* worker jobs and pulls in flight */
+        struct OciPullJob **pulls; /* the pulls of this round (NULL: done) */
+        size_t n_pulls;
         Error error; /* of a failed inspection */
         WorkerJob **jobs;
         size_t n_jobs;
@@ -21,6 +23,7 @@ typedef struct ObjectResolution {
 void resolution_init(ObjectResolution *res, Manager *m, bool keep_only,
                      void (*on_inspected)(ObjectResolution *res));
 void resolution_done(ObjectResolution *res);
-/* Resolves doc: 0, -EAGAIN while workers inspect objects (on_inspected is called when they are done),
+/* Resolves doc: 0, -EAGAIN while images are pulled (each on a thread) or workers inspect objects
+ * (on_inspected is called when they are done),
  * or the reason it cannot (in reterr). An inspected object is stored unless keep_only. */
 int resolution_run(ObjectResolution *res, Document *doc, Error *reterr);

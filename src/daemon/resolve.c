@@ -5,59 +5,9 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "oci-ref.h"
 #include "registry.h"
 #include "resolve.h"
-
-void pending_objects_free(PendingObject *v, size_t n) {
-        for (size_t i = 0; v && i < n; i++) {
-                free(v[i].data);
-                free(v[i].sig);
-        }
-        free(v);
-}
-
-void resolver_done(Resolver *rs) {
-        for (size_t i = 0; i < rs->n_extra; i++)
-                nl_object_info_free(rs->extra[i].info);
-        free(rs->extra);
-        pending_objects_free(rs->pending, rs->n_pending);
-        rs->extra = NULL;
-        rs->n_extra = 0;
-        rs->pending = NULL;
-        rs->n_pending = 0;
-}
-
-const NlObjectInfo *resolver_info(const Resolver *rs, const char *digest) {
-        const DaemonObject *o = object_cache_get(rs->cache, digest);
-
-        if (o)
-                return o->info;
-        for (size_t i = 0; digest && i < rs->n_extra; i++)
-                if (streq(rs->extra[i].digest, digest))
-                        return rs->extra[i].info;
-        return NULL;
-}
-
-int resolver_add_extra(Resolver *rs, const char *digest, size_t size, NlObjectInfo *info) {
-        DaemonObject *v = realloc(rs->extra, (rs->n_extra + 1) * sizeof(DaemonObject));
-
-        if (!v) {
-                nl_object_info_free(info);
-                return -ENOMEM;
-        }
-        rs->extra = v;
-        rs->extra[rs->n_extra] = (DaemonObject){ .size = size, .info = info };
-        snprintf(rs->extra[rs->n_extra].digest, sizeof(rs->extra[0].digest), "%s", digest);
-        rs->n_extra++;
-        return 0;
-}
-
-static bool pending_has(const Resolver *rs, const char *digest) {
-        for (size_t i = 0; i < rs->n_pending; i++)
-                if (streq(rs->pending[i].digest, digest))
-                        return true;
-        return false;
-}
 
 /* "name (type, section S), …": what the object has, for an error that says what to choose from. */
 static void program_list(const NlObjectInfo *info, char *buf, size_t size) {
@@ -179,14 +129,17 @@ static int read_signature(const Resolver *rs, const char *path, char **ret, size
         return 0;
 }
 
-/* An "object": a digest clsd has, or a path that is read (its digest filled, or checked when the
- * document pins it). An object clsd has not seen is added to rs->pending: 1 then. */
-static int resolve_object(Resolver *rs, const char *object, char **digest, const char *who, Error *reterr) {
+/* An "object": a digest clsd has, an image (resolve-image.c), or a path that is read (its digest filled, or
+ * checked when the document pins it). An object clsd has not seen is added to rs->pending: 1 then. */
+static int resolve_object(Resolver *rs, char **object_field, char **digest, const char *who, Error *reterr) {
         char got[SHA256_DIGEST_STRING_MAX];
         _cleanup_free_ char *data = NULL, *sig = NULL;
+        const char *object = *object_field;
         size_t size, sig_size = 0;
         int r;
 
+        if (oci_ref_is(object))
+                return resolve_image(rs, object_field, digest, who, reterr);
         if (object[0] != '/') {
                 const char *why = registry_revoked(rs->registry, object);
                 if (why)
@@ -223,7 +176,7 @@ static int resolve_object(Resolver *rs, const char *object, char **digest, const
                                  "%s: %s has digest %s, the document pins %s", who, object, got, *digest);
         if (!*digest && !(*digest = strdup(got)))
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        if (resolver_info(rs, got) || pending_has(rs, got))
+        if (resolver_info(rs, got) || resolver_pending_has(rs, got))
                 return resolver_info(rs, got) ? 0 : 1;
         if (rs->trusted) {
                 r = read_signature(rs, object, &sig, &sig_size);
@@ -235,15 +188,8 @@ static int resolve_object(Resolver *rs, const char *object, char **digest, const
                 if (r < 0)
                         return r;
         }
-        PendingObject *v = realloc(rs->pending, (rs->n_pending + 1) * sizeof(PendingObject));
-        if (!v)
+        if (resolver_pending_add(rs, got, &data, size, &sig, sig_size) < 0)
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        rs->pending = v;
-        rs->pending[rs->n_pending] = (PendingObject){
-                .data = TAKE_PTR(data), .size = size, .sig = TAKE_PTR(sig), .sig_size = sig_size
-        };
-        snprintf(rs->pending[rs->n_pending].digest, sizeof(v->digest), "%s", got);
-        rs->n_pending++;
         return 1;
 }
 
@@ -260,14 +206,14 @@ static int resolve_filter(Resolver *rs, FilterSpec *f, Error *reterr) {
                         "is the verdict",
                         f->name);
         snprintf(who, sizeof(who), "filter \"%s\"", f->name);
-        r = resolve_object(rs, f->object, &f->digest, who, reterr);
+        r = resolve_object(rs, &f->object, &f->digest, who, reterr);
         if (r < 0)
                 return r;
         waiting = r > 0;
         for (size_t k = 0; k < f->n_actions; k++) {
                 ActionSpec *a = &f->actions[k];
                 snprintf(who, sizeof(who), "filter \"%s\" action %zu", f->name, k + 1);
-                r = resolve_object(rs, a->object, &a->digest, who, reterr);
+                r = resolve_object(rs, &a->object, &a->digest, who, reterr);
                 if (r < 0)
                         return r;
                 waiting = waiting || r > 0;

@@ -13,6 +13,18 @@ typedef struct PendingObject {
         size_t sig_size;
 } PendingObject;
 
+/* An image pulled for a resolution: its object, the reference pinned to the manifest digest, the cosign
+ * material to verify. */
+typedef struct PulledImage {
+        char *ref; /* as the document names it */
+        char *pinned;
+        char digest[SHA256_DIGEST_STRING_MAX];
+        char *data; /* handed to the pending objects once */
+        size_t size;
+        char *sig;
+        size_t sig_size;
+} PulledImage;
+
 typedef struct Resolver {
         const ObjectCache *cache;
         size_t object_size_max;
@@ -33,6 +45,12 @@ typedef struct Resolver {
         /* Objects to inspect before resolution can go on (-EAGAIN). */
         PendingObject *pending;
         size_t n_pending;
+        /* Images to pull before resolution can go on (-EAGAIN; oci:// references as named), and those
+         * pulled (resolve-image.c). */
+        char **pulls;
+        size_t n_pulls;
+        PulledImage *pulled;
+        size_t n_pulled;
 } Resolver;
 
 void resolver_done(Resolver *rs);
@@ -45,3 +63,20 @@ int resolver_add_extra(Resolver *rs, const char *digest, size_t size, NlObjectIn
 /* The description of digest: in the cache or among the extra ones. */
 const NlObjectInfo *resolver_info(const Resolver *rs, const char *digest);
 void pending_objects_free(PendingObject *v, size_t n);
+/* Whether digest waits among the pending objects; adds one (taking data and sig). */
+bool resolver_pending_has(const Resolver *rs, const char *digest);
+int resolver_pending_add(Resolver *rs, const char *digest, char **data, size_t size, char **sig,
+                         size_t sig_size);
+
+/* resolve-image.c: an "object" that is an OCI reference. Known (the document pins a digest clsd has):
+ * 0; pulled for this resolution: *object becomes the pinned reference, *digest the object's, and the
+ * object is pending (1) unless known; else it is added to rs->pulls (1). */
+int resolve_image(Resolver *rs, char **object, char **digest, const char *who, Error *reterr);
+/* A pull's result, taken: ref is the reference as the document named it. */
+int resolver_add_pulled(Resolver *rs, const char *ref, char **pinned, const char *digest, char **data,
+                        size_t size, char **sig, size_t sig_size);
+void resolver_pulls_clear(Resolver *rs);
+/* The image pulled for ref (as named, or pinned), or NULL; ref added to the pulls (once). */
+PulledImage *resolver_pulled_find(Resolver *rs, const char *ref);
+int resolver_pull_add(Resolver *rs, const char *ref);
+void resolver_pulled_free(Resolver *rs);

@@ -6,7 +6,7 @@
 
 #include "etcd-async.h"
 #include "etcd-curl-loop.h"
-#include "etcd-dl.h"
+#include "dl.h"
 #include "etcd-transfer.h"
 
 typedef struct Call {
@@ -70,7 +70,7 @@ int etcd_async_new(sd_event *event, const char *urls, const EtcdCredentials *cre
                 etcd_async_free(a);
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         }
-        if (etcd_dl_load(reterr) < 0) {
+        if (dl_load_curl(reterr) < 0) {
                 etcd_async_free(a);
                 return -ENOENT;
         }

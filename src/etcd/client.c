@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "etcd-dl.h"
+#include "dl.h"
 #include "etcd-transfer.h"
 
 struct EtcdClient {
@@ -30,7 +30,7 @@ int etcd_client_new(const char *urls, const EtcdCredentials *creds, EtcdClient *
                 etcd_client_free(c);
                 return -EINVAL;
         }
-        if (etcd_dl_load(reterr) < 0) {
+        if (dl_load_curl(reterr) < 0) {
                 etcd_client_free(c);
                 return -ENOENT;
         }

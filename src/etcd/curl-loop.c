@@ -3,7 +3,7 @@
  * (curl_api.multi_socket_action()), and each finished transfer is handed to its callback. */
 #include <stdlib.h>
 
-#include "etcd-dl.h"
+#include "dl.h"
 #include "etcd-curl-loop.h"
 #include "log.h"
 

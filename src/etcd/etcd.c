@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "etcd-dl.h"
+#include "dl.h"
 #include "etcd.h"
 
 int etcd_b64_encode(const void *data, size_t size, char **ret) {
@@ -13,7 +13,7 @@ int etcd_b64_encode(const void *data, size_t size, char **ret) {
 
         if (size == 0)
                 return (*ret = strdup("")) ? 0 : -ENOMEM;
-        if (etcd_dl_load(NULL) < 0)
+        if (dl_load_curl(NULL) < 0)
                 return -ENOENT;
         if (size > UINT32_MAX / 2 || gnutls_api.base64_encode2(&in, &out) < 0)
                 return -ENOMEM;
@@ -36,7 +36,7 @@ int etcd_b64_decode(const char *s, char **ret, size_t *ret_size) {
 
         if (n > UINT32_MAX / 2)
                 return -EINVAL;
-        if (etcd_dl_load(NULL) < 0)
+        if (dl_load_curl(NULL) < 0)
                 return -ENOENT;
         if (n > 0 && gnutls_api.base64_decode2(&in, &out) < 0)
                 return -EINVAL;

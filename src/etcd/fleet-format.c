@@ -6,6 +6,7 @@
 
 #include "etcd-rollout.h"
 #include "etcd.h"
+#include "oci-ref.h"
 #include "names.h"
 #include "sha256.h"
 
@@ -239,12 +240,12 @@ static int digest_add(const char ***v, size_t *n, json_t *object, const char *wh
         const char *s = json_string_value(object);
         const char **nv;
 
-        if (!object)
+        if (!object || oci_ref_is(s)) /* an image: each node pulls it from its registry */
                 return 0;
         if (!s || !sha256_digest_string_valid(s))
                 return error_set(reterr, EINVAL, "invalid_value",
-                                 "%s.object: a fleet policy names its objects by digest (clsctl fleet apply "
-                                 "uploads a file it names and writes its digest)",
+                                 "%s.object: a fleet policy names its objects by digest or by image "
+                                 "(clsctl fleet apply uploads a file it names and writes its digest)",
                                  where);
         for (size_t i = 0; i < *n; i++)
                 if (streq((*v)[i], s))

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "etcd-dl.h"
+#include "dl.h"
 #include "etcd.h"
 
 static int cert_cn(const char *file, char *buf, size_t size) {
@@ -17,7 +17,7 @@ static int cert_cn(const char *file, char *buf, size_t size) {
         size_t n = size;
         int r;
 
-        if (etcd_dl_load(NULL) < 0 || gnutls_api.load_file(file, &data) < 0)
+        if (dl_load_curl(NULL) < 0 || gnutls_api.load_file(file, &data) < 0)
                 return -EIO;
         r = gnutls_api.x509_crt_init(&crt);
         if (r >= 0)

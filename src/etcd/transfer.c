@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "etcd-dl.h"
+#include "dl.h"
 #include "etcd-transfer.h"
 
 /* Sockets close on exec: clsd spawns workers while transfers run, and a socket a worker inherited would

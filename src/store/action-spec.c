@@ -2,7 +2,7 @@
  * {"object", "digest", "program"} like the filter's own, parsed strictly and written back normalised. */
 #include <string.h>
 
-#include "store.h"
+#include "store-internal.h"
 
 void action_specs_free(ActionSpec *v, size_t n) {
         for (size_t i = 0; v && i < n; i++) {
@@ -15,6 +15,7 @@ void action_specs_free(ActionSpec *v, size_t n) {
 
 static int parse_one(json_t *j, const char *path, ActionSpec *a, Error *reterr) {
         const char *key, *o;
+        char p[160];
         json_t *v;
 
         if (!json_is_object(j))
@@ -29,13 +30,10 @@ static int parse_one(json_t *j, const char *path, ActionSpec *a, Error *reterr) 
         if (!json_is_string(v))
                 return error_set(reterr, EINVAL, "wrong_type", "%s.object: expected a string", path);
         o = json_string_value(v);
-        if (!sha256_digest_string_valid(o) && o[0] != '/')
-                return error_set(reterr, EINVAL, "invalid_value",
-                                 "%s.object: expected \"sha256:<64 lowercase hex>\" or an absolute path",
-                                 path);
-        if (strlen(o) > 4096)
-                return error_set(reterr, EINVAL, "invalid_value", "%s.object: path too long", path);
-        if (!(a->object = strdup(o)) || (o[0] != '/' && !(a->digest = strdup(o))))
+        snprintf(p, sizeof(p), "%.150s.object", path);
+        if (object_name_check(o, p, reterr) < 0)
+                return -EINVAL;
+        if (!(a->object = strdup(o)) || (sha256_digest_string_valid(o) && !(a->digest = strdup(o))))
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
 
         v = json_object_get(j, "digest");

@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "store.h"
+#include "oci-ref.h"
+#include "store-internal.h"
 
 static const char *const direction_names[_DIRECTION_MAX] = {
         [DIRECTION_INGRESS] = "ingress",
@@ -89,14 +90,10 @@ static int parse_object(json_t *v, const char *p, FilterSpec *f, Error *reterr) 
         if (!json_is_string(v))
                 return field_error(reterr, "wrong_type", p, "expected a string", NULL);
         o = json_string_value(v);
-        if (sha256_digest_string_valid(o)) {
-                if (!(f->digest = strdup(o)))
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        } else if (o[0] != '/')
-                return field_error(reterr, "invalid_value", p,
-                                   "expected \"sha256:<64 lowercase hex>\" or an absolute path", NULL);
-        else if (strlen(o) > 4096)
-                return field_error(reterr, "invalid_value", p, "path too long", NULL);
+        if (object_name_check(o, p, reterr) < 0)
+                return -EINVAL;
+        if (sha256_digest_string_valid(o) && !(f->digest = strdup(o)))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         f->object = strdup(o);
         return f->object ? 0 : error_set(reterr, ENOMEM, "internal_error", "out of memory");
 }
@@ -460,16 +457,17 @@ int document_hog_from_string(const char *text, size_t size, Document **ret, Erro
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < d->n_filters[dir]; i++) {
                         const FilterSpec *f = &d->filters[dir][i];
-                        if (f->object[0] != '/')
+                        if (f->object[0] != '/' && !oci_ref_is(f->object))
                                 return error_set(reterr, EINVAL, "invalid_value",
-                                                 "%s[%zu].object: a hog names its object by absolute path",
+                                                 "%s[%zu].object: a hog names its object by absolute path "
+                                                 "or by image (oci://)",
                                                  direction_to_string(dir), i);
                         for (size_t k = 0; k < f->n_actions; k++)
-                                if (f->actions[k].object[0] != '/')
+                                if (f->actions[k].object[0] != '/' && !oci_ref_is(f->actions[k].object))
                                         return error_set(
                                                 reterr, EINVAL, "invalid_value",
                                                 "%s[%zu].actions[%zu].object: a hog names its object by "
-                                                "absolute path",
+                                                "absolute path or by image (oci://)",
                                                 direction_to_string(dir), i, k);
                 }
         d->source = SOURCE_HOG;

@@ -17,6 +17,8 @@ int store_quarantine(Store *s, int from_fd, const char *name, char **ret_path);
 int store_list_dir(int dir_fd, const char *suffix, char ***ret, size_t *ret_n);
 /* qsort() comparator of char * */
 int strcmp_ptr(const void *a, const void *b);
+/* An "object" value at path: a digest, an absolute path or an OCI reference; 0, or -EINVAL saying why. */
+int object_name_check(const char *o, const char *path, Error *reterr);
 int document_file_parse(const char *text, size_t size, StoredDocument *ret, Error *reterr);
 int policy_file_parse(const char *text, size_t size, Policy **ret, Error *reterr);
 void log_problem(StoreProblemFunc problem, void *userdata, const char *path, const char *reason,

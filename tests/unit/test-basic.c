@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hashmap.h"
+#include "oci-ref.h"
 
 static uint64_t str_hash(const void *key, uint64_t seed) {
         return hash_bytes(key, strlen(key), seed);
@@ -110,12 +111,60 @@ static void test_greedy_realloc(void **state) {
         assert_int_equal(v[99999], 99999); /* kept */
 }
 
+static void expect_ref(const char *s, const char *registry, const char *repository, const char *tag,
+                       const char *digest) {
+        OciRef r;
+        Error e = ERROR_NULL;
+
+        assert_int_equal(oci_ref_parse(s, &r, &e), 0);
+        assert_string_equal(r.registry, registry);
+        assert_string_equal(r.repository, repository);
+        assert_string_equal(r.tag, tag);
+        assert_string_equal(r.digest, digest);
+}
+
+static void expect_bad_ref(const char *s, const char *why) {
+        OciRef r;
+        Error e = ERROR_NULL;
+
+        assert_int_equal(oci_ref_parse(s, &r, &e), -EINVAL);
+        assert_string_equal(e.code, "invalid_value");
+        assert_non_null(strstr(e.message, why));
+        error_done(&e);
+}
+
+#define D "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static void test_oci_references(void **state) {
+        char *pinned = NULL;
+        OciRef r;
+
+        (void) state;
+        expect_ref("oci://198.18.0.2:5443/ebpf/count:v1", "198.18.0.2:5443", "ebpf/count", "v1", "");
+        expect_ref("oci://quay.io/bpfman-bytecode/go-tc-counter:latest", "quay.io",
+                   "bpfman-bytecode/go-tc-counter", "latest", "");
+        expect_ref("oci://r.example/a/b__c.d-e@" D, "r.example", "a/b__c.d-e", "", D);
+        expect_ref("oci://[2001:db8::1]:5000/x:t@" D, "[2001:db8::1]:5000", "x", "t", D);
+        expect_bad_ref("sha256:00", "expected oci://");
+        expect_bad_ref("oci://registry", "expected a registry");
+        expect_bad_ref("oci://r:99999999/x:t", "expected a registry");
+        expect_bad_ref("oci://r/x", "name a tag");
+        expect_bad_ref("oci://r/UPPER:t", "a repository is");
+        expect_bad_ref("oci://r/a//b:t", "a repository is");
+        expect_bad_ref("oci://r/a-:t", "a repository is");
+        expect_bad_ref("oci://r/x:.t", "a tag is");
+        expect_bad_ref("oci://r/x@sha256:12", "expected @sha256");
+        assert_int_equal(oci_ref_parse("oci://r/x:t", &r, NULL), 0);
+        assert_int_equal(oci_ref_pinned(&r, D, &pinned), 0);
+        assert_string_equal(pinned, "oci://r/x:t@" D);
+        free(pinned);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_put_get_remove),
-                cmocka_unit_test(test_churn_does_not_grow),
-                cmocka_unit_test(test_reserve),
-                cmocka_unit_test(test_greedy_realloc),
+                cmocka_unit_test(test_put_get_remove), cmocka_unit_test(test_churn_does_not_grow),
+                cmocka_unit_test(test_reserve),        cmocka_unit_test(test_greedy_realloc),
+                cmocka_unit_test(test_oci_references),
         };
         return cmocka_run_group_tests_name("basic", tests, NULL, NULL);
 }

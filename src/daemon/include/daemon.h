@@ -40,6 +40,9 @@ typedef struct DaemonConfig {
         const TrustedKeys *trusted_keys;
         /* Where they were read from: read again on SIGHUP (daemon_reload()). */
         const char *trusted_keys_dir;
+        /* Credentials and CAs of the registries objects are pulled from (oci://…; --registries); NULL:
+         * anonymous, the system's CAs. */
+        const struct OciRegistries *registries;
         /* The periodic full resync, the backstop for lost events; 0 turns it off. */
         uint64_t resync_usec;
         /* Holds BPF_ENABLE_STATS so that programs' run_count and run_time_ns are counted. */
@@ -494,6 +497,7 @@ typedef struct DaemonCounters {
         uint64_t requests_merged; /* reasons to reconcile that joined a request already queued */
         uint64_t worker_jobs;
         uint64_t worker_crashes;
+        uint64_t pulls, pull_failures; /* images pulled from registries (oci://…), and those that failed */
         DaemonErrorCount errors[48];
         size_t n_errors;
         uint64_t map_metric_failures;

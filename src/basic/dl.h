@@ -1,10 +1,12 @@
-/* etcd-dl.h: libcurl and GnuTLS's base64, opened with dlopen() when first used (clsd --fleet; clsctl's
- * requests, src/ctl/http-client.c). Linked, libcurl-gnutls and GnuTLS bring 18 shared libraries to
- * clsd's start; opened on demand, a clsd without --fleet never maps them. Only the functions used. */
+/* dl.h: libcurl, and GnuTLS's base64, certificates and public keys, opened with dlopen() when first used
+ * (clsd --fleet, a pull from a registry, a cosign key; clsctl's requests, src/ctl/http-client.c). Linked,
+ * libcurl-gnutls brings 18 shared libraries to clsd's start; opened on demand, a clsd that talks to
+ * neither etcd nor a registry never maps them. Only the functions used. */
 #pragma once
 
 #include <curl/curl.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/abstract.h>
 #include <gnutls/x509.h>
 
 #include "error.h"
@@ -28,6 +30,8 @@ typedef struct CurlApi {
         CURLMsg *(*multi_info_read)(CURLM *multi, int *msgs_in_queue);
         CURLMcode (*multi_assign)(CURLM *multi, curl_socket_t fd, void *sockp);
         CURLMcode (*multi_cleanup)(CURLM *multi);
+        char *(*easy_escape)(CURL *easy, const char *s, int length);
+        void (*free)(void *p);
 } CurlApi;
 
 typedef struct GnutlsApi {
@@ -41,10 +45,16 @@ typedef struct GnutlsApi {
         int (*x509_crt_get_dn_by_oid)(gnutls_x509_crt_t cert, const char *oid, unsigned indx,
                                       unsigned raw_flag, void *buf, size_t *buf_size);
         void (*x509_crt_deinit)(gnutls_x509_crt_t cert);
+        int (*pubkey_init)(gnutls_pubkey_t *key);
+        int (*pubkey_import)(gnutls_pubkey_t key, const gnutls_datum_t *data, gnutls_x509_crt_fmt_t format);
+        int (*pubkey_get_pk_algorithm)(gnutls_pubkey_t key, unsigned *bits);
+        int (*pubkey_verify_data2)(gnutls_pubkey_t key, gnutls_sign_algorithm_t algo, unsigned flags,
+                                   const gnutls_datum_t *data, const gnutls_datum_t *signature);
+        void (*pubkey_deinit)(gnutls_pubkey_t key);
 } GnutlsApi;
 
 extern CurlApi curl_api;
 extern GnutlsApi gnutls_api;
 
 /* Opens libcurl (libcurl-gnutls.so.4, else libcurl.so.4) and GnuTLS once and fills both. */
-int etcd_dl_load(Error *reterr);
+int dl_load_curl(Error *reterr);

@@ -1,9 +1,9 @@
-/* dl.c: libcurl and GnuTLS opened with dlopen() when etcd is first talked to (see etcd-dl.h). */
+/* dl.c: libcurl and GnuTLS opened with dlopen() when etcd or a registry is first talked to (see dl.h). */
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "etcd-dl.h"
+#include "dl.h"
 
 CurlApi curl_api;
 GnutlsApi gnutls_api;
@@ -21,9 +21,10 @@ static int open_one(const char *const *libraries, size_t n_libraries, const Symb
         for (size_t i = 0; !h && i < n_libraries; i++)
                 h = dlopen(libraries[i], RTLD_NOW | RTLD_LOCAL);
         if (!h)
-                return error_set(reterr, ENOENT, "internal_error",
-                                 "talking to etcd needs libcurl (libcurl3-gnutls) and GnuTLS: %s",
-                                 dlerror());
+                return error_set(
+                        reterr, ENOENT, "internal_error",
+                        "talking to etcd or a registry needs libcurl (libcurl3-gnutls) and GnuTLS: %s",
+                        dlerror());
         for (size_t i = 0; i < n_symbols; i++) {
                 void *f = dlsym(h, symbols[i].name);
                 if (!f) {
@@ -36,7 +37,7 @@ static int open_one(const char *const *libraries, size_t n_libraries, const Symb
         return 0;
 }
 
-int etcd_dl_load(Error *reterr) {
+int dl_load_curl(Error *reterr) {
         static const char *const curl_libraries[] = { "libcurl-gnutls.so.4", "libcurl.so.4" };
         static const char *const gnutls_libraries[] = { "libgnutls.so.30" };
         static const Symbol curl_symbols[] = {
@@ -58,6 +59,8 @@ int etcd_dl_load(Error *reterr) {
                 { "curl_multi_info_read", offsetof(CurlApi, multi_info_read) },
                 { "curl_multi_assign", offsetof(CurlApi, multi_assign) },
                 { "curl_multi_cleanup", offsetof(CurlApi, multi_cleanup) },
+                { "curl_easy_escape", offsetof(CurlApi, easy_escape) },
+                { "curl_free", offsetof(CurlApi, free) },
         };
         static const Symbol gnutls_symbols[] = {
                 { "gnutls_base64_encode2", offsetof(GnutlsApi, base64_encode2) },
@@ -68,6 +71,11 @@ int etcd_dl_load(Error *reterr) {
                 { "gnutls_x509_crt_import", offsetof(GnutlsApi, x509_crt_import) },
                 { "gnutls_x509_crt_get_dn_by_oid", offsetof(GnutlsApi, x509_crt_get_dn_by_oid) },
                 { "gnutls_x509_crt_deinit", offsetof(GnutlsApi, x509_crt_deinit) },
+                { "gnutls_pubkey_init", offsetof(GnutlsApi, pubkey_init) },
+                { "gnutls_pubkey_import", offsetof(GnutlsApi, pubkey_import) },
+                { "gnutls_pubkey_get_pk_algorithm", offsetof(GnutlsApi, pubkey_get_pk_algorithm) },
+                { "gnutls_pubkey_verify_data2", offsetof(GnutlsApi, pubkey_verify_data2) },
+                { "gnutls_pubkey_deinit", offsetof(GnutlsApi, pubkey_deinit) },
         };
         static bool loaded;
         CurlApi c = { 0 };
@@ -82,6 +90,9 @@ int etcd_dl_load(Error *reterr) {
                 return -ENOENT;
         curl_api = c;
         gnutls_api = g;
+        /* once, before any thread (a pull's) uses libcurl */
+        if (curl_api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+                return error_set(reterr, ENOMEM, "internal_error", "libcurl cannot start");
         loaded = true;
         return 0;
 }

@@ -1,0 +1,297 @@
+/* http.c: requests to a registry's HTTP API v2 with libcurl, and its authentication: anonymous first,
+ * then as its 401 asks: basic with the registries file's credentials, or a bearer token from its token
+ * service (the credentials sent there), kept for the session's later requests. */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "oci-internal.h"
+
+#define TOKEN_ANSWER_MAX (64 * 1024)
+
+static curl_socket_t on_open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *address) {
+        (void) clientp, (void) purpose;
+        return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
+
+static size_t on_write(char *p, size_t size, size_t n, void *userdata) {
+        OciBuffer *b = userdata;
+        size_t add = size * n;
+        char *v;
+
+        if (b->size + add > b->max) {
+                b->over = true;
+                return 0;
+        }
+        v = realloc(b->data, b->size + add + 1);
+        if (!v)
+                return 0;
+        memcpy(v + b->size, p, add);
+        b->data = v;
+        b->size += add;
+        v[b->size] = 0;
+        return add;
+}
+
+static void header_copy(char *dst, size_t n, const char *v, size_t len) {
+        while (len > 0 && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' '))
+                len--;
+        while (len > 0 && *v == ' ')
+                v++, len--;
+        snprintf(dst, n, "%.*s", (int) len, v);
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *userdata) {
+        OciAnswer *a = userdata;
+        size_t len = size * n;
+        static const char ct[] = "content-type:", dd[] = "docker-content-digest:",
+                          wa[] = "www-authenticate:";
+
+        if (len > sizeof(ct) - 1 && strncasecmp(p, ct, sizeof(ct) - 1) == 0)
+                header_copy(a->content_type, sizeof(a->content_type), p + sizeof(ct) - 1,
+                            len - sizeof(ct) + 1);
+        else if (len > sizeof(dd) - 1 && strncasecmp(p, dd, sizeof(dd) - 1) == 0)
+                header_copy(a->docker_digest, sizeof(a->docker_digest), p + sizeof(dd) - 1,
+                            len - sizeof(dd) + 1);
+        else if (len > sizeof(wa) - 1 && len < 2048 && strncasecmp(p, wa, sizeof(wa) - 1) == 0) {
+                char v[2048];
+                header_copy(v, sizeof(v), p + sizeof(wa) - 1, len - sizeof(wa) + 1);
+                free(a->challenge);
+                a->challenge = strdup(v);
+        } else if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+                /* a new answer (after a redirect): what the one before said goes */
+                a->content_type[0] = a->docker_digest[0] = 0;
+        }
+        return len;
+}
+
+void oci_answer_done(OciAnswer *a) {
+        free(a->body.data);
+        free(a->challenge);
+        *a = (OciAnswer){ 0 };
+}
+
+int oci_session_open(OciSession *s, const char *ref, const OciPullOptions *o, Error *reterr) {
+        int r;
+
+        *s = (OciSession){ .o = o };
+        r = oci_ref_parse(ref, &s->ref, reterr);
+        if (r < 0)
+                return r;
+        r = dl_load_curl(reterr);
+        if (r < 0)
+                return r;
+        s->easy = curl_api.easy_init();
+        if (!s->easy)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        if (o->registry && o->registry->token && !(s->bearer = strdup(o->registry->token)))
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        return 0;
+}
+
+void oci_session_close(OciSession *s) {
+        if (s->easy)
+                curl_api.easy_cleanup(s->easy);
+        if (s->bearer)
+                explicit_bzero(s->bearer, strlen(s->bearer));
+        free(s->bearer);
+        *s = (OciSession){ 0 };
+}
+
+static void setup(OciSession *s, const char *url, OciAnswer *a, struct curl_slist *headers, bool basic) {
+        const OciRegistry *reg = s->o->registry;
+        CURL *e = s->easy;
+
+        curl_api.easy_reset(e);
+        curl_api.easy_setopt(e, CURLOPT_URL, url);
+        curl_api.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+        curl_api.easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+        curl_api.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+        curl_api.easy_setopt(e, CURLOPT_TIMEOUT, s->o->timeout_sec > 0 ? s->o->timeout_sec : 30L);
+        curl_api.easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+        curl_api.easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+        curl_api.easy_setopt(e, CURLOPT_PROTOCOLS_STR, reg && reg->plain_http ? "http,https" : "https");
+        curl_api.easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR,
+                             reg && reg->plain_http ? "http,https" : "https");
+        curl_api.easy_setopt(e, CURLOPT_ERRORBUFFER, s->errbuf);
+        curl_api.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+        curl_api.easy_setopt(e, CURLOPT_WRITEDATA, &a->body);
+        curl_api.easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+        curl_api.easy_setopt(e, CURLOPT_HEADERDATA, a);
+        curl_api.easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+        curl_api.easy_setopt(e, CURLOPT_USERAGENT, "clsd");
+        if (reg && reg->ca_file)
+                curl_api.easy_setopt(e, CURLOPT_CAINFO, reg->ca_file);
+        if (basic && reg && reg->username) {
+                curl_api.easy_setopt(e, CURLOPT_HTTPAUTH, (long) CURLAUTH_BASIC);
+                curl_api.easy_setopt(e, CURLOPT_USERNAME, reg->username);
+                curl_api.easy_setopt(e, CURLOPT_PASSWORD, reg->password);
+        }
+}
+
+static int transfer_error(OciSession *s, CURLcode c, const OciAnswer *a, const char *url, Error *reterr) {
+        if (a->body.over)
+                return error_set(reterr, EFBIG, "payload_too_large", "%s: more than %zu bytes", url,
+                                 a->body.max);
+        return error_set(reterr, EHOSTUNREACH, "registry_unreachable", "registry %s: %s", s->ref.registry,
+                         s->errbuf[0] ? s->errbuf : curl_api.easy_strerror(c));
+}
+
+/* One request: 0 with the answer, or <0 (the transfer failed). */
+static int request(OciSession *s, const char *url, const char *accept, size_t max, bool basic, OciAnswer *a,
+                   Error *reterr) {
+        _cleanup_free_ char *auth = NULL, *acc = NULL;
+        struct curl_slist *headers = NULL, *h;
+        CURLcode c;
+
+        oci_answer_done(a);
+        a->body.max = max;
+        s->errbuf[0] = 0;
+        h = curl_api.slist_append(NULL, "Expect:");
+        if (h && accept &&
+            (asprintf(&acc, "Accept: %s", accept) < 0 || !(h = curl_api.slist_append(headers = h, acc))))
+                h = NULL;
+        if (h && !basic && s->bearer &&
+            (asprintf(&auth, "Authorization: Bearer %s", s->bearer) < 0 ||
+             !(h = curl_api.slist_append(headers = h, auth))))
+                h = NULL;
+        if (!h) {
+                curl_api.slist_free_all(headers);
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
+        headers = h;
+        setup(s, url, a, headers, basic);
+        s->requests++;
+        c = curl_api.easy_perform(s->easy);
+        if (auth)
+                explicit_bzero(auth, strlen(auth));
+        curl_api.slist_free_all(headers);
+        if (c != CURLE_OK)
+                return transfer_error(s, c, a, url, reterr);
+        curl_api.easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &a->status);
+        return 0;
+}
+
+/* The value of param in a challenge's list (key="value", ...): NULL if absent. */
+static char *challenge_param(const char *c, const char *param) {
+        size_t n = strlen(param);
+
+        for (const char *p = c; (p = strstr(p, param)); p += n) {
+                const char *v, *end;
+                if (p > c && p[-1] != ' ' && p[-1] != ',')
+                        continue;
+                if (strncmp(p + n, "=\"", 2) != 0)
+                        continue;
+                v = p + n + 2;
+                end = strchr(v, '"');
+                return end ? strndup(v, end - v) : NULL;
+        }
+        return NULL;
+}
+
+static int token_get(OciSession *s, const char *challenge, Error *reterr) {
+        _cleanup_free_ char *realm = challenge_param(challenge, "realm"),
+                            *service = challenge_param(challenge, "service"),
+                            *scope = challenge_param(challenge, "scope"), *url = NULL;
+        _cleanup_(oci_answer_done) OciAnswer a = { 0 };
+        char *es = NULL, *esc = NULL;
+        json_t *j, *t;
+        int r;
+
+        if (!realm || !(startswith(realm, "https://") || startswith(realm, "http://")))
+                return error_set(reterr, EPROTO, "registry_error",
+                                 "registry %s: a bearer challenge without a realm to ask for a token",
+                                 s->ref.registry);
+        if (service)
+                es = curl_api.easy_escape(s->easy, service, 0);
+        if (scope)
+                esc = curl_api.easy_escape(s->easy, scope, 0);
+        r = asprintf(&url, "%s%s%s%s%s%s", realm, strchr(realm, '?') ? "&" : "?", es ? "service=" : "",
+                     es ?: "", esc ? (es ? "&scope=" : "scope=") : "", esc ?: "");
+        curl_api.free(es);
+        curl_api.free(esc);
+        if (r < 0)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        r = request(s, url, "application/json", TOKEN_ANSWER_MAX, true, &a, reterr);
+        if (r < 0)
+                return r;
+        if (a.status == 401 || a.status == 403)
+                return error_set(reterr, EACCES, "registry_auth_failed",
+                                 "registry %s: its token service refused %s (%ld)", s->ref.registry,
+                                 s->o->registry && s->o->registry->username ? "the credentials"
+                                                                            : "an anonymous request",
+                                 a.status);
+        if (a.status != 200)
+                return error_set(reterr, EPROTO, "registry_error",
+                                 "registry %s: its token service answered %ld", s->ref.registry, a.status);
+        j = json_loadb(a.body.data ?: "", a.body.size, 0, NULL);
+        t = json_object_get(j, "token");
+        if (!json_is_string(t))
+                t = json_object_get(j, "access_token");
+        if (!json_is_string(t) || json_string_length(t) == 0) {
+                json_decref(j);
+                return error_set(reterr, EPROTO, "registry_error",
+                                 "registry %s: its token service gave no token", s->ref.registry);
+        }
+        free(s->bearer);
+        s->bearer = strdup(json_string_value(t));
+        json_decref(j);
+        return s->bearer ? 0 : error_set(reterr, ENOMEM, "internal_error", "out of memory");
+}
+
+int oci_get(OciSession *s, const char *what, const char *accept, size_t max, OciAnswer *a, Error *reterr) {
+        _cleanup_free_ char *url = NULL;
+        const OciRegistry *reg = s->o->registry;
+        int r;
+
+        if (asprintf(&url, "%s://%s/v2/%s/%s", reg && reg->plain_http ? "http" : "https", s->ref.registry,
+                     s->ref.repository, what) < 0)
+                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        for (int attempt = 0;; attempt++) {
+                r = request(s, url, accept, max, s->basic, a, reterr);
+                if (r < 0 || a->status != 401)
+                        return r;
+                if (attempt > 0 || !a->challenge)
+                        break;
+                if (strncasecmp(a->challenge, "Bearer ", 7) == 0) {
+                        r = token_get(s, a->challenge + 7, reterr);
+                        if (r < 0)
+                                return r;
+                } else if (strncasecmp(a->challenge, "Basic", 5) == 0 && reg && reg->username)
+                        s->basic = true;
+                else
+                        break;
+        }
+        return error_set(reterr, EACCES, "registry_auth_failed", "registry %s refused %s (401)",
+                         s->ref.registry,
+                         reg && (reg->username || reg->token)
+                                 ? "the credentials of the registries file"
+                                 : "an anonymous request: give its credentials in the registries file");
+}
+
+int oci_answer_check(OciSession *s, const OciAnswer *a, const char *what, const char *digest,
+                     Error *reterr) {
+        char got[SHA256_DIGEST_STRING_MAX];
+
+        if (a->status == 404)
+                return error_set(reterr, ENOENT, "image_not_found", "registry %s has no %s in %s",
+                                 s->ref.registry, what, s->ref.repository);
+        if (a->status == 403)
+                return error_set(reterr, EACCES, "registry_auth_failed",
+                                 "registry %s: %s in %s is forbidden (403)", s->ref.registry, what,
+                                 s->ref.repository);
+        if (a->status != 200)
+                return error_set(reterr, EPROTO, "registry_error", "registry %s answered %ld for %s in %s",
+                                 s->ref.registry, a->status, what, s->ref.repository);
+        if (!digest)
+                return 0;
+        sha256_digest_string(a->body.data ?: "", a->body.size, got);
+        if (!streq(got, digest))
+                return error_set(
+                        reterr, EBADMSG, "image_digest_mismatch",
+                        "registry %s: %s in %s has digest %s, not %s: its bytes are not what was named",
+                        s->ref.registry, what, s->ref.repository, got, digest);
+        return 0;
+}

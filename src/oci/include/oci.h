@@ -1,0 +1,70 @@
+/* oci.h: objects pulled from OCI registries (the distribution spec's HTTP API v2) with libcurl: a
+ * manifest (or an index, for this machine's platform) and its one layer, each checked against its
+ * digest, the object taken out of the layer (a .o in a tar, gzipped or not, or the layer itself), and a
+ * cosign signature's material when it is asked for. Images in bpfman's bytecode image format (both its
+ * media types, its io.ebpf.* labels) and plain images whose layer holds one .o. Credentials come from a
+ * registries file (oci_registries_load), never from documents. */
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include "error.h"
+#include "oci-ref.h"
+
+/* What a registry needs: its credentials and how to reach it. */
+typedef struct OciRegistry {
+        char *host; /* as references name it: host[:port] */
+        char *username, *password; /* basic auth, and what a token service is asked with */
+        char *token; /* a bearer token of its own (instead of username and password) */
+        char *ca_file; /* the CA that signs its certificate; NULL: the system's */
+        bool plain_http; /* http://, for a registry on loopback only */
+} OciRegistry;
+
+typedef struct OciRegistries OciRegistries;
+
+/* The registries file: {"registries": {"HOST[:PORT]": {"username", "password" | "password_file",
+ * "token", "ca_file", "plain_http"}}}, read strictly. A missing file when !required: none. */
+int oci_registries_load(const char *path, bool required, OciRegistries **ret, Error *reterr);
+OciRegistries *oci_registries_free(OciRegistries *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(OciRegistries *, oci_registries_free);
+const OciRegistry *oci_registries_find(const OciRegistries *r, const char *host);
+size_t oci_registries_count(const OciRegistries *r);
+
+typedef struct OciPullOptions {
+        const OciRegistry *registry; /* NULL: anonymous, https with the system's CAs */
+        size_t size_max; /* of the layer and of the object in it */
+        bool signature; /* fetch the cosign signature's material (sha256-DIGEST.sig) */
+        long timeout_sec; /* of each request; 0: 30 s */
+} OciPullOptions;
+
+typedef struct OciImage {
+        char *pinned; /* the reference with the manifest digest: what was verified */
+        char manifest_digest[SHA256_DIGEST_STRING_MAX]; /* the one the reference named or its tag resolved to
+                                                         */
+        char digest[SHA256_DIGEST_STRING_MAX]; /* the object's */
+        char *data; /* the object */
+        size_t size;
+        /* With .signature: the signature envelope (JSON: the signed payloads, their signatures, the
+         * manifest), verified by trusted_keys_verify(); NULL when the image has no signature. */
+        char *envelope;
+        size_t envelope_size;
+        const char *format; /* "bpfman" (io.ebpf.* labels) or "plain" */
+        char *programs; /* bpfman's io.ebpf.programs label, else NULL */
+        unsigned requests; /* HTTP requests made */
+} OciImage;
+
+/* Pulls ref: 0 with ret filled, or <0 with reterr: "image_not_found", "image_invalid",
+ * "image_digest_mismatch", "registry_auth_failed", "registry_unreachable", "registry_error",
+ * "payload_too_large", "invalid_value" (the reference). Blocks: the daemon pulls on a thread (below). */
+int oci_pull(const char *ref, const OciPullOptions *o, OciImage *ret, Error *reterr);
+/* The manifest digest a reference's tag names now, and the pinned reference (one request). */
+int oci_resolve(const char *ref, const OciPullOptions *o, char **ret_pinned, Error *reterr);
+void oci_image_done(OciImage *i);
+
+/* A pull on a thread of its own, its end handed to done() in the loop. The options are copied. */
+typedef struct OciPullJob OciPullJob;
+typedef void (*OciPullDoneFunc)(int r, OciImage *image, Error *error, void *userdata);
+int oci_pull_start(sd_event *event, const char *ref, const OciPullOptions *o, OciPullDoneFunc done,
+                   void *userdata, OciPullJob **ret);
+/* done() will not be called; the thread's result is dropped when it ends. */
+void oci_pull_cancel(OciPullJob *j);

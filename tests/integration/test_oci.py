@@ -1,0 +1,273 @@
+"""Objects pulled from a real OCI registry (Debian's docker-registry over TLS, in a namespace): plain
+images and bpfman's bytecode images (OCI and Docker media types, pushed through the registry's API and
+with skopeo), tags moving, bytes that do not match their digests, credentials (htpasswd and bearer
+tokens), a registry that is down, a layer past the object limit, and cosign-format signatures made with
+openssl. Every refusal leaves what was attached in place."""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import assert_error, file_digest, filt, run, status_of, udp_exchange
+from oci_registry import Registry, oci_layout
+
+REPO = "ebpf/count"
+
+
+@pytest.fixture
+def registry(net, workdir):
+    """A registry with htpasswd auth in net.b (198.18.0.2:5443); clsd in net.a reaches it over the veth."""
+    r = Registry(net.b, workdir, "198.18.0.2")
+    try:
+        yield r.start()
+    finally:
+        r.close()
+
+
+def start_puller(net, clsd_factory, registry, workdir, *extra, name="puller", **creds):
+    path = registry.registries_file(os.path.join(workdir, "registries-%s.json" % name), **creds)
+    return clsd_factory(net.a, name=name, args=("--registries", path, *extra))
+
+
+@pytest.fixture
+def puller(net, clsd_factory, registry, workdir):
+    """clsd in net.a with the registry's credentials and CA in its registries file."""
+    return start_puller(net, clsd_factory, registry, workdir)
+
+
+def ref(registry, tag_or_digest, repo=REPO):
+    sep = "@" if tag_or_digest.startswith("sha256:") else ":"
+    return "oci://%s/%s%s%s" % (registry.host, repo, sep, tag_or_digest)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def put(clsd, net, obj, name="count", **kw):
+    return clsd.api.put_classifier(net.if_a, {"ingress": [filt(name, obj, **kw)]})
+
+
+def attached(clsd, net):
+    doc = clsd.api.get_classifier(net.if_a).json
+    return doc["document"]["ingress"][0], status_of(doc, doc["document"]["ingress"][0]["name"])
+
+
+def counted(net, n=5):
+    """n datagrams from b to a: True when they arrived (the filter's program runs on va)."""
+    return udp_exchange(net.b, net.a, net.addr_a, n)
+
+
+def test_a_plain_image_is_pulled_verified_and_attached_and_a_restart_pulls_nothing(net, registry, puller, bpf):
+    md = registry.push_image(REPO, "v1", read(bpf.count))
+    r = put(puller, net, ref(registry, "v1"))
+    assert r.status == 200, r.body
+    f = r.json["document"]["ingress"][0]
+    # the stored document records what the tag named then, and the object's own digest
+    assert f["object"] == "oci://%s/%s:v1@%s" % (registry.host, REPO, md)
+    assert f["digest"] == file_digest(bpf.count)
+    assert status_of(r.json, "count")["attached"] is True
+    assert "plain image" in puller.log_this_run()
+    # the GET's body put back pulls nothing: the pinned digest is known
+    before = puller.log().count("pulled oci://")
+    assert puller.api.put_classifier(net.if_a, puller.api.get_classifier(net.if_a).json["document"]).status == 200
+    puller.restart()
+    f2, st = attached(puller, net)
+    assert f2["object"] == f["object"] and st["attached"] is True
+    assert puller.log().count("pulled oci://") == before
+    m = puller.api.get("/metrics").body.decode()
+    assert "clsd_image_pulls_total 0" in m  # counted per run: this run pulled nothing
+
+
+def test_bpfman_images_in_both_media_types_through_the_api_and_skopeo(net, registry, puller, bpf, workdir):
+    """bpfman's bytecode image: the object in the layer's tar, the programs in io.ebpf.* labels; OCI's
+    media types pushed through the API, Docker's (application/vnd.docker.image.rootfs.diff.tar.gzip)
+    by skopeo --format v2s2 from an OCI layout; and an object whose name io.ebpf.filename gives among
+    others in the layer."""
+    labels = {"io.ebpf.programs": json.dumps({"count_pkts": "tc"}), "io.ebpf.maps": json.dumps({"counters": "array"})}
+    registry.push_image("bpfman/count", "oci", read(bpf.count), labels=labels)
+    r = put(puller, net, ref(registry, "oci", "bpfman/count"))
+    assert r.status == 200, r.body
+    assert "bpfman image" in puller.log_this_run()
+    layout = os.path.join(workdir, "layout")
+    oci_layout(layout, "v2s2", read(bpf.drop_port), dict(labels, **{"io.ebpf.programs": json.dumps({"drop_port": "tc"})}))
+    md, mt = registry.skopeo_copy(layout, "v2s2", "bpfman/drop", fmt="v2s2")
+    assert mt == "application/vnd.docker.distribution.manifest.v2+json"
+    r = puller.api.put_classifier(net.if_a, {"ingress": [filt("count", ref(registry, "oci", "bpfman/count")),
+                                                         filt("drop", ref(registry, "v2s2", "bpfman/drop"), priority=20)]})
+    assert r.status == 200, r.body
+    assert r.json["document"]["ingress"][1]["object"].endswith("@" + md)
+    assert r.json["document"]["ingress"][1]["digest"] == file_digest(bpf.drop_port)
+    # several files in the layer: io.ebpf.filename names the object; without it, two .o are refused
+    registry.push_image("bpfman/two", "named", None, files={"./a.o": read(bpf.count), "./b.o": read(bpf.drop_port)},
+                        labels={"io.ebpf.filename": "b.o", "io.ebpf.programs": json.dumps({"drop_port": "tc"})})
+    registry.push_image("bpfman/two", "unnamed", None, files={"./a.o": read(bpf.count), "./b.o": read(bpf.drop_port)})
+    r = put(puller, net, ref(registry, "named", "bpfman/two"))
+    assert r.status == 200 and r.json["document"]["ingress"][0]["digest"] == file_digest(bpf.drop_port), r.body
+    e = assert_error(put(puller, net, ref(registry, "unnamed", "bpfman/two")), 422, "image_invalid")
+    assert "2 .o files" in e["message"] and "io.ebpf.filename" in e["message"]
+    # a layer that is the object itself (an artifact)
+    registry.push_image("raw/count", "v1", read(bpf.count), layer="raw")
+    assert put(puller, net, ref(registry, "v1", "raw/count")).status == 200
+
+
+def test_a_moved_tag_changes_nothing_until_the_document_is_applied_again(net, registry, puller, bpf):
+    first = registry.push_image(REPO, "stable", read(bpf.count))
+    assert put(puller, net, ref(registry, "stable")).status == 200
+    second = registry.push_image(REPO, "stable", read(bpf.count_v2))
+    assert second != first
+    # a reconcile, a restart: the stored document still names the first image's object
+    puller.restart()
+    f, st = attached(puller, net)
+    assert f["object"].endswith("@" + first) and f["digest"] == file_digest(bpf.count) and st["attached"] is True
+    # applied again: the tag is read again
+    r = put(puller, net, ref(registry, "stable"))
+    assert r.status == 200
+    assert r.json["document"]["ingress"][0]["object"].endswith("@" + second)
+    assert r.json["document"]["ingress"][0]["digest"] == file_digest(bpf.count_v2)
+    # by digest, the first one again
+    r = put(puller, net, ref(registry, first))
+    assert r.status == 200 and r.json["document"]["ingress"][0]["digest"] == file_digest(bpf.count)
+
+
+def test_bytes_that_do_not_match_their_digest_are_refused_and_nothing_is_lost(net, registry, puller, bpf):
+    assert put(puller, net, bpf.count).status == 200  # what is attached, and must stay
+    md = registry.push_image("bad/layer", "v1", read(bpf.drop_port))
+    manifest = json.loads(registry.request("GET", "/v2/bad/layer/manifests/v1",
+                                           headers={"Accept": "application/vnd.oci.image.manifest.v1+json"})[2])
+    layer = registry.blob_path(manifest["layers"][0]["digest"])
+    with open(layer, "r+b") as f:  # the registry serves what its disk holds
+        f.seek(20)
+        f.write(b"\xff\xff\xff\xff")
+    e = assert_error(put(puller, net, ref(registry, "v1", "bad/layer"), name="other"), 422, "image_digest_mismatch")
+    assert "the layer" in e["message"] and manifest["layers"][0]["digest"] in e["message"]
+    # a manifest whose bytes are not the digest it is asked by
+    md2 = registry.push_image("bad/manifest", "v1", read(bpf.drop_port))
+    with open(registry.blob_path(md2), "r+b") as f:  # the same length, still JSON, other bytes
+        body = f.read()
+        altered = body.replace(b'"schemaVersion": 2', b'"schemaVersion":2 ')
+        assert altered != body
+        f.seek(0)
+        f.write(altered)
+    e = assert_error(put(puller, net, ref(registry, md2, "bad/manifest"), name="other"), 422, "image_digest_mismatch")
+    assert md2 in e["message"]
+    f, st = attached(puller, net)
+    assert f["name"] == "count" and f["digest"] == file_digest(bpf.count) and st["attached"] is True
+    assert md  # (the first image's manifest was fine; its layer was not)
+
+
+def test_missing_tag_bad_credentials_registry_down_and_a_layer_past_the_limit(net, registry, clsd_factory, workdir, bpf):
+    good = start_puller(net, clsd_factory, registry, workdir, "--max-object-size", "1048576")
+    assert put(good, net, bpf.count).status == 200
+    registry.push_image(REPO, "v1", read(bpf.count))
+    e = assert_error(put(good, net, ref(registry, "nosuchtag"), name="x"), 422, "image_not_found")
+    assert "nosuchtag" in e["message"]
+    e = assert_error(put(good, net, ref(registry, "v1", "no/such/repo"), name="x"), 422, "image_not_found")
+    # a layer of 100 MB: refused from its manifest's size, before a byte of it is fetched
+    big = os.urandom(1024) * (100 * 1024)
+    registry.push_image("big/layer", "v1", big, layer="raw")
+    t = time.monotonic()
+    e = assert_error(put(good, net, ref(registry, "v1", "big/layer"), name="x"), 413, "payload_too_large")
+    assert time.monotonic() - t < 2.0 and "104857600 bytes" in e["message"], e
+    # wrong password
+    bad = start_puller(net, clsd_factory, registry, workdir, name="badcreds", password="wrong")
+    e = assert_error(put(bad, net, ref(registry, "v1"), name="x"), 422, "registry_auth_failed")
+    assert registry.host in e["message"]
+    # no CA: the registry's certificate is not trusted
+    noca = start_puller(net, clsd_factory, registry, workdir, name="noca", ca=False)
+    e = assert_error(put(noca, net, ref(registry, "v1"), name="x"), 422, "registry_unreachable")
+    # the registry down
+    registry.stop()
+    e = assert_error(put(good, net, ref(registry, "v1"), name="x"), 422, "registry_unreachable")
+    assert registry.host in e["message"]
+    registry.start()
+    assert put(good, net, ref(registry, "v1"), name="x").status == 200
+    # a bad reference is the document's error
+    assert_error(put(good, net, "oci://%s/UPPER:v1" % registry.host, name="y"), 400, "invalid_value")
+    assert_error(put(good, net, "oci://%s/ebpf/count" % registry.host, name="y"), 400, "invalid_value")
+
+
+def test_bearer_tokens_from_the_registrys_token_service(net, clsd_factory, workdir, bpf):
+    r = Registry(net.b, workdir, "198.18.0.2", port=5453, auth="token")
+    try:
+        r.start()
+        r.push_image(REPO, "v1", read(bpf.count))
+        c = start_puller(net, clsd_factory, r, workdir, name="token")
+        before = r.token_requests
+        assert put(c, net, ref(r, "v1")).status == 200
+        assert r.token_requests == before + 1  # one token for the session's requests
+        bad = start_puller(net, clsd_factory, r, workdir, name="token-bad", password="nope")
+        e = assert_error(put(bad, net, ref(r, "v1"), name="x"), 422, "registry_auth_failed")
+        assert "token service" in e["message"]
+    finally:
+        r.close()
+
+
+def cosign_key(workdir, name):
+    key = os.path.join(workdir, name + ".key")
+    run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key])
+    return key
+
+
+def test_cosign_signatures_valid_another_key_another_digest_missing(net, registry, clsd_factory, workdir, bpf):
+    trusted = os.path.join(workdir, "trusted")
+    os.makedirs(trusted)
+    key, other = cosign_key(workdir, "cosign"), cosign_key(workdir, "other")
+    run(["openssl", "ec", "-in", key, "-pubout", "-out", os.path.join(trusted, "cosign.pub")])
+    c = start_puller(net, clsd_factory, registry, workdir, "--trusted-keys", trusted)
+    signed = registry.push_image("signed/count", "v1", read(bpf.count))
+    registry.sign("signed/count", signed, key)
+    r = put(c, net, ref(registry, "v1", "signed/count"))
+    assert r.status == 200, r.body
+    # by another key
+    md = registry.push_image("other/key", "v1", read(bpf.drop_port))
+    registry.sign("other/key", md, other)
+    e = assert_error(put(c, net, ref(registry, "v1", "other/key"), name="x"), 422, "object_signature_invalid")
+    assert "no trusted key" in e["message"]
+    # a signature over another image's digest, copied to this one's signature tag
+    md = registry.push_image("other/digest", "v1", read(bpf.drop_port))
+    registry.sign("other/digest", md, key, signs=signed)
+    e = assert_error(put(c, net, ref(registry, "v1", "other/digest"), name="x"), 422, "object_signature_invalid")
+    assert signed in e["message"] and "another image" in e["message"]
+    # none at all
+    registry.push_image("unsigned/count", "v1", read(bpf.drop_port))
+    assert_error(put(c, net, ref(registry, "v1", "unsigned/count"), name="x"), 422, "object_unsigned")
+    # nothing of the refused ones was stored; the signed one runs, and survives a restart (verified again)
+    objs = c.api.get("/objects").json["objects"]
+    assert [o["digest"] for o in objs] == [file_digest(bpf.count)]
+    c.restart()
+    f, st = attached(c, net)
+    assert st["attached"] is True and f["digest"] == file_digest(bpf.count)
+    # the key taken away: the object is revoked on SIGHUP
+    os.unlink(os.path.join(trusted, "cosign.pub"))
+    with open(os.path.join(trusted, "minisign.pub"), "w") as fh:
+        fh.write("untrusted comment: minisign public key 0\nRWQf6LRCGA9i53mlYecO4IzT51TGPpvWucNSCh1CBM0QTaLn73Y7GFO3\n")
+    c.proc.send_signal(1)
+    wait = time.monotonic() + 5
+    while time.monotonic() < wait and "revoked" not in c.log_this_run():
+        time.sleep(0.05)
+    assert "revoked" in c.log_this_run()
+
+
+def test_hogs_and_clsctl_name_images(net, registry, clsd_factory, workdir, bpf):
+    registry.push_image(REPO, "v1", read(bpf.count))
+    hogs = os.path.join(workdir, "hogs")
+    os.makedirs(hogs)
+    with open(os.path.join(hogs, "va.json"), "w") as f:
+        json.dump({"ifname": net.if_a, "ingress": [filt("count", ref(registry, "v1"))]}, f)
+    c = start_puller(net, clsd_factory, registry, workdir, "--hogs-dir", hogs)
+    f, st = attached(c, net)
+    assert st["attached"] is True and f["digest"] == file_digest(bpf.count)
+    # clsctl passes a reference through
+    doc = os.path.join(workdir, "doc.json")
+    with open(doc, "w") as fh:
+        json.dump({"egress": [filt("count", ref(registry, "v1"))]}, fh)
+    c2 = start_puller(net, clsd_factory, registry, workdir, name="ctl")
+    p = c2.ctl("apply", net.if_a, doc, check=0)
+    got = c2.api.get_classifier(net.if_a).json["document"]["egress"][0]
+    assert got["digest"] == file_digest(bpf.count) and "@sha256:" in got["object"], p.stdout
