@@ -56,7 +56,7 @@ static int put_signature(EtcdClient *ec, const Ctl *c, const char *file, const c
 
 /* An image (oci://…) is pulled here, as every node will pull it, and checked: the policy names it by
  * the manifest digest its tag names now, with the digest of the object it holds, which every node's
- * pull must find again. Nothing of it goes to etcd. */
+ * pull must find again. Nothing of it goes to etcd. A file that pins both is taken as it is. */
 static int resolve_image(const Ctl *c, json_t *holder, const char *ref, const char *where) {
         _cleanup_(oci_registries_freep) OciRegistries *regs = NULL;
         OciImage img = { 0 };
@@ -65,6 +65,10 @@ static int resolve_image(const Ctl *c, json_t *holder, const char *ref, const ch
         int r;
 
         r = oci_ref_parse(ref, &parsed, &e);
+        /* pinned whole by the file (a manifest digest and the object's): nodes check both, nothing to do */
+        if (r >= 0 && parsed.digest[0] &&
+            sha256_digest_string_valid(json_string_value(json_object_get(holder, "digest")) ?: ""))
+                return 0;
         if (r >= 0)
                 r = oci_registries_load(c->registries ?: "/etc/clsd/registries.json", c->registries != NULL,
                                         &regs, &e);

@@ -424,6 +424,8 @@ static TxnItem *txn_add(PolicyTxn *txn, const char *name, const DaemonExpect *ex
         item->txn = txn;
         resolution_init(&item->res, m, txn->dry_run, on_resolved);
         item->res.resolver.fresh = true;
+        /* a fleet's change reaches every node at once: their pulls spread over a second */
+        item->res.pull_jitter_msec = fleet ? 1000 : 0;
         item->old = policy_ref(daemon_policy_get(m, name));
         if (item->old && item->old->hog_path)
                 error_set(reterr, EBUSY, "hog_owned",

@@ -176,7 +176,8 @@ static int start_pulls(ObjectResolution *c, Error *reterr) {
                 (void) oci_ref_parse(rs->pulls[i], &ref, NULL); /* the document's parser checked it */
                 OciPullOptions o = { .registry = oci_registries_find(m->config.registries, ref.registry),
                                      .size_max = m->config.object_size_max,
-                                     .signature = m->trust.keys != NULL };
+                                     .signature = m->trust.keys != NULL,
+                                     .jitter_msec = c->pull_jitter_msec };
                 r = oci_pull_start(m->event, rs->pulls[i], &o, on_pulled, p, &c->pulls[i]);
                 if (r < 0) {
                         free(p);

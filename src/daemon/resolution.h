@@ -12,6 +12,7 @@ typedef struct ObjectResolution {
         size_t inspecting; /* worker jobs and pulls in flight */
         struct OciPullJob **pulls; /* the pulls of this round (NULL: done) */
         size_t n_pulls;
+        unsigned pull_jitter_msec; /* a pull starts after a random wait of up to this (the fleet's) */
         Error error; /* of a failed inspection */
         WorkerJob **jobs;
         size_t n_jobs;

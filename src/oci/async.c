@@ -5,6 +5,8 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "oci-internal.h"
@@ -49,6 +51,12 @@ static void *run(void *userdata) {
         OciPullJob *j = userdata;
         uint64_t one = 1;
 
+        if (j->o.jitter_msec > 0) {
+                uint32_t wait;
+                if (getrandom(&wait, sizeof(wait), 0) != sizeof(wait))
+                        wait = (uint32_t) getpid();
+                usleep((useconds_t) (wait % j->o.jitter_msec) * 1000);
+        }
         j->r = oci_pull(j->ref, &j->o, &j->image, &j->error);
         if (write(j->efd, &one, sizeof(one)) != sizeof(one))
                 log_error("oci: cannot wake the loop: %m");

@@ -35,6 +35,7 @@ typedef struct OciPullOptions {
         size_t size_max; /* of the layer and of the object in it */
         bool signature; /* fetch the cosign signature's material (sha256-DIGEST.sig) */
         long timeout_sec; /* of each request; 0: 30 s */
+        unsigned jitter_msec; /* oci_pull_start(): wait a random time up to this first */
 } OciPullOptions;
 
 typedef struct OciImage {
