@@ -41,6 +41,10 @@ COVERED = {
     "busctl call org.clsd1 /org/clsd1 org.clsd1.Manager ListInterfaces": "test_dbus.py, on a bus of its own",
     '{"grants": [': "an access file naming users of the host (prometheus, the group clsd): test_tls.py",
     "minisign -G -p clsd.pub -s clsd.key": "test_signed.py signs with minisign and uploads so",
+    '{"registries": {"registry.example:5000"': "a registries file: test_oci.py pulls with one from a real "
+                                                "docker-registry over TLS",
+    "clsctl apply eth0 - <<'EOF'\n{\"ingress\": [{\"name\": \"count\", \"object\": \"oci://":
+        "test_oci.py applies images by reference from a real docker-registry",
     "$ clsctl --hosts lab.hosts": "test_tls.py runs clsctl --hosts over three hosts, one gone",
     "ANSIBLE_COLLECTIONS_PATH=contrib/ansible ansible-playbook": "test_ansible.py runs that playbook",
     "meson setup build && ninja -C build": "the development commands scripts/test runs",
