@@ -33,17 +33,18 @@ _clsctl() {
 
         local opts="--socket --host --hosts --cacert --cert --key --token-file --netns --json --wait
                 --if-match --fleet --fleet-prefix --fleet-ca --fleet-cert --fleet-key --fleet-user
-                --fleet-password-file --waves --to --sign --apply --out --verbose --help --version"
+                --fleet-password-file --waves --to --sign --apply --out --registries --watch --verbose --help
+                --version"
         local commands="ls get apply diff delete netns maps map policy fleet object help"
 
         case $prev in
         --socket | --hosts | --cacert | --cert | --key | --token-file | --fleet-ca | --fleet-cert | --fleet-key | \
-                --fleet-password-file | --sign)
+                --fleet-password-file | --sign | --registries)
                 _filedir
                 return
                 ;;
         --out)
-                _filedir -d
+                _filedir
                 return
                 ;;
         -n | --netns)
@@ -86,7 +87,7 @@ _clsctl() {
                         ;;
                 policy) COMPREPLY=($(compgen -W "ls get apply diff rm" -- "$cur")) ;;
                 map) COMPREPLY=($(compgen -W "set rm" -- "$cur")) ;;
-                fleet) COMPREPLY=($(compgen -W "apply ls rm nodes status rollout history rollback rbac" -- "$cur")) ;;
+                fleet) COMPREPLY=($(compgen -W "apply ls rm nodes status rollout history rollback rbac targets top" -- "$cur")) ;;
                 object) COMPREPLY=($(compgen -W "ls add show rm" -- "$cur")) ;;
                 esac
                 ;;

@@ -66,6 +66,7 @@ static const OptionSpec specs[] = {
         O("fleet-prefix", required_argument, OPT_STRING, fleet.prefix),
         O("node", required_argument, OPT_STRING, fleet.node),
         O("node-labels", required_argument, OPT_STRING, fleet.labels),
+        O("advertise", required_argument, OPT_STRING, fleet.advertise),
         O("fleet-ca", required_argument, OPT_STRING, fleet.creds.ca),
         O("fleet-cert", required_argument, OPT_STRING, fleet.creds.cert),
         O("fleet-key", required_argument, OPT_STRING, fleet.creds.key),

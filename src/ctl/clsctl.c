@@ -64,6 +64,8 @@ static const Verb fleet_verbs[] = {
         { "history", "clsctl fleet history NAME", 1, 1, verb_fleet_history },
         { "rollback", "clsctl fleet rollback NAME [--to REVISION]", 1, 1, verb_fleet_rollback },
         { "rbac", "clsctl fleet rbac NODE... [--apply --out DIR]", 1, CTL_ARGS_MAX, verb_fleet_rbac },
+        { "targets", "clsctl fleet targets [--out FILE] [--watch]", 0, 0, verb_fleet_targets },
+        { "top", "clsctl fleet top [POLICY] [--watch]", 0, 1, verb_fleet_top },
 };
 
 static const Verb policy_verbs[] = {
@@ -86,127 +88,6 @@ static int usage_error(const char *fmt, ...) {
 }
 
 /* clsctl --help: one text, its defaults filled in by help(). */
-static const char HELP[] =
-        "NAME\n"
-        "       clsctl - control clsd, the tc cls_bpf classifier daemon\n"
-        "\n"
-        "SYNOPSIS\n"
-        "       clsctl [OPTIONS...] COMMAND [ARGS...]\n"
-        "\n"
-        "COMMANDS\n"
-        "       ls                     List interfaces with the count of clsd and foreign filters\n"
-        "       get IFNAME             Show the classifier document of IFNAME and what is attached\n"
-        "       apply IFNAME FILE      Replace the classifier document of IFNAME with FILE (JSON)\n"
-        "       diff IFNAME FILE       Show what apply would load and change, and why; change "
-        "nothing\n"
-        "       delete IFNAME          Remove the document of IFNAME and detach its filters\n"
-        "       netns                  List named network namespaces and clsd's documents there\n"
-        "       maps IFNAME [MAP]      List the attached programs' maps, or every entry of one MAP\n"
-        "                              (its name, or its id), decoded through BTF\n"
-        "       map set IFNAME MAP KEY VALUE\n"
-        "                              Write one entry of MAP (KEY and VALUE in the JSON\n"
-        "                              'maps' shows, checked against the map's BTF)\n"
-        "       map rm IFNAME MAP KEY  Delete one entry of MAP\n"
-        "                              (IFNAME policy:NAME: policy NAME's maps, on every\n"
-        "                              interface it is applied to)\n"
-        "       policy ls              List policies, with how many interfaces each matches\n"
-        "       policy get NAME        Show the interfaces policy NAME matches and each hook's "
-        "state\n"
-        "       policy apply NAME FILE Create or replace policy NAME from FILE (JSON: match, order,\n"
-        "                              ingress, egress); one row per interface it changed\n"
-        "       policy diff NAME FILE  Show what policy apply would change on each interface\n"
-        "       policy rm NAME         Remove policy NAME; its interfaces lose its filters\n"
-        "       fleet apply FILE...    Write the fleet policy of each FILE (JSON: name, nodes,\n"
-        "                              match, order, ingress, egress, rollout, health) to etcd,\n"
-        "                              uploading the object files it names first (they become\n"
-        "                              digests); several in one transaction, which nodes apply\n"
-        "                              as one; a rollout's plan of waves and a history entry\n"
-        "                              with each\n"
-        "       fleet ls               List the fleet policies, their revisions and node selectors\n"
-        "       fleet rm NAME          Remove fleet policy NAME; every node takes it away\n"
-        "       fleet nodes            List the nodes: labels, clsd version, kernel, act_bpf, tcx,\n"
-        "                              the revision each holds\n"
-        "       fleet status [POLICY]  One row per node a policy selects: applied, pending,\n"
-        "                              failed, overridden, behind (an older revision) or no\n"
-        "                              status; exits 1 when a node failed\n"
-        "       fleet rollout status NAME\n"
-        "                              Policy NAME's rollout wave by wave: each node's step\n"
-        "                              (applied, healthy, failed) and why\n"
-        "       fleet rollout pause|resume|abort|promote NAME\n"
-        "                              Hold the next waves; go on; halt and take every node\n"
-        "                              back to the revision before; every wave now, the\n"
-        "                              remaining holds skipped\n"
-        "       fleet history NAME     Each revision of NAME: when, by whom, what changed and\n"
-        "                              how its rollout ended\n"
-        "       fleet rollback NAME    Apply the revision before the current one again (as a\n"
-        "                              new revision, with its rollout), or --to REVISION\n"
-        "       object ls              List stored BPF objects\n"
-        "       object add FILE        Store a BPF object file (ELF) and show its programs\n"
-        "       object show DIGEST     Show a stored object\n"
-        "       object rm DIGEST       Remove a stored object no document uses\n"
-        "       help                   Show this help\n"
-        "\n"
-        "       FILE may be '-' for stdin. DIGEST is sha256:<64 hex digits> or a unique prefix\n"
-        "       of the hex digits, as 'object ls' shows them.\n"
-        "\n"
-        "OPTIONS\n"
-        "       --socket PATH          Connect to PATH ('@NAME': abstract socket)\n"
-        "       --host URL             Talk to the clsd at URL (https://HOST:PORT) instead\n"
-        "       --hosts FILE           Run the command on every host of FILE (lines \"URL\" or\n"
-        "                              \"NAME URL\") at once: each host's output, then a table;\n"
-        "                              exits 1 if any host failed\n"
-        "       --cacert FILE          The CA that signed the hosts' certificates (PEM)\n"
-        "       --cert FILE, --key FILE\n"
-        "                              A client certificate and its key (mutual TLS)\n"
-        "       --token-file FILE      A bearer token (default: CLSD_TOKEN)\n"
-        "       -n, --netns NAME       Interfaces of the network namespace /run/netns/NAME\n"
-        "                              (ls, get, apply, diff, delete)\n"
-        "       -j, --json             Print the daemon's JSON answer instead of tables, and\n"
-        "                              errors as JSON on stderr\n"
-        "       --wait[=SECONDS]       apply: wait until the document is applied or failed (exit\n"
-        "                              1), at most SECONDS (default 30) for its interface\n"
-        "       --if-match GENERATION  apply, policy apply: only if the document or policy is\n"
-        "                              still at GENERATION\n"
-        "       --fleet URL[,URL…]     etcd's endpoints, for fleet (default: CLSD_FLEET)\n"
-        "       --fleet-prefix PATH    The fleet's keys in etcd (default %s)\n"
-        "       --fleet-ca FILE, --fleet-cert FILE, --fleet-key FILE\n"
-        "                              TLS to etcd: the CA to trust, a client certificate and key\n"
-        "       --fleet-user NAME, --fleet-password-file FILE\n"
-        "                              etcd's authentication: the user, and a file whose first\n"
-        "                              line is its password (default: CLSD_FLEET_USER,\n"
-        "                              CLSD_FLEET_PASSWORD_FILE)\n"
-        "       --sign KEY             fleet apply, rollback: sign the policy with this secret key\n"
-        "                              (minisign -W, or signify -n), for --fleet-require-signed\n"
-        "                              nodes\n"
-        "       --apply, --out DIR     fleet rbac: make the roles and users in etcd, each\n"
-        "                              user's password in DIR/USER.password (0600)\n"
-        "       --registries FILE      fleet apply: credentials and CAs of the registries that\n"
-        "                              images named oci:// are pulled from, to check them and\n"
-        "                              pin a tag to its digest (default /etc/clsd/registries.json,\n"
-        "                              if it exists)\n"
-        "       --waves LIST           fleet apply: roll out in these waves (\"1,10%%,100%%\"),\n"
-        "                              whatever the file's rollout says of them\n"
-        "       --to REVISION          fleet rollback: the revision to apply again\n"
-        "       -v, --verbose          On failure, also print the daemon's detail (verifier log)\n"
-        "       -h, --help             Show this help and exit\n"
-        "       --version              Show the version and exit\n"
-        "\n"
-        "EXIT STATUS\n"
-        "       0 on success, 1 on failure (one line on stderr), 2 on a usage error. diff and\n"
-        "       policy diff, as diff(1): 0 when applying would change nothing, 1 when it would\n"
-        "       change something, 2 when they could not tell (one line on stderr).\n"
-        "\n"
-        "ENVIRONMENT\n"
-        "       CLSD_SOCKET            Socket used without --socket (default %s)\n"
-        "       CLSD_HOST              A host used without --host or --socket\n"
-        "       CLSD_TOKEN             A bearer token without --token-file\n"
-        "       CLSD_FLEET             etcd's endpoints without --fleet\n"
-        "       CLSD_FLEET_USER, CLSD_FLEET_PASSWORD_FILE\n"
-        "                              etcd's user and its password's file without the options\n";
-
-static void help(void) {
-        printf(HELP, ETCD_PREFIX_DEFAULT, CTL_SOCKET_DEFAULT);
-}
 
 enum {
         ARG_VERSION = 0x100,
@@ -232,6 +113,7 @@ enum {
         ARG_APPLY,
         ARG_OUT,
         ARG_REGISTRIES,
+        ARG_WATCH,
 };
 
 /* One option of the command line: 1 to go on, 0 to exit 0 (help, version), < 0 on a usage error. */
@@ -291,6 +173,9 @@ static int fleet_option_apply(Ctl *c, int opt) {
         case ARG_REGISTRIES:
                 c->registries = optarg;
                 break;
+        case ARG_WATCH:
+                c->watch = true;
+                break;
         case ARG_TO: {
                 char *end = NULL;
                 unsigned long long v = strtoull(optarg, &end, 10);
@@ -309,7 +194,7 @@ static int fleet_option_apply(Ctl *c, int opt) {
 static int option_apply(Ctl *c, int opt, char *argv[]) {
         switch (opt) {
         case 'h':
-                help();
+                ctl_help();
                 return 0;
         case ARG_VERSION:
                 printf("clsctl %s\n", PROJECT_VERSION);
@@ -350,6 +235,7 @@ static int option_apply(Ctl *c, int opt, char *argv[]) {
         case ARG_APPLY:
         case ARG_OUT:
         case ARG_REGISTRIES:
+        case ARG_WATCH:
                 return fleet_option_apply(c, opt);
         case ARG_HOST:
                 if (!startswith(optarg, "https://") && !startswith(optarg, "http://"))
@@ -426,6 +312,7 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                 { "apply", no_argument, NULL, ARG_APPLY },
                 { "out", required_argument, NULL, ARG_OUT },
                 { "registries", required_argument, NULL, ARG_REGISTRIES },
+                { "watch", no_argument, NULL, ARG_WATCH },
                 {},
         };
         int opt;
@@ -469,7 +356,7 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
         if (streq(argv[0], "help")) {
                 if (argc > 1)
                         return usage_error("too many arguments, usage: clsctl help");
-                help();
+                ctl_help();
                 return 0;
         }
         if (streq(argv[0], "object")) {
@@ -486,8 +373,8 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
                 argc--, argv++;
                 if (argc == 0)
                         return usage_error(
-                                "missing command after 'fleet' (apply, history, ls, nodes, rm, rollback, "
-                                "rollout, status)");
+                                "missing command after 'fleet' (apply, history, ls, nodes, rbac, rm, "
+                                "rollback, rollout, status, targets, top)");
                 r = find_verb(fleet_verbs, ELEMENTSOF(fleet_verbs), "fleet ", argc, argv, &v);
         } else if (streq(argv[0], "policy")) {
                 argc--, argv++;
@@ -511,8 +398,12 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
                 return usage_error("--sign is for 'fleet apply', 'fleet rm' and 'fleet rollback' only");
         if (c->registries && v->run != verb_fleet_apply)
                 return usage_error("--registries is for 'fleet apply' only");
-        if ((c->rbac_apply || c->out_dir) && v->run != verb_fleet_rbac)
-                return usage_error("--apply and --out are for 'fleet rbac' only");
+        if (c->rbac_apply && v->run != verb_fleet_rbac)
+                return usage_error("--apply is for 'fleet rbac' only");
+        if (c->out_dir && v->run != verb_fleet_rbac && v->run != verb_fleet_targets)
+                return usage_error("--out is for 'fleet rbac' and 'fleet targets' only");
+        if (c->watch && v->run != verb_fleet_targets && v->run != verb_fleet_top)
+                return usage_error("--watch is for 'fleet targets' and 'fleet top' only");
 
         *ret_verb = v;
         *ret_args = argv + 1;

@@ -42,6 +42,7 @@ typedef struct Ctl {
         bool rbac_apply; /* fleet rbac --apply: make the roles and users */
         const char *out_dir; /* fleet rbac --out: where the users' password files go */
         const char *registries; /* fleet apply --registries: credentials for images named oci:// */
+        bool watch; /* fleet targets, top --watch: again every second until stopped */
 } Ctl;
 
 /* jansson.h provides json_decrefp() for _cleanup_(json_decrefp). */
@@ -114,6 +115,10 @@ int verb_fleet_rollout(const Ctl *c, char **args);
 int verb_fleet_history(const Ctl *c, char **args);
 int verb_fleet_rollback(const Ctl *c, char **args);
 int verb_fleet_rbac(const Ctl *c, char **args);
+int verb_fleet_targets(const Ctl *c, char **args);
+/* clsctl --help (help.c). */
+void ctl_help(void);
+int verb_fleet_top(const Ctl *c, char **args);
 
 int verb_object_list(const Ctl *c, char **args);
 int verb_object_add(const Ctl *c, char **args);

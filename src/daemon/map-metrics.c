@@ -13,7 +13,9 @@
 
 #define LABEL_VALUE_MAX 256
 
-void metric_filter_labels(const Iface *it, const Filter *f, char pref[8], const char *v[8]) {
+size_t metric_filter_labels(const Iface *it, const Filter *f, char pref[8],
+                            const char *v[2 * FILTER_LABELS]) {
+        const Policy *policy = f->source == SOURCE_POLICY ? it->hook_policy[f->dir] : NULL;
         char *p = pref + 7;
         uint32_t x = MIN(f->spec->priority, 9999999u); /* 1 to 65535 */
 
@@ -26,21 +28,25 @@ void metric_filter_labels(const Iface *it, const Filter *f, char pref[8], const 
         v[2] = "ifname", v[3] = it->ifname;
         v[4] = "direction", v[5] = direction_to_string(f->dir);
         v[6] = "name", v[7] = f->spec->name;
+        /* a fleet's (or the API's) policy: one label sums it over every interface and node */
+        v[8] = "policy", v[9] = policy ? policy->name : "";
+        return policy ? 5 : 4;
 }
 
 /* A map's series carry its filter's labels; a map its filters share (the default "maps") is one set of
  * series, and a label its users disagree on reads "*" (not the first user's: an egress filter's counts
  * are not ingress ones). */
-static void map_labels(const DaemonMap *map, char pref[8], const char *v[8]) {
+static size_t map_labels(const DaemonMap *map, char pref[8], const char *v[2 * FILTER_LABELS]) {
         metric_filter_labels(map->users[0].iface, map->users[0].filter, pref, v);
         for (size_t u = 1; u < map->n_users; u++) {
-                const char *w[8];
+                const char *w[2 * FILTER_LABELS];
                 char p[8];
                 metric_filter_labels(map->users[u].iface, map->users[u].filter, p, w);
-                for (size_t k = 1; k < 8; k += 2)
+                for (size_t k = 1; k < 2 * FILTER_LABELS; k += 2)
                         if (!streq(v[k], w[k]))
                                 v[k] = "*";
         }
+        return v[9][0] ? 5 : 4;
 }
 
 /* A map-derived metric to fill: the spec, the map it reads, and the filter it is labelled with. */
@@ -168,16 +174,16 @@ static bool collected_same(const Collector *c, const Collected *x, const Collect
         return x->len == y->len && memcmp(c->arena + x->off, c->arena + y->off, x->len) == 0;
 }
 
-/* The declared labels' names and values after clsd's four, from a joined label string. */
-static size_t labels_fill(const MetricSpec *s, const char *lab, const char **v,
+/* The declared labels' names and values after clsd's own (base of them), from a joined label string. */
+static size_t labels_fill(const MetricSpec *s, size_t base, const char *lab, const char **v,
                           char (*values)[LABEL_VALUE_MAX]) {
         for (size_t k = 0; k < s->n_labels; k++) {
-                v[8 + 2 * k] = s->labels[k].name;
+                v[2 * base + 2 * k] = s->labels[k].name;
                 snprintf(values[k], LABEL_VALUE_MAX, "%s", lab);
-                v[9 + 2 * k] = values[k];
+                v[2 * base + 1 + 2 * k] = values[k];
                 lab += strlen(lab) + 1;
         }
-        return 4 + s->n_labels;
+        return base + s->n_labels;
 }
 
 /* The shortest decimal that reads back as the bound: le="0.1", not "0.10000000000000001". */
@@ -189,7 +195,7 @@ static void format_bound(double b, char *buf, size_t size) {
         }
 }
 
-static void emit_collected(const MapMetricTask *t, Collector *c, const char **v,
+static void emit_collected(const MapMetricTask *t, Collector *c, size_t base, const char **v,
                            char (*values)[LABEL_VALUE_MAX], const MetricWriter *w) {
         const MetricSpec *s = t->spec;
         char name[METRIC_NAME_MAX + 16], le[32];
@@ -198,7 +204,7 @@ static void emit_collected(const MapMetricTask *t, Collector *c, const char **v,
                 return;
         qsort_r(c->v, c->n, sizeof(Collected), collected_compare, c->arena);
         for (size_t i = 0, j; i < c->n; i = j) {
-                size_t nl = labels_fill(s, c->arena + c->v[i].off, v, values);
+                size_t nl = labels_fill(s, base, c->arena + c->v[i].off, v, values);
                 double total = 0;
 
                 if (s->type != METRIC_HISTOGRAM) {
@@ -232,7 +238,7 @@ static void emit_collected(const MapMetricTask *t, Collector *c, const char **v,
 
 static void emit_task(Manager *d, const MapMetricTask *t, const MetricWriter *w) {
         const MetricSpec *s = t->spec;
-        const char *v[2 * (5 + METRIC_LABELS_MAX)];
+        const char *v[2 * (FILTER_LABELS + 1 + METRIC_LABELS_MAX)];
         char values[METRIC_LABELS_MAX][LABEL_VALUE_MAX], pref[8], why[256];
         char joined[METRIC_LABELS_MAX * LABEL_VALUE_MAX];
         uint8_t cursor[NL_MAP_CURSOR_MAX];
@@ -246,7 +252,7 @@ static void emit_task(Manager *d, const MapMetricTask *t, const MetricWriter *w)
                 log_debug("%s: metric %s: %s", t->user->iface->ifname, s->name, why);
                 return;
         }
-        map_labels(t->map, pref, v);
+        size_t base = map_labels(t->map, pref, v);
         /* A label of the whole key makes every entry's labels different (keys are unique, and their
          * text tells them apart): no merging needed, each entry goes straight out. */
         for (size_t k = 0; k < s->n_labels && s->type != METRIC_HISTOGRAM; k++)
@@ -271,8 +277,8 @@ static void emit_task(Manager *d, const MapMetricTask *t, const MetricWriter *w)
                                 len += strlen(joined + len) + 1;
                         }
                         if (unique) {
-                                labels_fill(s, joined, v, values);
-                                w->sample(w->userdata, s->name, v, 4 + s->n_labels,
+                                labels_fill(s, base, joined, v, values);
+                                w->sample(w->userdata, s->name, v, base + s->n_labels,
                                           entry_value(&r, &p, i, t->map->map.value_size));
                                 continue;
                         }
@@ -293,7 +299,7 @@ static void emit_task(Manager *d, const MapMetricTask *t, const MetricWriter *w)
                 cursor_size = p.cursor_size;
                 nl_map_page_done(&p);
         }
-        emit_collected(t, &c, v, values, w);
+        emit_collected(t, &c, base, v, values, w);
 done:
         free(c.arena);
         free(c.v);

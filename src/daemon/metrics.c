@@ -237,7 +237,7 @@ static void emit_filters(Manager *d, const MetricWriter *w, IfaceStatus *st) {
                         for (size_t k = 0; k < it->n_filters; k++, j++) {
                                 const Filter *f = &it->filters[k];
                                 const FilterStatus *fs = k < st[i].n_filters ? &st[i].filters[k] : NULL;
-                                const char *v[12];
+                                const char *v[2 * (FILTER_LABELS + 2)];
                                 char pref[8];
                                 double x;
 
@@ -250,14 +250,14 @@ static void emit_filters(Manager *d, const MetricWriter *w, IfaceStatus *st) {
                                         w->sample_set(w->userdata, names[m], sets[j], x);
                                         continue;
                                 }
-                                metric_filter_labels(it, f, pref, v);
-                                v[8] = "pref", v[9] = pref;
-                                v[10] = "attach", v[11] = f->tcx ? "tcx" : "cls_bpf";
-                                if (sets && (sets[j] = w->label_set(w->userdata, v, 6))) {
+                                size_t nl = metric_filter_labels(it, f, pref, v);
+                                v[2 * nl] = "pref", v[2 * nl + 1] = pref;
+                                v[2 * nl + 2] = "attach", v[2 * nl + 3] = f->tcx ? "tcx" : "cls_bpf";
+                                if (sets && (sets[j] = w->label_set(w->userdata, v, nl + 2))) {
                                         w->sample_set(w->userdata, names[m], sets[j], x);
                                         continue;
                                 }
-                                w->sample(w->userdata, names[m], v, 6, x);
+                                w->sample(w->userdata, names[m], v, nl + 2, x);
                         }
                 }
         }
@@ -292,21 +292,21 @@ static void emit_actions(Manager *d, const MetricWriter *w, IfaceStatus *st) {
                                         const ActionObserved *as =
                                                 k < st[i].n_filters ? &st[i].filters[k].observed.actions[a]
                                                                     : NULL;
-                                        const char *v[12];
+                                        const char *v[2 * (FILTER_LABELS + 2)];
                                         char pref[8], index[24];
                                         double x;
 
-                                        metric_filter_labels(it, f, pref, v);
+                                        size_t n = metric_filter_labels(it, f, pref, v);
                                         snprintf(index, sizeof(index), "%zu", a + 1);
-                                        v[8] = "action", v[9] = index;
-                                        v[10] = "program", v[11] = f->spec->actions[a].program;
+                                        v[2 * n] = "action", v[2 * n + 1] = index;
+                                        v[2 * n + 2] = "program", v[2 * n + 3] = f->spec->actions[a].program;
                                         if (m > 0 && (!as || !as->attached))
                                                 continue;
                                         x = m == 0   ? (as && as->attached)
                                             : m == 1 ? (double) as->packets
                                             : m == 2 ? (double) as->bytes
                                                      : (double) as->drops;
-                                        w->sample(w->userdata, names[m], v, 6, x);
+                                        w->sample(w->userdata, names[m], v, n + 2, x);
                                 }
                         }
                 }

@@ -125,6 +125,7 @@ struct Fleet {
         sd_event *event;
         EtcdAsync *etcd;
         char *prefix, *node;
+        char *advertise; /* --advertise, or NULL */
         FleetLabel *labels;
         size_t n_labels;
         unsigned ttl;

@@ -57,6 +57,17 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
                 return r;
         if (fleet_labels_parse(c->labels, &f->labels, &f->n_labels, reterr) < 0)
                 return -EINVAL;
+        if (c->advertise) {
+                const char *rest =
+                        startswith(c->advertise, "https://") ?: startswith(c->advertise, "http://");
+                if (!rest || !*rest || strlen(c->advertise) > 256 || strpbrk(c->advertise, " \"\\?#"))
+                        return error_set(reterr, EINVAL, "invalid_value",
+                                         "--advertise %s: expected the URL this node's API is reached at, "
+                                         "https://HOST:PORT",
+                                         c->advertise);
+                if (!(f->advertise = strdup(c->advertise)))
+                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        }
         if (!(f->prefix = strdup(c->prefix ?: ETCD_PREFIX_DEFAULT)))
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         f->ttl = c->lease_ttl ?: FLEET_LEASE_TTL_DEFAULT;
@@ -112,6 +123,7 @@ Fleet *fleet_free(Fleet *f) {
         free(f->prefix);
         free(f->node);
         free(f->labels);
+        free(f->advertise);
         json_decref(f->accepted);
         sd_event_unref(f->event);
         free(f);

@@ -426,8 +426,13 @@ static char *record_text(Fleet *f) {
                               fleet_labels_to_json(f->labels, f->n_labels), "version", PROJECT_VERSION,
                               "kernel", daemon_kernel_release(f->m), "act_bpf", daemon_has_act_bpf(f->m),
                               "tcx", daemon_has_tcx(f->m), "revision", (json_int_t) f->status.revision);
-        char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        char *text;
 
+        if (j && f->advertise && json_object_set_new(j, "advertise", json_string(f->advertise)) < 0) {
+                json_decref(j);
+                j = NULL;
+        }
+        text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         json_decref(j);
         if (text && f->record && streq(f->record, text)) {
                 free(text);

@@ -41,6 +41,10 @@ COVERED = {
     "busctl call org.clsd1 /org/clsd1 org.clsd1.Manager ListInterfaces": "test_dbus.py, on a bus of its own",
     '{"grants": [': "an access file naming users of the host (prometheus, the group clsd): test_tls.py",
     "minisign -G -p clsd.pub -s clsd.key": "test_signed.py signs with minisign and uploads so",
+    "clsctl fleet targets --out /etc/prometheus/clsd-targets.json --watch": "test_fleet_observe.py: a real "
+        "Prometheus scrapes 4 nodes over mutual TLS from that file",
+    "$ clsctl --cacert ca.pem --cert ops.pem --key ops.key fleet top edge-drop": "test_fleet_observe.py runs "
+        "fleet top against 4 nodes over mutual TLS",
     '{"registries": {"registry.example:5000"': "a registries file: test_oci.py pulls with one from a real "
                                                 "docker-registry over TLS",
     "clsctl apply eth0 - <<'EOF'\n{\"ingress\": [{\"name\": \"count\", \"object\": \"oci://":

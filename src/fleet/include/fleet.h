@@ -22,6 +22,9 @@ typedef struct FleetConfig {
         /* only policies signed by one of trusted_keys (clsctl fleet apply --sign) are applied */
         bool require_signed;
         const TrustedKeys *trusted_keys;
+        /* where this node's API (and its /metrics) is reached, "https://HOST:PORT", in its record for
+         * clsctl fleet targets and top; NULL: not said */
+        const char *advertise;
 } FleetConfig;
 
 typedef struct Fleet Fleet;
