@@ -121,6 +121,48 @@ static int method_get_maps(sd_bus_message *m, void *userdata, sd_bus_error *erro
         return reply_json(m, list, error);
 }
 
+/* The namespace's links with every tc filter on them, clsd's and foreign ones (GET /ifaces's JSON). */
+static int method_get_links(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        ApiDbus *b = userdata;
+        Manager *d = b->api->daemon;
+        LinkView *links = NULL;
+        Error e = ERROR_NULL;
+        const char *netns;
+        char *text = NULL;
+        size_t n = 0, size = 0;
+        JsonWriter w = { 0 };
+        int r;
+
+        r = require_reader(b->api, m, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(m, "s", &netns);
+        if (r < 0)
+                return r;
+        if (daemon_links(d, *netns ? netns : NULL, &links, &n, &e) < 0) {
+                r = reply_error(error, &e);
+                error_done(&e);
+                return r;
+        }
+        w.f = open_memstream(&text, &size);
+        if (w.f) {
+                jw_begin_object(&w);
+                jw_key(&w, "ifaces");
+                jw_begin_array(&w);
+                for (size_t i = 0; i < n; i++)
+                        write_link(&w, d, *netns ? netns : NULL, &links[i]);
+                jw_end_array(&w);
+                jw_end_object(&w);
+                fclose(w.f);
+        }
+        daemon_links_done(d, *netns ? netns : NULL, links);
+        if (!text)
+                return -ENOMEM;
+        r = sd_bus_reply_method_return(m, "s", text);
+        free(text);
+        return r;
+}
+
 static int method_reconcile(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         ApiDbus *b = userdata;
         Manager *d = b->api->daemon;
@@ -200,6 +242,10 @@ static const sd_bus_vtable manager_vtable[] = {
                                 method_get_maps, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("Reconcile", SD_BUS_NO_ARGS, SD_BUS_RESULT("u", interfaces),
                                 method_reconcile, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("SubscribeCounters", NULL, NULL, method_subscribe_counters,
+                      SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("GetLinks", SD_BUS_ARGS("s", netns), SD_BUS_RESULT("s", json),
+                                method_get_links, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_VTABLE_END,
 };
 
@@ -264,6 +310,7 @@ void api_dbus_free(ApiDbus *b) {
         if (!b)
                 return;
         sd_event_source_disable_unref(b->flush);
+        counters_done(b);
         sd_bus_flush_close_unref(b->bus);
         for (size_t i = 0; i < b->n_announced; i++)
                 free(b->announced[i]);

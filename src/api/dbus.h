@@ -30,6 +30,12 @@ struct ApiDbus {
         size_t n_pending;
         uint32_t count;
         bool degraded;
+        /* dbus-counters.c: the clients that asked for counters (SubscribeCounters), and the tick that
+         * tells them of each link whose counters moved, at most once a second */
+        sd_bus_track *counter_clients;
+        sd_event_source *counter_tick;
+        struct CounterSeen *seen;
+        size_t n_seen;
 };
 
 /* dbus-auth.c */
@@ -50,6 +56,12 @@ int link_find(sd_bus *bus, const char *path, const char *interface, void *userda
               sd_bus_error *error);
 int link_enumerate(sd_bus *bus, const char *prefix, void *userdata, char ***nodes, sd_bus_error *error);
 extern const sd_bus_vtable link_vtable[];
+/* The link's Counters into reply (if not NULL), and a digest of them that changes when they do. */
+int link_counters_append(Manager *d, Iface *it, sd_bus_message *reply, uint64_t *ret_digest);
+
+/* dbus-counters.c: Manager.SubscribeCounters(), and the tick while a subscriber is on the bus. */
+int method_subscribe_counters(sd_bus_message *m, void *userdata, sd_bus_error *error);
+void counters_done(ApiDbus *b);
 
 /* dbus-announce.c: the daemon tells of each change where it happens; gathered and announced once per
  * turn of the loop. */

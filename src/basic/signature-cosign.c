@@ -67,22 +67,25 @@ static char *payload_digest(const gnutls_datum_t *p) {
 int cosign_verify(const CosignKey *keys, size_t n_keys, const char *object_digest, const char *envelope,
                   size_t size, const char *what, Error *reterr) {
         json_t *env = json_loadb(envelope, size, 0, NULL), *sigs = json_object_get(env, "signatures"), *s;
-        const char *manifest = json_string_value(json_object_get(env, "manifest_digest"));
+        const char *m = json_string_value(json_object_get(env, "manifest_digest"));
         const char *object = json_string_value(json_object_get(env, "object"));
-        char other[SHA256_DIGEST_STRING_MAX] = "";
+        char other[SHA256_DIGEST_STRING_MAX] = "", manifest[SHA256_DIGEST_STRING_MAX] = "";
         bool right_digest = false;
         size_t i;
         int r;
 
-        if (!manifest || !object || !json_is_array(sigs)) {
+        if (m) /* kept past the envelope's json_decref(), for the messages */
+                snprintf(manifest, sizeof(manifest), "%s", m);
+        if (!m || !object || !json_is_array(sigs)) {
                 json_decref(env);
                 return error_set(reterr, EPERM, "object_signature_invalid",
                                  "%s: its cosign signature envelope is damaged", what);
         }
         if (!streq(object, object_digest)) {
+                error_set(reterr, EPERM, "object_signature_invalid",
+                          "%s: its cosign signature is for object %s", what, object);
                 json_decref(env);
-                return error_set(reterr, EPERM, "object_signature_invalid",
-                                 "%s: its cosign signature is for object %s", what, object);
+                return -EPERM;
         }
         r = dl_load_curl(reterr);
         if (r < 0) {

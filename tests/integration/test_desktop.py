@@ -1,6 +1,8 @@
-"""contrib/desktop/clsd-desktop, the desktop tool on D-Bus (GTK 4 through python3-gi), under Xvfb: it
-lists clsd's interfaces from the bus, follows a document applied and a repair by PropertiesChanged alone,
-and a screenshot of the screen (Xvfb's framebuffer, written as a PNG) shows it drew."""
+"""contrib/desktop/clsd-desktop, the desktop tool on D-Bus (GTK 4 and libadwaita through python3-gi),
+under Xvfb against a clsd with traffic flowing: its columns, clsd's filters and a foreign one, rates that
+come in PropertiesChanged (Manager.SubscribeCounters), a graph that moves between two screenshots (a pixel
+region of Xvfb's framebuffer), a map's entries typed, a repair as it happens, and clsd restarting (its bus
+name lost and back)."""
 
 import os
 import shutil
@@ -12,7 +14,7 @@ import zlib
 
 import pytest
 
-from conftest import SOURCE_DIR, filt, wait_for, wait_or_kill
+from conftest import SOURCE_DIR, filt, udp_exchange, wait_for, wait_or_kill
 from test_dbus import bus, dclsd  # noqa: F401 (fixtures: a dbus-daemon of the test's own, clsd on it)
 
 pytestmark = pytest.mark.once
@@ -53,7 +55,7 @@ def display(workdir):
     n = next(n for n in range(90, 200) if not os.path.exists("/tmp/.X%d-lock" % n))
     fbdir = os.path.join(workdir, "fb")
     os.makedirs(fbdir)
-    p = subprocess.Popen(["Xvfb", ":%d" % n, "-screen", "0", "1000x300x24", "-nolisten", "tcp", "-fbdir", fbdir],
+    p = subprocess.Popen(["Xvfb", ":%d" % n, "-screen", "0", "1280x800x24", "-nolisten", "tcp", "-fbdir", fbdir],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: os.path.exists("/tmp/.X11-unix/X%d" % n), timeout=10, what="Xvfb")
@@ -63,38 +65,126 @@ def display(workdir):
         p.wait()
 
 
-def test_the_desktop_tool_follows_clsd_over_dbus(net, bus, dclsd, bpf, workdir, display):  # noqa: F811
+def region(fbdir, x, y, w, h):
+    """The bytes of a rectangle of the screen (Xvfb's framebuffer): what two screenshots compare."""
+    with open(os.path.join(fbdir, "Xvfb_screen0"), "rb") as f:
+        data = f.read()
+    hd = struct.unpack(">25I", data[:100])
+    header_size, bytes_per_line, ncolors = hd[0], hd[12], hd[19]
+    pixels = data[header_size + 12 * ncolors:]
+    return b"".join(pixels[(y + r) * bytes_per_line + x * 4:(y + r) * bytes_per_line + (x + w) * 4] for r in range(h))
+
+
+class Desktop:
+    """clsd-desktop --dump under Xvfb, its lines read as they come."""
+
+    def __init__(self, display, bus, workdir):
+        env = dict(os.environ, DISPLAY=display, DBUS_SYSTEM_BUS_ADDRESS=bus.address, GDK_BACKEND="x11",
+                   GSK_RENDERER="cairo", NO_AT_BRIDGE="1", HOME=workdir, XDG_RUNTIME_DIR=workdir)
+        self.proc = subprocess.Popen(["/usr/bin/python3", TOOL, "--dump"], env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.lines = []
+        threading.Thread(target=lambda: self.lines.extend(iter(self.proc.stdout.readline, "")), daemon=True).start()
+
+    def shown(self, *words, since=0):
+        return any(all(w in l for w in words) for l in self.lines[since:])
+
+    def wait(self, *words, since=0, timeout=20):
+        wait_for(lambda: self.shown(*words, since=since), timeout=timeout, interval=0.1,
+                 what="%r in the window: %r" % (words, self.lines[-8:]))
+
+    def last(self, prefix):
+        return next((l for l in reversed(self.lines) if l.startswith(prefix)), None)
+
+    def close(self):
+        self.proc.terminate()
+        wait_or_kill(self.proc, 5)
+        return self.proc.stderr.read()
+
+
+def test_the_desktop_tool_shows_filters_rates_maps_repairs_and_rides_out_a_restart(
+        net, bus, dclsd, bpf, workdir, display):  # noqa: F811
     display, fbdir = display
-    png = os.path.join(workdir, "clsd-desktop.png")
-    env = dict(os.environ, DISPLAY=display, DBUS_SYSTEM_BUS_ADDRESS=bus.address, GDK_BACKEND="x11",
-               GSK_RENDERER="cairo", NO_AT_BRIDGE="1", HOME=workdir, XDG_RUNTIME_DIR=workdir)
-    assert dclsd.api.put_classifier(net.if_a, {"ingress": [filt("web", bpf.count, priority=10)]}).status == 200
-    app = subprocess.Popen([TOOL, "--dump"], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
-    lines = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(app.stdout.readline, "")), daemon=True)
-    reader.start()
+    dclsd.stop()
+    dclsd.start(extra=("--bpf-stats",))
+    wait_for(lambda: "D-Bus: org.clsd1 on the system bus" in dclsd.log_this_run(), timeout=5, what="clsd on the bus")
+    doc = {"ingress": [filt("stats", bpf.proto_stats, priority=10)], "egress": [filt("web", bpf.count, priority=20)]}
+    assert dclsd.api.put_classifier(net.if_a, doc).status == 200
+    # a foreign filter beside clsd's: shown as such
+    net.a.run("tc", "filter", "add", "dev", net.if_a, "ingress", "pref", "50", "protocol", "all", "u32", "match",
+              "u32", "0", "0", "classid", "1:1")
+    app = Desktop(display, bus, workdir)
     try:
-        def shown(*words):
-            return any(all(w in l for w in words) for l in lines)
-        wait_for(lambda: shown(net.if_a, "configured", "[api]", "repairs 0", "ingress web@10"), timeout=20,
-                 what="the interface in the window: %r" % lines[-5:])
-        # a repair: clsd puts the deleted filter back, and the window learns it from PropertiesChanged
-        net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress", "pref", "10")
-        wait_for(lambda: shown(net.if_a, "configured", "repairs 1"), timeout=20,
-                 what="the repair in the window: %r" % lines[-5:])
-        # a second interface appears (InterfacesAdded), and goes (InterfacesRemoved)
-        assert dclsd.api.put_classifier("vnew", {"ingress": [filt("web", bpf.count, priority=10)]}).status == 202
-        wait_for(lambda: shown("vnew", "pending"), timeout=20, what="the new document: %r" % lines[-5:])
-        assert dclsd.api.delete_classifier("vnew").status == 204
-        wait_for(lambda: lines and lines[-1].startswith(net.if_a) and "1 interface(s)" in lines[-2], timeout=20,
-                 what="the document gone: %r" % lines[-5:])
-        time.sleep(0.5)  # drawn
-        width, height, colours = screenshot(fbdir, png)
-        assert (width, height) == (1000, 300) and colours > 4, (width, height, colours)
+        # the columns, clsd's filters and the foreign one
+        app.wait("columns: Interface | Hook | Filter | State | Source | Priority | Program | Attached | Repairs | "
+                 "Packets/s | Bytes/s | Last 2 minutes")
+        app.wait("row: %s | ingress | stats | configured | api | 10 |" % net.if_a, "| yes | 0 |")
+        app.wait("row: %s | egress | web | configured | api | 20 |" % net.if_a)
+        app.wait("row: %s | ingress | u32 | foreign | foreign | 50 |" % net.if_a)
+        # traffic flows: rates come in PropertiesChanged (no polling by the window), the graph moves
+        stop = threading.Event()
+
+        def traffic():
+            while not stop.is_set():
+                udp_exchange(net.b, net.a, net.addr_a, {5353: 40}, timeout=0.5)
+                time.sleep(0.05)
+        t = threading.Thread(target=traffic, daemon=True)
+        t.start()
+        try:
+            def rate():
+                line = app.last("rate: %s ingress stats" % net.if_a)
+                return line and float(line.split("packets/s=")[1].split()[0]) > 50 and line
+            wait_for(rate, timeout=20, interval=0.2, what="a rate in the window: %r" % app.lines[-5:])
+            g = app.last("graph-at: %s ingress stats " % net.if_a)
+            assert g, app.lines[-10:]
+            x, y, w, h = (int(v) for v in g.split()[4:])
+            assert w >= 100 and h >= 10, g
+            png1, png2 = os.path.join(workdir, "desktop-1.png"), os.path.join(workdir, "desktop-2.png")
+            time.sleep(1.5)
+            screenshot(fbdir, png1)
+            before = region(fbdir, x, y, w, h)
+            # the next screenshots, a second apart, until the graph's pixels moved (10 s at most: a
+            # loaded machine draws late)
+            for _ in range(10):
+                time.sleep(1)
+                width, height, colours = screenshot(fbdir, png2)
+                after = region(fbdir, x, y, w, h)
+                if after != before:
+                    break
+            samples = [l for l in app.lines if l.startswith("rate: %s ingress stats" % net.if_a)]
+        finally:
+            stop.set()
+            t.join()
+        assert (width, height) == (1280, 800) and colours > 8, (width, height, colours)
+        assert before != after, "the graph did not move in 10 s of traffic: %s, %d samples" % (g, len(samples))
+        assert len(set(after)) > 2, "the graph region is blank"
         if os.environ.get("CLSD_DESKTOP_SCREENSHOT"):  # the README's picture
-            shutil.copy(png, os.environ["CLSD_DESKTOP_SCREENSHOT"])
+            shutil.copy(png2, os.environ["CLSD_DESKTOP_SCREENSHOT"])
+        # the selected filter's maps as a typed table: proto-stats' keys decoded through BTF
+        app.wait("map: %s bytes_by_proto" % net.if_a)
+        app.wait("map-entry: %s bytes_by_proto key={" % net.if_a, "FAMILY_IPV4", "proto")
+        # a repair appears
+        since = len(app.lines)
+        net.a.run("tc", "filter", "del", "dev", net.if_a, "egress", "pref", "20")
+        app.wait("event: %s: repaired" % net.if_a, since=since)
+        app.wait("row: %s | egress | web | configured | api | 20 |" % net.if_a, "| 1 |", since=since)
+        # clsd restarts: the window says it left, keeps the picture, and follows it again
+        since = len(app.lines)
+        dclsd.stop()
+        app.wait("event: clsd left the bus", since=since)
+        app.wait("online=False", since=since)
+        dclsd.start(extra=("--bpf-stats",))
+        app.wait("event: clsd on the bus", since=since)
+        app.wait("online=True", since=since)
+        app.wait("row: %s | ingress | stats | configured | api | 10 |" % net.if_a, since=since)
+        since = len(app.lines)
+
+        def moving():
+            udp_exchange(net.b, net.a, net.addr_a, {5353: 40}, timeout=0.5)
+            return any(l.startswith("rate: %s ingress stats" % net.if_a) and "packets/s=0.0" not in l
+                       for l in app.lines[since:])
+        wait_for(moving, timeout=20, interval=0.1, what="counters again after the restart: %r" % app.lines[-5:])
     finally:
-        app.terminate()
-        wait_or_kill(app, 5)
-    assert "Traceback" not in app.stderr.read()
+        err = app.close()
+        net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress", "pref", "50", check=False)
+    assert "Traceback" not in err, err

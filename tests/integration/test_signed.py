@@ -251,7 +251,7 @@ def test_a_key_directory_that_is_not_one_is_refused_at_start(net, workdir):
     os.makedirs(bad)
     with open(os.path.join(bad, "x.pub"), "w") as f:
         f.write("untrusted comment: nothing\nnot base64 at all\n")
-    for d, why in (("/nonexistent-dir", "No such file"), (bad, "not a minisign or signify public key")):
+    for d, why in (("/nonexistent-dir", "No such file"), (bad, "not a minisign, signify or cosign (ECDSA, PEM) public key")):
         p = start_refused(net.a, workdir, "--trusted-keys", d)
         assert p.returncode == 1 and why in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
 

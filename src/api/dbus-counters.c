@@ -1,0 +1,105 @@
+/* dbus-counters.c: live counters over D-Bus without polling by clients. A client calls
+ * Manager.SubscribeCounters() (as systemd's Subscribe()); while one that did is on the bus (sd_bus_track
+ * follows it), clsd reads each link's counters once a second and sends PropertiesChanged for Counters
+ * of the links whose counters moved: the kernel raises no event when a program runs, so clsd reads,
+ * once, for every client. Nobody subscribed: no tick, no read. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dbus.h"
+#include "log.h"
+
+#define COUNTER_TICK_USEC (1000 * 1000ULL)
+
+typedef struct CounterSeen {
+        char key[NETNS_NAME_MAX + IFNAME_MAX + 4];
+        uint64_t digest;
+} CounterSeen;
+
+static CounterSeen *seen_find(ApiDbus *b, const char *key) {
+        for (size_t i = 0; i < b->n_seen; i++)
+                if (streq(b->seen[i].key, key))
+                        return &b->seen[i];
+        return NULL;
+}
+
+static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
+        ApiDbus *b = userdata;
+        Manager *d = b->api->daemon;
+        size_t n = daemon_iface_count(d);
+        CounterSeen *v;
+
+        if (!b->counter_clients || sd_bus_track_count(b->counter_clients) == 0) {
+                (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                return 0;
+        }
+        v = calloc(n + 1, sizeof(CounterSeen));
+        for (size_t i = 0; v && i < n; i++) {
+                Iface *it = daemon_iface_at(d, i);
+                CounterSeen *old;
+                _cleanup_free_ char *path = NULL;
+                link_key(it, v[i].key, sizeof(v[i].key));
+                (void) link_counters_append(d, it, NULL, &v[i].digest);
+                old = seen_find(b, v[i].key);
+                if (old && old->digest == v[i].digest)
+                        continue;
+                path = link_path(it);
+                if (path)
+                        (void) sd_bus_emit_properties_changed(b->bus, path, LINK_IFACE, "Counters", NULL);
+        }
+        if (v) {
+                free(b->seen);
+                b->seen = v;
+                b->n_seen = n;
+        }
+        (void) sd_event_source_set_time(s, usec + COUNTER_TICK_USEC);
+        return 0;
+}
+
+static int on_clients_gone(sd_bus_track *t, void *userdata) {
+        ApiDbus *b = userdata;
+
+        (void) t;
+        log_debug("D-Bus: no counter subscriber left");
+        if (b->counter_tick)
+                (void) sd_event_source_set_enabled(b->counter_tick, SD_EVENT_OFF);
+        return 0;
+}
+
+int method_subscribe_counters(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        ApiDbus *b = userdata;
+        uint64_t now;
+        int r;
+
+        (void) error;
+        if (!b->counter_clients) {
+                r = sd_bus_track_new(b->bus, &b->counter_clients, on_clients_gone, b);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_track_add_sender(b->counter_clients, m);
+        if (r < 0)
+                return r;
+        if (!b->counter_tick) {
+                r = sd_event_now(b->api->event, CLOCK_MONOTONIC, &now);
+                if (r >= 0)
+                        r = sd_event_add_time(b->api->event, &b->counter_tick, CLOCK_MONOTONIC,
+                                              now + COUNTER_TICK_USEC, 0, on_tick, b);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_event_source_set_enabled(b->counter_tick, SD_EVENT_ON);
+        if (r < 0)
+                return r;
+        bus_audit(b, m, 200, NULL);
+        return sd_bus_reply_method_return(m, NULL);
+}
+
+void counters_done(ApiDbus *b) {
+        sd_event_source_disable_unref(b->counter_tick);
+        sd_bus_track_unref(b->counter_clients);
+        free(b->seen);
+        b->counter_tick = NULL;
+        b->counter_clients = NULL;
+        b->seen = NULL;
+}
