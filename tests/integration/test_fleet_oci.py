@@ -76,3 +76,24 @@ def test_the_fleet_pulls_from_the_registry_and_rides_out_the_registry_down(fleet
             assert got["digest"] == obj2 and got["object"].endswith("@" + md2)
     finally:
         reg.close()
+
+
+def test_the_registry_bench_in_short_form():
+    """bench/fleet-registry with 4 hosts and 2 rounds (the README's figures are 20 hosts): every host
+    pulls each change's 2 MiB image and applies it (the bench dies otherwise), with 4 registry requests
+    each (a 401, then the manifest, the configuration and the layer with the credentials)."""
+    import subprocess
+    from conftest import BUILD_DIR
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, HOSTS="4", ROUNDS="2", BUILD_DIR=BUILD_DIR)
+    p = subprocess.Popen(["/usr/bin/python3", os.path.join(root, "bench", "fleet-registry")], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        p.terminate()  # the bench cleans up on SIGTERM
+        out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, out + err
+    assert "registry requests per node per change: 4.0" in out, out
+    registry = float(out.split("every host pulled and applied median")[1].split("ms")[0])
+    assert 0 < registry < 5000, out
