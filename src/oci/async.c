@@ -25,23 +25,11 @@ struct OciPullJob {
         void *userdata;
 };
 
-static void registry_copy_done(OciRegistry *r) {
-        free(r->host);
-        free(r->username);
-        if (r->password)
-                explicit_bzero(r->password, strlen(r->password));
-        free(r->password);
-        if (r->token)
-                explicit_bzero(r->token, strlen(r->token));
-        free(r->token);
-        free(r->ca_file);
-}
-
 static void job_free(OciPullJob *j) {
         sd_event_source_disable_unref(j->source);
         safe_close(j->efd);
         free(j->ref);
-        registry_copy_done(&j->registry);
+        oci_registry_done(&j->registry);
         oci_image_done(&j->image);
         error_done(&j->error);
         free(j);
@@ -77,11 +65,6 @@ static int on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata)
         return 0;
 }
 
-static int dup_or_null(const char *s, char **ret) {
-        *ret = NULL;
-        return s && !(*ret = strdup(s)) ? -ENOMEM : 0;
-}
-
 int oci_pull_start(sd_event *event, const char *ref, const OciPullOptions *o, OciPullDoneFunc done,
                    void *userdata, OciPullJob **ret) {
         OciPullJob *j = calloc(1, sizeof(*j));
@@ -94,15 +77,10 @@ int oci_pull_start(sd_event *event, const char *ref, const OciPullOptions *o, Oc
         j->o = *o;
         j->done = done;
         j->userdata = userdata;
-        if (!(j->ref = strdup(ref)) || (reg && (dup_or_null(reg->host, &j->registry.host) < 0 ||
-                                                dup_or_null(reg->username, &j->registry.username) < 0 ||
-                                                dup_or_null(reg->password, &j->registry.password) < 0 ||
-                                                dup_or_null(reg->token, &j->registry.token) < 0 ||
-                                                dup_or_null(reg->ca_file, &j->registry.ca_file) < 0))) {
+        if (!(j->ref = strdup(ref)) || (reg && oci_registry_copy(reg, &j->registry) < 0)) {
                 job_free(j);
                 return -ENOMEM;
         }
-        j->registry.plain_http = reg && reg->plain_http;
         j->o.registry = reg ? &j->registry : NULL;
         /* libcurl's global state is made before any thread uses it */
         r = dl_load_curl(&j->error);

@@ -29,6 +29,10 @@ typedef struct OciSession {
         char errbuf[CURL_ERROR_SIZE];
 } OciSession;
 
+/* registries.c: one registry's entry freed (its secrets wiped), or copied whole. */
+void oci_registry_done(OciRegistry *r);
+int oci_registry_copy(const OciRegistry *from, OciRegistry *to);
+
 int oci_session_open(OciSession *s, const char *ref, const OciPullOptions *o, Error *reterr);
 void oci_session_close(OciSession *s);
 /* GET /v2/REPOSITORY/WHAT (e.g. "manifests/TAG", "blobs/DIGEST"), authenticating as the registry asks:

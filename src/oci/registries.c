@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "fileio.h"
-#include "oci.h"
+#include "oci-internal.h"
 
 struct OciRegistries {
         OciRegistry *v;
@@ -12,7 +12,7 @@ struct OciRegistries {
 
 #define REGISTRIES_FILE_MAX (1024 * 1024)
 
-static void registry_done(OciRegistry *r) {
+void oci_registry_done(OciRegistry *r) {
         free(r->host);
         free(r->username);
         if (r->password)
@@ -28,7 +28,7 @@ OciRegistries *oci_registries_free(OciRegistries *r) {
         if (!r)
                 return NULL;
         for (size_t i = 0; i < r->n; i++)
-                registry_done(&r->v[i]);
+                oci_registry_done(&r->v[i]);
         free(r->v);
         free(r);
         return NULL;
@@ -153,6 +153,22 @@ int oci_registries_load(const char *path, bool required, OciRegistries **ret, Er
         }
         json_decref(j);
         *ret = r;
+        return 0;
+}
+
+static int dup_or_null(const char *s, char **ret) {
+        *ret = NULL;
+        return s && !(*ret = strdup(s)) ? -ENOMEM : 0;
+}
+
+int oci_registry_copy(const OciRegistry *from, OciRegistry *to) {
+        *to = (OciRegistry){ .plain_http = from->plain_http };
+        if (dup_or_null(from->host, &to->host) < 0 || dup_or_null(from->username, &to->username) < 0 ||
+            dup_or_null(from->password, &to->password) < 0 || dup_or_null(from->token, &to->token) < 0 ||
+            dup_or_null(from->ca_file, &to->ca_file) < 0) {
+                oci_registry_done(to);
+                return -ENOMEM;
+        }
         return 0;
 }
 
