@@ -1,7 +1,7 @@
-/* dbus-counters.c: live counters over D-Bus without polling by clients. A client calls
- * Manager.SubscribeCounters() (as systemd's Subscribe()); while one that did is on the bus (sd_bus_track
- * follows it), clsd reads each link's counters once a second and sends PropertiesChanged for Counters
- * of the links whose counters moved: the kernel raises no event when a program runs, so clsd reads,
+/* dbus-counters.c: live counters (and the node's fleet state) over D-Bus without polling by clients. A
+ * client calls Manager.SubscribeCounters() (as systemd's Subscribe()); while one that did is on the bus
+ * (sd_bus_track follows it), clsd reads each link's counters once a second and sends PropertiesChanged for
+ * Counters of the links whose counters moved: the kernel raises no event when a program runs, so clsd reads,
  * once, for every client. Nobody subscribed: no tick, no read. */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +23,31 @@ static CounterSeen *seen_find(ApiDbus *b, const char *key) {
         return NULL;
 }
 
+static uint64_t mix(uint64_t h, const void *p, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                h = (h ^ ((const unsigned char *) p)[i]) * 1099511628211ULL;
+        return h;
+}
+
+/* The node's fleet state (Fleet, FleetRollouts) told when it changed. */
+static void fleet_tick(ApiDbus *b) {
+        const DaemonFleet *f = daemon_fleet(b->api->daemon);
+        uint64_t h = 1469598103934665603ULL;
+
+        h = mix(h, &f->enabled, sizeof(f->enabled));
+        h = mix(h, &f->connected, sizeof(f->connected));
+        h = mix(h, &f->revision, sizeof(f->revision));
+        h = mix(h, f->node, strlen(f->node));
+        h = mix(h, f->last_error, strlen(f->last_error));
+        for (size_t i = 0; i < f->n_rollouts; i++)
+                h = mix(h, &f->rollouts[i], sizeof(f->rollouts[i]));
+        if (h == b->fleet_seen)
+                return;
+        b->fleet_seen = h;
+        (void) sd_bus_emit_properties_changed(b->bus, MANAGER_PATH, MANAGER_IFACE, "Fleet", "FleetRollouts",
+                                              NULL);
+}
+
 static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         ApiDbus *b = userdata;
         Manager *d = b->api->daemon;
@@ -33,6 +58,7 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
                 (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
                 return 0;
         }
+        fleet_tick(b);
         v = calloc(n + 1, sizeof(CounterSeen));
         for (size_t i = 0; v && i < n; i++) {
                 Iface *it = daemon_iface_at(d, i);

@@ -232,8 +232,10 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_PROPERTY("Version", "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("InterfaceCount", "u", prop_count, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Degraded", "b", prop_degraded, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_PROPERTY("Fleet", "(bbsts)", prop_fleet, 0, 0),
-        SD_BUS_PROPERTY("FleetRollouts", "a(ssssuuus)", prop_rollouts, 0, 0),
+        /* sent along once a second, when they changed, while a client subscribed (dbus-counters.c) */
+        SD_BUS_PROPERTY("Fleet", "(bbsts)", prop_fleet, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("FleetRollouts", "a(ssssuuus)", prop_rollouts, 0,
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_METHOD_WITH_ARGS("ListInterfaces", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssso)", interfaces),
                                 method_list, SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS("GetInterface", SD_BUS_ARGS("s", netns, "s", ifname),

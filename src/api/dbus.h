@@ -36,6 +36,7 @@ struct ApiDbus {
         sd_event_source *counter_tick;
         struct CounterSeen *seen;
         size_t n_seen;
+        uint64_t fleet_seen; /* a digest of the fleet's status as last told */
 };
 
 /* dbus-auth.c */

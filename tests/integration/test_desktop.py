@@ -16,6 +16,7 @@ import pytest
 
 from conftest import SOURCE_DIR, filt, udp_exchange, wait_for, wait_or_kill
 from test_dbus import bus, dclsd  # noqa: F401 (fixtures: a dbus-daemon of the test's own, clsd on it)
+from test_fleet import cluster, count_policy, fleet  # noqa: F401 (fixtures: an etcd cluster, a fleet on it)
 
 pytestmark = pytest.mark.once
 
@@ -187,4 +188,24 @@ def test_the_desktop_tool_shows_filters_rates_maps_repairs_and_rides_out_a_resta
     finally:
         err = app.close()
         net.a.run("tc", "filter", "del", "dev", net.if_a, "ingress", "pref", "50", check=False)
+    assert "Traceback" not in err, err
+
+
+def test_the_desktop_tool_shows_the_nodes_fleet_state(fleet, bus, bpf, workdir, display):  # noqa: F811
+    """A fleet node on the window's bus: its fleet state (connected, name, revision) in the Fleet tab, and
+    a new revision applied reaches the window by PropertiesChanged (sent while it subscribes)."""
+    display, _fbdir = display
+    h1 = fleet.host("h1", env={"DBUS_SYSTEM_BUS_ADDRESS": bus.address})
+    wait_for(lambda: "D-Bus: org.clsd1 on the system bus" in h1.clsd.log(), timeout=5, what="clsd on the bus")
+    rev = fleet.apply(count_policy(bpf), workdir)
+    fleet.wait_converged("edge-count", rev, {"h1"})
+    app = Desktop(display, bus, workdir)
+    try:
+        app.wait("fleet: Node h1: connected to etcd, revision %d applied." % rev)
+        since = len(app.lines)
+        rev2 = fleet.apply(count_policy(bpf, prio=11), workdir)
+        fleet.wait_converged("edge-count", rev2, {"h1"})
+        app.wait("fleet: Node h1: connected to etcd, revision %d applied." % rev2, since=since)
+    finally:
+        err = app.close()
     assert "Traceback" not in err, err
