@@ -21,7 +21,27 @@ typedef struct Context {
         Manager *daemon;
         Api *api;
         Fleet *fleet; /* NULL: no --fleet */
+        Options *options;
 } Context;
+
+/* The registries file read again: the new credentials for the pulls that start from now on (a pull in
+ * flight has its own copy). */
+static void registries_reload(Context *c) {
+        Options *o = c->options;
+        OciRegistries *regs = NULL;
+        Error e = ERROR_NULL;
+
+        if (oci_registries_load(o->registries_file ?: REGISTRIES_FILE_DEFAULT, o->registries_file != NULL,
+                                &regs, &e) < 0) {
+                log_error("--registries: %s; the registries in use stay", e.message);
+                error_done(&e);
+                return;
+        }
+        daemon_set_registries(c->daemon, regs);
+        oci_registries_free(o->registries);
+        o->registries = regs;
+        log_info("reloaded the registries file (%zu registries)", oci_registries_count(regs));
+}
 
 static int on_exit_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         (void) userdata;
@@ -41,6 +61,7 @@ static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *u
                 error_done(&e);
         } else
                 log_info("reloaded the token, access file and TLS files");
+        registries_reload(c);
         daemon_reload(c->daemon);
         return 0;
 }
@@ -111,7 +132,7 @@ static int run(Options *o) {
                 r = api_new(d, event, &o->api, &api, &e);
         if (r >= 0 && o->fleet.urls)
                 r = fleet_new(d, event, &o->fleet, &fleet, &e);
-        ctx = (Context){ .daemon = d, .api = api, .fleet = fleet };
+        ctx = (Context){ .daemon = d, .api = api, .fleet = fleet, .options = o };
         if (r >= 0)
                 r = daemon_start(d, on_ready, &ctx, &e);
         host_passed_fds_free(passed, n_passed);

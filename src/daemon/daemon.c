@@ -286,6 +286,10 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
         return 0;
 }
 
+void daemon_set_registries(Manager *m, const struct OciRegistries *registries) {
+        m->config.registries = registries;
+}
+
 void daemon_reload(Manager *m) {
         /* the keys before the hogs: a hog's object is verified with the keys read now */
         if (trust_reload(m) > 0)

@@ -271,3 +271,26 @@ def test_hogs_and_clsctl_name_images(net, registry, clsd_factory, workdir, bpf):
     p = c2.ctl("apply", net.if_a, doc, check=0)
     got = c2.api.get_classifier(net.if_a).json["document"]["egress"][0]
     assert got["digest"] == file_digest(bpf.count) and "@sha256:" in got["object"], p.stdout
+
+
+def test_the_registries_file_is_read_again_on_sighup(net, registry, clsd_factory, workdir, bpf):
+    registry.push_image(REPO, "v1", read(bpf.count))
+    c = start_puller(net, clsd_factory, registry, workdir, name="hup", password="wrong")
+    path = os.path.join(workdir, "registries-hup.json")
+    assert_error(put(c, net, ref(registry, "v1")), 422, "registry_auth_failed")
+    # a file that does not parse: said, and the one in use stays
+    with open(path, "w") as f:
+        f.write("{not json")
+    c.proc.send_signal(1)
+    deadline = time.monotonic() + 5
+    while "the registries in use stay" not in c.log_this_run() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "the registries in use stay" in c.log_this_run()
+    assert_error(put(c, net, ref(registry, "v1")), 422, "registry_auth_failed")
+    # the right password: the next pull uses it
+    registry.registries_file(path)
+    c.proc.send_signal(1)
+    deadline = time.monotonic() + 5
+    while "reloaded the registries file (1 registries)" not in c.log_this_run() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert put(c, net, ref(registry, "v1")).status == 200

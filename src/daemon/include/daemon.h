@@ -89,6 +89,8 @@ void daemon_reconcile_all(Manager *m);
  * key verifies again comes back (a directory that does not read keeps the keys in use); then the hogs
  * directory read again and what changed queued; every interface reconciled. */
 void daemon_reload(Manager *m);
+/* The registries the pulls from now on use (the caller keeps them until it sets others). */
+void daemon_set_registries(Manager *m, const struct OciRegistries *registries);
 /* clsd --check: validates every hog file of dir (JSON, fields, object files), or only file when it is
  * given, without starting; prints one line per problem on stderr and returns how many there were. With
  * trusted, objects must be signed. */
