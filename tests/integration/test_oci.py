@@ -294,3 +294,64 @@ def test_the_registries_file_is_read_again_on_sighup(net, registry, clsd_factory
     while "reloaded the registries file (1 registries)" not in c.log_this_run() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert put(c, net, ref(registry, "v1")).status == 200
+
+
+def test_hostile_and_odd_images_are_refused_and_wide_ones_taken(net, registry, clsd_factory, workdir, bpf):
+    """What an attacker (or a confused pipeline) pushes: a layer that inflates past the object limit from
+    a few KiB, two layers, a layer that is no ELF, an index without this machine's platform, a tar whose
+    only object is outside its root; and an object of 64 programs, taken."""
+    import gzip
+    import io
+    import tarfile
+    from oci_registry import MT_OCI_CONFIG, MT_OCI_INDEX, MT_OCI_LAYER, MT_OCI_MANIFEST
+    c = start_puller(net, clsd_factory, registry, workdir, "--max-object-size", "1048576")
+    assert put(c, net, bpf.count).status == 200
+    # 8 MiB of zeros in a tar, gzipped to a few KiB: refused while inflating, not unpacked
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as t:
+        info = tarfile.TarInfo("./bomb.o")
+        info.size = 8 << 20
+        t.addfile(info, io.BytesIO(b"\0" * (8 << 20)))
+    bomb = gzip.compress(raw.getvalue())
+    assert len(bomb) < 64 * 1024
+    registry.push_image("bad/bomb", "v1", bomb, layer="raw")
+    e = assert_error(put(c, net, ref(registry, "v1", "bad/bomb"), name="x"), 413, "payload_too_large")
+    assert "inflates" in e["message"], e
+    # two layers
+    cfg = b"{}"
+    cd, l1, l2 = registry.push_blob("bad/two", cfg), registry.push_blob("bad/two", b"a"), registry.push_blob("bad/two", b"b")
+    registry.push_manifest("bad/two", "v1", {"schemaVersion": 2, "mediaType": MT_OCI_MANIFEST,
+                                             "config": {"mediaType": MT_OCI_CONFIG, "digest": cd, "size": 2},
+                                             "layers": [{"mediaType": MT_OCI_LAYER, "digest": l1, "size": 1},
+                                                        {"mediaType": MT_OCI_LAYER, "digest": l2, "size": 1}]})
+    e = assert_error(put(c, net, ref(registry, "v1", "bad/two"), name="x"), 422, "image_invalid")
+    assert "2 layers" in e["message"]
+    # a layer that is not an object
+    registry.push_image("bad/text", "v1", b"#!/bin/sh\necho not an object\n", layer="raw")
+    e = assert_error(put(c, net, ref(registry, "v1", "bad/text"), name="x"), 422, "image_invalid")
+    assert "not an ELF" in e["message"]
+    # the object only below a directory (../ or sub/): no object at the layer's root
+    registry.push_image("bad/nested", "v1", None, files={"sub/prog.o": read(bpf.count)})
+    assert_error(put(c, net, ref(registry, "v1", "bad/nested"), name="x"), 422, "image_invalid")
+    # an index for other platforms only
+    md = registry.push_image("multi/count", "arm", read(bpf.count))
+    registry.push_manifest("multi/count", "v1", {"schemaVersion": 2, "mediaType": MT_OCI_INDEX, "manifests": [
+        {"mediaType": MT_OCI_MANIFEST, "digest": md, "size": 10, "platform": {"os": "linux", "architecture": "arm64"}},
+        {"mediaType": MT_OCI_MANIFEST, "digest": md, "size": 10, "platform": {"os": "linux", "architecture": "s390x"}}]})
+    e = assert_error(put(c, net, ref(registry, "v1", "multi/count"), name="x"), 422, "image_not_found")
+    assert "no manifest for linux/amd64" in e["message"]
+    # one with this platform among others: its manifest is taken
+    registry.push_manifest("multi/count", "v2", {"schemaVersion": 2, "mediaType": MT_OCI_INDEX, "manifests": [
+        {"mediaType": MT_OCI_MANIFEST, "digest": md, "size": 10, "platform": {"os": "linux", "architecture": "arm64"}},
+        {"mediaType": MT_OCI_MANIFEST, "digest": md, "size": 10, "platform": {"os": "linux", "architecture": "amd64"}}]})
+    r = put(c, net, ref(registry, "v2", "multi/count"), name="x")
+    assert r.status == 200 and r.json["document"]["ingress"][0]["digest"] == file_digest(bpf.count), r.body
+    # nothing of the refused ones was stored
+    assert [o["digest"] for o in c.api.get("/objects").json["objects"]] == [file_digest(bpf.count)]
+    # an object of 64 programs: pulled, one of them attached
+    wide = bpf.wide["programs-64"]
+    registry.push_image("wide/programs", "v1", read(wide))
+    big = start_puller(net, clsd_factory, registry, workdir, name="wide")
+    r = put(big, net, ref(registry, "v1", "wide/programs"), name="w", program="prog_63")
+    assert r.status == 200, r.body
+    assert status_of(r.json, "w")["attached"] is True
