@@ -290,7 +290,8 @@ static int top_print(const Ctl *c, const NodeRead *before, const NodeRead *after
                         } else
                                 a = sum;
                         double rt = i < n ? (fb && a >= b ? (a - b) / secs : 0) : sum_rate;
-                        snprintf(value, sizeof(value), "%.0f", a);
+                        /* counts as integers; seconds and other fractions as they are */
+                        snprintf(value, sizeof(value), a == (double) (uint64_t) a ? "%.0f" : "%.6f", a);
                         snprintf(rate, sizeof(rate), "%.1f", rt);
                         json_array_append_new(rows, json_pack("{s:s, s:s, s:f, s:f}", "node", node, "metric",
                                                               fam[f], "value", a, "rate", rt));

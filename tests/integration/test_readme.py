@@ -31,6 +31,7 @@ README = os.path.join(SOURCE_DIR, "README.md")
 # Blocks other tests run, by their first line: why they are not run here.
 COVERED = {
     "scripts/demo": "the README's two commands: test_demo.py runs the first, CI (.ci/run) the second",
+    "== A fleet: etcd and three hosts": "the demo's fleet part: test_demo.py runs scripts/demo and checks it prints so",
     "scripts/build-deb": "test_package.py installs that package with apt's dpkg under systemd",
     "systemctl enable --now clsd.socket": "test_package.py and test_systemd.py start the units so",
     "clsctl --fleet http://etcd1:2379 fleet apply edge-count.json": "test_fleet.py, against a real etcd",
