@@ -13,7 +13,41 @@
 
 typedef struct FlushCount {
         unsigned filters, links, pins, errors;
+        /* the programs this clsd pinned (its bpffs progs/): a clsd-named filter running another is
+         * another clsd's (another state directory on the host), not to be touched; NULL: no pins to
+         * tell by, every clsd-named filter goes */
+        uint32_t *ids;
+        size_t n_ids;
 } FlushCount;
+
+static bool ours(const FlushCount *c, uint32_t prog_id) {
+        if (!c->ids)
+                return true;
+        for (size_t i = 0; i < c->n_ids; i++)
+                if (c->ids[i] == prog_id)
+                        return true;
+        return false;
+}
+
+/* The ids of the programs pinned in bpffs_dir/progs/. */
+static void pinned_ids(const char *bpffs_dir, FlushCount *c) {
+        char dir[PATH_MAX], **pins = NULL;
+        size_t n = 0;
+
+        snprintf(dir, sizeof(dir), "%s/progs", bpffs_dir);
+        if (nl_pins_list(dir, &pins, &n) < 0 || n == 0) {
+                strv_free_n(pins, n);
+                return;
+        }
+        c->ids = calloc(n, sizeof(uint32_t));
+        for (size_t i = 0; c->ids && i < n; i++) {
+                _cleanup_close_ int fd = nl_pin_open(dir, pins[i]);
+                NlProgramStats st;
+                if (fd >= 0 && nl_program_stats_fd(fd, &st, NULL) >= 0)
+                        c->ids[c->n_ids++] = st.id;
+        }
+        strv_free_n(pins, n);
+}
 
 static void flush_filters(NlSocket *s, const char *where, FlushCount *c) {
         _cleanup_free_ NlLink *links = NULL;
@@ -33,7 +67,7 @@ static void flush_filters(NlSocket *s, const char *where, FlushCount *c) {
                 if (nl_filter_dump(s, links[i].ifindex, &f, &n, NULL) < 0)
                         continue; /* gone meanwhile */
                 for (size_t k = 0; k < n; k++) {
-                        if (!f[k].clsd_owned)
+                        if (!f[k].clsd_owned || !ours(c, f[k].prog_id))
                                 continue;
                         if (nl_filter_del(s, links[i].ifindex, f[k].parent, f[k].pref, f[k].protocol,
                                           f[k].handle, &e) < 0) {
@@ -116,6 +150,8 @@ int daemon_flush(const DaemonConfig *config) {
                 error_done(&e);
                 return -EBUSY;
         }
+        if (config->bpffs_dir)
+                pinned_ids(config->bpffs_dir, &c);
         flush_filters(s, "", &c);
         if (config->netns_dir)
                 flush_namespaces(config->netns_dir, &c);
@@ -124,5 +160,6 @@ int daemon_flush(const DaemonConfig *config) {
         printf("removed %u filter(s), %u tcx link(s) and %u program pin(s); the store is kept, so the next "
                "start attaches its documents again\n",
                c.filters, c.links, c.pins);
+        free(c.ids);
         return c.errors ? -EIO : 0;
 }

@@ -272,7 +272,8 @@ int nl_program_stats_fd(int fd, NlProgramStats *ret, Error *reterr) {
 
         if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
                 return error_set(reterr, errno, "kernel_error", "cannot read a program's info: %m");
-        *ret = (NlProgramStats){ .run_count = info.run_cnt,
+        *ret = (NlProgramStats){ .id = info.id,
+                                 .run_count = info.run_cnt,
                                  .run_time_ns = info.run_time_ns,
                                  .recursion_misses = info.recursion_misses };
         return 0;

@@ -137,9 +137,13 @@ def test_delete_unpins_and_a_stale_pin_is_swept_at_start(net, clsd, bpf):
     assert "no document uses it" in clsd.log_this_run()
 
 
-def test_flush_removes_only_what_clsd_attached_and_keeps_the_store(net, clsd, bpf):
+def test_flush_removes_only_what_clsd_attached_and_keeps_the_store(net, clsd, clsd_factory, bpf):
     api = clsd.api
     foreign = net.a.add_foreign_filter(net.if_a, 30, bpf.drop_port)
+    # another clsd on the host (its own state and pins), its filter in another namespace: its filters
+    # are clsd-named too, and not this clsd's to flush
+    other = clsd_factory(net.b, name="other")
+    assert other.api.put_classifier(net.if_b, {"ingress": [filt("o", bpf.count, priority=10)]}).status == 200
     doc = {"ingress": [filt("c", bpf.count, priority=10), filt("t", bpf.drop_port, priority=20, attach="tcx")]}
     r = api.put_classifier(net.if_a, doc)
     assert r.status == 200, r
@@ -161,6 +165,8 @@ def test_flush_removes_only_what_clsd_attached_and_keeps_the_store(net, clsd, bp
     f = net.a.filter_at(net.if_a, 30)
     assert (f.id, f.name) == (foreign.id, foreign.name), "the foreign filter was touched"
     assert os.listdir(os.path.join(clsd.bpffs_dir, "progs")) == []
+    assert net.b.filter_at(net.if_b, 10) is not None, "another clsd's filter was flushed"
+    assert other.api.get_classifier(net.if_b).json["repairs"] == 0
     # The store is kept: the next start attaches the document again.
     clsd.start()
     g = api.get_classifier(net.if_a)

@@ -291,6 +291,7 @@ struct btf *nl_btf_load(uint32_t btf_id);
 void nl_btf_free(struct btf *b);
 /* The program's statistics, counted while BPF_ENABLE_STATS is held (0 otherwise). */
 typedef struct NlProgramStats {
+        uint32_t id; /* the kernel's id of the program */
         uint64_t run_count;
         uint64_t run_time_ns;
         uint64_t recursion_misses;
