@@ -63,12 +63,8 @@ Manager *daemon_free(Manager *m) {
         /* Exiting is not releasing: the fd store entries and pins stay for the next start. */
         if (m->registry)
                 registry_exiting(m->registry);
-        loads_free(m->loads);
-        policy_set_clear(&m->policies);
-        sd_event_source_disable_unref(m->listeners.status_source);
-        links_free(m->links);
-        views_free(m->views);
-        workers_free(m->workers);
+        /* The interfaces and the changes under way first: a change stopped by the exit (a slow PUT, then
+         * SIGTERM) still tells the loads, the workers and the pulls it waits no more. */
         while (m->ifaces && iface_table_size(m->ifaces) > 0) {
                 Iface *it = iface_table_at(m->ifaces, iface_table_size(m->ifaces) - 1);
                 request_queue_drop(m->queue, it);
@@ -80,6 +76,12 @@ Manager *daemon_free(Manager *m) {
                 iface_table_remove(m->ifaces, it);
                 iface_free(it, m->registry);
         }
+        loads_free(m->loads);
+        policy_set_clear(&m->policies);
+        sd_event_source_disable_unref(m->listeners.status_source);
+        links_free(m->links);
+        views_free(m->views);
+        workers_free(m->workers);
         request_queue_free(m->queue);
         iface_table_free(m->ifaces);
         object_cache_free(m->objects);
