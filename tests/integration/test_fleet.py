@@ -427,7 +427,10 @@ def test_a_partitioned_host_converges_after_healing_and_a_compaction_makes_it_li
     h2.ns.run("ip", "link", "set", "up0", "up")
     fleet.wait_converged("edge-count", rev, {"h1", "h2"}, timeout=30)
     assert h2.prefs() == [15] and h2.send(3) == 3
-    assert "fell behind a compaction" in h2.clsd.log_this_run()
+    # it resumed its watch, which etcd cancelled for the compaction, and listed again; or (a rare
+    # ordering the suite met once) its reconnection read the fleet anew before the watch resumed
+    log = h2.clsd.log_this_run()
+    assert "fell behind a compaction" in log or log.count(" fleet policies, ") >= 2, log[-3000:]
 
 
 def test_a_host_killed_in_the_middle_of_applying_converges_after_restart(fleet, bpf, workdir):
