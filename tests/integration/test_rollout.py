@@ -182,7 +182,7 @@ def dropper_policy(bpf, rollout_spec, max_rate):
 def test_a_failed_health_check_halts_at_the_canary_and_rolls_it_back(fleet, bpf, workdir):
     hosts = six(fleet)
     rev0 = fleet.apply(count_policy(bpf), workdir)
-    fleet.wait_converged("edge-count", rev0, {h.name for h in hosts})
+    fleet.wait_converged("edge-count", rev0, {h.name for h in hosts}, timeout=30)  # six ASan clsds loading
     w = Watcher(hosts, prefs=[20])
     rev = fleet.apply(dropper_policy(bpf, rollout([1, "100%"], hold=3), max_rate=2), workdir)
     canary = fleet.hosts[waves_of(wait_plan(fleet, "edge-count"))[0][0]]
