@@ -114,9 +114,11 @@ def test_targets_for_prometheus_over_mutual_tls_and_fleet_top(fleet, bpf, workdi
         per_node = {r["metric"]["node"]: float(r["value"][1])
                     for r in prom_query(papi, 'sum by (node) (drops{policy="edge-drop"})')}
         assert per_node == {n: float(v) for n, v in sent.items()}
-        # the same with increase() over the last minute (the series began at 0 when the filters attached)
+        # increase() over the last minute is Prometheus's extrapolation to the window's edges, not a
+        # count: within a quarter of it once each series has a dozen samples (exact above, by the sums)
+        time.sleep(12)
         inc = prom_query(papi, 'sum by (policy) (increase(drops{policy="edge-drop"}[1m]))')
-        assert inc and abs(float(inc[0]["value"][1]) - total) <= total * 0.5, inc
+        assert inc and abs(float(inc[0]["value"][1]) - total) <= total * 0.25, (inc, total)
         # clsctl fleet top reads the same numbers from the nodes themselves, at once
         top = fleet.ctl("--json", "--cacert", pki.cert, "--cert", client, "--key", client_key, "fleet", "top",
                         "edge-drop")
