@@ -43,6 +43,9 @@ def test_targets_for_prometheus_over_mutual_tls_and_fleet_top(fleet, bpf, workdi
         h.extra = ("--listen", "%s:%d" % (addr, PORT), "--tls-cert", cert, "--tls-key", key, "--client-ca", pki.cert,
                    "--advertise", "https://%s:%d" % (addr, PORT))
         hosts.append(h.start(fleet.factory))
+    # every node's record written (a node writes it once connected)
+    wait_for(lambda: {n["node"] for n in fleet.ctl_json("fleet", "nodes") if n.get("_bound")} ==
+             {h.name for h in hosts}, timeout=15, interval=0.1, what="the four nodes' records")
     # the targets: one group per advertising node, its labels
     out = os.path.join(workdir, "clsd-targets.json")
     fleet.ctl("fleet", "targets", "--out", out)
