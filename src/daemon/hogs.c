@@ -12,6 +12,7 @@
 #include "iface-ops.h"
 #include "policy-match.h"
 #include "reconcile.h"
+#include "resolution.h"
 #include "resolve.h"
 
 /* A hog file is a small JSON document; anything bigger is a mistake. */
@@ -67,15 +68,11 @@ static int is_hog_file(const struct dirent *de) {
 static int hog_pull(Manager *m, Resolver *rs, Error *reterr) {
         for (size_t i = 0; i < rs->n_pulls; i++) {
                 OciImage img = { 0 };
-                OciRef ref;
+                OciPullOptions o;
                 int r;
-                (void) oci_ref_parse(rs->pulls[i], &ref, NULL);
-                OciPullOptions o = { .registry = oci_registries_find(m->config.registries, ref.registry),
-                                     .size_max = m->config.object_size_max,
-                                     .signature = rs->trusted != NULL };
+                resolution_pull_options(m, rs->pulls[i], &o);
                 r = oci_pull(rs->pulls[i], &o, &img, reterr);
-                if (r >= 0 && resolver_add_pulled(rs, rs->pulls[i], &img.pinned, img.digest, &img.data,
-                                                  img.size, &img.envelope, img.envelope_size) < 0)
+                if (r >= 0 && resolver_add_pulled(rs, rs->pulls[i], &img) < 0)
                         r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
                 oci_image_done(&img);
                 if (r < 0)

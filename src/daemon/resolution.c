@@ -125,6 +125,15 @@ static int start_inspections(ObjectResolution *c, Error *reterr) {
         return 0;
 }
 
+void resolution_pull_options(Manager *m, const char *ref, OciPullOptions *ret) {
+        OciRef parsed;
+
+        (void) oci_ref_parse(ref, &parsed, NULL); /* the document's parser checked it */
+        *ret = (OciPullOptions){ .registry = oci_registries_find(m->config.registries, parsed.registry),
+                                 .size_max = m->config.object_size_max,
+                                 .signature = m->trust.keys != NULL };
+}
+
 typedef struct Pulling {
         ObjectResolution *c;
         size_t index;
@@ -148,9 +157,7 @@ static void on_pulled(int r, OciImage *img, Error *error, void *userdata) {
         } else {
                 log_info("pulled %s: object %s (%zu bytes, %s image, %u requests)", img->pinned, img->digest,
                          img->size, img->format, img->requests);
-                if (resolver_add_pulled(&c->resolver, ref, &img->pinned, img->digest, &img->data, img->size,
-                                        &img->envelope, img->envelope_size) < 0 &&
-                    !c->error.code)
+                if (resolver_add_pulled(&c->resolver, ref, img) < 0 && !c->error.code)
                         error_set(&c->error, ENOMEM, "internal_error", "out of memory");
         }
         c->inspecting--;
@@ -167,17 +174,14 @@ static int start_pulls(ObjectResolution *c, Error *reterr) {
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         c->n_pulls = rs->n_pulls;
         for (size_t i = 0; i < rs->n_pulls; i++) {
-                OciRef ref;
                 Pulling *p = calloc(1, sizeof(*p));
+                OciPullOptions o;
                 int r;
                 if (!p)
                         return error_set(reterr, ENOMEM, "internal_error", "out of memory");
                 *p = (Pulling){ .c = c, .index = i };
-                (void) oci_ref_parse(rs->pulls[i], &ref, NULL); /* the document's parser checked it */
-                OciPullOptions o = { .registry = oci_registries_find(m->config.registries, ref.registry),
-                                     .size_max = m->config.object_size_max,
-                                     .signature = m->trust.keys != NULL,
-                                     .jitter_msec = c->pull_jitter_msec };
+                resolution_pull_options(m, rs->pulls[i], &o);
+                o.jitter_msec = c->pull_jitter_msec;
                 r = oci_pull_start(m->event, rs->pulls[i], &o, on_pulled, p, &c->pulls[i]);
                 if (r < 0) {
                         free(p);

@@ -4,6 +4,7 @@
 
 #include "manager.h"
 #include "resolve.h"
+#include "oci.h"
 
 typedef struct ObjectResolution {
         Manager *m;
@@ -28,3 +29,6 @@ void resolution_done(ObjectResolution *res);
  * (on_inspected is called when they are done),
  * or the reason it cannot (in reterr). An inspected object is stored unless keep_only. */
 int resolution_run(ObjectResolution *res, Document *doc, Error *reterr);
+/* How ref is pulled on this host: its registry's credentials and CA, the object limit, the cosign
+ * material when trusted keys will ask for it. */
+void resolution_pull_options(Manager *m, const char *ref, OciPullOptions *ret);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "object-cache.h"
+#include "oci.h"
 
 typedef struct PendingObject {
         char digest[SHA256_DIGEST_STRING_MAX];
@@ -72,9 +73,9 @@ int resolver_pending_add(Resolver *rs, const char *digest, char **data, size_t s
  * 0; pulled for this resolution: *object becomes the pinned reference, *digest the object's, and the
  * object is pending (1) unless known; else it is added to rs->pulls (1). */
 int resolve_image(Resolver *rs, char **object, char **digest, const char *who, Error *reterr);
-/* A pull's result, taken: ref is the reference as the document named it. */
-int resolver_add_pulled(Resolver *rs, const char *ref, char **pinned, const char *digest, char **data,
-                        size_t size, char **sig, size_t sig_size);
+/* A pull's image, its object, pinned reference and signature envelope taken: ref is the reference as
+ * the document named it. */
+int resolver_add_pulled(Resolver *rs, const char *ref, OciImage *img);
 void resolver_pulls_clear(Resolver *rs);
 /* The image pulled for ref (as named, or pinned), or NULL; ref added to the pulls (once). */
 PulledImage *resolver_pulled_find(Resolver *rs, const char *ref);

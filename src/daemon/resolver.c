@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "oci.h"
 #include "resolve.h"
 
 void pending_objects_free(PendingObject *v, size_t n) {
@@ -117,20 +118,19 @@ void resolver_pulled_free(Resolver *rs) {
         rs->n_pulled = 0;
 }
 
-int resolver_add_pulled(Resolver *rs, const char *ref, char **pinned, const char *digest, char **data,
-                        size_t size, char **sig, size_t sig_size) {
+int resolver_add_pulled(Resolver *rs, const char *ref, OciImage *img) {
         PulledImage *v = realloc(rs->pulled, (rs->n_pulled + 1) * sizeof(PulledImage));
 
         if (!v)
                 return -ENOMEM;
         rs->pulled = v;
         v[rs->n_pulled] = (PulledImage){ .ref = strdup(ref),
-                                         .pinned = TAKE_PTR(*pinned),
-                                         .data = TAKE_PTR(*data),
-                                         .size = size,
-                                         .sig = TAKE_PTR(*sig),
-                                         .sig_size = sig_size };
-        snprintf(v[rs->n_pulled].digest, sizeof(v->digest), "%s", digest);
+                                         .pinned = TAKE_PTR(img->pinned),
+                                         .data = TAKE_PTR(img->data),
+                                         .size = img->size,
+                                         .sig = TAKE_PTR(img->envelope),
+                                         .sig_size = img->envelope_size };
+        snprintf(v[rs->n_pulled].digest, sizeof(v->digest), "%s", img->digest);
         rs->n_pulled++;
         return v[rs->n_pulled - 1].ref ? 0 : -ENOMEM;
 }
