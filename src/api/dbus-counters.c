@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dbus.h"
+#include "hashmap.h"
 #include "log.h"
 
 #define COUNTER_TICK_USEC (1000 * 1000ULL)
@@ -23,24 +24,18 @@ static CounterSeen *seen_find(ApiDbus *b, const char *key) {
         return NULL;
 }
 
-static uint64_t mix(uint64_t h, const void *p, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                h = (h ^ ((const unsigned char *) p)[i]) * 1099511628211ULL;
-        return h;
-}
-
 /* The node's fleet state (Fleet, FleetRollouts) told when it changed. */
 static void fleet_tick(ApiDbus *b) {
         const DaemonFleet *f = daemon_fleet(b->api->daemon);
-        uint64_t h = 1469598103934665603ULL;
+        uint64_t h = 0;
 
-        h = mix(h, &f->enabled, sizeof(f->enabled));
-        h = mix(h, &f->connected, sizeof(f->connected));
-        h = mix(h, &f->revision, sizeof(f->revision));
-        h = mix(h, f->node, strlen(f->node));
-        h = mix(h, f->last_error, strlen(f->last_error));
+        h = hash_bytes(&f->enabled, sizeof(f->enabled), h);
+        h = hash_bytes(&f->connected, sizeof(f->connected), h);
+        h = hash_bytes(&f->revision, sizeof(f->revision), h);
+        h = hash_bytes(f->node, strlen(f->node), h);
+        h = hash_bytes(f->last_error, strlen(f->last_error), h);
         for (size_t i = 0; i < f->n_rollouts; i++)
-                h = mix(h, &f->rollouts[i], sizeof(f->rollouts[i]));
+                h = hash_bytes(&f->rollouts[i], sizeof(f->rollouts[i]), h);
         if (h == b->fleet_seen)
                 return;
         b->fleet_seen = h;

@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "dbus.h"
+#include "hashmap.h"
 
 Iface *iface_by_key(Manager *d, const char *key) {
         const char *slash = strchr(key, '/');
@@ -198,7 +199,7 @@ static uint64_t filter_bytes(const Filter *f, const FilterStatus *fs) {
 int link_counters_append(Manager *d, Iface *it, sd_bus_message *reply, uint64_t *ret_digest) {
         IfaceStatus st = { 0 };
         Error e = ERROR_NULL;
-        uint64_t digest = 1469598103934665603ULL;
+        uint64_t digest = 0;
         int r = 0;
 
         if (daemon_iface_status(d, it, &st, &e) < 0) {
@@ -211,7 +212,8 @@ int link_counters_append(Manager *d, Iface *it, sd_bus_message *reply, uint64_t 
                 const Filter *f = iface_filter_at(it, i);
                 const FilterStatus *fs = &st.filters[i];
                 uint64_t bytes = filter_bytes(f, fs);
-                digest = (digest ^ fs->run_count ^ (bytes << 1) ^ (fs->run_time_ns << 2)) * 1099511628211ULL;
+                const uint64_t moved[] = { fs->run_count, bytes, fs->run_time_ns };
+                digest = hash_bytes(moved, sizeof(moved), digest);
                 if (reply)
                         r = sd_bus_message_append(
                                 reply, "(ssbttt)", direction_to_string(filter_direction(f)),
