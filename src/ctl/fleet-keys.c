@@ -246,7 +246,7 @@ void fleet_labels_print(FILE *f, json_t *labels) {
 
 /* The JSON objects under kind/ in ret (nodes: with their leases); with --json they are printed as they are
  * and 1 returned. */
-int fleet_listing(const Ctl *c, const char *kind, json_t **ret) {
+int fleet_rows(const Ctl *c, const char *kind, json_t **ret) {
         _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
         _cleanup_(json_decrefp) json_t *leases = NULL;
         int r;
@@ -256,6 +256,12 @@ int fleet_listing(const Ctl *c, const char *kind, json_t **ret) {
                 r = fleet_live_leases(ec, &leases);
         if (r >= 0)
                 r = fleet_range_json(ec, c, kind, leases, ret, NULL);
+        return r;
+}
+
+int fleet_listing(const Ctl *c, const char *kind, json_t **ret) {
+        int r = fleet_rows(c, kind, ret);
+
         if (r < 0 || !c->json)
                 return r;
         r = ctl_print_json(*ret);

@@ -25,5 +25,7 @@ int fleet_get_json(EtcdClient *ec, const char *key, json_t **ret, uint64_t *ret_
 int fleet_range_kvs(EtcdClient *ec, const char *prefix, bool keys_only, EtcdKv **ret, size_t *ret_n);
 /* "k=v,k2=v2" of a labels object, into f. */
 void fleet_labels_print(FILE *f, json_t *labels);
-/* The rows of kind in *ret (nodes: with their leases); with --json they are printed and 1 returned. */
+/* The rows of kind in *ret (nodes: with their leases). */
+int fleet_rows(const Ctl *c, const char *kind, json_t **ret);
+/* The same; with --json they are printed and 1 returned. */
 int fleet_listing(const Ctl *c, const char *kind, json_t **ret);

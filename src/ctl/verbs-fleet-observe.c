@@ -22,20 +22,6 @@
 #define TOP_NODES_MAX 4096
 #define TOP_FAMILIES_MAX 64
 
-/* The live nodes' records (a JSON array; "_bound": a live lease holds it). */
-static int live_nodes(const Ctl *c, json_t **ret) {
-        _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
-        _cleanup_(json_decrefp) json_t *leases = NULL;
-        int r;
-
-        r = fleet_client(c, &ec);
-        if (r >= 0)
-                r = fleet_live_leases(ec, &leases);
-        if (r >= 0)
-                r = fleet_range_json(ec, c, "nodes", leases, ret, NULL);
-        return r;
-}
-
 /* A label name Prometheus takes: [a-zA-Z_][a-zA-Z0-9_]*, other characters made '_'. */
 static void label_name(const char *k, char *out, size_t size) {
         size_t i = 0;
@@ -106,7 +92,7 @@ int verb_fleet_targets(const Ctl *c, char **args _unused_) {
         for (;;) {
                 _cleanup_(json_decrefp) json_t *nodes = NULL, *t = NULL;
                 _cleanup_free_ char *text = NULL;
-                int r = live_nodes(c, &nodes);
+                int r = fleet_rows(c, "nodes", &nodes);
                 if (r < 0 && !c->watch)
                         return r;
                 if (r >= 0) {
@@ -325,16 +311,9 @@ int verb_fleet_top(const Ctl *c, char **args) {
         json_t *v;
         int r;
 
-        r = live_nodes(c, &nodes);
+        r = fleet_rows(c, "nodes", &nodes);
         if (r >= 0)
-                r = fleet_listing(&(Ctl){ .fleet_urls = c->fleet_urls,
-                                          .fleet_prefix = c->fleet_prefix,
-                                          .fleet_ca = c->fleet_ca,
-                                          .fleet_cert = c->fleet_cert,
-                                          .fleet_key = c->fleet_key,
-                                          .fleet_user = c->fleet_user,
-                                          .fleet_password_file = c->fleet_password_file },
-                                  "status", &statuses);
+                r = fleet_rows(c, "status", &statuses);
         if (r < 0)
                 return r;
         before = calloc(json_array_size(nodes) + 1, sizeof(NodeRead));
