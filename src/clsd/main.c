@@ -31,8 +31,7 @@ static void registries_reload(Context *c) {
         OciRegistries *regs = NULL;
         Error e = ERROR_NULL;
 
-        if (oci_registries_load(o->registries_file ?: REGISTRIES_FILE_DEFAULT, o->registries_file != NULL,
-                                &regs, &e) < 0) {
+        if (options_registries_load(o, &regs, &e) < 0) {
                 log_error("--registries: %s; the registries in use stay", e.message);
                 error_done(&e);
                 return;

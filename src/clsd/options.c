@@ -324,6 +324,12 @@ static int object_dirs_resolve(Options *o) {
         return 0;
 }
 
+int options_registries_load(const Options *o, OciRegistries **ret, Error *reterr) {
+        /* the default file may be missing (no registry needs credentials); one given must be there */
+        return oci_registries_load(o->registries_file ?: REGISTRIES_FILE_DEFAULT, o->registries_file != NULL,
+                                   ret, reterr);
+}
+
 int options_resolve(Options *o) {
         Error e = ERROR_NULL;
 
@@ -340,8 +346,7 @@ int options_resolve(Options *o) {
                 o->fleet.trusted_keys = o->trusted_keys;
                 o->daemon.trusted_keys_dir = o->trusted_keys_dir;
         }
-        if (oci_registries_load(o->registries_file ?: REGISTRIES_FILE_DEFAULT, o->registries_file != NULL,
-                                &o->registries, &e) < 0) {
+        if (options_registries_load(o, &o->registries, &e) < 0) {
                 fprintf(stderr, "clsd: --registries: %s\n", e.message);
                 error_done(&e);
                 return -EINVAL;

@@ -44,6 +44,8 @@ int options_parse(Options *o, int argc, char **argv);
 /* What the options name, made real: the trusted keys and the registries file read (-EINVAL said on
  * stderr, or 0). */
 int options_resolve(Options *o);
+/* The registries file --registries names (or the default one, if it exists), read. */
+int options_registries_load(const Options *o, OciRegistries **ret, Error *reterr);
 /* The object directories' real paths, for the API and the daemon (-EINVAL said on stderr, or 0). */
 int options_resolve_object_dirs(Options *o);
 void options_done(Options *o);
