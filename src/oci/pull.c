@@ -83,7 +83,7 @@ static int manifest_get(OciSession *s, json_t **ret, char ret_digest[SHA256_DIGE
                                  s->ref.repository);
         if (!want && a.docker_digest[0] && sha256_digest_string_valid(a.docker_digest))
                 want = a.docker_digest;
-        r = oci_answer_check(s, &a, want ? "the manifest" : "the manifest", want, reterr);
+        r = oci_answer_check(s, &a, "the manifest", want, reterr);
         if (r < 0)
                 return r;
         sha256_digest_string(a.body.data ?: "", a.body.size, ret_digest);
