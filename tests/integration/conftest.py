@@ -464,6 +464,25 @@ def udp_exchange(src, dst, dst_addr, counts, marker_port=40000, timeout=3.0):
 
 
 @contextlib.contextmanager
+def udp_stream(src, dst, dst_addr, counts, pause, timeout):
+    """udp_exchange(src, dst, dst_addr, counts) over and over on a thread, pause seconds apart, while the
+    with block runs (traffic flowing while a test looks at something else)."""
+    stop = threading.Event()
+
+    def send():
+        while not stop.is_set():
+            udp_exchange(src, dst, dst_addr, counts, timeout=timeout)
+            time.sleep(pause)
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(timeout=5)
+
+
+@contextlib.contextmanager
 def tc_monitor(ns):
     """Captures `tc monitor` in ns for the duration of the block. Start and end are fenced by a
     clsact qdisc added to and deleted from lo, so that no event of the block is missed: netlink

@@ -14,7 +14,7 @@ import zlib
 
 import pytest
 
-from conftest import SOURCE_DIR, filt, udp_exchange, wait_for, wait_or_kill
+from conftest import SOURCE_DIR, filt, udp_exchange, udp_stream, wait_for, wait_or_kill
 from test_dbus import bus, dclsd  # noqa: F401 (fixtures: a dbus-daemon of the test's own, clsd on it)
 from test_fleet import cluster, count_policy, fleet  # noqa: F401 (fixtures: an etcd cluster, a fleet on it)
 
@@ -123,15 +123,7 @@ def test_the_desktop_tool_shows_filters_rates_maps_repairs_and_rides_out_a_resta
         app.wait("row: %s | egress | web | configured | api | 20 |" % net.if_a)
         app.wait("row: %s | ingress | u32 | foreign | foreign | 50 |" % net.if_a)
         # traffic flows: rates come in PropertiesChanged (no polling by the window), the graph moves
-        stop = threading.Event()
-
-        def traffic():
-            while not stop.is_set():
-                udp_exchange(net.b, net.a, net.addr_a, {5353: 40}, timeout=0.5)
-                time.sleep(0.05)
-        t = threading.Thread(target=traffic, daemon=True)
-        t.start()
-        try:
+        with udp_stream(net.b, net.a, net.addr_a, {5353: 40}, pause=0.05, timeout=0.5):
             def rate():
                 line = app.last("rate: %s ingress stats" % net.if_a)
                 return line and float(line.split("packets/s=")[1].split()[0]) > 50 and line
@@ -153,9 +145,6 @@ def test_the_desktop_tool_shows_filters_rates_maps_repairs_and_rides_out_a_resta
                 if after != before:
                     break
             samples = [l for l in app.lines if l.startswith("rate: %s ingress stats" % net.if_a)]
-        finally:
-            stop.set()
-            t.join()
         assert (width, height) == (1280, 800) and colours > 8, (width, height, colours)
         assert before != after, "the graph did not move in 10 s of traffic: %s, %d samples" % (g, len(samples))
         assert len(set(after)) > 2, "the graph region is blank"

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import run, udp_exchange, wait_for
+from conftest import run, udp_stream, wait_for
 from test_dbus import bus  # noqa: F401 (a fixture: a dbus-daemon of the test's own)
 from test_fleet import cluster, count_policy, fleet  # noqa: F401 (fixtures)
 
@@ -188,22 +188,10 @@ def test_a_failed_health_check_halts_at_the_canary_and_rolls_it_back(fleet, bpf,
     canary = fleet.hosts[waves_of(wait_plan(fleet, "edge-count"))[0][0]]
     # from now on the canary is sent 50 datagrams a second for port 9: once it has applied the dropper,
     # its hold sees them dropped, past max_rate, however late this test looks (a busy machine)
-    stop = threading.Event()
-
-    def flood():
-        while not stop.is_set():
-            udp_exchange(canary.peer, canary.ns, canary.addr, {9: 10}, timeout=0.2)
-            time.sleep(0.2)
-
-    t = threading.Thread(target=flood, daemon=True)
-    t.start()
-    try:
+    with udp_stream(canary.peer, canary.ns, canary.addr, {9: 10}, pause=0.2, timeout=0.2):
         wait_for(lambda: canary.name in w.came, timeout=15, what="the canary applied the new revision")
         wait_for(lambda: plan_of(fleet, "edge-count")["state"]["state"] == "halted", timeout=15,
                  what="halted")
-    finally:
-        stop.set()
-        t.join(timeout=5)
     st = plan_of(fleet, "edge-count")
     assert st["waves"][0][0]["step"] == "failed" and "drops at" in st["waves"][0][0]["why"], st
     assert "above its max_rate 2/s" in st["waves"][0][0]["why"]
