@@ -47,6 +47,9 @@ int fleet_duration_parse(json_t *j, uint64_t *ret_usec) {
         return 0;
 }
 
+/* A wave: a count (a JSON number, or on clsctl's command line a plain number) or a percentage (a string
+ * ending in '%'). In a document a count is a number: "50" without '%' is neither, and refused rather than
+ * guessed at. */
 static int wave_parse(json_t *j, const char *s, FleetWave *ret) {
         char *end;
         long v;
@@ -57,26 +60,42 @@ static int wave_parse(json_t *j, const char *s, FleetWave *ret) {
                 *ret = (FleetWave){ .value = (unsigned) json_integer_value(j) };
                 return 0;
         }
+        bool from_json = !s;
         s = s ?: json_string_value(j);
         if (!s || !isdigit((unsigned char) *s))
                 return -EINVAL;
         v = strtol(s, &end, 10);
         if (v < 1 || (*end == '%' && (end[1] || v > 100)) || (*end && *end != '%') || v > 1000000)
                 return -EINVAL;
+        if (from_json && *end != '%')
+                return -EINVAL;
         *ret = (FleetWave){ .value = (unsigned) v, .percent = *end == '%' };
         return 0;
 }
 
-/* Waves grow: each is at least as many nodes as the one before it could be. */
+/* Waves grow: each reaches more nodes than the one before, whatever the fleet's size. Among counts, and
+ * among percentages, that is a larger number; a percentage may follow a count (it is the fleet's share
+ * from there on, and a wave that would reach no more is left out of the plan), but a count after a
+ * percentage could reach fewer nodes than it on a large fleet ("100%", 1): refused, as [2, 1] is. Nothing
+ * follows "100%". */
 static int waves_check(const FleetWave *v, size_t n, Error *reterr) {
         if (n == 0 || n > FLEET_WAVES_MAX)
                 return error_set(reterr, EINVAL, "invalid_value", "rollout.waves: 1 to %d waves",
                                  FLEET_WAVES_MAX);
-        for (size_t i = 1; i < n; i++)
+        for (size_t i = 1; i < n; i++) {
+                if (v[i - 1].percent && v[i - 1].value == 100)
+                        return error_set(reterr, EINVAL, "invalid_value",
+                                         "rollout.waves[%zu]: \"100%%\" is the last wave (every node)", i);
+                if (v[i - 1].percent && !v[i].percent)
+                        return error_set(reterr, EINVAL, "invalid_value",
+                                         "rollout.waves[%zu]: a count after a percentage may reach fewer "
+                                         "nodes than it; counts come first (1, 5, \"50%%\", \"100%%\")",
+                                         i);
                 if (v[i].percent == v[i - 1].percent && v[i].value <= v[i - 1].value)
                         return error_set(
                                 reterr, EINVAL, "invalid_value",
                                 "rollout.waves[%zu]: each wave reaches more nodes than the one before", i);
+        }
         return 0;
 }
 
@@ -158,8 +177,8 @@ int fleet_rollout_parse(json_t *j, FleetRollout *ret, Error *reterr) {
                                         free(r.waves);
                                         return error_set(
                                                 reterr, EINVAL, "invalid_value",
-                                                "rollout.waves[%zu]: a count (1, 2, …) or a percentage "
-                                                "(\"10%%\")",
+                                                "rollout.waves[%zu]: a count (1, 2, …: a number) or a "
+                                                "percentage (\"10%%\": a string)",
                                                 i);
                                 }
                 } else if (streq(key, "hold") || streq(key, "confirm")) {
@@ -298,6 +317,12 @@ int fleet_health_parse(json_t *j, FleetHealthCheck **ret, size_t *ret_n, Error *
                         free(v);
                         return error_set(reterr, EINVAL, "invalid_value",
                                          "health[%zu]: give \"max_rate\" or \"min_rate\"", i);
+                }
+                if (v[i].has_max && v[i].has_min && v[i].min_rate > v[i].max_rate) {
+                        free(v);
+                        return error_set(reterr, EINVAL, "invalid_value",
+                                         "health[%zu]: min_rate %g is above max_rate %g: no rate meets both",
+                                         i, v[i].min_rate, v[i].max_rate);
                 }
         }
         *ret = v;

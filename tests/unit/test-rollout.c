@@ -60,6 +60,16 @@ static void test_the_envelope_parts_are_parsed_strictly(void **state) {
                 "{\"name\":\"x\",\"rollout\":{\"waves\":[5,2]}}",
                 "{\"name\":\"x\",\"rollout\":{\"waves\":[0]}}",
                 "{\"name\":\"x\",\"rollout\":{\"waves\":[\"200%\"]}}",
+                /* a count after a percentage could reach fewer nodes; nothing after 100%; "50" is no count
+                 */
+                "{\"name\":\"x\",\"rollout\":{\"waves\":[\"100%\",1]}}",
+                "{\"name\":\"x\",\"rollout\":{\"waves\":[\"10%\",50]}}",
+                "{\"name\":\"x\",\"rollout\":{\"waves\":[1,\"100%\",\"100%\"]}}",
+                "{\"name\":\"x\",\"rollout\":{\"waves\":[\"50\"]}}",
+                "{\"name\":\"x\",\"rollout\":{\"waves\":[1,\"50\"]}}",
+                /* a check no rate can pass */
+                ("{\"name\":\"x\",\"health\":[{\"metric\":\"m\",\"max_rate\":1,\"min_rate\":5}],"
+                 "\"ingress\":[{\"name\":\"d\",\"metrics\":[{\"name\":\"m\"}]}]}"),
                 "{\"name\":\"x\",\"rollout\":{\"hold\":\"-1s\"}}",
                 "{\"name\":\"x\",\"rollout\":{\"hold\":\"2d\"}}",
                 "{\"name\":\"x\",\"rollout\":{\"wave\":[1]}}",
