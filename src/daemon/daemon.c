@@ -25,6 +25,16 @@
 #include "trust.h"
 #include "views.h"
 
+/* Every interface composed again (the filters of what is revoked leave, of what is trusted again come
+ * back) and reconciled, in its turn behind its other changes. */
+static void ifaces_recompose(Manager *m) {
+        for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
+                Iface *it = iface_table_at(m->ifaces, i);
+                if (it->visible)
+                        iface_recompose(m, it);
+        }
+}
+
 int daemon_new(const DaemonConfig *config, sd_event *event, Manager **ret, Error *reterr) {
         _cleanup_(daemon_freep) Manager *m = calloc(1, sizeof(*m));
         struct utsname u;
@@ -295,13 +305,7 @@ void daemon_set_registries(Manager *m, const struct OciRegistries *registries) {
 void daemon_reload(Manager *m) {
         /* the keys before the hogs: a hog's object is verified with the keys read now */
         if (trust_reload(m) > 0)
-                /* Every interface composed again (the filters of what is revoked leave, of what is trusted
-                 * again come back) and reconciled, in its turn behind its other changes. */
-                for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
-                        Iface *it = iface_table_at(m->ifaces, i);
-                        if (it->visible)
-                                iface_recompose(m, it);
-                }
+                ifaces_recompose(m);
         (void) hogs_reload(m);
         daemon_reconcile_all(m);
 }
