@@ -44,6 +44,7 @@ int daemon_new(const DaemonConfig *config, sd_event *event, Manager **ret, Error
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         m->config = *config;
         m->trust.keys = config->trusted_keys;
+        m->trust.on_trusted_again = ifaces_recompose;
         m->event = sd_event_ref(event);
         m->kernel.bpf_stats_fd = -1;
         if (uname(&u) >= 0)

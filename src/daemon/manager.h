@@ -58,6 +58,8 @@ struct Manager {
         struct {
                 const TrustedKeys *keys; /* in use: config.trusted_keys, or read again */
                 TrustedKeys *owned;
+                /* daemon.c: a revoked object an upload signed; its filters come back */
+                void (*on_trusted_again)(Manager *m);
         } trust; /* trust.c */
         Views *views; /* views.c */
         KernelFeatures kernel;

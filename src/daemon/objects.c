@@ -111,7 +111,7 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
         Manager *m = u->m;
         const DaemonObject *o;
         Error e = ERROR_NULL;
-        bool any = false, created = false;
+        bool any = false, created = false, sign = false;
         int r;
 
         if (result->r < 0) {
@@ -142,9 +142,14 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
         }
         /* again: uploads inspected side by side were each checked before the others were stored */
         r = daemon_object_quota_check(m, u->digest, u->size, &e);
+        /* the upload's signature, unless the one stored verifies: an object stored unsigned (before
+         * --trusted-keys) or signed by a key removed since is signed by uploading it again */
+        if (r >= 0 && u->sig &&
+            (r = trust_upload_signature(m, u->digest, u->data, u->size, u->sig, u->sig_size, &e)) > 0)
+                sign = true;
         if (r >= 0)
                 r = store_object_put_hashed(m->store, u->data, u->size, u->digest, &created, &e);
-        if (r >= 0 && u->sig)
+        if (r >= 0 && sign)
                 r = store_object_signature_put(m->store, u->digest, u->sig, u->sig_size, &e);
         if (r < 0) {
                 upload_finish(u, NULL, false, &e);
@@ -162,6 +167,8 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
                 }
                 log_info("stored object %s (%zu bytes)", u->digest, u->size);
         }
+        if (u->sig)
+                trust_object_signed(m, u->digest);
         upload_finish(u, o, created, NULL);
 }
 

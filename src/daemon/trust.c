@@ -2,7 +2,8 @@
  * signature it made revoked: at start, and on SIGHUP with the keys read again, an object no key verifies
  * is revoked in the registry (none of its programs is adopted, loaded or repaired), its filters leave
  * their interfaces' compositions (removed from the kernel, the interface failed "object_untrusted"), and
- * it all comes back when a key that signed it returns. */
+ * it all comes back when a key that signed it returns, or when the same bytes are uploaded again signed by
+ * a key still trusted. */
 #include <string.h>
 
 #include "log.h"
@@ -40,6 +41,26 @@ int trust_object_check(Manager *m, const char *digest, const void *data, size_t 
                 return 0;
         }
         return 1;
+}
+
+int trust_upload_signature(Manager *m, const char *digest, const void *data, size_t size, const char *sig,
+                           size_t sig_size, Error *reterr) {
+        int r;
+
+        /* the stored signature stays while it verifies: a working one is never traded for another */
+        if (stored_object_verify(m, digest, data, size, NULL) >= 0)
+                return 0;
+        /* verified when it came, and again: the keys may have been read again (SIGHUP) since */
+        r = trusted_keys_verify(m->trust.keys, data, size, sig, sig_size, digest, reterr);
+        return r < 0 ? r : 1;
+}
+
+void trust_object_signed(Manager *m, const char *digest) {
+        if (!registry_unrevoke(m->registry, digest))
+                return;
+        log_info("object %s: uploaded again signed by a trusted key; its filters come back", digest);
+        if (m->trust.on_trusted_again)
+                m->trust.on_trusted_again(m);
 }
 
 /* The object's trust as the keys say now: 1 if it changed (revoked, or trusted again). */

@@ -267,3 +267,110 @@ def test_clsctl_object_add_sends_the_signature_beside_the_file(net, clsd_factory
     p = c.ctl("object", "add", obj)
     assert p.returncode == 0, p
     assert len(c.api.get("/objects").json["objects"]) == 1
+
+
+def stored_signature(c, digest):
+    """The signature file stored beside the object, or None."""
+    try:
+        with open(os.path.join(c.state_dir, "objects", digest[7:] + ".o.sig"), "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_a_signed_upload_signs_an_object_stored_unsigned(net, clsd_factory, bpf, workdir):
+    """An object stored before --trusted-keys is revoked at start; the same bytes uploaded again with a
+    trusted signature attach it (stored beside the object): the object is trusted again, its filter comes
+    back and a PUT naming it applies, also after a restart. A signature that does not verify changes
+    nothing."""
+    trusted, key1, key2, _ = setup_keys(workdir)
+    obj = os.path.join(workdir, "count.bpf.o")
+    shutil.copy(bpf.count, obj)
+    c = clsd_factory(net.a)
+    r = upload(c, obj)
+    assert r.status == 201, r
+    digest = r.json["digest"]
+    assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]}).status == 200
+    c.stop()
+    c.args += ["--trusted-keys", trusted]
+    c.start()
+    assert "object %s revoked" % digest in c.log_this_run()
+    wait_for(lambda: c.api.get_classifier(net.if_a).json["state"] == "failed", timeout=5, what="failed")
+    g = c.api.get_classifier(net.if_a).json
+    assert g["error"]["code"] == "object_untrusted" and "is not signed" in g["error"]["message"], g
+    refused(c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]}), "object_untrusted",
+            "is not signed")
+    # a signature by a key not trusted, or over other bytes: refused, nothing stored or changed
+    refused(upload(c, obj, sign(key2, obj, os.path.join(workdir, "other.minisig"))), "object_signature_invalid",
+            "not a trusted key")
+    assert stored_signature(c, digest) is None
+    refused(c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]}), "object_untrusted")
+    # the same bytes with a trusted signature: attached, the object trusted again, a PUT naming it applies
+    good = sign(key1, obj)
+    r = upload(c, obj, good)
+    assert r.status == 200 and r.json["digest"] == digest, r
+    assert stored_signature(c, digest) == read(good)
+    r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10),
+                                                    filt("more", digest, priority=11)]})
+    assert r.status == 200 and status_of(r.json, "more")["attached"], r
+    assert c.api.get_classifier(net.if_a).json["state"] == "configured"
+    assert [f.pref for f in clsd_filters(net.a, net.if_a)] == [10, 11]
+    # a restart verifies the stored signature again: nothing revoked
+    c.restart()
+    assert "revoked" not in c.log_this_run(), c.log_this_run()
+    assert [o["digest"] for o in c.api.get("/objects").json["objects"]] == [digest]
+    wait_for(lambda: c.api.get_classifier(net.if_a).json["state"] == "configured", timeout=5, what="configured")
+    assert [f.pref for f in clsd_filters(net.a, net.if_a)] == [10, 11]
+    assert stored_signature(c, digest) == read(good)
+
+
+def test_a_signed_upload_keeps_the_stored_signature_that_verifies(net, clsd_factory, bpf, workdir):
+    """Uploading a signed object again with another trusted signature keeps the stored one while it
+    verifies; once its key is removed (SIGHUP), an upload signed by a key still trusted replaces it and
+    the filters come back; a bad signature never touches the stored one."""
+    trusted, key1, key2, pub1 = setup_keys(workdir)
+    shutil.copy(os.path.join(workdir, "signing", "k2.pub"), trusted)
+    obj = os.path.join(workdir, "count.bpf.o")
+    shutil.copy(bpf.count, obj)
+    first, second = sign(key1, obj), sign(key2, obj, os.path.join(workdir, "k2.minisig"))
+    c = clsd_factory(net.a, args=("--trusted-keys", trusted))
+    r = upload(c, obj, first)
+    assert r.status == 201, r
+    digest = r.json["digest"]
+    assert upload(c, obj, second).status == 200
+    assert stored_signature(c, digest) == read(first)
+    with open(first) as f:
+        lines = f.read().splitlines()
+    lines[2] = lines[2].replace("file:", "file:evil-")
+    forged = os.path.join(workdir, "forged.minisig")
+    with open(forged, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    refused(upload(c, obj, forged), "object_signature_invalid", "trusted comment")
+    assert stored_signature(c, digest) == read(first)
+    assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]}).status == 200
+    # the key of the stored signature removed: revoked
+    os.unlink(os.path.join(trusted, os.path.basename(pub1)))
+    c.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: not clsd_filters(net.a, net.if_a), timeout=5, what="the revoked filter removed")
+    untrusted(c, net.if_a, digest)
+    refused(upload(c, obj, forged), "object_signature_invalid")
+    assert stored_signature(c, digest) == read(first)
+    # a signature a trusted key makes replaces the one no key verifies any more
+    assert upload(c, obj, second).status == 200
+    assert stored_signature(c, digest) == read(second)
+    wait_for(lambda: c.api.get_classifier(net.if_a).json["state"] == "configured", timeout=5,
+             what="configured again")
+    assert [f.pref for f in clsd_filters(net.a, net.if_a)] == [10]
+    c.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: c.log_this_run().count("trusted keys: 1 read") == 2, timeout=5, what="the keys read again")
+    time.sleep(0.5)
+    assert c.api.get_classifier(net.if_a).json["state"] == "configured"
+    c.restart()
+    assert "revoked" not in c.log_this_run(), c.log_this_run()
+    wait_for(lambda: c.api.get_classifier(net.if_a).json["state"] == "configured", timeout=5, what="configured")
+    assert [f.pref for f in clsd_filters(net.a, net.if_a)] == [10]
