@@ -10,6 +10,7 @@ CLSD_TEST_BPF_DIR (optional: rejected.bpf.o, xdp.bpf.o, xdp-only.bpf.o, count-wi
 
 import contextlib
 import ctypes
+import glob
 import hashlib
 import http.client
 import json
@@ -45,7 +46,9 @@ HEALTH_TIMEOUT = 5.0
 CLONE_NEWNET = 0x40000000
 # A bpf filesystem of the tests' own: `ip netns exec` remounts /sys, and every bpffs mount is a new
 # instance, so tcx pins must live on a mount that outlives each clsd process.
-BPFFS_ROOT = "/run/clsdt-bpffs"
+# Each run of the suite pins under a bpffs of its own, mounted at its start and taken away at its end:
+# two runs at once (a developer's beside CI's) must not unmount each other's pins.
+BPFFS_ROOT = "/run/clsdt-bpffs.%d" % os.getpid()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,17 +317,25 @@ def tools():
         pytest.exit(p.stderr.strip() or "scripts/bootstrap --check failed", returncode=4)
 
 
+def _stale_bpffs():
+    """What earlier runs that were killed left: their bpffs, where no process of theirs lives."""
+    for d in glob.glob("/run/clsdt-bpffs.*"):
+        pid = d.rsplit(".", 1)[1]
+        if pid.isdigit() and not os.path.exists("/proc/%s" % pid):
+            run(["umount", "-l", d], check=False)
+            shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def bpffs(tools):
+    _stale_bpffs()
     os.makedirs(BPFFS_ROOT, exist_ok=True)
-    mounted = run(["mountpoint", "-q", BPFFS_ROOT], check=False).returncode == 0
-    if not mounted:
-        run(["mount", "-t", "bpf", "bpf", BPFFS_ROOT])
+    run(["mount", "-t", "bpf", "bpf", BPFFS_ROOT])
     try:
         yield BPFFS_ROOT
     finally:
-        if not mounted:
-            run(["umount", BPFFS_ROOT], check=False)
+        run(["umount", "-l", BPFFS_ROOT], check=False)
+        shutil.rmtree(BPFFS_ROOT, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------
