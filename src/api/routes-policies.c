@@ -13,7 +13,12 @@ static json_t *render_policy_iface(const Iface *it, const Policy *p) {
                               iface_netns(it) ? json_string(iface_netns(it)) : json_null(), "ifname",
                               iface_ifname(it), "state", iface_state_to_string(iface_state(it)));
         const Error *e = iface_error(it);
+        const char *whose = NULL;
+        PolicyIfaceState ps = iface_policy_outcome(it, p, &whose);
 
+        json_object_set_new(j, "policy_state", json_string(policy_iface_state_to_string(ps)));
+        if (whose)
+                json_object_set_new(j, ps == POLICY_IFACE_CONFLICT ? "with" : "by", json_string(whose));
         if (e)
                 json_object_set_new(j, "error",
                                     json_pack("{s:s,s:s}", "code", e->code, "message", strna(e->message)));
@@ -33,11 +38,13 @@ json_t *render_policy(Manager *d, const Policy *p) {
         json_t *j = policy_to_json(p), *ifaces = json_array();
         Iface **v = NULL;
         size_t n = daemon_policy_ifaces(d, p, &v);
-        size_t counts[_IFACE_STATE_MAX] = { 0 };
+        size_t counts[_POLICY_IFACE_STATE_MAX] = { 0 };
 
+        /* counted by what the policy is on each: a conflict or an override is not configured */
         for (size_t i = 0; i < n; i++) {
+                const char *by;
                 json_array_append_new(ifaces, render_policy_iface(v[i], p));
-                counts[iface_state(v[i])]++;
+                counts[iface_policy_outcome(v[i], p, &by)]++;
         }
         free(v);
         json_object_set_new(j, "name", json_string(p->name));
@@ -46,10 +53,12 @@ json_t *render_policy(Manager *d, const Policy *p) {
                             p->fleet_revision ? json_integer((json_int_t) p->fleet_revision) : json_null());
         json_object_set_new(j, "generation", json_integer((json_int_t) p->generation));
         json_object_set_new(j, "summary",
-                            json_pack("{s:I,s:I,s:I,s:I}", "matched", (json_int_t) n, "configured",
-                                      (json_int_t) counts[IFACE_CONFIGURED], "pending",
-                                      (json_int_t) counts[IFACE_PENDING], "failed",
-                                      (json_int_t) counts[IFACE_FAILED]));
+                            json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "matched", (json_int_t) n, "configured",
+                                      (json_int_t) counts[POLICY_IFACE_CONFIGURED], "pending",
+                                      (json_int_t) counts[POLICY_IFACE_PENDING], "failed",
+                                      (json_int_t) counts[POLICY_IFACE_FAILED], "conflict",
+                                      (json_int_t) counts[POLICY_IFACE_CONFLICT], "overridden",
+                                      (json_int_t) counts[POLICY_IFACE_OVERRIDDEN]));
         json_object_set_new(j, "ifaces", ifaces);
         return j;
 }
@@ -78,10 +87,16 @@ static json_t *render_outcome(Manager *d, const PolicyOutcome *o) {
 
         for (size_t i = 0; i < o->n_results; i++) {
                 const PolicyResult *r = &o->results[i];
+                /* what the policy is (or would be) on it: a conflict is not configured */
                 json_t *rj = json_pack("{s:o,s:s,s:b,s:s}", "netns",
                                        r->netns ? json_string(r->netns) : json_null(), "ifname", r->ifname,
                                        "matched", r->matched, "state",
-                                       r->removed ? "removed" : iface_state_to_string(r->state));
+                                       r->removed   ? "removed"
+                                       : r->matched ? policy_iface_state_to_string(r->policy_state)
+                                                    : iface_state_to_string(r->state));
+                if (r->by && r->matched)
+                        json_object_set_new(rj, r->policy_state == POLICY_IFACE_CONFLICT ? "with" : "by",
+                                            json_string(r->by));
                 if (r->error.code)
                         json_object_set_new(rj, "error",
                                             json_pack("{s:s,s:s}", "code", r->error.code, "message",

@@ -26,14 +26,17 @@ static int print_ifaces(const json_t *ifaces, bool results) {
                 const json_t *netns = json_object_get(v, "netns");
                 r = table_add(t, json_is_string(netns) ? json_string_value(netns) : "-");
                 r = r ?: table_add_json(t, json_object_get(v, "ifname"));
-                r = r ?: table_add_json(t, json_object_get(v, "state"));
+                /* the policy's state on it (a result's; GET's policy_state), not the interface's */
+                r = r ?: table_add_json(t, json_object_get(v, results ? "state" : "policy_state"));
                 if (results) {
                         const json_t *e = json_object_get(v, "error");
+                        const char *with = json_string_value(json_object_get(v, "with"));
                         r = r ?: table_add(t, json_is_true(json_object_get(v, "matched")) ? "yes" : "no");
                         r = r
                                     ?: e ? table_addf(t, "%s: %s",
                                                       json_string_value(json_object_get(e, "code")),
                                                       json_string_value(json_object_get(e, "message")))
+                               : with    ? table_addf(t, "conflict: %s", with)
                                          : table_add(t, NULL);
                         continue;
                 }
@@ -68,7 +71,8 @@ int verb_policy_list(const Ctl *c, char **args _unused_) {
                 return r;
         if (c->json)
                 return ctl_print_json(answer);
-        t = table_new("NAME", "GENERATION", "ORDER", "MATCHED", "CONFIGURED", "PENDING", "FAILED", NULL);
+        t = table_new("NAME", "GENERATION", "ORDER", "MATCHED", "CONFIGURED", "PENDING", "FAILED",
+                      "CONFLICT", "OVERRIDDEN", NULL);
         if (!t)
                 return ctl_oom();
         json_array_foreach (json_object_get(answer, "policies"), i, v) {
@@ -80,6 +84,8 @@ int verb_policy_list(const Ctl *c, char **args _unused_) {
                 r = r ?: table_add_json(t, json_object_get(s, "configured"));
                 r = r ?: table_add_json(t, json_object_get(s, "pending"));
                 r = r ?: table_add_json(t, json_object_get(s, "failed"));
+                r = r ?: table_add_json(t, json_object_get(s, "conflict"));
+                r = r ?: table_add_json(t, json_object_get(s, "overridden"));
                 if (r < 0)
                         return ctl_oom();
         }
@@ -115,23 +121,26 @@ static int put_policy(const Ctl *c, char **args, bool dry_run, json_t **ret_answ
         return ctl_put_file(c, path, args[1], args[0], ret_answer);
 }
 
-/* Exit 1 when an interface failed: accepted but not in force everywhere is not success for a script. */
+/* Exit 1 when an interface failed or is in conflict: accepted but not in force everywhere is not success
+ * for a script. */
 static int report_failed(const Ctl *c, const json_t *answer, const char *name) {
         const json_t *v;
         size_t i, failed = 0;
         const json_t *first = NULL;
 
         json_array_foreach (json_object_get(answer, "results"), i, v)
-                if (json_object_get(v, "error")) {
+                if (json_object_get(v, "error") ||
+                    streq_ptr(json_string_value(json_object_get(v, "state")), "conflict")) {
                         failed++;
                         first = first ?: v;
                 }
         if (!failed)
                 return 0;
         (void) c;
-        return ctl_error(-EREMOTEIO, "%s: %zu interface(s) failed, %s first: %s", name, failed,
-                         json_string_value(json_object_get(first, "ifname")),
-                         json_string_value(json_object_get(json_object_get(first, "error"), "code")));
+        const json_t *e = json_object_get(first, "error");
+        return ctl_error(-EREMOTEIO, "%s: %zu interface(s) failed or in conflict, %s first: %s", name,
+                         failed, json_string_value(json_object_get(first, "ifname")),
+                         e ? json_string_value(json_object_get(e, "code")) : "conflict");
 }
 
 int verb_policy_apply(const Ctl *c, char **args) {
@@ -169,7 +178,8 @@ int verb_policy_diff(const Ctl *c, char **args) {
                 return ctl_oom();
         json_array_foreach (json_object_get(answer, "results"), i, v) {
                 const json_t *e = json_object_get(v, "error");
-                if (e) {
+                /* a refusal the plan shows (a priority held: its conflict step) is shown as the plan */
+                if (e && json_array_size(json_object_get(json_object_get(v, "plan"), "filters")) == 0) {
                         r = table_add_json(t, json_object_get(v, "ifname"));
                         r = r ?: table_add(t, "fail");
                         r = r ?: table_add(t, NULL);

@@ -82,12 +82,18 @@ static const Policy *hook_policy(const Iface *it, Direction dir, bool hogs, char
         return first;
 }
 
-const char *iface_policy_state(const Iface *it, const Policy *p, Direction dir, const char **by) {
+/* The hook is p's: what the kernel has of it is the interface's state (all or nothing), so the hook is
+ * applied only once the interface is configured. */
+static const char *hook_state(const Iface *it, const Policy *p, Direction dir, bool by_state,
+                              const char **by) {
         *by = NULL;
         if (p->doc->n_filters[dir] == 0)
                 return NULL;
         if (it->hook_policy[dir] == p)
-                return "applied";
+                return !by_state                    ? "applied"
+                       : it->state == IFACE_FAILED  ? "failed"
+                       : it->state == IFACE_PENDING ? "pending"
+                                                    : "applied";
         if (it->hook_conflict[dir]) {
                 *by = it->hook_conflict[dir];
                 return "conflict";
@@ -99,6 +105,63 @@ const char *iface_policy_state(const Iface *it, const Policy *p, Direction dir, 
         else if (it->api && it->api->n_filters[dir] > 0)
                 *by = "document";
         return "overridden";
+}
+
+const char *iface_policy_state(const Iface *it, const Policy *p, Direction dir, const char **by) {
+        return hook_state(it, p, dir, true, by);
+}
+
+static const char *const policy_iface_states[_POLICY_IFACE_STATE_MAX] = {
+        [POLICY_IFACE_CONFIGURED] = "configured", [POLICY_IFACE_PENDING] = "pending",
+        [POLICY_IFACE_FAILED] = "failed",         [POLICY_IFACE_CONFLICT] = "conflict",
+        [POLICY_IFACE_OVERRIDDEN] = "overridden",
+};
+
+const char *policy_iface_state_to_string(PolicyIfaceState s) {
+        return s < _POLICY_IFACE_STATE_MAX ? policy_iface_states[s] : NULL;
+}
+
+/* Its hooks taken together: a conflict on one is the interface's (nothing of p runs there), then a
+ * failure, then pending; configured if p holds a hook, overridden if every hook it declares is another
+ * source's. */
+static PolicyIfaceState outcome(const Iface *it, const Policy *p, bool by_state, const char **by) {
+        PolicyIfaceState st = POLICY_IFACE_CONFIGURED;
+        bool held = false, declared = false;
+        const char *over = NULL;
+
+        *by = NULL;
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                const char *b = NULL, *s = hook_state(it, p, dir, by_state, &b);
+                if (!s)
+                        continue;
+                declared = true;
+                if (streq(s, "conflict")) {
+                        *by = b;
+                        return POLICY_IFACE_CONFLICT;
+                }
+                if (streq(s, "overridden")) {
+                        over = over ?: b;
+                        continue;
+                }
+                held = true;
+                if (streq(s, "failed"))
+                        st = POLICY_IFACE_FAILED;
+                else if (streq(s, "pending") && st != POLICY_IFACE_FAILED)
+                        st = POLICY_IFACE_PENDING;
+        }
+        if (declared && !held) {
+                *by = over;
+                return POLICY_IFACE_OVERRIDDEN;
+        }
+        return st;
+}
+
+PolicyIfaceState iface_policy_outcome(const Iface *it, const Policy *p, const char **by) {
+        return outcome(it, p, true, by);
+}
+
+PolicyIfaceState iface_policy_composed(const Iface *it, const Policy *p, const char **by) {
+        return outcome(it, p, false, by);
 }
 
 /* Whether a filter uses an object no trusted key verifies any more (its classifier's or an action's): 1,

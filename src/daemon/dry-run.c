@@ -10,7 +10,28 @@ void dry_run_done(DryRun *r) {
         document_unref(r->plan_doc);
         free(r->programs);
         free(r->steps);
+        error_done(&r->refused);
+        free(r->policy_by);
         *r = (DryRun){ 0 };
+}
+
+/* A policy's dry run: what the policy (the one whose document the change carries) would be on the
+ * interface, from the candidate's composition and what the apply would refuse. */
+static void plan_policy(Change *c, DryRun *dr) {
+        const Policy *p = NULL;
+        const char *by = NULL;
+
+        for (size_t i = 0; i < c->n_policies && !p; i++)
+                if (c->policies[i]->doc == c->doc)
+                        p = c->policies[i];
+        if (!p)
+                return;
+        dr->policy_state = iface_policy_composed(c->candidate, p, &by);
+        if (dr->policy_state == POLICY_IFACE_CONFIGURED && dr->refused.code)
+                dr->policy_state = POLICY_IFACE_FAILED;
+        else if (dr->policy_state == POLICY_IFACE_CONFIGURED && dr->pending)
+                dr->policy_state = POLICY_IFACE_PENDING;
+        dr->policy_by = by ? strdup(by) : NULL;
 }
 
 static void plan_programs(Change *c, Iface *it, Error *reterr, int *ret) {
@@ -84,6 +105,11 @@ int dry_run_apply(Change *c, Iface *it, ChangeLook *look, Error *reterr) {
                 plan_programs(c, it, reterr, &r);
         if (r >= 0 && look->present)
                 r = attach_describe_all(&ctx, &look->observed, &dr->steps, &dr->n_steps, reterr);
+        /* what the apply's look would refuse (the plan shows it as a conflict step): the answer says it */
+        if (r >= 0 && look->present && c->candidate->n_filters > 0)
+                (void) attach_check_all(&ctx, &look->observed, &dr->refused);
         attach_context_done(&ctx);
+        if (r >= 0)
+                plan_policy(c, dr);
         return r;
 }

@@ -104,6 +104,9 @@ void filter_release(Filter *f, Registry *reg);
  * the interface had is released, the candidate left empty. Its filters are configured (read back). */
 void iface_commit(Iface *it, Iface *cand, Registry *reg);
 void iface_set_state(Iface *it, IfaceState state, const Error *e);
+/* iface_policy_outcome() of a composition alone (a candidate's): the hooks p holds count as configured,
+ * whatever the interface's state. */
+PolicyIfaceState iface_policy_composed(const Iface *it, const Policy *p, const char **by);
 /* The facts of the document a filter came from, refreshed from the filter's programs; returns whether
  * anything changed (the store needs writing). */
 bool iface_update_facts(Iface *it);

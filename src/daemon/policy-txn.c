@@ -101,6 +101,7 @@ static void txn_free(PolicyTxn *txn) {
         free(txn->items);
         for (size_t i = 0; i < txn->n_results; i++) {
                 free(txn->results[i].netns);
+                free(txn->results[i].by);
                 error_done(&txn->results[i].error);
                 dry_run_done(&txn->results[i].dry_run);
         }
@@ -141,14 +142,23 @@ static void on_iface_done(Manager *m, Iface *it, const Error *e, void *userdata)
         free(d);
         if (e) {
                 r->state = IFACE_FAILED;
+                r->policy_state = POLICY_IFACE_FAILED;
                 error_set(&r->error, e->error, e->code, "%s", strna(e->message));
         } else if (!it)
                 r->removed = true;
         else {
+                const Policy *p = txn->items[0].policy;
+                const char *by = NULL;
                 r->state = it->state;
                 if (it->state == IFACE_FAILED && it->error.code)
                         error_set(&r->error, it->error.error, it->error.code, "%s",
                                   strna(it->error.message));
+                r->policy_state = p && iface_has_policy(it, p) ? iface_policy_outcome(it, p, &by)
+                                  : it->state == IFACE_FAILED  ? POLICY_IFACE_FAILED
+                                  : it->state == IFACE_PENDING ? POLICY_IFACE_PENDING
+                                                               : POLICY_IFACE_CONFIGURED;
+                if (by)
+                        r->by = strdup(by);
         }
         txn->pending--;
         txn_maybe_finish(txn);
@@ -165,12 +175,20 @@ static void on_iface_dry_run(Manager *m, const DryRun *dr, const Error *e, void 
                 r->state = IFACE_FAILED;
                 error_set(&r->error, e->error, e->code, "%s", strna(e->message));
         } else {
-                r->state = dr->pending ? IFACE_PENDING : IFACE_CONFIGURED;
+                /* what the apply would answer: a priority a foreign filter holds fails the interface */
+                r->state = dr->refused.code ? IFACE_FAILED : dr->pending ? IFACE_PENDING : IFACE_CONFIGURED;
+                if (dr->refused.code)
+                        error_set(&r->error, dr->refused.error, dr->refused.code, "%s",
+                                  strna(dr->refused.message));
+                r->policy_state = dr->policy_state;
                 r->dry_run = *dr;
                 /* the plan is the result's now */
                 ((DryRun *) dr)->doc = NULL, ((DryRun *) dr)->plan_doc = NULL;
                 ((DryRun *) dr)->programs = NULL, ((DryRun *) dr)->n_programs = 0;
                 ((DryRun *) dr)->steps = NULL, ((DryRun *) dr)->n_steps = 0;
+                ((DryRun *) dr)->refused = (Error) ERROR_NULL, ((DryRun *) dr)->policy_by = NULL;
+                if (r->dry_run.policy_by)
+                        r->by = strdup(r->dry_run.policy_by);
         }
         txn->pending--;
         txn_maybe_finish(txn);

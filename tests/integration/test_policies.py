@@ -63,7 +63,8 @@ def test_a_policy_applies_to_every_matching_interface_and_answers_for_each(api, 
     assert len({clsd_filters(net.a, dev)[0].id for dev in names}) == 1
     g = api.get("/policies/web")
     assert g.status == 200 and g.headers["ETag"] == '"1"'
-    assert g.json["summary"] == {"matched": 3, "configured": 3, "pending": 0, "failed": 0}
+    assert g.json["summary"] == {"matched": 3, "configured": 3, "pending": 0, "failed": 0, "conflict": 0,
+                                 "overridden": 0}
     assert {i["ifname"]: i["ingress"]["state"] for i in g.json["ifaces"]} == {n: "applied" for n in names}
     assert [p["name"] for p in api.get("/policies").json["policies"]] == ["web"]
 
@@ -195,6 +196,28 @@ def test_a_dry_run_plans_each_interface_and_changes_nothing(api, bpf, net):
     assert_error(api.get("/policies/plan"), 404, "policy_not_found")
 
 
+def test_a_dry_run_answers_what_the_apply_then_does_over_foreign_filters_and_conflicts(api, bpf, net):
+    """Three veths, a foreign filter holding the policy's priority on one, a policy of the same order on
+    another: the dry run answers, interface by interface, the states the apply then reaches and that
+    GET reports afterwards (failed priority_taken, conflict, configured), never "configured" for all."""
+    a, b, c = veths(net.a, "dx", 3)
+    net.a.add_foreign_filter(b, 10, bpf.drop_port)
+    assert put_policy(api, "other", policy({"ifname": [c]}, ingress=[filt("o", bpf.count, priority=30)])).status == 200
+    body = policy({"ifname": ["dx*"]}, ingress=[filt("count", bpf.count, priority=10)])
+    dry = api.request("PUT", "/policies/p?dry_run=1", body=body)
+    assert dry.status == 200, dry
+    want = {a: "configured", b: "failed", c: "conflict"}
+    assert {k: v["state"] for k, v in results(dry).items()} == want, dry.json
+    assert results(dry)[b]["error"]["code"] == "priority_taken"
+    assert "other" in results(dry)[c]["with"]
+    r = put_policy(api, "p", body)
+    assert {k: v["state"] for k, v in results(r).items()} == want, r.json
+    assert results(r)[b]["error"]["code"] == "priority_taken"
+    got = {i["ifname"]: i["policy_state"] for i in api.get("/policies/p").json["ifaces"]}
+    assert got == want
+    assert api.get("/policies/p").json["summary"]["conflict"] == 1
+
+
 def test_a_foreign_filter_fails_that_interface_only_and_it_is_retried(api, bpf, net):
     a, b = veths(net.a, "ff", 2)
     net.a.add_foreign_filter(b, 10, bpf.drop_port)
@@ -203,6 +226,12 @@ def test_a_foreign_filter_fails_that_interface_only_and_it_is_retried(api, bpf, 
     got = results(r)
     assert got[a]["state"] == "configured"
     assert got[b]["state"] == "failed" and got[b]["error"]["code"] == "priority_taken", got[b]
+    # GET says the same of that hook: failed, not applied; the summary counts it failed
+    ifaces = {i["ifname"]: i for i in api.get("/policies/fx").json["ifaces"]}
+    assert ifaces[b]["ingress"]["state"] == "failed" and ifaces[b]["policy_state"] == "failed", ifaces[b]
+    assert ifaces[a]["ingress"]["state"] == "applied" and ifaces[a]["policy_state"] == "configured"
+    assert api.get("/policies/fx").json["summary"] == {"matched": 2, "configured": 1, "pending": 0, "failed": 1,
+                                                       "conflict": 0, "overridden": 0}
     # The foreign filter goes: the policy is applied there too (a retry, like a document's).
     net.a.run("tc", "filter", "del", "dev", b, "ingress", "pref", "10")
     wait_for(lambda: len(clsd_filters(net.a, b)) == 1, timeout=5, what="applied after the foreign filter went")
@@ -261,7 +290,7 @@ def test_clsctl_policy_apply_diff_get_ls_rm(clsd, bpf, net, workdir):
     assert len(clsd_filters(net.a, a)) == 1
     p = clsd.ctl("policy", "ls", check=0)
     assert find_table(p.stdout, ["NAME", "GENERATION", "ORDER", "MATCHED", "CONFIGURED", "PENDING",
-                                 "FAILED"])[1] == ["web", "1", "0", "2", "1", "0", "1"]
+                                 "FAILED", "CONFLICT", "OVERRIDDEN"])[1] == ["web", "1", "0", "2", "1", "0", "1", "0", "0"]
     p = clsd.ctl("policy", "get", "web", check=0)
     rows = find_table(p.stdout, ["NETNS", "IFNAME", "STATE", "INGRESS", "EGRESS"])
     assert rows[1][1:4] == [a, "configured", "applied"], rows

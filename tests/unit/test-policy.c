@@ -134,6 +134,7 @@ static Iface *compose(Document *api, Document *hog, Policy **v, size_t n) {
         assert_int_equal(iface_set_documents(it, api, NULL, hog, hog ? "/etc/clsd/hogs/eth0.json" : NULL,
                                              NULL, false, NULL),
                          0);
+        iface_set_state(it, IFACE_CONFIGURED, NULL); /* as a reconcile that matched the kernel leaves it */
         return it;
 }
 
@@ -161,6 +162,20 @@ static void test_precedence_hog_then_document_then_lowest_order(void **state) {
         assert_string_equal(iface_policy_state(it, p1, DIRECTION_INGRESS, &by), "applied");
         assert_string_equal(iface_policy_state(it, p5, DIRECTION_INGRESS, &by), "overridden");
         assert_string_equal(by, "p1");
+        assert_int_equal(iface_policy_outcome(it, p1, &by), POLICY_IFACE_CONFIGURED);
+        assert_int_equal(iface_policy_outcome(it, p5, &by), POLICY_IFACE_OVERRIDDEN);
+        assert_string_equal(by, "p1");
+        /* the hook p1 holds is what the interface is: a failed interface (a priority a foreign filter
+         * holds) is a failed hook, not an applied one */
+        Error e = ERROR_NULL;
+        error_set(&e, EBUSY, "priority_taken", "priority 10 is taken");
+        iface_set_state(it, IFACE_FAILED, &e);
+        error_done(&e);
+        assert_string_equal(iface_policy_state(it, p1, DIRECTION_INGRESS, &by), "failed");
+        assert_int_equal(iface_policy_outcome(it, p1, &by), POLICY_IFACE_FAILED);
+        assert_int_equal(iface_policy_composed(it, p1, &by), POLICY_IFACE_CONFIGURED);
+        iface_set_state(it, IFACE_PENDING, NULL);
+        assert_string_equal(iface_policy_state(it, p1, DIRECTION_INGRESS, &by), "pending");
         assert_null(iface_policy_state(it, p5, DIRECTION_EGRESS, &by)); /* declares nothing there */
         assert_int_equal(iface_policy_count(it), 3);
         assert_string_equal(iface_policy_at(it, 0)->name, "p1"); /* by order, then name */
@@ -202,6 +217,9 @@ static void test_two_policies_of_one_order_are_a_conflict(void **state) {
         assert_string_equal(iface_policy_state(it, a, DIRECTION_INGRESS, &by), "conflict");
         assert_non_null(strstr(by, "a and b"));
         assert_string_equal(iface_policy_state(it, c, DIRECTION_INGRESS, &by), "conflict");
+        /* taken together: a conflict, never configured, whatever the interface's own state */
+        assert_int_equal(iface_policy_outcome(it, a, &by), POLICY_IFACE_CONFLICT);
+        assert_non_null(strstr(by, "a and b"));
         iface_free(it, NULL);
         /* a hog's policy (configuration) comes before the API's, whatever its order */
         hogp->hog_path = strdup("/etc/clsd/hogs/hogp.json");

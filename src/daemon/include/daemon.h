@@ -224,6 +224,16 @@ typedef enum DryRunLoad {
         DRY_RUN_LOAD, /* would be loaded and verified */
 } DryRunLoad;
 
+/* A policy's state on one interface it matches, its hooks taken together. */
+typedef enum PolicyIfaceState {
+        POLICY_IFACE_CONFIGURED, /* its filters are attached on the hooks it holds */
+        POLICY_IFACE_PENDING,
+        POLICY_IFACE_FAILED, /* the interface failed (iface_error()) */
+        POLICY_IFACE_CONFLICT, /* a policy of the same order on one of its hooks: neither is attached */
+        POLICY_IFACE_OVERRIDDEN, /* every hook it declares is another source's */
+        _POLICY_IFACE_STATE_MAX,
+} PolicyIfaceState;
+
 typedef struct DryRunProgram {
         const FilterSpec *filter; /* in DryRun.plan_doc */
         Direction direction;
@@ -248,6 +258,11 @@ typedef struct DryRun {
         size_t n_programs;
         DryRunStep *steps;
         size_t n_steps;
+        Error refused; /* what the apply would refuse with (a priority a foreign filter holds), if anything
+                        */
+        /* a policy's dry run: the policy's state on the interface as it would be, and by or with whom */
+        PolicyIfaceState policy_state;
+        char *policy_by;
 } DryRun;
 
 void dry_run_done(DryRun *r);
@@ -264,6 +279,8 @@ typedef struct PolicyResult {
         bool matched; /* the (new) policy matches it; false: it lost the policy */
         bool removed; /* nothing is declared for it any more: clsd's filters went */
         IfaceState state;
+        PolicyIfaceState policy_state; /* the policy's on it (matched) */
+        char *by; /* the conflict, or whose its hooks are (overridden) */
         Error error; /* its state's reason, when failed */
         DryRun dry_run; /* a dry run's plan */
 } PolicyResult;
@@ -300,8 +317,13 @@ void daemon_fleet_policies_change(Manager *m, const FleetPolicyChange *v, size_t
                                   void *userdata);
 /* The interfaces holding the policy (matched), in the table's order. */
 size_t daemon_policy_ifaces(Manager *m, const Policy *p, Iface ***ret);
-/* What each hook of it is to p ("applied", "overridden", "conflict"; NULL: p declares none there). */
+/* What each hook of it is to p ("applied", "failed" or "pending" as the interface is when p holds the
+ * hook; "overridden" by another source, "conflict" with a policy of the same order; NULL: p declares none
+ * there); by: whose (overridden), or with whom (conflict). */
 const char *iface_policy_state(const Iface *it, const Policy *p, Direction dir, const char **by);
+const char *policy_iface_state_to_string(PolicyIfaceState s);
+/* by: the conflict (conflict), or whose the hooks are (overridden), else NULL. */
+PolicyIfaceState iface_policy_outcome(const Iface *it, const Policy *p, const char **by);
 size_t iface_policy_count(const Iface *it);
 const Policy *iface_policy_at(const Iface *it, size_t i);
 
