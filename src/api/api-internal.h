@@ -38,6 +38,7 @@ struct Api {
         DaemonErrorCount errors[64]; /* error answers by code */
         size_t n_errors;
         uint64_t audits[3]; /* audit records: ok, refused (4xx), failed (5xx) */
+        uint64_t body_bytes; /* of request bodies read, kept or dropped: clsd_api_body_bytes_total */
         ApiDbus *dbus; /* NULL: not on D-Bus */
         /* GET /ifaces's last answer per namespace, with what it was made from (links' version and the
          * namespace's interfaces): a poll that finds nothing changed is a copy. */

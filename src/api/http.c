@@ -331,6 +331,7 @@ static MHD_RESULT request_begin(Listener *l, struct MHD_Connection *c, const cha
 
 /* n more bytes of the body, into the request's buffer within its limit. */
 static MHD_RESULT request_upload(Request *req, struct MHD_Connection *c, const char *data, size_t n) {
+        req->api->body_bytes += n;
         if (req->refused_early)
                 return request_lingered_enough(req, n) ? MHD_NO : MHD_YES;
         if (req->too_large || req->body_size + n > req->body_max) {

@@ -187,6 +187,9 @@ void route_metrics(Request *req, Response *resp) {
         for (size_t i = 0; i < a->n_errors; i++)
                 on_sample(&sc, "clsd_api_errors_total", (const char *const[]){ "code", a->errors[i].code },
                           1, (double) a->errors[i].n);
+        on_family(&sc, "clsd_api_body_bytes_total", "counter",
+                  "Bytes of request bodies read, those kept and those dropped after an early answer");
+        on_sample(&sc, "clsd_api_body_bytes_total", NULL, 0, (double) a->body_bytes);
         on_family(&sc, "clsd_audit_records_total", "counter",
                   "Changes asked of clsd (API and D-Bus), audited, by result: ok, refused (4xx), failed "
                   "(5xx)");

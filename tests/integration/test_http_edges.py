@@ -113,27 +113,41 @@ def test_a_16_mib_object_is_read_at_the_sockets_speed(listeners, big_object, kin
     assert took < 2.0, "%.2f s for 16 MiB" % took
 
 
+def body_bytes_read(x):
+    """The bytes of request bodies x has read (kept or dropped): its own count, clsd_api_body_bytes_total.
+    (Its reads of sockets are recv(2): /proc/PID/io does not count them.)"""
+    r = x.api.get("/metrics")
+    assert r.status == 200, r
+    line = next(l for l in r.body.decode().splitlines() if l.startswith("clsd_api_body_bytes_total "))
+    return int(float(line.split()[1]))
+
+
 @pytest.mark.parametrize("kind", ["unix", "tcp", "tls"])
 def test_a_chunked_body_over_the_limit_is_refused_as_it_passes_it(listeners, kind):
-    """100 MB chunked: the 413 comes once the limit (16 MiB) is passed; clsd reads at most a few MiB more
-    (a lingering close, so that the answer is not lost to a reset) and the client is cut off."""
+    """100 MB chunked: the 413 comes once the limit (16 MiB) is passed; clsd reads at most 4 MiB more (a
+    lingering close, so that the answer is not lost to a reset) and the client is cut off. What clsd read
+    is its own count, not what the client got rid of: the kernels' buffers on both ends hold several MiB
+    more, and more on a loaded host (27 MiB sent was seen)."""
     conns, c, t = listeners
+    server = t if kind == "tls" else c
     conn = conns[kind]()
+    before = body_bytes_read(server)
     conn.send(head_request(b"POST", b"/objects", AUTH + b"Content-Type: application/octet-stream\r\n"
                            b"Transfer-Encoding: chunked\r\n"))
     chunk = b"%x\r\n%s\r\n" % (1 << 20, b"z" * (1 << 20))
-    sent, t0, stopped = 0, time.monotonic(), None
+    sent, stopped = 0, None
     try:
         while sent < 100 << 20:
             conn.send(chunk)
             sent += 1 << 20
     except (BrokenPipeError, ConnectionResetError, ssl.SSLError, socket.timeout) as e:
         stopped = e
-    took = time.monotonic() - t0
     assert stopped is not None, "clsd read all 100 MB"
-    assert sent <= 24 << 20 and took < 5, (sent, took)
     status, body = one_answer(conn.answers())
     conn.close()
+    read = body_bytes_read(server) - before
+    # the limit and the 4 MiB dropped after the answer, with a margin (one chunk): whatever the load
+    assert 16 << 20 < read <= 21 << 20, (read, sent)
     assert status == 413 and body["error"]["code"] == "payload_too_large", body
     assert "16777216" in body["error"]["message"]
     for x in (c, t):
