@@ -18,11 +18,6 @@
 #include "log.h"
 #include "tls.h"
 
-/* Per-connection memory for headers and buffering; bodies are copied out as they arrive. At most 32 KiB
- * (libmicrohttpd's default): a bigger pool is mmap()ed per connection, and its munmap() flushes the TLB
- * of every CPU clsd ran on, which waits for a CPU busy verifying a program (a /healthz took 17 ms). */
-#define CONNECTION_MEMORY 32768
-
 static void peer_expect_request(Peer *p, bool due);
 
 void listener_free(Listener *l) {
@@ -38,6 +33,7 @@ void listener_free(Listener *l) {
         if (l->mhd)
                 MHD_stop_daemon(l->mhd); /* closes the connections: on_connection() still sees the timer */
         sd_event_source_disable_unref(l->deadline_timer);
+        listener_linger_free(l);
         free(l);
 }
 
@@ -227,6 +223,7 @@ static void peer_expect_request(Peer *p, bool due) {
 
         (void) sd_event_now(l->api->event, CLOCK_MONOTONIC, &now);
         p->headers_due = due;
+        p->line_in = false;
         p->deadline = due && l->api->config.header_timeout_sec
                               ? now + l->api->config.header_timeout_sec * 1000000ULL
                               : 0;
@@ -309,6 +306,8 @@ static MHD_RESULT request_begin(Listener *l, struct MHD_Connection *c, const cha
                                 "the path has a control byte (%%00 to %%1f, %%7f): no route has one");
                 return api_send(req, &resp);
         }
+        if (header_fields_refused(c, &resp))
+                return api_send(req, &resp);
         if (framing_ambiguous(c)) {
                 response_errorf(
                         &resp, "bad_request",

@@ -8,6 +8,16 @@
 
 #include "api-internal.h"
 
+/* Per-connection memory for headers and buffering; bodies are copied out as they arrive. At most 32 KiB
+ * (libmicrohttpd's default): a bigger pool is mmap()ed per connection, and its munmap() flushes the TLB
+ * of every CPU clsd ran on, which waits for a CPU busy verifying a program (a /healthz took 17 ms). A
+ * request line and header section must fit in it with libmicrohttpd's record of each field (414, 431). */
+#define CONNECTION_MEMORY 32768
+/* Header fields a request may have (431 past them): clients send about ten, Apache's LimitRequestFields is
+ * 100 too. Short fields fill CONNECTION_MEMORY only at about 400: the limit is one number, whatever the
+ * fields' lengths. */
+#define HEADER_FIELDS_MAX 100
+
 typedef struct Listener {
         Api *api;
         bool tcp;
@@ -22,6 +32,9 @@ typedef struct Listener {
         struct Peer *peers; /* every open connection, with its peer and header deadline */
         sd_event_source *deadline_timer;
         bool progressed; /* the last run of libmicrohttpd called clsd for a request (http.c) */
+        /* sockets answered before their request was read, drained meanwhile (http-guard.c) */
+        struct Linger *lingering;
+        unsigned n_lingering;
 } Listener;
 
 /* An open connection (libmicrohttpd's socket context): who it is, and by when its next request's
@@ -42,6 +55,7 @@ typedef struct Peer {
         char *subject, **sans, *cert_why;
         uint64_t deadline;
         bool headers_due; /* its next request's headers are not all in (deadline or none) */
+        bool line_in; /* and its request line is (http_request_line()) */
         struct Peer *prev, *next;
 } Peer;
 
@@ -60,6 +74,10 @@ bool request_lingered_enough(Request *req, size_t more);
 size_t http_unescape(void *cls, struct MHD_Connection *c, char *s);
 /* A request whose body could be framed two ways (two Content-Lengths, or one beside chunked). */
 bool framing_ambiguous(struct MHD_Connection *c);
+/* Whether the request has more than HEADER_FIELDS_MAX header fields (the 431 in resp). */
+bool header_fields_refused(struct MHD_Connection *c, Response *resp);
+/* The sockets still drained after an early answer, closed (the listener stops). */
+void listener_linger_free(Listener *l);
 /* MHD_OPTION_EXTERNAL_LOGGER: MHD's messages to the log; its own error answers made clsd's. */
 void http_log(void *cls, const char *fmt, va_list ap);
 
