@@ -39,6 +39,7 @@ struct Api {
         size_t n_errors;
         uint64_t audits[3]; /* audit records: ok, refused (4xx), failed (5xx) */
         uint64_t body_bytes; /* of request bodies read, kept or dropped: clsd_api_body_bytes_total */
+        unsigned requests_waiting; /* connections suspended for the daemon's answer (http.c) */
         ApiDbus *dbus; /* NULL: not on D-Bus */
         /* GET /ifaces's last answer per namespace, with what it was made from (links' version and the
          * namespace's interfaces): a poll that finds nothing changed is a copy. */

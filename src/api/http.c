@@ -103,6 +103,7 @@ static void listener_resume(Request *req) {
         Listener *l = req->listener;
 
         req->suspended = false;
+        l->api->requests_waiting--;
         suspended_remove(l, req);
         MHD_resume_connection(req->connection);
         /* libmicrohttpd serves a resumed connection on its next run: soon, from the loop (not from
@@ -115,6 +116,7 @@ static MHD_RESULT request_suspend(Request *req) {
         Listener *l = req->listener;
 
         MHD_suspend_connection(req->connection);
+        l->api->requests_waiting++;
         req->suspended = true;
         req->next_suspended = l->suspended;
         l->suspended = req;
@@ -172,8 +174,10 @@ static void request_completed(void *cls, struct MHD_Connection *c, void **con_cl
                 peer_expect_request(p, true);
         if (!req)
                 return;
-        if (req->suspended)
+        if (req->suspended) {
                 suspended_remove(req->listener, req);
+                req->api->requests_waiting--;
+        }
         json_decref(req->deferred.body);
         free(req->deferred.text);
         free(req->body);

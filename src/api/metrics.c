@@ -190,6 +190,9 @@ void route_metrics(Request *req, Response *resp) {
         on_family(&sc, "clsd_api_body_bytes_total", "counter",
                   "Bytes of request bodies read, those kept and those dropped after an early answer");
         on_sample(&sc, "clsd_api_body_bytes_total", NULL, 0, (double) a->body_bytes);
+        on_family(&sc, "clsd_api_requests_waiting", "gauge",
+                  "API requests waiting for the daemon's answer (a change: a pull, a verification)");
+        on_sample(&sc, "clsd_api_requests_waiting", NULL, 0, a->requests_waiting);
         on_family(&sc, "clsd_audit_records_total", "counter",
                   "Changes asked of clsd (API and D-Bus), audited, by result: ok, refused (4xx), failed "
                   "(5xx)");
