@@ -101,7 +101,10 @@ static void suspended_remove(Listener *l, Request *req) {
 
 static void listener_resume(Request *req) {
         Listener *l = req->listener;
+        Peer *p = connection_peer(req->connection);
 
+        if (p)
+                p->waiting = false;
         req->suspended = false;
         l->api->requests_waiting--;
         suspended_remove(l, req);
@@ -114,8 +117,11 @@ static void listener_resume(Request *req) {
 /* The daemon answers later: the connection waits, and the loop serves others. */
 static MHD_RESULT request_suspend(Request *req) {
         Listener *l = req->listener;
+        Peer *p = connection_peer(req->connection);
 
         MHD_suspend_connection(req->connection);
+        if (p)
+                p->waiting = true;
         l->api->requests_waiting++;
         req->suspended = true;
         req->next_suspended = l->suspended;
@@ -264,7 +270,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         *p = (Peer){ .listener = l, .connection = c, .fd = info->connect_fd };
         peer_key(p, l->tcp);
         for (Peer *q = l->peers; q; q = q->next)
-                same += streq(q->key, p->key);
+                same += streq(q->key, p->key) && !q->waiting;
         p->next = l->peers;
         if (l->peers)
                 l->peers->prev = p;
@@ -276,6 +282,25 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                 return;
         }
         peer_expect_request(p, true);
+}
+
+/* A change from a peer with as many requests waiting for the daemon as it may hold connections: 429, where
+ * one more would hold a connection for as long as a pull or a verification takes. Reads never wait. */
+static bool waiting_refused(Request *req, Peer *p, Response *resp) {
+        unsigned max = req->api->config.connections_per_peer, n = 0;
+
+        if (!p || !max || !method_changes_state(req->method))
+                return false;
+        for (Peer *q = req->listener->peers; q; q = q->next)
+                n += q->waiting && streq(q->key, p->key);
+        if (n < max)
+                return false;
+        response_errorf(
+                resp, "too_many_requests",
+                "%s has %u requests waiting for the changes they asked (a pull, a verification), the "
+                "most it may (--max-connections-per-peer); retry once one is answered",
+                p->key, n);
+        return true;
 }
 
 /* A request's first call, its headers in: the request is made (if the request line did not make it) and
@@ -321,7 +346,7 @@ static MHD_RESULT request_begin(Listener *l, struct MHD_Connection *c, const cha
         }
         /* Refuse early, before reading a body we will not use. The metrics listener changes nothing, so it
          * asks for no token. */
-        if (!request_allowed(req, &resp))
+        if (!request_allowed(req, &resp) || waiting_refused(req, p, &resp))
                 return api_send(req, &resp);
         cl = request_header(req, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > req->body_max) {
@@ -366,18 +391,21 @@ static MHD_RESULT request_upload(Request *req, struct MHD_Connection *c, const c
 
 /* The body is in: the route answers, now or (a change) once the daemon has (suspended meanwhile). */
 static MHD_RESULT request_end(Request *req) {
+        Response resp = { 0 };
         MHD_RESULT ret;
 
         if (req->refused_early)
                 return MHD_NO; /* answered; the connection closes */
         if (req->too_large) {
-                Response resp = { 0 };
                 response_errorf(&resp, "payload_too_large", "the body is over the limit of %zu bytes",
                                 req->body_max);
                 return api_send(req, &resp);
         }
         if (req->deferring) /* resumed: the daemon's answer is in */
                 return req->answered ? api_send(req, &req->deferred) : request_suspend(req);
+        /* again, now that the body is in: others may have begun to wait meanwhile */
+        if (waiting_refused(req, connection_peer(req->connection), &resp))
+                return api_send(req, &resp);
         ret = api_dispatch(req);
         if (req->deferring && !req->answered)
                 return request_suspend(req);

@@ -56,6 +56,9 @@ typedef struct Peer {
         uint64_t deadline;
         bool headers_due; /* its next request's headers are not all in (deadline or none) */
         bool line_in; /* and its request line is (http_request_line()) */
+        /* Its request waits for the daemon's answer (a change: a pull, a verification): the connection is
+         * not one of the peer's --max-connections-per-peer, but one of as many requests that may wait. */
+        bool waiting;
         struct Peer *prev, *next;
 } Peer;
 

@@ -46,6 +46,7 @@ static const struct {
         { "precondition_failed", 412 },
         { "payload_too_large", 413 },
         { "unsupported_media_type", 415 },
+        { "too_many_requests", 429 },
         { "headers_too_large", 431 },
         { "invalid_object", 422 },
         { "program_not_found", 422 },

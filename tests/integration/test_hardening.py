@@ -1,12 +1,20 @@
 """What a client may make clsd read, and what it may not learn: objects named by path only from the
 object directories (--object-dir), one answer for every other path whatever the file is; a token file
-every user may read is refused at start."""
+every user may read is refused at start; what one peer's connections may hold (dripping headers, changes
+waiting for a slow registry)."""
 
+import contextlib
 import json
 import os
+import re
 import shutil
+import socket
+import threading
+import time
 
-from conftest import filt, status_of, wait_for
+import pytest
+
+from conftest import assert_error, filt, status_of, wait_for
 from test_access import free_port, start_refused, token_file
 from test_hogs import write_hog
 
@@ -206,6 +214,90 @@ def test_clients_dripping_headers_hold_no_slot_and_one_peer_holds_a_few(net, cls
         s.close()
     # the address may connect again
     assert Api(lambda: NetnsHTTPSConnection(net.b, ADDR_A, port, pki.cert)).get("/healthz").status == 200
+
+
+@contextlib.contextmanager
+def trickling_registry(ns):
+    """A registry on ns's loopback that answers one byte a second: a pull from it takes the whole of the
+    pull's timeout (30 s). Its port and the connections it took (a list); every socket closed, and its
+    threads ended, on the way out."""
+    srv = ns.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    srv.settimeout(0.1)
+    stop, threads, taken = threading.Event(), [], []
+
+    def trickle(conn):
+        with conn:
+            for b in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n":
+                if stop.wait(1.0):
+                    return
+                with contextlib.suppress(OSError):
+                    conn.sendall(bytes([b]))
+
+    def serve():
+        while not stop.is_set():
+            with contextlib.suppress(socket.timeout):
+                taken.append(srv.accept()[0])
+                t = threading.Thread(target=trickle, args=(taken[-1],))
+                t.start()
+                threads.append(t)
+
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        yield srv.getsockname()[1], taken
+    finally:
+        stop.set()
+        server.join()
+        for t in threads:
+            t.join()
+        srv.close()
+
+
+def test_changes_waiting_for_a_pull_leave_root_its_connections_and_the_next_is_429(net, clsd_factory, workdir):
+    """Sixteen PUTs naming an image on a registry that sends a byte a second wait the pull's 30 s: they
+    held root's sixteen connections on the unix socket (--max-connections-per-peer), and /healthz, reads
+    and other changes got no answer at all. A connection waiting for the daemon is not one of the peer's
+    slots but one of as many waiting requests: reads are served meanwhile, and the 17th change is 429
+    too_many_requests at once."""
+    from test_http_edges import Conn, head_request
+    with trickling_registry(net.a) as (port, taken):
+        path = os.path.join(workdir, "registries.json")
+        with open(path, "w") as f:
+            json.dump({"registries": {"127.0.0.1:%d" % port: {"plain_http": True}}}, f)
+        c = clsd_factory(net.a, args=("--registries", path))
+        doc = json.dumps({"ingress": [filt("slow", "oci://127.0.0.1:%d/ebpf/count:v1" % port)]}).encode()
+        put = head_request(b"PUT", b"/ifaces/%s/classifier" % net.if_a.encode(),
+                           b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(doc), doc)
+        waiting = []
+
+        def waiting_now():
+            r = c.api.get("/metrics")
+            assert r.status == 200, r
+            return int(re.search(r"^clsd_api_requests_waiting (\d+)", r.body.decode(), re.M).group(1))
+        try:
+            # one after the other: a PUT not yet read holds one of root's connections, as the GET does
+            for n in range(1, 17):
+                waiting.append(Conn(c))
+                waiting[-1].send(put)
+                wait_for(lambda: waiting_now() == n, timeout=10, what="%d PUTs waiting" % n)
+            wait_for(lambda: taken, timeout=10, what="the pull's connection to the registry")
+            t0 = time.monotonic()
+            assert c.api.get("/healthz").status == 200
+            assert c.api.get("/ifaces").status == 200
+            r = c.api.put_classifier(net.if_a, {"ingress": []})
+            assert_error(r, 429, "too_many_requests")
+            assert "uid 0 has 16 requests waiting" in r.json["error"]["message"], r.json
+            assert time.monotonic() - t0 < 5
+            # the sixteen wait on: none was answered
+            for conn in waiting:
+                conn.s.setblocking(False)
+                with pytest.raises(BlockingIOError):
+                    conn.s.recv(1)
+        finally:
+            for conn in waiting:
+                conn.close()
 
 
 def test_quotas_on_what_clients_may_store(net, clsd_factory, bpf, workdir):

@@ -35,7 +35,8 @@ typedef struct ApiConfig {
         /* A request's headers must be in within this long of the connection or of the previous
          * answer (an idle timeout alone lets a client that sends a byte a second hold a slot for ever). */
         unsigned header_timeout_sec;
-        /* Connections one peer (an address over TCP, a uid on the unix socket) may hold at once. */
+        /* Connections one peer (an address over TCP, a uid on the unix socket) may hold at once, and
+         * requests it may have waiting for the daemon (a change: a pull, a verification) besides them. */
         unsigned connections_per_peer;
         /* Where an object named by path in a request may be (the file's real path under one of them);
          * none: objects are named by digest only. Hogs, the host's configuration, are not bound. */
