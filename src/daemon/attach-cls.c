@@ -556,8 +556,19 @@ static int cls_remove_all(AttachContext *c, Error *reterr) {
                         continue;
                 r = nl_filter_del(c->rtnl, c->it->ifindex, s->parent, s->pref, all[s->observed].protocol,
                                   all[s->observed].handle, reterr);
-                if (r == -ENOENT)
+                if (r == -ENODEV) {
+                        /* the device went, and its filters and clsact with it */
+                        log_info("%s: the link went during the removal, clsd's filters with it",
+                                 c->it->ifname);
+                        error_done(reterr);
+                        plan_done(&plan);
+                        return 0;
+                }
+                if (r == -ENOENT || r == -EINVAL) {
+                        /* gone already: the filter, or the qdisc it was under (a clsact deleted) */
+                        error_done(reterr);
                         r = 0;
+                }
                 if (r >= 0)
                         log_info("%s: removed %s pref %u (%s)", c->it->ifname, cls_hook_name(s->hook),
                                  s->pref, all[s->observed].name);

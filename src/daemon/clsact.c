@@ -16,7 +16,12 @@ int clsact_remove_unless_used(NlSocket *rtnl, int ifindex, const char *ifname, c
                 return 0;
         }
         r = nl_clsact_del(rtnl, ifindex, reterr);
-        if (r < 0 && r != -ENOENT && r != -EINVAL)
+        if (r == -ENOENT || r == -EINVAL || r == -ENODEV) {
+                /* gone already: taken by another program, or with its device */
+                error_done(reterr);
+                return 0;
+        }
+        if (r < 0)
                 return r;
         log_info("%s: removed the clsact qdisc clsd had created", ifname);
         return 0;
