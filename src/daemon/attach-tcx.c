@@ -512,7 +512,8 @@ static int tcx_remove_all(AttachContext *c, Error *reterr) {
         char dir[PATH_MAX];
         int r;
 
-        if (!c->tcx || !c->bpffs_dir)
+        /* no link, nothing of the interface's (tcx_ours_list() takes 0 for every interface's links) */
+        if (!c->tcx || !c->bpffs_dir || c->it->ifindex <= 0)
                 return 0;
         tcx_dir(c->bpffs_dir, c->it->netns, dir);
         r = tcx_ours_list(dir, c->it->ifindex, &ours, &n, reterr);

@@ -141,6 +141,9 @@ static int remove_everything(Change *c, Iface *it, Error *reterr) {
         int r;
 
         if (c->look.present) {
+                /* from the link that has the name now, as a reconcile does: the interface's ifindex is 0
+                 * once the deletion of its link was seen, and 0 lists every interface's tcx pins */
+                iface_table_set_ifindex(m->ifaces, it, c->look.link.ifindex);
                 r = iface_remove_all(m, it, c->look.rtnl, reterr);
                 if (r < 0)
                         return r;
