@@ -76,6 +76,17 @@ static void rollback(Manager *m, Iface *it, AttachContext *ctx, const AttachSnap
         error_done(&e);
 }
 
+/* The kernel knows no device of the look's ifindex any more: the link went under the change, and what
+ * the change and the documents before it had attached there went with it. The change stands as for a link
+ * absent at the look: stored, pending; a link that comes under the name is reconciled at its event. */
+static int link_went(Change *c, Iface *it, Error *reterr) {
+        log_info("%s: the link went while the change was applied (%s); document pending", it->ifname,
+                 strna(reterr ? reterr->message : NULL));
+        error_done(reterr);
+        c->look.present = false;
+        return 0;
+}
+
 /* The store says what the change did: the API's document (or its removal), and what a hog attached. */
 static int store_change(Change *c, Iface *it, Iface *cand, Error *reterr) {
         Manager *m = c->m;
@@ -121,7 +132,9 @@ static int apply_candidate(Change *c, Iface *it, Error *reterr) {
         if (r >= 0) {
                 m->counters.reconciles++;
                 r = attach_apply_all(&ctx, &c->look.observed, reterr);
-                if (r < 0)
+                if (r == -ENODEV)
+                        r = link_went(c, it, reterr);
+                else if (r < 0)
                         rollback(m, it, &ctx, &snap, "applying the change", reterr);
         }
         if (r >= 0) {
