@@ -2,7 +2,9 @@
 filter deleted, filter replaced by another tool, link deleted and re-created, renamed away and back,
 namespace deleted and re-created, tcx link detached) while traffic flows and clsd runs. At the end
 the kernel equals the store, the foreign filter is untouched, clsd never restarted, and the repair
-latencies (median, worst per kind) are printed and written to BUILD_DIR/chaos-report.txt."""
+latencies (median, worst per kind) are printed and written to BUILD_DIR/chaos-report.txt.
+test_delete_under_link_churn: PUT and DELETE cycles on many links deleted and added again meanwhile."""
+import collections
 import contextlib
 import datetime
 import os
@@ -12,8 +14,8 @@ import subprocess
 import threading
 import time
 
-from conftest import (ADDR_A, BUILD_DIR, filt, netns_create, netns_destroy, status_of, tcx_detach_pinned,
-                      wait_for)
+from conftest import (ADDR_A, BUILD_DIR, Response, filt, netns_create, netns_destroy, parse_tc_filters, run,
+                      status_of, tcx_detach_pinned, wait_for)
 
 SECONDS = float(os.environ.get("CLSD_CHAOS_SECONDS", "30"))
 REPAIR_TIMEOUT = 10.0  # the conflict case waits for clsd's retry backoff
@@ -246,3 +248,121 @@ def run_chaos(clsd_factory, bpf, net, chaos_name):
     for kind in ("qdisc_del", "filter_del", "after_conflict", "link_recreated", "renamed", "netns_recreated"):
         if kind in latencies:
             assert statistics.median(latencies[kind]) < 100, report
+
+
+# ---------------------------------------------------------------------------------------------
+# PUT and DELETE against link churn
+
+CHURN_SECONDS = float(os.environ.get("CLSD_CHURN_SECONDS", "10"))
+CHURN_LINKS = int(os.environ.get("CLSD_CHURN_LINKS", "50"))
+CHURN_CLIENTS = 4
+CHURN_KERNEL_CHECK = 4  # every 4th DELETE of a client is checked against tc as well
+
+
+def clsd_filters(ns, dev):
+    """clsd's cls_bpf filters on dev, on both hooks ([] if there is no such dev)."""
+    out = []
+    for hook in ("ingress", "egress"):
+        p = ns.run("tc", "filter", "show", "dev", dev, hook, check=False)
+        out += [(hook, f.pref, f.name) for f in parse_tc_filters(p.stdout) if f.name.startswith("clsd:")]
+    return out
+
+
+def said(x):
+    """An answer (or what else went wrong) in one line."""
+    if isinstance(x, Response):
+        return "%d %s" % (x.status, " ".join(x.body.decode(errors="replace").split()))
+    return repr(x)
+
+
+def test_delete_under_link_churn(clsd_factory, bpf, net):
+    """PUT and DELETE cycles on CLSD_CHURN_LINKS veths (50) from four clients for CLSD_CHURN_SECONDS (10)
+    while another thread deletes and adds their links again under the same names. Every PUT answers 200
+    or 202 and every DELETE 204; after a DELETE, GET says 404 and tc shows none of clsd's filters on the
+    link of that name (whichever it is by then); once the churn stops no link has any, and the tcx link
+    and filter of a document on another link are the ones it had. A DELETE met a link gone under it
+    (ENODEV: the dump of a gone link reads empty, the clsact's delete fails) and answered 500 about once
+    a second here; one that ran after the link's deletion was seen removed every interface's tcx links.
+    A longer run: CLSD_CHURN_SECONDS=600."""
+    c = clsd_factory(net.a, name="clsd")
+    api = c.api
+    names = ["vd%d" % i for i in range(CHURN_LINKS)]
+    net.a.run("ip", "-batch", "-", input="".join("link add %s type veth peer name vp%s\n" % (n, n[2:])
+                                                 for n in names))
+    digest = api.upload_ok(bpf.count)
+    doc = {"ingress": [filt("c", digest, priority=3)], "egress": [filt("e", digest, priority=4)]}
+    # A document on a link nobody touches, with a tcx link: the other documents' DELETEs leave it be.
+    assert api.put_classifier("va", {"ingress": [filt("c", digest, priority=3)],
+                                     "egress": [filt("e", digest, priority=4, attach="tcx")]}).status == 200
+    va = api.get_classifier("va").json
+    stop = threading.Event()
+    bad, counts = [], collections.Counter()
+    lock = threading.Lock()
+    seed = int(os.environ.get("CLSD_CHAOS_SEED", "20261203"))
+
+    def client(k):
+        try:
+            cycles(k)
+        except Exception as e:  # a thread's exception would not fail the test: it is a bad answer
+            with lock:
+                bad.append(("client %d" % k, None, e))
+
+    def cycles(k):
+        rng, mine = random.Random(seed + k), names[k::CHURN_CLIENTS]
+        done = 0
+        while not stop.is_set():
+            n = rng.choice(mine)
+            found = []
+            r = api.put_classifier(n, doc)
+            if r.status not in (200, 202):
+                found.append(("PUT", n, r))
+            else:
+                r = api.delete_classifier(n)
+                if r.status != 204:
+                    found.append(("DELETE", n, r))
+                elif (g := api.get_classifier(n)).status != 404:
+                    found.append(("GET after DELETE", n, g))
+                elif done % CHURN_KERNEL_CHECK == 0 and (left := clsd_filters(net.a, n)):
+                    found.append(("tc after DELETE", n, left))
+                done += 1
+            with lock:
+                counts["cycles"] += 1
+                bad.extend(found)
+
+    def churn():
+        rng = random.Random(seed)
+        while not stop.is_set():
+            pick = rng.sample(names, 5)
+            run(["ip", "-n", net.a.name, "-force", "-batch", "-"], check=False, input="".join(
+                "link del %s\nlink add %s type veth peer name vp%s\n" % (n, n, n[2:]) for n in pick))
+            with lock:
+                counts["links"] += len(pick)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(CHURN_CLIENTS)]
+    threads.append(threading.Thread(target=churn))
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(CHURN_SECONDS)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    print("churn: %d PUT/DELETE cycles, %d links re-created, %d bad answers" % (counts["cycles"], counts["links"],
+                                                                                len(bad)))
+    kinds = collections.Counter("%s %s" % (what, said(x)) for what, _, x in bad)
+    assert not bad, "%d of %d cycles went wrong: %s" % (len(bad), counts["cycles"], "; ".join(
+        "%dx %s" % (k, w) for w, k in kinds.most_common()))
+    # Each client DELETEs more than a few times even on a loaded machine; the links churn all along.
+    assert counts["cycles"] >= 4 * CHURN_CLIENTS and counts["links"] >= 50, counts
+    # Settled: no document, and none of clsd's filters on any link of those names.
+    for n in names:
+        assert api.get_classifier(n).status == 404, n
+    wait_for(lambda: not any(clsd_filters(net.a, n) for n in names), timeout=10,
+             what="no filter of clsd's on any churned link")
+    # The document on va kept its filter and its tcx link.
+    assert [(f.pref, f.name, f.id) for f in net.a.filters("va")] == [(3, "clsd:c", status_of(va, "c")["id"])]
+    e = status_of(va, "e", "egress")
+    assert net.a.tcx("va", "egress") == [(e["id"], e["link_id"])]
+    assert api.get_classifier("va").json["state"] == "configured"
+    assert c.proc.poll() is None
