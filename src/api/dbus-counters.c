@@ -24,7 +24,7 @@ static CounterSeen *seen_find(ApiDbus *b, const char *key) {
         return NULL;
 }
 
-/* The node's fleet state (Fleet, FleetRollouts) told when it changed. */
+/* The node's fleet state (Fleet, FleetRollouts, FleetPolicies) told when it changed. */
 static void fleet_tick(ApiDbus *b) {
         const DaemonFleet *f = daemon_fleet(b->api->daemon);
         uint64_t h = 0;
@@ -36,11 +36,13 @@ static void fleet_tick(ApiDbus *b) {
         h = hash_bytes(f->last_error, strlen(f->last_error), h);
         for (size_t i = 0; i < f->n_rollouts; i++)
                 h = hash_bytes(&f->rollouts[i], sizeof(f->rollouts[i]), h);
+        for (size_t i = 0; i < f->n_policies; i++)
+                h = hash_bytes(&f->policies[i], sizeof(f->policies[i]), h);
         if (h == b->fleet_seen)
                 return;
         b->fleet_seen = h;
         (void) sd_bus_emit_properties_changed(b->bus, MANAGER_PATH, MANAGER_IFACE, "Fleet", "FleetRollouts",
-                                              NULL);
+                                              "FleetPolicies", NULL);
 }
 
 /* The link's PropertiesChanged for Counters, made from one read of the kernel that also gives the

@@ -227,6 +227,30 @@ static int prop_rollouts(sd_bus *bus, const char *path, const char *interface, c
         return r;
 }
 
+static int prop_fleet_policies(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        ApiDbus *b = userdata;
+        const DaemonFleet *f = daemon_fleet(b->api->daemon);
+        int r;
+
+        (void) bus, (void) path, (void) interface, (void) property, (void) error;
+        /* each fleet policy that selects this node: (policy, state, the revision etcd asks for, the one
+         * held, the one committed (0: none), its interfaces configured, pending, failed, in conflict and
+         * overridden, why) */
+        r = sd_bus_message_open_container(reply, 'a', "(sstttuuuuus)");
+        for (size_t i = 0; r >= 0 && i < f->n_policies; i++) {
+                const DaemonFleetPolicy *x = &f->policies[i];
+                r = sd_bus_message_append(
+                        reply, "(sstttuuuuus)", x->policy, x->state, x->revision, x->held, x->committed,
+                        x->interfaces[POLICY_IFACE_CONFIGURED], x->interfaces[POLICY_IFACE_PENDING],
+                        x->interfaces[POLICY_IFACE_FAILED], x->interfaces[POLICY_IFACE_CONFLICT],
+                        x->interfaces[POLICY_IFACE_OVERRIDDEN], x->why);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        return r;
+}
+
 static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("Version", "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -235,6 +259,8 @@ static const sd_bus_vtable manager_vtable[] = {
         /* sent along once a second, when they changed, while a client subscribed (dbus-counters.c) */
         SD_BUS_PROPERTY("Fleet", "(bbsts)", prop_fleet, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("FleetRollouts", "a(ssssuuus)", prop_rollouts, 0,
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("FleetPolicies", "a(sstttuuuuus)", prop_fleet_policies, 0,
                         SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_METHOD_WITH_ARGS("ListInterfaces", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssso)", interfaces),
                                 method_list, SD_BUS_VTABLE_UNPRIVILEGED),

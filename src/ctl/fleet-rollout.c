@@ -3,6 +3,7 @@
  * now (the nodes then follow the plan by themselves: nothing here must stay up), and the policy's
  * history entry (who applied it, when, the whole policy, and what changed), kept until deleted so that a
  * rollback can take any earlier revision back. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,9 +187,82 @@ int fleet_rollout_forget_ops(const Ctl *c, const char *name, const char *id, jso
         return delete_op(ops, nodes, true);
 }
 
+int fleet_txn(EtcdClient *ec, json_t *compares, json_t *ops, json_t **ret_answer) {
+        int r = fleet_call(ec, "/v3/kv/txn", json_pack("{s:O,s:O}", "compare", compares, "success", ops),
+                           ret_answer);
+        if (r < 0)
+                return r;
+        return json_is_true(json_object_get(*ret_answer, "succeeded")) ? 1 : 0;
+}
+
+/* A compare of the transaction: key's mod_revision is revision (0: the key does not exist). */
+int fleet_compare_mod(json_t *compares, const char *key, uint64_t revision) {
+        _cleanup_free_ char *b64 = NULL;
+        char rev[32];
+
+        if (etcd_b64_encode(key, strlen(key), &b64) < 0)
+                return ctl_oom();
+        snprintf(rev, sizeof(rev), "%" PRIu64, revision);
+        if (json_array_append_new(compares, json_pack("{s:s,s:s,s:s,s:s}", "key", b64, "target", "MOD",
+                                                      "result", "EQUAL", "mod_revision", rev)) < 0)
+                return ctl_oom();
+        return 0;
+}
+
+/* The rollout id of an envelope etcd has at revision (NULL: it has none). */
+static const char *envelope_rollout_id(json_t *envelope, uint64_t revision,
+                                       char buf[FLEET_ROLLOUT_ID_MAX + 1]) {
+        json_t *rollout = json_object_get(envelope, "rollout");
+        const char *id = json_string_value(json_object_get(rollout, "id"));
+
+        if (!rollout)
+                return NULL;
+        if (id)
+                return id;
+        snprintf(buf, FLEET_ROLLOUT_ID_MAX + 1, "r%" PRIu64, revision);
+        return buf;
+}
+
+int fleet_supersede_ops(EtcdClient *ec, const Ctl *c, const char *name, json_t *old, uint64_t old_revision,
+                        const char *by_id, const char *by, json_t *compares, json_t *ops) {
+        _cleanup_free_ char *pkey = fleet_key(fleet_prefix_of(c), "policies", name, NULL), *skey = NULL;
+        _cleanup_(json_decrefp) json_t *state = NULL, *j = NULL;
+        char buf[FLEET_ROLLOUT_ID_MAX + 1];
+        const char *id = old ? envelope_rollout_id(old, old_revision, buf) : NULL;
+        FleetRolloutState s;
+        uint64_t state_revision = 0;
+        int r;
+
+        if (!pkey)
+                return ctl_oom();
+        /* written over what was read: another apply meanwhile makes this one read again */
+        r = fleet_compare_mod(compares, pkey, old_revision);
+        if (r < 0 || !id)
+                return r;
+        if (!(skey = fleet_rollout_key(fleet_prefix_of(c), name, id, "state")))
+                return ctl_oom();
+        r = fleet_get_json(ec, skey, &state, &state_revision);
+        if (r < 0)
+                return r;
+        if (fleet_rollout_state_parse(state, &s, NULL) < 0 || fleet_rollout_state_ended(&s))
+                return 0; /* it ended: what it says stays */
+        /* (no state key yet: its first wave, since its plan) */
+        s.phase = ROLLOUT_SUPERSEDED;
+        snprintf(s.superseded_by, sizeof(s.superseded_by), "%s", strempty(by_id));
+        snprintf(s.by, sizeof(s.by), "%.127s", by);
+        if (by_id)
+                snprintf(s.why, sizeof(s.why), "superseded by rollout %s (applied by %.100s)", by_id, by);
+        else
+                snprintf(s.why, sizeof(s.why), "superseded: the policy was removed by %.100s", by);
+        r = fleet_compare_mod(compares, skey, state_revision);
+        if (r < 0)
+                return r;
+        return (j = fleet_rollout_state_to_json(&s)) ? put_op(ops, skey, j) : ctl_oom();
+}
+
 /* The history keeps a policy's last FLEET_HISTORY_KEEP revisions: the oldest go, with their rollouts'
  * keys, in the transaction that writes a new one (etcd's keys do not grow with every apply). */
-static int prune_ops(EtcdClient *ec, const Ctl *c, const char *name, json_t *ops) {
+int fleet_prune_ops(EtcdClient *ec, const Ctl *c, const char *name, json_t *ops) {
         _cleanup_free_ char *hprefix = fleet_history_key(fleet_prefix_of(c), name, NULL);
         EtcdKv *kvs = NULL;
         size_t n = 0;
@@ -202,6 +276,23 @@ static int prune_ops(EtcdClient *ec, const Ctl *c, const char *name, json_t *ops
         }
         etcd_kvs_free(kvs, n);
         return r;
+}
+
+int fleet_removal_ops(const Ctl *c, const char *name, uint64_t old_revision, json_t *ops) {
+        EtcdCredentials creds = fleet_credentials(c);
+        _cleanup_(json_decrefp) json_t *entry = NULL;
+        _cleanup_free_ char *hkey = NULL;
+        char id[FLEET_ROLLOUT_ID_MAX + 1], by[256];
+
+        etcd_identity(&creds, by, sizeof(by));
+        snprintf(id, sizeof(id), "%llu-%04x", (unsigned long long) realtime_ms(),
+                 (unsigned) (getpid() ^ rand()) & 0xffff);
+        entry = json_pack("{s:s,s:s,s:s,s:I,s:b,s:s,s:I}", "policy", name, "id", id, "by", by, "time_ms",
+                          (json_int_t) realtime_ms(), "removed", true, "summary", "removed", "previous",
+                          (json_int_t) old_revision);
+        if (!entry || !(hkey = fleet_history_key(fleet_prefix_of(c), name, id)))
+                return ctl_oom();
+        return put_op(ops, hkey, entry);
 }
 
 /* Its rollout planned over the nodes alive now. */
@@ -258,7 +349,8 @@ int fleet_sign(const Ctl *c, json_t *envelope, json_t *old) {
         return r;
 }
 
-int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *summary, json_t *ops) {
+int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *summary, json_t *compares,
+                    json_t *ops) {
         _cleanup_(json_decrefp) json_t *old = NULL, *entry = NULL;
         _cleanup_free_ char *key = NULL, *hkey = NULL, *what = NULL;
         EtcdCredentials creds = fleet_credentials(c);
@@ -311,9 +403,11 @@ int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *
                        !(what = summary ? strdup(summary) : summary_of(old, envelope))))
                 r = ctl_oom();
         if (r >= 0)
+                r = fleet_supersede_ops(ec, c, fp.name, old, old_revision, id, by, compares, ops);
+        if (r >= 0)
                 r = put_op(ops, key, envelope);
         if (r >= 0)
-                r = prune_ops(ec, c, fp.name, ops);
+                r = fleet_prune_ops(ec, c, fp.name, ops);
         if (r >= 0 && fp.rollout.present)
                 r = plan_op(ec, c, &fp, by, ops);
         if (r >= 0) {

@@ -110,19 +110,50 @@ static bool node_selected(json_t *policy, json_t *node) {
         return selected;
 }
 
-/* "2 applied" etc. of the interfaces a status lists. */
+/* "2 (1 configured, 1 conflict)": the interfaces a status lists, by the policy's state on each. */
 static char *ifaces_text(json_t *ifaces) {
-        size_t counts[3] = { 0 }, n = json_array_size(ifaces);
+        static const char *const states[] = { "configured", "pending", "failed", "conflict", "overridden" };
+        size_t counts[ELEMENTSOF(states)] = { 0 }, n = json_array_size(ifaces), k = 0;
         char *s = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&s, &size);
 
+        if (!f)
+                return NULL;
         for (size_t i = 0; i < n; i++) {
                 const char *st = json_string_value(json_object_get(json_array_get(ifaces, i), "state"));
-                counts[st && streq(st, "configured") ? 0 : st && streq(st, "failed") ? 2 : 1]++;
+                for (size_t j = 0; st && j < ELEMENTSOF(states); j++)
+                        if (streq(st, states[j]))
+                                counts[j]++;
         }
-        if (asprintf(&s, "%zu (%zu configured, %zu pending, %zu failed)", n, counts[0], counts[1],
-                     counts[2]) < 0)
-                return NULL;
+        fprintf(f, "%zu", n);
+        for (size_t j = 0; j < ELEMENTSOF(states); j++)
+                if (counts[j])
+                        fprintf(f, "%s%zu %s", k++ ? ", " : " (", counts[j], states[j]);
+        if (k)
+                fputc(')', f);
+        fclose(f);
         return s;
+}
+
+/* A row of node × policy from the node's status s (NULL: none yet) of the policy etcd has at revision. */
+static json_t *status_row(const char *node, const char *name, json_t *s, json_int_t revision) {
+        json_int_t asked = json_integer_value(json_object_get(s, "revision"));
+        const char *state = s ? json_string_value(json_object_get(s, "state")) : "no status";
+        json_t *row = json_pack(
+                "{s:s,s:s,s:s,s:I,s:O*,s:O*,s:O*,s:O*,s:O*,s:O*}", "node", node, "policy", name, "state",
+                state ?: "?", "revision", revision, "asked_revision", json_object_get(s, "revision"),
+                "held_revision", json_object_get(s, "held_revision"), "committed_revision",
+                json_object_get(s, "committed_revision"), "error", json_object_get(s, "error"), "interfaces",
+                json_object_get(s, "interfaces"), "rollout", json_object_get(s, "rollout"));
+
+        if (!row)
+                return NULL;
+        json_object_set_new(row, "lag", json_integer(s ? revision - asked : revision));
+        /* a status of an older revision says the node has not caught up */
+        if (s && asked != revision)
+                json_object_set_new(row, "state", json_string("behind"));
+        return row;
 }
 
 static bool policy_listed(json_t *policies, const char *name) {
@@ -137,15 +168,26 @@ static bool policy_listed(json_t *policies, const char *name) {
 
 /* A live node's status of a policy etcd no longer has: a node that requires signed policies keeps one
  * removed without a signature, and says so. Appended to rows (policy NULL: every one). */
+/* What the rows found, for the exit status. */
+typedef struct RowsSeen {
+        bool found, failed, conflict, invalid;
+} RowsSeen;
+
+static void rows_seen_add(RowsSeen *seen, const json_t *row) {
+        const char *state = json_string_value(json_object_get(row, "state"));
+
+        seen->failed = seen->failed || streq_ptr(state, "failed");
+        seen->conflict = seen->conflict || streq_ptr(state, "conflict");
+}
+
 static int kept_rows(json_t *statuses, json_t *nodes, json_t *policies, const char *policy, json_t *rows,
-                     bool *found, bool *failed) {
+                     RowsSeen *seen) {
         json_t *s, *n;
         size_t i, k;
 
         json_array_foreach (statuses, i, s) {
                 const char *node = json_string_value(json_object_get(s, "node")),
-                           *name = json_string_value(json_object_get(s, "policy")),
-                           *state = json_string_value(json_object_get(s, "state"));
+                           *name = json_string_value(json_object_get(s, "policy"));
                 json_int_t revision = json_integer_value(json_object_get(s, "revision"));
                 if (!node || !name || (policy && !streq(policy, name)) || policy_listed(policies, name))
                         continue;
@@ -153,15 +195,11 @@ static int kept_rows(json_t *statuses, json_t *nodes, json_t *policies, const ch
                         if (streq_ptr(json_string_value(json_object_get(n, "node")), node) &&
                             json_is_true(json_object_get(n, "_bound")) &&
                             find_status(statuses, n, node, name)) {
-                                json_t *row = json_pack("{s:s,s:s,s:s,s:I,s:I,s:i,s:O*,s:O*}", "node", node,
-                                                        "policy", name, "state", state ?: "?", "revision",
-                                                        revision, "held_revision", revision, "lag", 0,
-                                                        "error", json_object_get(s, "error"), "interfaces",
-                                                        json_object_get(s, "interfaces"));
+                                json_t *row = status_row(node, name, s, revision);
                                 if (!row || json_array_append_new(rows, row) < 0)
                                         return ctl_oom();
-                                *found = true;
-                                *failed = *failed || (state && streq(state, "failed"));
+                                seen->found = true;
+                                rows_seen_add(seen, row);
                                 break;
                         }
         }
@@ -171,7 +209,7 @@ static int kept_rows(json_t *statuses, json_t *nodes, json_t *policies, const ch
 /* Every (node, policy) where the policy selects the node: the node's status, or none yet (only: that
  * policy's). Appended to rows. */
 static int policy_rows(json_t *policies, json_t *nodes, json_t *statuses, const char *only, json_t *rows,
-                       bool *found, bool *failed, bool *invalid) {
+                       RowsSeen *seen) {
         json_t *p, *n;
         size_t i, k;
 
@@ -180,7 +218,7 @@ static int policy_rows(json_t *policies, json_t *nodes, json_t *statuses, const 
                 json_int_t revision = json_integer_value(json_object_get(p, "_revision"));
                 if (!name || (only && !streq(only, name)))
                         continue;
-                *found = true;
+                seen->found = true;
                 if (json_object_get(p, "_invalid")) {
                         /* no node can read it, nor say which nodes it selects */
                         json_t *row = json_pack("{s:n,s:s,s:s,s:I,s:n,s:n,s:O}", "node", "policy", name,
@@ -189,7 +227,7 @@ static int policy_rows(json_t *policies, json_t *nodes, json_t *statuses, const 
                         if (!row)
                                 return ctl_oom();
                         json_array_append_new(rows, row);
-                        *invalid = true;
+                        seen->invalid = true;
                         continue;
                 }
                 json_array_foreach (nodes, k, n) {
@@ -203,20 +241,10 @@ static int policy_rows(json_t *policies, json_t *nodes, json_t *statuses, const 
                         /* a signed removal: only the nodes that still hold it (they refused it) */
                         if (!s && json_is_true(json_object_get(p, "removed")))
                                 continue;
-                        json_int_t held = json_integer_value(json_object_get(s, "revision"));
-                        const char *state = s ? json_string_value(json_object_get(s, "state")) : "no status";
-                        json_t *row = json_pack(
-                                "{s:s,s:s,s:s,s:I,s:I,s:I,s:O*,s:O*,s:O*}", "node", node, "policy", name,
-                                "state", state ?: "?", "revision", revision, "held_revision", held, "lag",
-                                held ? revision - held : revision, "error", json_object_get(s, "error"),
-                                "interfaces", json_object_get(s, "interfaces"), "rollout",
-                                json_object_get(s, "rollout"));
+                        json_t *row = status_row(node, name, s, revision);
                         if (!row)
                                 return ctl_oom();
-                        /* a status of an older revision says the node has not caught up */
-                        if (s && held != revision)
-                                json_object_set_new(row, "state", json_string("behind"));
-                        *failed = *failed || (state && streq(state, "failed"));
+                        rows_seen_add(seen, row);
                         json_array_append_new(rows, row);
                 }
         }
@@ -230,7 +258,7 @@ int verb_fleet_status(const Ctl *c, char **args) {
         _cleanup_(table_freep) Table *t = NULL;
         json_t *p;
         size_t i;
-        bool failed = false, invalid = false, found = !args[0];
+        RowsSeen seen = { .found = !args[0] };
         int r;
 
         if (!rows)
@@ -246,16 +274,19 @@ int verb_fleet_status(const Ctl *c, char **args) {
                 r = fleet_range_json(ec, c, "status", leases, &statuses, NULL);
         if (r < 0)
                 return r;
-        if (policy_rows(policies, nodes, statuses, args[0], rows, &found, &failed, &invalid) < 0)
+        if (policy_rows(policies, nodes, statuses, args[0], rows, &seen) < 0)
                 return -ENOMEM;
-        if (kept_rows(statuses, nodes, policies, args[0], rows, &found, &failed) < 0)
+        if (kept_rows(statuses, nodes, policies, args[0], rows, &seen) < 0)
                 return -ENOMEM;
-        if (!found)
+        if (!seen.found)
                 return ctl_error(-ENOENT, "no fleet policy %s", args[0]);
         if (c->json)
                 r = ctl_print_json(rows);
         else {
-                t = table_new("NODE", "POLICY", "STATE", "REVISION", "LAG", "INTERFACES", "ERROR", NULL);
+                /* the revision the node is asked for, the one whose filters it holds, the one it committed
+                 */
+                t = table_new("NODE", "POLICY", "STATE", "REVISION", "HELD", "COMMITTED", "INTERFACES",
+                              "ERROR", NULL);
                 if (!t)
                         return ctl_oom();
                 json_array_foreach (rows, i, p) {
@@ -265,8 +296,9 @@ int verb_fleet_status(const Ctl *c, char **args) {
                         r = table_add_json(t, json_object_get(p, "node"));
                         r = r ?: table_add_json(t, json_object_get(p, "policy"));
                         r = r ?: table_add_json(t, json_object_get(p, "state"));
+                        r = r ?: table_add_json(t, json_object_get(p, "asked_revision"));
                         r = r ?: table_add_json(t, json_object_get(p, "held_revision"));
-                        r = r ?: table_add_json(t, json_object_get(p, "lag"));
+                        r = r ?: table_add_json(t, json_object_get(p, "committed_revision"));
                         r = r ?: table_add(t, ifaces);
                         r = r ?: table_add_json(t, json_object_get(p, "error"));
                         if (r < 0)
@@ -277,9 +309,12 @@ int verb_fleet_status(const Ctl *c, char **args) {
                 else if (table_print(t, stdout) < 0)
                         return ctl_error(-EIO, "cannot write to stdout");
         }
-        if (r >= 0 && failed)
+        if (r >= 0 && seen.failed)
                 return ctl_error(-EIO, "a node failed to apply a fleet policy");
-        if (r >= 0 && invalid)
+        if (r >= 0 && seen.conflict)
+                return ctl_error(-EIO, "a fleet policy is in conflict on a node: neither of the policies is "
+                                       "attached there");
+        if (r >= 0 && seen.invalid)
                 return ctl_error(-EINVAL, "a fleet policy is invalid: no node applies it");
         return r;
 }

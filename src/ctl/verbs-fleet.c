@@ -192,17 +192,44 @@ static int policy_file_read(EtcdClient *ec, const Ctl *c, const char *file, char
         return r;
 }
 
+/* The transaction of the files' policies (copies of envelopes, in out_envelopes): tried again, read
+ * anew, while another writer moves a policy or a rollout it supersedes between its read and its write. */
+static int apply_txn(EtcdClient *ec, const Ctl *c, json_t *const *envelopes, size_t n,
+                     json_t **out_envelopes, uint64_t *ret_revision) {
+        for (int attempt = 0; attempt < FLEET_TXN_ATTEMPTS; attempt++) {
+                _cleanup_(json_decrefp) json_t *ops = json_array(), *compares = json_array(), *answer = NULL;
+                int r = ops && compares ? 0 : ctl_oom();
+                for (size_t k = 0; r >= 0 && k < n; k++) {
+                        json_decref(out_envelopes[k]);
+                        out_envelopes[k] = json_deep_copy(envelopes[k]);
+                        r = out_envelopes[k] ? fleet_apply_ops(ec, c, out_envelopes[k], NULL, compares, ops)
+                                             : ctl_oom();
+                }
+                if (r >= 0)
+                        r = fleet_txn(ec, compares, ops, &answer);
+                if (r < 0)
+                        return r;
+                if (r > 0) {
+                        *ret_revision = etcd_answer_revision(answer);
+                        return 0;
+                }
+        }
+        return ctl_error(-EAGAIN, "another writer kept changing the policies (or their rollouts) between "
+                                  "this apply's read and its write: try again");
+}
+
 /* Writes each file's policy, with its rollout's plan and its history entry, in one etcd transaction, so
- * that every node applies them as one. */
+ * that every node applies them as one; a rollout of one of them that has not ended is superseded in it. */
 int verb_fleet_apply(const Ctl *c, char **args) {
         _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
-        _cleanup_(json_decrefp) json_t *ops = json_array(), *answer = NULL, *out = json_array();
+        _cleanup_(json_decrefp) json_t *out = json_array();
         char *names[CTL_ARGS_MAX] = { 0 };
-        json_t *envelopes[CTL_ARGS_MAX] = { 0 };
+        json_t *envelopes[CTL_ARGS_MAX] = { 0 }, *written[CTL_ARGS_MAX] = { 0 };
+        uint64_t revision = 0;
         size_t n = 0;
         int r;
 
-        if (!ops || !out)
+        if (!out)
                 return ctl_oom();
         r = fleet_client(c, &ec);
         for (; r >= 0 && args[n]; n++) {
@@ -215,16 +242,13 @@ int verb_fleet_apply(const Ctl *c, char **args) {
                         if (streq(names[k], names[n]))
                                 r = ctl_error(-EINVAL, "%s: fleet policy %s is in %s too", args[n], names[n],
                                               args[k]);
-                if (r >= 0)
-                        r = fleet_apply_ops(ec, c, envelopes[n], NULL, ops);
         }
         if (r >= 0)
-                r = fleet_call(ec, "/v3/kv/txn", json_pack("{s:O}", "success", ops), &answer);
+                r = apply_txn(ec, c, envelopes, n, written, &revision);
         if (r >= 0) {
-                uint64_t revision = etcd_answer_revision(answer);
                 for (size_t k = 0; k < n; k++) {
                         const char *id = json_string_value(
-                                json_object_get(json_object_get(envelopes[k], "rollout"), "id"));
+                                json_object_get(json_object_get(written[k], "rollout"), "id"));
                         if (c->json)
                                 json_array_append_new(out,
                                                       json_pack("{s:s,s:I,s:o}", "name", names[k],
@@ -243,6 +267,7 @@ int verb_fleet_apply(const Ctl *c, char **args) {
         for (size_t k = 0; k < n; k++) {
                 free(names[k]);
                 json_decref(envelopes[k]);
+                json_decref(written[k]);
         }
         return r;
 }
@@ -333,41 +358,71 @@ static int removal_op(const Ctl *c, EtcdClient *ec, const char *name, const char
                                                                                               : ctl_oom();
 }
 
-/* The policy (or, with --sign, a signed removal in its place) and its rollouts' keys, in one
- * transaction; its history stays (fleet rollback --to brings a revision back). */
+/* The policy (or, with --sign, a signed removal in its place), in one transaction with its removal's
+ * history entry; a rollout of it that has not ended is superseded. Its history and its rollouts' states
+ * stay (what each rollout came to never changes; fleet rollback --to brings a revision back); its nodes'
+ * steps go. */
+static int remove_txn(EtcdClient *ec, const Ctl *c, const char *name, uint64_t *ret_revision) {
+        _cleanup_free_ char *key = fleet_key(fleet_prefix_of(c), "policies", name, NULL), *nodes = NULL;
+        EtcdCredentials creds = fleet_credentials(c);
+        char by[256];
+
+        if (!key || asprintf(&nodes, "%srollout-nodes/%s/", fleet_prefix_of(c), name) < 0)
+                return ctl_oom();
+        etcd_identity(&creds, by, sizeof(by));
+        for (int attempt = 0; attempt < FLEET_TXN_ATTEMPTS; attempt++) {
+                _cleanup_(json_decrefp) json_t *ops = json_array(), *compares = json_array(), *answer = NULL,
+                                               *old = NULL;
+                uint64_t old_revision = 0;
+                int r = ops && compares ? fleet_policy_current(ec, c, name, &old, &old_revision) : ctl_oom();
+                if (r < 0)
+                        return r;
+                if (!old)
+                        return ctl_error(-ENOENT, "no fleet policy %s", name);
+                if (c->sign_key)
+                        r = removal_op(c, ec, name, key, ops);
+                else if (json_array_append_new(ops, json_pack("{s:o}", "request_delete_range",
+                                                              etcd_delete_body(key, false))) < 0)
+                        r = ctl_oom();
+                if (r >= 0)
+                        r = fleet_supersede_ops(ec, c, name, old, old_revision, NULL, by, compares, ops);
+                if (r >= 0 && json_array_append_new(ops, json_pack("{s:o}", "request_delete_range",
+                                                                   etcd_delete_body(nodes, true))) < 0)
+                        r = ctl_oom();
+                if (r >= 0)
+                        r = fleet_removal_ops(c, name, old_revision, ops);
+                if (r >= 0)
+                        r = fleet_prune_ops(ec, c, name, ops);
+                if (r >= 0)
+                        r = fleet_txn(ec, compares, ops, &answer);
+                if (r < 0)
+                        return r;
+                if (r > 0) {
+                        *ret_revision = etcd_answer_revision(answer);
+                        return 0;
+                }
+        }
+        return ctl_error(-EAGAIN,
+                         "fleet policy %s (or its rollout) kept changing between this removal's read "
+                         "and its write: try again",
+                         name);
+}
+
 int verb_fleet_remove(const Ctl *c, char **args) {
         _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
-        _cleanup_(json_decrefp) json_t *answer = NULL, *ops = json_array();
-        _cleanup_free_ char *key = fleet_key(fleet_prefix_of(c), "policies", args[0], NULL);
-        json_t *deleted;
+        uint64_t revision = 0;
         int r;
 
-        if (!ops || !key)
-                return ctl_oom();
         r = fleet_client(c, &ec);
-        if (r >= 0 && c->sign_key)
-                r = removal_op(c, ec, args[0], key, ops);
-        else if (r >= 0 && json_array_append_new(ops, json_pack("{s:o}", "request_delete_range",
-                                                                etcd_delete_body(key, false))) < 0)
-                r = ctl_oom();
         if (r >= 0)
-                r = fleet_rollout_forget_ops(c, args[0], NULL, ops);
-        if (r >= 0)
-                r = fleet_call(ec, "/v3/kv/txn", json_pack("{s:O}", "success", ops), &answer);
+                r = remove_txn(ec, c, args[0], &revision);
         if (r < 0)
                 return r;
-        deleted = json_object_get(json_object_get(json_array_get(json_object_get(answer, "responses"), 0),
-                                                  "response_delete_range"),
-                                  "deleted");
-        if (!c->sign_key &&
-            (!deleted || (json_is_string(deleted) && atoll(json_string_value(deleted)) == 0)))
-                return ctl_error(-ENOENT, "no fleet policy %s", args[0]);
         if (c->json) {
-                _cleanup_(json_decrefp) json_t *out = json_pack("{s:s,s:I}", "name", args[0], "revision",
-                                                                (json_int_t) etcd_answer_revision(answer));
+                _cleanup_(json_decrefp) json_t *out =
+                        json_pack("{s:s,s:I}", "name", args[0], "revision", (json_int_t) revision);
                 return out ? ctl_print_json(out) : ctl_oom();
         }
-        printf("fleet policy %s removed at revision %llu\n", args[0],
-               (unsigned long long) etcd_answer_revision(answer));
+        printf("fleet policy %s removed at revision %llu\n", args[0], (unsigned long long) revision);
         return 0;
 }

@@ -207,7 +207,15 @@ static int rollout_move(const Ctl *c, EtcdClient *ec, const char *name, const ch
                                          name, fleet_rollout_phase_to_string(rr.state.phase));
                 next.phase = ROLLOUT_PROGRESSING;
         } else if (streq(action, "abort")) {
-                if (fleet_rollout_state_back(&rr.state))
+                /* an abort takes back what was not committed: a done rollout's revision is every
+                 * node's, and only a new revision takes it back */
+                if (rr.state.phase == ROLLOUT_DONE)
+                        return ctl_error(-EBUSY,
+                                         "rollout %s of %s is done: revision %" PRIu64
+                                         " is committed on its nodes; 'clsctl fleet rollback %s' "
+                                         "applies the revision before it again",
+                                         rr.id, name, rr.revision, name);
+                if (fleet_rollout_state_ended(&rr.state))
                         return ctl_error(-EBUSY, "rollout %s of %s is %s already", rr.id, name,
                                          fleet_rollout_phase_to_string(rr.state.phase));
                 next.phase = ROLLOUT_ABORTED;
@@ -313,8 +321,42 @@ static int history_read(EtcdClient *ec, const Ctl *c, const char *name, json_t *
                 json_decref(out);
                 return r;
         }
+        /* a rollout superseded by another apply: that apply's revision */
+        json_t *v, *w;
+        size_t i, k;
+        json_array_foreach (out, i, v) {
+                const char *by_id =
+                        json_string_value(json_object_get(json_object_get(v, "_outcome"), "superseded_by"));
+                json_array_foreach (out, k, w)
+                        if (by_id && *by_id && streq_ptr(json_string_value(json_object_get(w, "id")), by_id))
+                                json_object_set(json_object_get(v, "_outcome"), "superseded_by_revision",
+                                                json_object_get(w, "_revision"));
+        }
         *ret = out;
         return 0;
+}
+
+/* How a rollout ended (or where it is), for people: a superseded one names the revision that came
+ * after it (the history entry of its id), or its policy's removal. */
+static void outcome_text(json_t *rows, json_t *o, char *buf, size_t size) {
+        const char *state = strempty(json_string_value(json_object_get(o, "state"))),
+                   *why = strempty(json_string_value(json_object_get(o, "why"))),
+                   *by_id = json_string_value(json_object_get(o, "superseded_by"));
+        json_t *v;
+        size_t i;
+
+        if (streq(state, "superseded")) {
+                json_array_foreach (rows, i, v)
+                        if (by_id && *by_id &&
+                            streq_ptr(json_string_value(json_object_get(v, "id")), by_id)) {
+                                snprintf(buf, size, "superseded by revision %" PRIu64,
+                                         (uint64_t) json_integer_value(json_object_get(v, "_revision")));
+                                return;
+                        }
+                snprintf(buf, size, "superseded: %s", by_id && *by_id ? why : "the policy was removed");
+                return;
+        }
+        snprintf(buf, size, "%s%s%s", state, *why ? ": " : "", why);
 }
 
 int verb_fleet_history(const Ctl *c, char **args) {
@@ -342,11 +384,10 @@ int verb_fleet_history(const Ctl *c, char **args) {
                 time_t when = (time_t) (json_integer_value(json_object_get(v, "time_ms")) / 1000);
                 char tbuf[32], rollout[300];
                 strftime(tbuf, sizeof(tbuf), "%Y-%m-%d %H:%M:%S", gmtime(&when));
-                if (o)
-                        snprintf(rollout, sizeof(rollout), "%s%s%s",
-                                 json_string_value(json_object_get(o, "state")),
-                                 *strempty(json_string_value(json_object_get(o, "why"))) ? ": " : "",
-                                 strempty(json_string_value(json_object_get(o, "why"))));
+                if (json_is_true(json_object_get(v, "removed")))
+                        snprintf(rollout, sizeof(rollout), "-");
+                else if (o)
+                        outcome_text(rows, o, rollout, sizeof(rollout));
                 else
                         snprintf(rollout, sizeof(rollout), "%s",
                                  json_object_get(json_object_get(v, "envelope"), "rollout") ? "planned"
@@ -362,51 +403,72 @@ int verb_fleet_history(const Ctl *c, char **args) {
         return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
 }
 
-int verb_fleet_rollback(const Ctl *c, char **args) {
-        _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
-        _cleanup_(json_decrefp) json_t *rows = NULL, *current = NULL, *ops = json_array(), *answer = NULL,
-                                       *envelope = NULL;
-        _cleanup_free_ char *summary = NULL;
-        uint64_t current_revision = 0, to = c->rollback_to;
+/* The history entry to apply again: --to REV's, else the last before the current revision (a removal's
+ * entry is none: it has no policy). */
+static json_t *rollback_target(json_t *rows, uint64_t to, uint64_t current_revision) {
         json_t *v, *target = NULL;
         size_t i;
-        int r;
 
-        if (!ops)
-                return ctl_oom();
-        r = fleet_client(c, &ec);
-        if (r >= 0)
-                r = history_read(ec, c, args[0], &rows);
-        if (r >= 0)
-                r = fleet_policy_current(ec, c, args[0], &current, &current_revision);
-        if (r < 0)
-                return r;
-        /* --to REV, else the revision before the current one */
         json_array_foreach (rows, i, v) {
                 uint64_t rev = (uint64_t) json_integer_value(json_object_get(v, "_revision"));
+                if (!json_object_get(v, "envelope"))
+                        continue;
                 if (to ? rev == to : (!current_revision || rev < current_revision))
                         target = v;
         }
-        if (!target)
-                return to ? ctl_error(-ENOENT,
-                                      "fleet policy %s: no revision %" PRIu64
-                                      " in its history (fleet history %s)",
-                                      args[0], to, args[0])
-                          : ctl_error(-ENOENT,
-                                      "fleet policy %s: no revision before %" PRIu64 " in its history",
-                                      args[0], current_revision);
-        to = (uint64_t) json_integer_value(json_object_get(target, "_revision"));
-        envelope = json_deep_copy(json_object_get(target, "envelope"));
-        if (!envelope || asprintf(&summary, "rollback to revision %" PRIu64 " (%s)", to,
-                                  strna(json_string_value(json_object_get(target, "summary")))) < 0)
-                return ctl_oom();
-        r = fleet_apply_ops(ec, c, envelope, summary, ops);
-        if (r >= 0)
-                r = fleet_call(ec, "/v3/kv/txn", json_pack("{s:O}", "success", ops), &answer);
+        return target;
+}
+
+int verb_fleet_rollback(const Ctl *c, char **args) {
+        _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
+        _cleanup_(json_decrefp) json_t *envelope = NULL;
+        uint64_t to = c->rollback_to, revision = 0;
+        int r;
+
+        r = fleet_client(c, &ec);
+        for (int attempt = 0; r >= 0 && attempt < FLEET_TXN_ATTEMPTS && !revision; attempt++) {
+                _cleanup_(json_decrefp) json_t *rows = NULL, *current = NULL, *ops = json_array(),
+                                               *compares = json_array(), *answer = NULL;
+                _cleanup_free_ char *summary = NULL;
+                uint64_t current_revision = 0;
+                json_t *target;
+
+                if (!ops || !compares)
+                        return ctl_oom();
+                r = history_read(ec, c, args[0], &rows);
+                if (r >= 0)
+                        r = fleet_policy_current(ec, c, args[0], &current, &current_revision);
+                if (r < 0)
+                        return r;
+                if (!(target = rollback_target(rows, c->rollback_to, current_revision)))
+                        return c->rollback_to ? ctl_error(-ENOENT,
+                                                          "fleet policy %s: no revision %" PRIu64
+                                                          " in its history (fleet history %s)",
+                                                          args[0], c->rollback_to, args[0])
+                                              : ctl_error(-ENOENT,
+                                                          "fleet policy %s: no revision before %" PRIu64
+                                                          " in its history",
+                                                          args[0], current_revision);
+                to = (uint64_t) json_integer_value(json_object_get(target, "_revision"));
+                json_decref(envelope);
+                envelope = json_deep_copy(json_object_get(target, "envelope"));
+                if (!envelope || asprintf(&summary, "rollback to revision %" PRIu64 " (%s)", to,
+                                          strna(json_string_value(json_object_get(target, "summary")))) < 0)
+                        return ctl_oom();
+                r = fleet_apply_ops(ec, c, envelope, summary, compares, ops);
+                if (r >= 0)
+                        r = fleet_txn(ec, compares, ops, &answer);
+                if (r > 0)
+                        revision = etcd_answer_revision(answer);
+        }
         if (r < 0)
                 return r;
+        if (!revision)
+                return ctl_error(-EAGAIN,
+                                 "fleet policy %s (or its rollout) kept changing between this "
+                                 "rollback's read and its write: try again",
+                                 args[0]);
         const char *id = json_string_value(json_object_get(json_object_get(envelope, "rollout"), "id"));
-        uint64_t revision = etcd_answer_revision(answer);
         if (c->json) {
                 _cleanup_(json_decrefp) json_t *out =
                         json_pack("{s:s,s:I,s:I,s:o}", "name", args[0], "revision", (json_int_t) revision,

@@ -46,6 +46,44 @@ static void emit_rollouts(const DaemonFleet *f, const MetricWriter *w) {
         }
 }
 
+/* Each fleet policy that selects this node: what it is here (its state), which revision etcd asks for,
+ * which one the kernel holds and which one the node committed, and its interfaces by state. */
+static void emit_fleet_policies(const DaemonFleet *f, const MetricWriter *w) {
+        static const char *const kinds[] = { "asked", "held", "committed" };
+
+        if (f->n_policies == 0)
+                return;
+        w->family(w->userdata, "clsd_fleet_policy_state", "gauge",
+                  "1 for what a fleet policy is on this node (applied, pending, waiting, failed, conflict, "
+                  "overridden, unmatched, reverted, rolled-back, halted, aborted, superseded, ineligible)");
+        for (size_t i = 0; i < f->n_policies; i++)
+                w->sample(w->userdata, "clsd_fleet_policy_state",
+                          (const char *const[]){ "policy", f->policies[i].policy, "state",
+                                                 f->policies[i].state },
+                          2, 1);
+        w->family(w->userdata, "clsd_fleet_policy_revision", "gauge",
+                  "A fleet policy's revision on this node: the one etcd asks for (asked), the one whose "
+                  "filters "
+                  "the kernel holds (held) and the last one this node committed (committed); 0: none");
+        for (size_t i = 0; i < f->n_policies; i++) {
+                const DaemonFleetPolicy *p = &f->policies[i];
+                const uint64_t v[] = { p->revision, p->held, p->committed };
+                for (size_t k = 0; k < ELEMENTSOF(kinds); k++)
+                        w->sample(w->userdata, "clsd_fleet_policy_revision",
+                                  (const char *const[]){ "policy", p->policy, "revision", kinds[k] }, 2,
+                                  (double) v[k]);
+        }
+        w->family(w->userdata, "clsd_fleet_policy_interfaces", "gauge",
+                  "The interfaces a fleet policy matches on this node, by its state on each (configured, "
+                  "pending, failed, conflict, overridden)");
+        for (size_t i = 0; i < f->n_policies; i++)
+                for (PolicyIfaceState x = 0; x < _POLICY_IFACE_STATE_MAX; x++)
+                        w->sample(w->userdata, "clsd_fleet_policy_interfaces",
+                                  (const char *const[]){ "policy", f->policies[i].policy, "state",
+                                                         policy_iface_state_to_string(x) },
+                                  2, (double) f->policies[i].interfaces[x]);
+}
+
 /* clsd --fleet: the connection to etcd and what it applied. */
 static void emit_fleet(Manager *d, const MetricWriter *w) {
         const DaemonFleet *f = daemon_fleet(d);
@@ -78,6 +116,7 @@ static void emit_fleet(Manager *d, const MetricWriter *w) {
                   "Connections to etcd made again after one was lost");
         w->sample(w->userdata, "clsd_fleet_reconnects_total", NULL, 0, (double) f->reconnects);
         emit_rollouts(f, w);
+        emit_fleet_policies(f, w);
 }
 
 /* The request queue, the workers and what clsd asked of rtnetlink. */

@@ -227,8 +227,12 @@ int fleet_rollout_plan_parse(json_t *j, FleetRolloutPlan *ret, Error *reterr) {
 /* ---- the state ---- */
 
 static const char *const phases[_ROLLOUT_PHASE_MAX] = {
-        [ROLLOUT_PROGRESSING] = "progressing", [ROLLOUT_PAUSED] = "paused", [ROLLOUT_HALTED] = "halted",
-        [ROLLOUT_ABORTED] = "aborted",         [ROLLOUT_DONE] = "done",
+        [ROLLOUT_PROGRESSING] = "progressing",
+        [ROLLOUT_PAUSED] = "paused",
+        [ROLLOUT_HALTED] = "halted",
+        [ROLLOUT_ABORTED] = "aborted",
+        [ROLLOUT_DONE] = "done",
+        [ROLLOUT_SUPERSEDED] = "superseded",
 };
 
 const char *fleet_rollout_phase_to_string(FleetRolloutPhase p) {
@@ -236,7 +240,16 @@ const char *fleet_rollout_phase_to_string(FleetRolloutPhase p) {
 }
 
 bool fleet_rollout_state_back(const FleetRolloutState *s) {
-        return s->phase == ROLLOUT_HALTED || s->phase == ROLLOUT_ABORTED;
+        return s->phase == ROLLOUT_HALTED || s->phase == ROLLOUT_ABORTED || s->phase == ROLLOUT_SUPERSEDED;
+}
+
+bool fleet_rollout_state_ended(const FleetRolloutState *s) {
+        return s->phase == ROLLOUT_DONE || fleet_rollout_state_back(s);
+}
+
+bool fleet_rollout_state_committed(const FleetRolloutState *s, int wave) {
+        /* a node outside the plan commits only once every wave has */
+        return s->phase == ROLLOUT_DONE || (wave >= 0 && s->confirmed > (unsigned) wave);
 }
 
 int fleet_rollout_state_parse(json_t *j, FleetRolloutState *ret, Error *reterr) {
@@ -261,15 +274,24 @@ int fleet_rollout_state_parse(json_t *j, FleetRolloutState *ret, Error *reterr) 
                 s.promoted = json_is_true(json_object_get(j, "promoted"));
                 snprintf(s.why, sizeof(s.why), "%s", strempty(json_string_value(json_object_get(j, "why"))));
                 snprintf(s.by, sizeof(s.by), "%s", strempty(json_string_value(json_object_get(j, "by"))));
+                snprintf(s.superseded_by, sizeof(s.superseded_by), "%s",
+                         strempty(json_string_value(json_object_get(j, "superseded_by"))));
         }
         *ret = s;
         return 0;
 }
 
 json_t *fleet_rollout_state_to_json(const FleetRolloutState *s) {
-        return json_pack("{s:s,s:I,s:I,s:b,s:I,s:s,s:s}", "state", phases[s->phase], "wave",
-                         (json_int_t) s->wave, "confirmed", (json_int_t) s->confirmed, "promoted",
-                         s->promoted, "since_ms", (json_int_t) s->since_ms, "why", s->why, "by", s->by);
+        json_t *j = json_pack("{s:s,s:I,s:I,s:b,s:I,s:s,s:s}", "state", phases[s->phase], "wave",
+                              (json_int_t) s->wave, "confirmed", (json_int_t) s->confirmed, "promoted",
+                              s->promoted, "since_ms", (json_int_t) s->since_ms, "why", s->why, "by", s->by);
+
+        if (j && s->phase == ROLLOUT_SUPERSEDED &&
+            json_object_set_new(j, "superseded_by", json_string(s->superseded_by)) < 0) {
+                json_decref(j);
+                return NULL;
+        }
+        return j;
 }
 
 FleetWaveVerdict fleet_wave_verdict(size_t size, size_t healthy, size_t failed, unsigned max_unhealthy,

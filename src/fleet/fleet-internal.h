@@ -300,9 +300,15 @@ int rollout_views_set(RolloutViews *s, const char *prefix, const EtcdKv *kv, boo
 void node_rollout_done(NodeRollout *r);
 NodeRollout *node_rollout_find(Fleet *f, const char *policy);
 void node_rollout_remove(Fleet *f, NodeRollout *r);
-/* This node's part in rollout id of w begun (at wave): what the daemon holds now is what it goes back
- * to, kept on disk before the revision is applied. NULL: out of memory. */
+/* This node's part in rollout id of w begun (at wave): the last revision it committed is what it goes
+ * back to (what the daemon holds, or what an uncommitted earlier rollout's would), kept on disk before the
+ * revision is applied. NULL: out of memory. */
 NodeRollout *node_rollout_begin(Fleet *f, const Wanted *w, const char *id, int wave);
+/* Whether the node committed r's revision: its wave confirmed, or the rollout done (then for good). */
+bool node_rollout_committed(Fleet *f, NodeRollout *r);
+/* Whether the daemon holds r's revision without having committed it (or while going back from it): what
+ * a newer rollout, or an end, takes back to r's from. */
+bool node_rollout_uncommitted(Fleet *f, NodeRollout *r);
 /* Written whole (fleet-rollouts.json in the daemon's store), read at the start. */
 void node_rollouts_save(Fleet *f);
 void node_rollouts_load(Fleet *f);

@@ -28,6 +28,24 @@ void node_rollout_remove(Fleet *f, NodeRollout *r) {
         *r = f->mine.v[--f->mine.n];
 }
 
+bool node_rollout_committed(Fleet *f, NodeRollout *r) {
+        const RolloutView *v = rollout_views_find(&f->rollouts, r->policy, r->id);
+
+        if (!r->committed && v && v->has_plan && fleet_rollout_state_committed(&v->state, r->wave)) {
+                r->committed = true; /* for good: what its wave confirmed, an end does not take back */
+                node_rollouts_save(f);
+        }
+        return r->committed;
+}
+
+bool node_rollout_uncommitted(Fleet *f, NodeRollout *r) {
+        Policy *p = daemon_policy_get(f->m, r->policy);
+
+        /* (a switch that went off, or a rollback under way, holds it no more than it must) */
+        return p && p->fleet_revision == r->to_revision &&
+               (r->reverted || r->rolled_back || !node_rollout_committed(f, r));
+}
+
 /* What survives a restart: what the node held before each rollout it applied, and whether it went back. */
 void node_rollouts_save(Fleet *f) {
         _cleanup_(json_decrefp) json_t *keep = json_object();
@@ -92,31 +110,46 @@ void node_rollouts_load(Fleet *f) {
         }
 }
 
-/* This node's part in the rollout id of policy w, begun: what the daemon holds now is what it goes back
- * to, kept on disk before the revision is applied. */
+/* This node's part in the rollout id of policy w, begun: what it goes back to is the last revision it
+ * committed, kept on disk before the revision is applied. That is what the daemon holds now, unless an
+ * earlier rollout brought it and no wave confirmed it: then what that one would have gone back to. */
 NodeRollout *node_rollout_begin(Fleet *f, const Wanted *w, const char *id, int wave) {
         NodeRollout *r = node_rollout_find(f, w->name);
         Policy *held = daemon_policy_get(f->m, w->name);
+        uint64_t from_revision = 0;
+        json_t *from_body = NULL;
 
         if (r && streq(r->id, id)) {
                 r->wave = wave;
                 return r;
         }
+        if (r && node_rollout_uncommitted(f, r)) {
+                from_revision = r->from_revision;
+                from_body = TAKE_PTR(r->from_body);
+        } else if (held && held->fleet_revision) {
+                from_revision = held->fleet_revision;
+                from_body = policy_to_json(held);
+        }
         if (r)
                 node_rollout_remove(f, r);
         NodeRollout *nv = realloc(f->mine.v, (f->mine.n + 1) * sizeof(NodeRollout));
-        if (!nv)
+        if (!nv) {
+                json_decref(from_body);
                 return NULL;
+        }
         f->mine.v = nv;
         r = &f->mine.v[f->mine.n];
-        *r = (NodeRollout){ .policy = strdup(w->name), .to_revision = w->revision, .wave = wave };
-        if (!r->policy)
+        *r = (NodeRollout){ .policy = strdup(w->name),
+                            .to_revision = w->revision,
+                            .wave = wave,
+                            .from_revision = from_revision,
+                            .from_body = from_body };
+        if (!r->policy) {
+                json_decref(from_body);
+                *r = (NodeRollout){ 0 };
                 return NULL;
-        snprintf(r->id, sizeof(r->id), "%s", id);
-        if (held && held->fleet_revision) {
-                r->from_revision = held->fleet_revision;
-                r->from_body = policy_to_json(held);
         }
+        snprintf(r->id, sizeof(r->id), "%s", id);
         f->mine.n++;
         node_rollouts_save(f);
         return r;

@@ -217,12 +217,23 @@ static void evaluate_wave(Fleet *f, const RolloutView *v, unsigned wave, bool ti
                    on_wave_counted, free, wl);
 }
 
+/* Whether v is the rollout its policy, as etcd has it now, rolls out: an older one (superseded, whether
+ * clsctl said so or another writer left it as it was) is judged by no one. */
+static bool view_current(Fleet *f, const RolloutView *v) {
+        const Wanted *w = wanted_find(&f->wanted, v->policy);
+        char buf[FLEET_ROLLOUT_ID_MAX + 1];
+
+        return w && !w->gone && !w->invalid && w->fp.rollout.present &&
+               streq(wanted_rollout_id(w, buf), v->id);
+}
+
 /* After the node said its final step (healthy, failed): its wave, if it is the current one. */
 void rollout_evaluate(Fleet *f, NodeRollout *r, bool timeout) {
         RolloutView *v = rollout_views_find(&f->rollouts, r->policy, r->id);
 
         r->evaluated = true;
-        if (!v || !v->has_plan || r->wave < 0 || v->state.wave != (unsigned) r->wave ||
+        if (!v || !v->has_plan || !view_current(f, v) || r->wave < 0 ||
+            v->state.wave != (unsigned) r->wave ||
             (v->state.phase != ROLLOUT_PROGRESSING && v->state.phase != ROLLOUT_PAUSED)) {
                 log_debug("fleet: policy %s: wave %d not judged here (the rollout is at wave %u, %s)",
                           r->policy, r->wave + 1, v ? v->state.wave + 1 : 0,
@@ -240,7 +251,7 @@ void rollout_wave_deadlines(Fleet *f, uint64_t now, uint64_t *next) {
                 const RolloutView *v = &f->rollouts.v[i];
                 int wave;
                 if (!v->has_plan || v->state.phase != ROLLOUT_PROGRESSING ||
-                    v->state.wave >= v->plan.n_waves)
+                    v->state.wave >= v->plan.n_waves || !view_current(f, v))
                         continue;
                 wave = fleet_rollout_plan_wave_of(&v->plan, f->node);
                 if (wave < (int) v->state.wave)

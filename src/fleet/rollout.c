@@ -29,30 +29,40 @@ static void desire_back(Wanted *w, const NodeRollout *r) {
         w->desire_body = r->from_body;
 }
 
-/* A rollout's policy: its etcd revision once its wave may apply; before, what the node holds; after a
- * halt, an abort or the dead-man switch, what it held before. */
+/* A rollout's policy: its etcd revision once its wave may apply; before, what the node holds, but for a
+ * revision an earlier rollout brought that no wave confirmed (that rollout ended, or was superseded):
+ * the node goes back to what it committed. After a halt, an abort or the dead-man switch, what it
+ * committed too; a revision its wave confirmed stays. */
 static void desire_one(Fleet *f, Wanted *w) {
         char buf[FLEET_ROLLOUT_ID_MAX + 1];
         const char *id = wanted_rollout_id(w, buf);
         RolloutView *v = rollout_views_find(&f->rollouts, w->name, id);
-        NodeRollout *r = node_rollout_find(f, w->name);
+        NodeRollout *r = node_rollout_find(f, w->name), *older = NULL;
         int wave;
 
         w->desire = DESIRE_KEEP;
-        if (r && !streq(r->id, id) && !daemon_holds(f, w->name, r->to_revision))
-                /* an older rollout of the policy this node never applied (or went back from) */
-                node_rollout_remove(f, r), r = NULL;
+        if (r && !streq(r->id, id)) {
+                if (!node_rollout_uncommitted(f, r)) {
+                        /* its revision was committed, or the node went back: nothing of it to undo */
+                        node_rollout_remove(f, r);
+                        node_rollouts_save(f);
+                } else
+                        older = r; /* superseded before its wave confirmed: back, unless this one's came */
+                r = NULL;
+        }
+        if (older)
+                desire_back(w, older);
         if (!v || !v->has_plan)
                 return; /* waits for its plan */
         wave = fleet_rollout_plan_wave_of(&v->plan, f->node);
-        if (r && streq(r->id, id))
+        if (r)
                 r->wave = wave;
         if (fleet_rollout_state_back(&v->state)) {
-                if (r && streq(r->id, id) && (r->rolled_back || daemon_holds(f, w->name, r->to_revision)))
+                if (r && (r->rolled_back || node_rollout_uncommitted(f, r)))
                         desire_back(w, r);
                 return;
         }
-        if (r && streq(r->id, id) && r->reverted) {
+        if (r && r->reverted) {
                 desire_back(w, r);
                 return;
         }
@@ -72,6 +82,7 @@ static void desire_one(Fleet *f, Wanted *w) {
                 }
         }
         w->desire = DESIRE_ETCD;
+        w->desire_body = NULL;
 }
 
 void rollout_desire_all(Fleet *f) {
@@ -214,6 +225,68 @@ static int on_ping(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+/* Whether r's rollout is the one w (its policy as etcd has it now) rolls out. */
+static bool rollout_current(const Wanted *w, const NodeRollout *r) {
+        char buf[FLEET_ROLLOUT_ID_MAX + 1];
+        return w && !w->gone && w->selected && w->fp.rollout.present &&
+               streq(wanted_rollout_id(w, buf), r->id);
+}
+
+/* The rollout of r ended before the node's wave was confirmed (halted, aborted, superseded: by its state,
+ * or by a newer revision of its policy): once the daemon holds what it committed again, that is said. */
+static void progress_back(Fleet *f, NodeRollout *r, const RolloutView *v) {
+        bool back = r->from_body ? daemon_holds(f, r->policy, r->from_revision)
+                                 : !daemon_policy_get(f->m, r->policy);
+
+        if (!back || r->rolled_back || r->reverted || r->committed)
+                return;
+        r->rolled_back = true;
+        if (v && v->has_plan && fleet_rollout_state_back(&v->state) && v->state.phase != ROLLOUT_SUPERSEDED)
+                snprintf(r->why, sizeof(r->why), "rolled back: the rollout %s (%.200s)",
+                         fleet_rollout_phase_to_string(v->state.phase), v->state.why);
+        else
+                snprintf(r->why, sizeof(r->why),
+                         "rolled back: the rollout was superseded before wave %d was confirmed",
+                         r->wave + 1);
+        log_warning("fleet: policy %s: %s", r->policy, r->why);
+        f->status.rollbacks++;
+        node_rollouts_save(f);
+}
+
+/* Whether the policy runs here as w asks: held at its revision, matching an interface, configured on each
+ * (a conflict, an override, a failure or a pending interface is not running it); why not, if not. */
+static bool policy_runs(Fleet *f, const Wanted *w, char *why, size_t size) {
+        Policy *p = daemon_policy_get(f->m, w->name);
+        _cleanup_free_ Iface **v = NULL;
+        size_t n;
+
+        if (!p || p->fleet_revision != w->revision) {
+                snprintf(why, size, "health: revision %" PRIu64 " is not the one this node holds",
+                         w->revision);
+                return false;
+        }
+        n = daemon_policy_ifaces(f->m, p, &v);
+        if (n == 0) {
+                snprintf(why, size, "health: the policy matches no interface on this node");
+                return false;
+        }
+        for (size_t i = 0; i < n; i++) {
+                const char *by = NULL;
+                PolicyIfaceState st = iface_policy_outcome(v[i], p, &by);
+                if (st == POLICY_IFACE_CONFIGURED)
+                        continue;
+                snprintf(why, size, "health: %s: %s%s%s", iface_ifname(v[i]),
+                         policy_iface_state_to_string(st),
+                         by ? st == POLICY_IFACE_CONFLICT ? " with " : " by " : "",
+                         by ? by
+                         : st == POLICY_IFACE_FAILED
+                                 ? strna(iface_error(v[i]) ? iface_error(v[i])->message : NULL)
+                                 : "");
+                return false;
+        }
+        return true;
+}
+
 /* One rollout of this node: hold, health, the dead-man switch, a rollback seen through. Returns when it
  * next needs a look (UINT64_MAX: at an event). */
 static void progress(Fleet *f, NodeRollout *r, uint64_t now, Next *next) {
@@ -224,28 +297,19 @@ static void progress(Fleet *f, NodeRollout *r, uint64_t now, Next *next) {
         bool viewed = v && v->has_plan;
         char why[256] = "";
 
-        if (viewed && fleet_rollout_state_back(&v->state)) {
-                bool back = r->from_body ? daemon_holds(f, r->policy, r->from_revision)
-                                         : !daemon_policy_get(f->m, r->policy);
-                if (back && !r->rolled_back && !r->reverted) {
-                        r->rolled_back = true;
-                        snprintf(r->why, sizeof(r->why), "rolled back: the rollout %s (%.200s)",
-                                 fleet_rollout_phase_to_string(v->state.phase), v->state.why);
-                        log_warning("fleet: policy %s: %s", r->policy, r->why);
-                        f->status.rollbacks++;
-                        node_rollouts_save(f);
-                }
+        (void) node_rollout_committed(f, r);
+        /* a newer revision of the policy superseded it (before the first list, what etcd has is not known:
+         * only the dead-man switch works; a policy gone or no longer this node's is taken away whole) */
+        bool superseded = f->listed && w && !w->gone && w->selected && !rollout_current(w, r);
+        if ((viewed && fleet_rollout_state_back(&v->state)) || superseded) {
+                progress_back(f, r, v);
                 return;
         }
         if (r->reverted || r->rolled_back || r->wave < 0 || !daemon_holds(f, r->policy, r->to_revision))
                 return;
-        if (viewed) {
-                bool committed = v->state.confirmed > (unsigned) r->wave || v->state.phase == ROLLOUT_DONE;
-                if (r->confirm_usec != v->plan.confirm_usec || committed != r->committed) {
-                        r->confirm_usec = v->plan.confirm_usec;
-                        r->committed = committed;
-                        node_rollouts_save(f);
-                }
+        if (viewed && r->confirm_usec != v->plan.confirm_usec) {
+                r->confirm_usec = v->plan.confirm_usec;
+                node_rollouts_save(f);
         }
         /* commit confirmed: until its wave is confirmed, etcd must stay within reach (also before etcd was
          * read after a restart: what it needs is kept) */
@@ -280,7 +344,10 @@ static void progress(Fleet *f, NodeRollout *r, uint64_t now, Next *next) {
                 next->hold = MIN(next->hold, r->hold_from_usec + hold);
                 return;
         }
-        if (v->state.promoted || health_ok(f, w, r, now, why, sizeof(why)))
+        /* healthy only where it runs: a conflict, an override or a failure is no revision held */
+        if (!policy_runs(f, w, why, sizeof(why)))
+                rollout_step_set(f, r, NODE_FAILED, why);
+        else if (v->state.promoted || health_ok(f, w, r, now, why, sizeof(why)))
                 rollout_step_set(f, r, NODE_HEALTHY, "");
         else
                 rollout_step_set(f, r, NODE_FAILED, why);
@@ -350,6 +417,8 @@ json_t *rollout_status_json(Fleet *f, const Wanted *w, const char **state, const
         }
         if (r && r->step_set)
                 json_object_set_new(j, "step", json_string(fleet_node_step_to_string(r->step)));
+        if (r)
+                json_object_set_new(j, "committed", json_boolean(r->committed));
         if (r && (r->reverted || r->rolled_back)) {
                 *state = r->reverted ? "reverted" : "rolled-back";
                 *why = r->why;
@@ -358,8 +427,9 @@ json_t *rollout_status_json(Fleet *f, const Wanted *w, const char **state, const
                 /* never applied here: the rollout stopped before this node's wave */
                 *state = fleet_rollout_phase_to_string(v->state.phase);
                 *why = v->state.why;
-        } else if (w->desire == DESIRE_KEEP && !daemon_holds(f, w->name, w->revision)) {
-                *state = "waiting"; /* its wave has not come */
+        } else if (w->desire != DESIRE_ETCD && !daemon_holds(f, w->name, w->revision)) {
+                /* its wave has not come (what it holds meanwhile is what it committed) */
+                *state = "waiting";
                 *why = NULL;
         } else if (r && r->step_set && r->step == NODE_FAILED) {
                 *state = "failed";

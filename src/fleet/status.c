@@ -19,54 +19,97 @@ static int status_put(Fleet *f, size_t k);
 static char *record_text(Fleet *f);
 static void record_again(Fleet *f);
 
+/* One interface of the policy the daemon holds: the policy's state on it (and with or by whom), the
+ * interface's error, each hook's. */
+static json_t *iface_status(const Iface *it, const Policy *p, PolicyIfaceState *ret) {
+        json_t *ji = json_object();
+        const char *whose = NULL;
+        PolicyIfaceState st = iface_policy_outcome(it, p, &whose);
+
+        if (!ji)
+                return NULL;
+        json_object_set_new(ji, "ifname", json_string(iface_ifname(it)));
+        if (iface_netns(it))
+                json_object_set_new(ji, "netns", json_string(iface_netns(it)));
+        json_object_set_new(ji, "state", json_string(policy_iface_state_to_string(st)));
+        if (whose)
+                json_object_set_new(ji, st == POLICY_IFACE_CONFLICT ? "with" : "by", json_string(whose));
+        if (iface_state(it) == IFACE_FAILED && iface_error(it)->message)
+                json_object_set_new(ji, "error", json_string(iface_error(it)->message));
+        for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
+                const char *by = NULL, *s = iface_policy_state(it, p, dir, &by);
+                char key[32];
+                if (!s)
+                        continue;
+                json_object_set_new(ji, hook_names[dir], json_string(s));
+                if (by) {
+                        snprintf(key, sizeof(key), "%s_by", hook_names[dir]);
+                        json_object_set_new(ji, key, json_string(by));
+                }
+        }
+        *ret = st;
+        return ji;
+}
+
+/* The interfaces of what the daemon holds of the policy (whatever its revision: a node that went back,
+ * or waits for its wave, still has filters attached), and their states taken together: conflict, failed,
+ * pending, unmatched (none), overridden (on every one), applied. */
+static json_t *held_ifaces(Fleet *f, Policy *p, const char **ret_state) {
+        _cleanup_free_ Iface **v = NULL;
+        json_t *ifaces = json_array();
+        size_t n = p ? daemon_policy_ifaces(f->m, p, &v) : 0, counts[_POLICY_IFACE_STATE_MAX] = { 0 };
+
+        for (size_t i = 0; ifaces && i < n; i++) {
+                PolicyIfaceState st;
+                json_t *ji = iface_status(v[i], p, &st);
+                if (!ji || json_array_append_new(ifaces, ji) < 0) {
+                        json_decref(ifaces);
+                        return NULL;
+                }
+                counts[st]++;
+        }
+        *ret_state = counts[POLICY_IFACE_CONFLICT]          ? "conflict"
+                     : counts[POLICY_IFACE_FAILED]          ? "failed"
+                     : counts[POLICY_IFACE_PENDING]         ? "pending"
+                     : n == 0                               ? "unmatched"
+                     : counts[POLICY_IFACE_OVERRIDDEN] == n ? "overridden"
+                                                            : "applied";
+        return ifaces;
+}
+
+/* The revision the node committed of w's policy: what it holds, unless a rollout brought that and no
+ * wave of it confirmed it (then what the node goes back to: 0, none). */
+static uint64_t committed_revision(Fleet *f, const Wanted *w, const Policy *p) {
+        NodeRollout *r = node_rollout_find(f, w->name);
+
+        if (r && node_rollout_uncommitted(f, r))
+                return r->from_revision;
+        return p ? p->fleet_revision : 0;
+}
+
+static json_t *revision_json(uint64_t revision) {
+        return revision ? json_integer((json_int_t) revision) : json_null();
+}
+
+/* This node's status of a policy that selects it: the revision etcd asks for, the one whose filters the
+ * daemon holds, the one it committed; its state and why; the interfaces of what it holds. */
 static json_t *policy_status(Fleet *f, const Wanted *w) {
         Policy *p = daemon_policy_get(f->m, w->name);
-        bool applied_here = p && p->fleet_revision == w->revision;
-        json_t *j = json_object(), *ifaces = json_array();
-        const char *state = "applied";
-        bool any_failed = false, any_pending = false, any_applied = false, any_overridden = false;
-        Iface **v = NULL;
-        size_t n = applied_here ? daemon_policy_ifaces(f->m, p, &v) : 0;
+        uint64_t held = p ? p->fleet_revision : 0;
+        const char *state = "applied", *why = NULL;
+        json_t *j = json_object(), *ifaces = held_ifaces(f, p, &state);
 
-        for (size_t i = 0; i < n; i++) {
-                const Iface *it = v[i];
-                json_t *ji = json_object();
-                IfaceState st = iface_state(it);
-                json_object_set_new(ji, "ifname", json_string(iface_ifname(it)));
-                if (iface_netns(it))
-                        json_object_set_new(ji, "netns", json_string(iface_netns(it)));
-                json_object_set_new(ji, "state", json_string(iface_state_to_string(st)));
-                if (st == IFACE_FAILED && iface_error(it)->message)
-                        json_object_set_new(ji, "error", json_string(iface_error(it)->message));
-                any_failed = any_failed || st == IFACE_FAILED;
-                any_pending = any_pending || st == IFACE_PENDING;
-                for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
-                        const char *by = NULL, *s = iface_policy_state(it, p, dir, &by);
-                        char key[32];
-                        if (!s)
-                                continue;
-                        json_object_set_new(ji, hook_names[dir], json_string(s));
-                        if (by) {
-                                snprintf(key, sizeof(key), "%s_by", hook_names[dir]);
-                                json_object_set_new(ji, key, json_string(by));
-                        }
-                        any_applied = any_applied || streq(s, "applied");
-                        any_overridden = any_overridden || !streq(s, "applied");
-                }
-                json_array_append_new(ifaces, ji);
+        if (!j || !ifaces) {
+                json_decref(j);
+                json_decref(ifaces);
+                return NULL;
         }
-        free(v);
-        if (w->error && w->error_revision == w->revision)
+        /* a revision not held yet: being applied, or failed (its error) */
+        if (w->error && w->error_revision == w->revision) {
                 state = "failed";
-        else if (!applied_here)
+                why = w->error;
+        } else if (held != w->revision)
                 state = "pending";
-        else if (any_failed)
-                state = "failed";
-        else if (any_pending)
-                state = "pending";
-        else if (any_overridden && !any_applied)
-                state = "overridden";
-        const char *why = w->error && w->error_revision == w->revision ? w->error : NULL;
         json_t *rollout = rollout_status_json(f, w, &state, &why);
         if (w->ineligible) {
                 state = "ineligible"; /* selected, but its kernel gates keep this node out */
@@ -78,9 +121,9 @@ static json_t *policy_status(Fleet *f, const Wanted *w) {
         json_object_set_new(j, "node", json_string(f->node));
         json_object_set_new(j, "policy", json_string(w->name));
         json_object_set_new(j, "revision", json_integer((json_int_t) w->revision));
-        json_object_set_new(j, "applied_revision",
-                            p && p->fleet_revision ? json_integer((json_int_t) p->fleet_revision)
-                                                   : json_null());
+        json_object_set_new(j, "held_revision", revision_json(held));
+        json_object_set_new(j, "committed_revision", revision_json(committed_revision(f, w, p)));
+        json_object_set_new(j, "applied_revision", revision_json(held)); /* (its name before 0.2) */
         json_object_set_new(j, "state", json_string(state));
         if (why)
                 json_object_set_new(j, "error", json_string(why));
@@ -216,11 +259,55 @@ static int txn_op(json_t *ops, Fleet *f, const char *key, const char *text) {
         return op ? json_array_append_new(ops, op) : -ENOMEM;
 }
 
+static uint64_t revision_of(json_t *j, const char *key) {
+        return (uint64_t) json_integer_value(json_object_get(j, key));
+}
+
+/* What the faces show of the node's status of each policy (/metrics, D-Bus): the status as written. */
+static void export_policy(Fleet *f, json_t *j) {
+        DaemonFleetPolicy *d;
+        json_t *i;
+        size_t k;
+
+        if (f->status.n_policies >= DAEMON_FLEET_POLICIES_MAX)
+                return;
+        d = &f->status.policies[f->status.n_policies++];
+        *d = (DaemonFleetPolicy){ .revision = revision_of(j, "revision"),
+                                  .held = revision_of(j, "held_revision"),
+                                  .committed = revision_of(j, "committed_revision") };
+        snprintf(d->policy, sizeof(d->policy), "%s",
+                 strempty(json_string_value(json_object_get(j, "policy"))));
+        snprintf(d->state, sizeof(d->state), "%s", strempty(json_string_value(json_object_get(j, "state"))));
+        snprintf(d->why, sizeof(d->why), "%s", strempty(json_string_value(json_object_get(j, "error"))));
+        json_array_foreach (json_object_get(j, "interfaces"), k, i) {
+                const char *st = json_string_value(json_object_get(i, "state"));
+                for (PolicyIfaceState x = 0; st && x < _POLICY_IFACE_STATE_MAX; x++)
+                        if (streq(st, policy_iface_state_to_string(x)))
+                                d->interfaces[x]++;
+        }
+}
+
+/* The faces' view of each policy's status, also while etcd is out of reach. */
+static void export_all(Fleet *f) {
+        f->status.n_policies = 0;
+        for (size_t i = 0; i < f->wanted.n; i++) {
+                const Wanted *w = &f->wanted.v[i];
+                if (!w->selected && !w->ineligible)
+                        continue;
+                _cleanup_(json_decrefp) json_t *j = policy_status(f, w);
+                if (j)
+                        export_policy(f, j);
+        }
+}
+
 /* The status of every policy that selects this node, and its record: what changed since the last
  * publish, written in one transaction (one request however many policies changed). */
 void status_publish(Fleet *f) {
-        if (f->state != FLEET_WATCHING || !f->lease)
+        if (f->state != FLEET_WATCHING || !f->lease) {
+                export_all(f);
                 return;
+        }
+        f->status.n_policies = 0;
         json_t *ops = json_array();
         StatusTxn *t = calloc(1, sizeof(StatusTxn) + (f->wanted.n + 1) * sizeof(char *));
         _cleanup_free_ char *record = record_text(f);
@@ -244,6 +331,8 @@ void status_publish(Fleet *f) {
                         continue;
                 json_t *j = policy_status(f, w);
                 char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+                if (j)
+                        export_policy(f, j);
                 json_decref(j);
                 if (!text)
                         continue;

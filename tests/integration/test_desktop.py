@@ -195,6 +195,9 @@ def test_the_desktop_tool_shows_the_nodes_fleet_state(fleet, bus, bpf, workdir, 
         rev2 = fleet.apply(count_policy(bpf, prio=11), workdir)
         fleet.wait_converged("edge-count", rev2, {"h1"})
         app.wait("fleet: Node h1: connected to etcd, revision %d applied." % rev2, since=since)
+        # what h1 says of the policy: the revision asked, the one its kernel holds, the one it committed
+        app.wait("Policy edge-count: applied; asked %d, held %d, committed %d; interfaces: 1 configured"
+                 % (rev2, rev2, rev2), since=since)
     finally:
         err = app.close()
     assert "Traceback" not in err, err

@@ -203,7 +203,10 @@ def test_a_failed_health_check_halts_at_the_canary_and_rolls_it_back(fleet, bpf,
     for h in hosts:
         assert h.prefs() == [10], h.name
     row = fleet.status("edge-count")[(canary.name, "edge-count")]
-    assert row["state"] == "rolled-back" and row["held_revision"] == rev, row
+    # asked for rev, holding (and committed to) rev0, whose filter tc shows
+    assert row["state"] == "rolled-back" and row["asked_revision"] == rev, row
+    assert row["held_revision"] == rev0 and row["committed_revision"] == rev0, row
+    assert [i["state"] for i in row["interfaces"]] == ["configured"], row
     m = canary.clsd.api.get("/metrics").body.decode()
     assert "clsd_fleet_rollbacks_total 1" in m and "clsd_fleet_reverts_total 0" in m
     other = [h for h in hosts if h is not canary][0]
@@ -363,6 +366,9 @@ def test_a_confirm_shorter_than_the_keepalive_does_not_send_a_healthy_node_back(
     # (policy, rollout, its state, this node's step, this node's wave, the current wave, the waves, why)
     wait_for(lambda: bus.prop("FleetRollouts") == [["edge-count", st["rollout"], "done", "healthy", wave, 2, 2, ""]],
              timeout=5, what="D-Bus's FleetRollouts: %s" % bus.prop("FleetRollouts"))
+    # (policy, state, asked, held, committed, interfaces configured, pending, failed, conflict, overridden, why)
+    wait_for(lambda: bus.prop("FleetPolicies") == [["edge-count", "applied", rev, rev, rev, 1, 0, 0, 0, 0, ""]],
+             timeout=5, what="D-Bus's FleetPolicies: %s" % bus.prop("FleetPolicies"))
     path = os.path.join(workdir, "short.json")
     p["rollout"]["confirm"] = "500ms"
     with open(path, "w") as f:
@@ -375,10 +381,11 @@ def etcd_keys(fleet, sub):
     return [k for k in out.split() if k]
 
 
-def test_the_history_keeps_the_last_revisions_and_rm_takes_the_rollouts_keys(fleet, bpf, workdir):
-    """etcd's keys do not grow with every apply: the history keeps a policy's last 32 revisions (their
-    rollouts' keys go with the older ones), and fleet rm takes the policy's rollouts with it; its
-    history stays, and a rollback brings the policy back."""
+def test_the_history_keeps_the_last_revisions_and_rm_keeps_what_each_rollout_came_to(fleet, bpf, workdir):
+    """etcd's keys do not grow with every apply: the history keeps a policy's last 32 entries (their
+    rollouts' keys go with the older ones). Applies in a quick row supersede each other, and the history
+    says so; fleet rm is an entry of its own (who, when) and changes no earlier entry: what each rollout
+    came to stays as it was; a rollback brings the policy back."""
     h = fleet.host("h1")
     p = count_policy(bpf)
     p["rollout"] = rollout([1], hold=0, confirm=0)
@@ -389,14 +396,31 @@ def test_the_history_keeps_the_last_revisions_and_rm_takes_the_rollouts_keys(fle
     hist = fleet.ctl_json("fleet", "history", "edge-count")
     assert [x["_revision"] for x in hist] == revs[-32:]
     ids = {k.split("/")[-2] for k in etcd_keys(fleet, "rollouts/edge-count/")}
-    assert ids == {x["id"] for x in hist}, (len(ids), len(hist))
+    assert ids <= {x["id"] for x in hist}, (len(ids), len(hist))
     fleet.wait_converged("edge-count", revs[-1], {"h1"}, timeout=20)
+    wait_for(lambda: plan_of(fleet, "edge-count")["state"]["state"] == "done", timeout=10, what="the last one done")
     assert h.prefs() == [10 + 33 % 3]
+    hist = fleet.ctl_json("fleet", "history", "edge-count")
+    # each one that came before another was done or superseded by the next: none "halted" for it
+    for x, nxt in zip(hist, hist[1:]):
+        o = x["_outcome"]
+        assert o["state"] in ("done", "superseded"), x
+        if o["state"] == "superseded":
+            assert o["superseded_by_revision"] == nxt["_revision"], (x, nxt)
+    assert hist[-1]["_outcome"]["state"] == "done"
+    table = fleet.ctl("fleet", "history", "edge-count").stdout
+    assert "superseded by revision %d" % revs[-1] in table or hist[-2]["_outcome"]["state"] == "done", table
     fleet.ctl("fleet", "rm", "edge-count")
     wait_for(lambda: h.prefs() == [], timeout=10, what="the policy gone from h1")
-    assert etcd_keys(fleet, "rollouts/edge-count/") == []
     wait_for(lambda: etcd_keys(fleet, "rollout-nodes/edge-count/") == [], timeout=5, what="the steps gone")
-    assert [x["_revision"] for x in fleet.ctl_json("fleet", "history", "edge-count")] == revs[-32:]
+    after = fleet.ctl_json("fleet", "history", "edge-count")
+    # the removal is listed (the oldest entry went to make room), and no earlier entry changed
+    assert [x["_revision"] for x in after[:-1]] == revs[-31:]
+    assert after[-1]["removed"] is True and after[-1]["by"] and after[-1]["summary"] == "removed"
+    assert after[:-1] == hist[1:], "an entry changed after its rollout ended"
+    assert "removed" in fleet.ctl("fleet", "history", "edge-count").stdout.splitlines()[-1]
     out = fleet.ctl_json("fleet", "rollback", "edge-count", "--to", str(revs[-2]))
     fleet.wait_converged("edge-count", out["revision"], {"h1"}, timeout=20)
     assert h.prefs() == [10 + 32 % 3]
+    # without --to after a removal: the last revision the history holds (not the removal)
+    assert fleet.ctl_json("fleet", "history", "edge-count")[-1]["summary"].startswith("rollback to revision")

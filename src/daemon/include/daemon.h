@@ -342,6 +342,18 @@ typedef struct DaemonFleetRollout {
         char why[256];
 } DaemonFleetRollout;
 
+#define DAEMON_FLEET_POLICIES_MAX 64
+/* What this node says of one fleet policy that selects it (its status in etcd), as the faces show it. */
+typedef struct DaemonFleetPolicy {
+        char policy[65];
+        char state[16]; /* applied, pending, waiting, failed, conflict, overridden, unmatched, … */
+        uint64_t revision; /* the one etcd asks for */
+        uint64_t held; /* the one whose filters the daemon holds (0: none) */
+        uint64_t committed; /* the last this node committed (0: none) */
+        unsigned interfaces[_POLICY_IFACE_STATE_MAX]; /* of what it holds, by the policy's state on each */
+        char why[256];
+} DaemonFleetPolicy;
+
 typedef struct DaemonFleet {
         bool enabled;
         bool connected; /* etcd answered, the node's lease is held and the watch runs */
@@ -358,6 +370,8 @@ typedef struct DaemonFleet {
         uint64_t rollbacks; /* revisions taken back because their rollout halted or was aborted */
         DaemonFleetRollout rollouts[DAEMON_FLEET_ROLLOUTS_MAX];
         size_t n_rollouts;
+        DaemonFleetPolicy policies[DAEMON_FLEET_POLICIES_MAX];
+        size_t n_policies;
         char last_error[256]; /* "" */
 } DaemonFleet;
 

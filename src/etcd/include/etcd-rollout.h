@@ -71,12 +71,18 @@ void fleet_rollout_plan_done(FleetRolloutPlan *plan);
 int fleet_rollout_plan_wave_of(const FleetRolloutPlan *plan, const char *node);
 
 /* ---- the state ---- */
+/* A rollout's phase. Done, halted, aborted and superseded are its end: nothing moves it on from there
+ * (the nodes and clsctl's verbs both refuse), so that what the history says of it never changes. When
+ * it ends otherwise than done, each node whose wave was not confirmed goes back to the last revision it
+ * committed; a node whose wave was confirmed keeps the revision (committed: clsctl fleet rollback takes
+ * it back, as a new revision). */
 typedef enum FleetRolloutPhase {
         ROLLOUT_PROGRESSING,
         ROLLOUT_PAUSED,
-        ROLLOUT_HALTED, /* a wave was unhealthy: every node that applied the revision goes back */
+        ROLLOUT_HALTED, /* a wave was unhealthy */
         ROLLOUT_ABORTED, /* an operator's halt */
         ROLLOUT_DONE, /* every wave confirmed */
+        ROLLOUT_SUPERSEDED, /* a newer apply (or fleet rm) of its policy came before it was done */
         _ROLLOUT_PHASE_MAX,
 } FleetRolloutPhase;
 
@@ -88,14 +94,22 @@ typedef struct FleetRolloutState {
         uint64_t since_ms; /* when wave began (CLOCK_REALTIME of its writer) */
         char why[256];
         char by[128];
+        char superseded_by[FLEET_ROLLOUT_ID_MAX +
+                           1]; /* superseded: the newer apply's id ("" for fleet rm) */
 } FleetRolloutState;
 
 const char *fleet_rollout_phase_to_string(FleetRolloutPhase p);
 /* NULL (no state key yet): wave 0, progressing. */
 int fleet_rollout_state_parse(json_t *j, FleetRolloutState *ret, Error *reterr);
 json_t *fleet_rollout_state_to_json(const FleetRolloutState *s);
-/* Whether the rollout has halted (or was aborted): the revision goes back. */
+/* Whether the rollout ended without being done (halted, aborted, superseded): the nodes whose wave was
+ * not confirmed go back to what they committed. */
 bool fleet_rollout_state_back(const FleetRolloutState *s);
+/* Whether the rollout ended (done, or back): its state never changes again. */
+bool fleet_rollout_state_ended(const FleetRolloutState *s);
+/* Whether the node of wave (-1: not in the plan) committed the rollout's revision: its wave confirmed, or
+ * the rollout done. */
+bool fleet_rollout_state_committed(const FleetRolloutState *s, int wave);
 
 /* What a wave of size nodes comes to, with healthy and failed of them so far (timeout: its time is up,
  * the rest count as unhealthy). */
