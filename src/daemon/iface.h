@@ -64,7 +64,8 @@ struct Iface {
         bool visible; /* in the table and the faces' view (a new interface becomes so once stored) */
         /* Loaded at start or brought by a policy, and clsd has not looked at its kernel state yet: its
          * first reconcile reads only the hooks its filters use (a change that moved filters away
-         * removed them then; the periodic resync looks at everything). */
+         * removed them then; the periodic resync looks at everything), or all of them if a filter was
+         * left out untrusted (what the last run attached for it is removed). */
         bool fresh;
         bool changing; /* its reconcile applies a change (a policy's), not a repair of drift */
         struct Request *request; /* its reconcile request, while one is queued or running */

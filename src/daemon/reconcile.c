@@ -126,8 +126,10 @@ int iface_reconcile(Manager *m, Iface *it, Error *reterr) {
         attach_context_init(m, it, rtnl, &c);
         c.what = what;
         c.what_size = sizeof(what);
-        c.fresh = it->fresh;
-        c.hooks_absent = it->fresh && links_hooks_absent(m->links, rtnl, it->netns, link.ifindex);
+        /* A filter left out for an object revoked since the last run may still be attached, on a hook (or
+         * a tcx link) no filter composed uses: that first reconcile reads them all, as SIGHUP's does. */
+        c.fresh = it->fresh && !it->untrusted;
+        c.hooks_absent = c.fresh && links_hooks_absent(m->links, rtnl, it->netns, link.ifindex);
 again:
         r = attach_observe_all(&c, &obs, reterr);
         if (r < 0) {

@@ -161,8 +161,8 @@ def untrusted(c, ifname, digest):
     return g
 
 
-def clsd_filters(ns, dev):
-    return [f for f in ns.filters(dev) if f.name and f.name.startswith("clsd:")]
+def clsd_filters(ns, dev, hook="ingress"):
+    return [f for f in ns.filters(dev, hook) if f.name and f.name.startswith("clsd:")]
 
 
 def test_a_key_removed_revokes_what_it_signed(net, clsd_factory, bpf, workdir):
@@ -374,3 +374,62 @@ def test_a_signed_upload_keeps_the_stored_signature_that_verifies(net, clsd_fact
     assert "revoked" not in c.log_this_run(), c.log_this_run()
     wait_for(lambda: c.api.get_classifier(net.if_a).json["state"] == "configured", timeout=5, what="configured")
     assert [f.pref for f in clsd_filters(net.a, net.if_a)] == [10]
+
+
+def test_an_object_revoked_at_start_leaves_the_kernel(net, clsd_factory, bpf, workdir):
+    """An object stored unsigned, then revoked at a start with --trusted-keys, runs nowhere: tc shows none
+    of its filters (an interface's only one, one beside another's on the other hook, a tcx link, a
+    policy's), each interface failed object_untrusted, and what it does not use (another object's filter,
+    a foreign filter) stays; signed by an upload, every filter comes back."""
+    trusted, key1, _, _ = setup_keys(workdir)
+    obj, other = os.path.join(workdir, "count.bpf.o"), os.path.join(workdir, "drop-port.bpf.o")
+    shutil.copy(bpf.count, obj)
+    shutil.copy(bpf.drop_port, other)
+    for dev in ("vb", "vc"):
+        net.a.run("ip", "link", "add", dev, "type", "veth", "peer", "name", dev + "p")
+        net.a.run("ip", "link", "set", dev, "up")
+    c = clsd_factory(net.a, args=("--trusted-keys", trusted))
+    kept = upload(c, other, sign(key1, other)).json["digest"]
+    c.stop()
+    c.args.remove("--trusted-keys")
+    c.args.remove(trusted)
+    c.start()
+    r = upload(c, obj)
+    assert r.status == 201, r
+    digest = r.json["digest"]
+    assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]}).status == 200
+    foreign = net.a.add_foreign_filter(net.if_a, 20, bpf.drop_port)
+    assert c.api.put_classifier("vb", {"ingress": [filt("web", digest, priority=10)],
+                                       "egress": [filt("keep", kept, priority=12)]}).status == 200
+    assert c.api.put_classifier("vc", {"egress": [filt("t", digest, priority=5, attach="tcx")]}).status == 200
+    assert len(net.a.tcx("vc", "egress")) == 1
+    r = c.api.request("PUT", "/policies/lo", body={"match": {"ifname": ["lo"]},
+                                                   "ingress": [filt("count", digest, priority=20)]})
+    assert r.status == 200 and clsd_filters(net.a, "lo"), r
+    keep_id = clsd_filters(net.a, "vb", "egress")[0].id
+    c.stop()
+    c.args += ["--trusted-keys", trusted]
+    c.start()
+    assert "object %s revoked" % digest in c.log_this_run()
+    devs = (net.if_a, "vb", "vc", "lo")
+
+    def kernel():
+        return ([f.pref for f in clsd_filters(net.a, net.if_a)], [f.pref for f in clsd_filters(net.a, "vb")],
+                [f.pref for f in clsd_filters(net.a, "vb", "egress")],
+                len(net.a.tcx("vc", "egress")), [f.pref for f in clsd_filters(net.a, "lo")])
+    wait_for(lambda: kernel() == ([], [], [12], 0, []), timeout=5, what="the revoked object's filters removed")
+    assert [(f.pref, f.id) for f in net.a.filters(net.if_a)] == [(20, foreign.id)]
+    assert clsd_filters(net.a, "vb", "egress")[0].id == keep_id
+    for dev in devs:
+        g = c.api.get_classifier(dev).json
+        assert g["state"] == "failed" and g["error"]["code"] == "object_untrusted", g
+        assert digest in g["error"]["message"] and "is not signed" in g["error"]["message"], g
+    time.sleep(0.5)  # not repaired by a later reconcile
+    assert kernel() == ([], [], [12], 0, [])
+    # signed by an upload: trusted again, and every filter back
+    assert upload(c, obj, sign(key1, obj)).status == 200
+    wait_for(lambda: all(c.api.get_classifier(d).json["state"] == "configured" for d in devs), timeout=5,
+             what="configured again")
+    assert kernel() == ([10], [10], [12], 1, [20])
+    assert net.a.filter_at(net.if_a, 20).id == foreign.id
+    assert clsd_filters(net.a, "vb", "egress")[0].id == keep_id
