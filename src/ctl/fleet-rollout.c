@@ -319,10 +319,19 @@ static int plan_op(EtcdClient *ec, const Ctl *c, const FleetPolicy *fp, const ch
         snprintf(plan.by, sizeof(plan.by), "%.127s", by);
         j = fleet_rollout_plan_to_json(&plan);
         key = fleet_rollout_key(fleet_prefix_of(c), fp->name, fp->rollout.id, "plan");
+        FleetRolloutState done;
+        bool empty = fleet_rollout_plan_done_state(&plan, &done);
         fleet_rollout_plan_done(&plan);
         if (!j || !key)
                 return ctl_oom();
-        return put_op(ops, key, j);
+        r = put_op(ops, key, j);
+        if (r >= 0 && empty) {
+                _cleanup_(json_decrefp) json_t *state = fleet_rollout_state_to_json(&done);
+                _cleanup_free_ char *skey =
+                        fleet_rollout_key(fleet_prefix_of(c), fp->name, fp->rollout.id, "state");
+                r = state && skey ? put_op(ops, skey, state) : ctl_oom();
+        }
+        return r;
 }
 
 /* --sign KEY: the envelope signed at a serial above the one etcd has (the time in milliseconds, or

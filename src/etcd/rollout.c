@@ -243,6 +243,15 @@ bool fleet_rollout_state_back(const FleetRolloutState *s) {
         return s->phase == ROLLOUT_HALTED || s->phase == ROLLOUT_ABORTED || s->phase == ROLLOUT_SUPERSEDED;
 }
 
+bool fleet_rollout_plan_done_state(const FleetRolloutPlan *plan, FleetRolloutState *ret) {
+        if (plan->n_waves > 0)
+                return false;
+        *ret = (FleetRolloutState){ .phase = ROLLOUT_DONE, .since_ms = plan->created_ms };
+        snprintf(ret->why, sizeof(ret->why), "no node was selected when it was planned");
+        snprintf(ret->by, sizeof(ret->by), "%s", plan->by);
+        return true;
+}
+
 bool fleet_rollout_state_ended(const FleetRolloutState *s) {
         return s->phase == ROLLOUT_DONE || fleet_rollout_state_back(s);
 }

@@ -355,20 +355,29 @@ static void on_nodes_listed(EtcdAsync *a, json_t *answer, const Error *e, void *
                 }
                 plan.created_ms = fleet_realtime_ms();
                 snprintf(plan.by, sizeof(plan.by), "node %s", f->node);
-                _cleanup_(json_decrefp) json_t *j = fleet_rollout_plan_to_json(&plan);
+                FleetRolloutState done;
+                bool empty = fleet_rollout_plan_done_state(&plan, &done);
+                _cleanup_(json_decrefp) json_t *j = fleet_rollout_plan_to_json(&plan),
+                                               *dj = empty ? fleet_rollout_state_to_json(&done) : NULL;
                 _cleanup_free_ char *key = fleet_rollout_key(f->prefix, w->name, id, "plan"),
-                                    *text = j ? json_dumps(j, JSON_COMPACT) : NULL, *b64 = NULL;
+                                    *skey = fleet_rollout_key(f->prefix, w->name, id, "state"),
+                                    *text = j ? json_dumps(j, JSON_COMPACT) : NULL,
+                                    *dtext = dj ? json_dumps(dj, JSON_COMPACT) : NULL, *b64 = NULL;
                 fleet_rollout_plan_done(&plan);
-                if (!key || !text || etcd_b64_encode(key, strlen(key), &b64) < 0)
+                if (!key || !skey || !text || (empty && !dtext) ||
+                    etcd_b64_encode(key, strlen(key), &b64) < 0)
                         continue;
                 log_info("fleet: policy %s revision %" PRIu64
                          ": no rollout plan was written with it; planning it",
                          w->name, w->revision);
                 /* whoever is first: the others' transactions find it there */
+                json_t *ops = json_pack("[{s:o}]", "request_put", etcd_put_body(key, text, strlen(text), 0));
+                if (ops && empty)
+                        json_array_append_new(ops, json_pack("{s:o}", "request_put",
+                                                             etcd_put_body(skey, dtext, strlen(dtext), 0)));
                 fleet_call(f, "/v3/kv/txn",
-                           json_pack("{s:[{s:s,s:s,s:s,s:s}],s:[{s:o}]}", "compare", "key", b64, "target",
-                                     "CREATE", "result", "EQUAL", "create_revision", "0", "success",
-                                     "request_put", etcd_put_body(key, text, strlen(text), 0)),
+                           json_pack("{s:[{s:s,s:s,s:s,s:s}],s:o}", "compare", "key", b64, "target",
+                                     "CREATE", "result", "EQUAL", "create_revision", "0", "success", ops),
                            on_plan_written, NULL, f);
         }
         for (size_t i = 0; records && i < k; i++) {

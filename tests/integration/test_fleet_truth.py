@@ -162,3 +162,21 @@ def test_a_same_order_conflict_is_never_configured_nor_healthy(fleet, bpf, workd
     st = plan(fleet, "c")
     assert st["waves"][0][0]["step"] == "failed" and "conflict" in st["waves"][0][0]["why"], st
     assert all(h.prefs() == [] for h in hosts)
+
+
+def test_a_rollout_over_no_node_is_done_and_a_node_that_gains_the_label_applies_it(fleet, bpf, workdir):
+    """The checker's seed 141: every node relabelled out of a policy's selector, then a rollout of it: its
+    plan has no wave, and its state stayed progressing for ever (no wave to judge), so a node that gained
+    the label later, which waits for the rollout to be done, never applied it."""
+    h = fleet.host("h1", role="core")
+    p = count_policy(bpf, prio=12, labels={"role": "edge"})
+    p["rollout"] = rollout([1, "100%"], hold=1)
+    rev = fleet.apply(p, workdir)
+    st = plan(fleet)
+    assert st["waves"] == [] and st["state"]["state"] == "done", st
+    assert "no node was selected" in st["state"]["why"]
+    h.clsd.kill()
+    h.labels = {"role": "edge"}
+    h.start()
+    fleet.wait_converged("edge-count", rev, {"h1"}, timeout=20)
+    assert h.prefs() == [12]

@@ -213,9 +213,16 @@ static void test_small_fleets_and_waves_that_would_be_empty(void **state) {
         assert_int_equal(a.n_waves, 3);
         assert_int_equal(a.wave_sizes[2], 8);
         fleet_rollout_plan_done(&a);
-        /* no node selected: no wave */
+        FleetRolloutState st;
+        assert_int_equal(fleet_rollout_plan_make(&p, nodes, 10, &a, &e), 0);
+        assert_false(fleet_rollout_plan_done_state(&a, &st));
+        fleet_rollout_plan_done(&a);
+        /* no node selected: no wave, and done as it is written (a node that gains the label later waits
+         * for done, which no wave would ever judge) */
         assert_int_equal(fleet_rollout_plan_make(&p, nodes, 0, &a, &e), 0);
         assert_int_equal(a.n_waves, 0);
+        assert_true(fleet_rollout_plan_done_state(&a, &st));
+        assert_true(st.phase == ROLLOUT_DONE && fleet_rollout_state_committed(&st, -1));
         fleet_rollout_plan_done(&a);
         fleet_policy_done(&p);
 }

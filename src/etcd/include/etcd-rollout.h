@@ -105,6 +105,10 @@ json_t *fleet_rollout_state_to_json(const FleetRolloutState *s);
 /* Whether the rollout ended without being done (halted, aborted, superseded): the nodes whose wave was
  * not confirmed go back to what they committed. */
 bool fleet_rollout_state_back(const FleetRolloutState *s);
+/* A plan of no wave (no node selected and qualified when it was made) is done as it is written: its
+ * state, written with it (else it would progress forever, and a node that gains the label later, which
+ * waits for the rollout to be done, would never apply it). false: the plan needs no state of its own. */
+bool fleet_rollout_plan_done_state(const FleetRolloutPlan *plan, FleetRolloutState *ret);
 /* Whether the rollout ended (done, or back): its state never changes again. */
 bool fleet_rollout_state_ended(const FleetRolloutState *s);
 /* Whether the node of wave (-1: not in the plan) committed the rollout's revision: its wave confirmed, or
