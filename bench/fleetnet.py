@@ -96,28 +96,46 @@ class StatusWatch:
     the time each (node, revision, state) was first written."""
 
     def __init__(self, net):
-        prefix = net.prefix
-        body = json.dumps({"create_request": {"key": b64(prefix + "status/"), "range_end": b64(prefix + "status0")}})
-        self.proc = subprocess.Popen(ns_exec(net.switch, "curl", "-sN", "--noproxy", "*", "-X", "POST",
-                                             net.urls[0] + "/v3/watch", "-d", body), stdout=subprocess.PIPE, text=True)
+        self.net = net
         self.seen = {}
         self.cond = threading.Condition()
+        self.stopped = False
+        self.revision = 0  # the last one read: a watch begun again (etcd restarted) goes on from there
+        self.proc = self.spawn()
         threading.Thread(target=self.read, daemon=True).start()
 
+    def spawn(self):
+        prefix = self.net.prefix
+        req = {"key": b64(prefix + "status/"), "range_end": b64(prefix + "status0")}
+        if self.revision:
+            req["start_revision"] = self.revision + 1
+        return subprocess.Popen(ns_exec(self.net.switch, "curl", "-sN", "--noproxy", "*", "-X", "POST",
+                                        self.net.urls[0] + "/v3/watch", "-d", json.dumps({"create_request": req})),
+                                stdout=subprocess.PIPE, text=True)
+
     def read(self):
-        for line in self.proc.stdout:
-            now = time.monotonic()
-            try:
-                events = json.loads(line).get("result", {}).get("events", [])
-            except ValueError:
+        while not self.stopped:
+            for line in self.proc.stdout:
+                self.line(line)
+            self.proc.wait()
+            if not self.stopped:
+                time.sleep(0.2)
+                self.proc = self.spawn()
+
+    def line(self, line):
+        now = time.monotonic()
+        try:
+            events = json.loads(line).get("result", {}).get("events", [])
+        except ValueError:
+            return
+        for ev in events:
+            self.revision = max(self.revision, int(ev["kv"].get("mod_revision", 0)))
+            if ev.get("type") == "DELETE":
                 continue
-            for ev in events:
-                if ev.get("type") == "DELETE":
-                    continue
-                v = json.loads(base64.b64decode(ev["kv"]["value"]))
-                with self.cond:
-                    self.seen.setdefault((v["node"], v["revision"], v["state"]), now)
-                    self.cond.notify_all()
+            v = json.loads(base64.b64decode(ev["kv"]["value"]))
+            with self.cond:
+                self.seen.setdefault((v["node"], v["revision"], v["state"]), now)
+                self.cond.notify_all()
 
     def wait_all(self, nodes, revision, timeout=60):
         """When the last of nodes said it applied revision: {node: time}."""
@@ -133,12 +151,13 @@ class StatusWatch:
                 self.cond.wait(left)
 
     def stop(self):
+        self.stopped = True
         self.proc.kill()
         self.proc.wait()
 
 
 class Net:
-    def __init__(self, members, tag):
+    def __init__(self, members, tag, etcd_args=()):
         self.members, self.tag = members, "%s%d" % (tag, os.getpid())
         self.prefix = "/bench-%d/" % os.getpid()
         self.tmp = tempfile.mkdtemp(prefix=self.tag + ".", dir="/tmp")
@@ -146,6 +165,7 @@ class Net:
         self.ports = 0
         self.sysctls = {}
         self.urls = ["http://%s:2379" % member_addr(i) for i in range(members)]
+        self.etcd_args, self.etcd_argv = list(etcd_args), []
 
     def __enter__(self):
         if os.geteuid() != 0:
@@ -198,6 +218,22 @@ class Net:
             with open(path, "w") as f:
                 f.write(str(value))
 
+    def restart_member(self, i, down=0.0):
+        """etcd member i killed (SIGKILL) and started again after down seconds, on its data; its process
+        stays procs[i]. Returns when it answers again."""
+        p = self.procs[i]
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        time.sleep(down)
+        log = open(os.path.join(self.tmp, "e%d.log" % (i + 1)), "a")
+        self.procs[i] = subprocess.Popen(self.etcd_argv[i], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while sh(*ns_exec(self.switch, "curl", "-sf", "--noproxy", "*", self.urls[i] + "/health"),
+                 check=False).returncode:
+            if time.monotonic() > deadline:
+                die("etcd member e%d did not come back" % (i + 1))
+            time.sleep(0.05)
+
     def netns(self, name):
         ns = "%s-%s" % (self.tag, name)
         sh("ip", "netns", "add", ns)
@@ -223,12 +259,14 @@ class Net:
             self.attach(ns, member_addr(i))
             peer = "http://%s:2380" % member_addr(i)
             log = open(os.path.join(self.tmp, "e%d.log" % (i + 1)), "w")
-            self.procs.append(subprocess.Popen(ns_exec(
+            argv = ns_exec(
                 ns, "etcd", "--name", "e%d" % (i + 1), "--data-dir", os.path.join(self.tmp, "e%d" % (i + 1)),
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--listen-client-urls",
                 self.urls[i], "--advertise-client-urls", self.urls[i], "--initial-cluster", cluster,
-                "--initial-cluster-state", "new", "--heartbeat-interval", "50", "--election-timeout", "500"),
-                stdout=log, stderr=subprocess.STDOUT))
+                "--initial-cluster-state", "new", "--heartbeat-interval", "50", "--election-timeout", "500",
+                *self.etcd_args)
+            self.etcd_argv.append(argv)
+            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 30
         while sh(*ns_exec(self.switch, "curl", "-sf", "--noproxy", "*", self.urls[0] + "/health"),
                  check=False).returncode:

@@ -17,6 +17,7 @@
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define CLAMP(x, lo, hi) MIN(MAX((x), (lo)), (hi))
 
 #define TAKE_PTR(p) \
         ({ \

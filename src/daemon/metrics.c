@@ -112,6 +112,33 @@ static void emit_fleet(Manager *d, const MetricWriter *w) {
                   "This node's record and status keys that another writer changed, deleted or added, put "
                   "right again");
         w->sample(w->userdata, "clsd_fleet_foreign_writes_total", NULL, 0, (double) f->foreign_keys);
+        w->family(w->userdata, "clsd_fleet_busy_answers_total", "counter",
+                  "etcd's answers that it is busy (too many requests, no leader, no answer in time): each "
+                  "such call is sent again later, spaced, on the same connection");
+        w->sample(w->userdata, "clsd_fleet_busy_answers_total", NULL, 0, (double) f->busy_answers);
+        w->family(w->userdata, "clsd_fleet_retries_total", "counter",
+                  "Calls to etcd sent again after it was busy");
+        w->sample(w->userdata, "clsd_fleet_retries_total", NULL, 0, (double) f->retries);
+        w->family(w->userdata, "clsd_fleet_busy_failures_total", "counter",
+                  "Calls etcd stayed busy for past the client's retries: done again later, the connection "
+                  "kept");
+        w->sample(w->userdata, "clsd_fleet_busy_failures_total", NULL, 0, (double) f->busy_failures);
+        w->family(w->userdata, "clsd_fleet_watch_restarts_total", "counter",
+                  "Watch streams begun again (ended, or their watches slow to come), the connection kept");
+        w->sample(w->userdata, "clsd_fleet_watch_restarts_total", NULL, 0, (double) f->stream_restarts);
+        w->family(w->userdata, "clsd_fleet_lease_renewals_total", "counter",
+                  "New leases after etcd lost the node's (it expired while etcd was busy or out of reach)");
+        w->sample(w->userdata, "clsd_fleet_lease_renewals_total", NULL, 0, (double) f->lease_renewals);
+        w->family(w->userdata, "clsd_fleet_authentications_total", "counter",
+                  "Logins to etcd (a token is kept until etcd no longer knows it)");
+        w->sample(w->userdata, "clsd_fleet_authentications_total", NULL, 0, (double) f->authentications);
+        w->family(w->userdata, "clsd_fleet_lists_total", "counter",
+                  "The fleet's policies and rollouts read whole: at the start, and after a compaction took "
+                  "what a watch would resume from");
+        w->sample(w->userdata, "clsd_fleet_lists_total", NULL, 0, (double) f->lists);
+        w->family(w->userdata, "clsd_fleet_status_writes_total", "counter",
+                  "Requests that wrote this node's record or statuses (one transaction for what changed)");
+        w->sample(w->userdata, "clsd_fleet_status_writes_total", NULL, 0, (double) f->status_writes);
         w->family(w->userdata, "clsd_fleet_reconnects_total", "counter",
                   "Connections to etcd made again after one was lost");
         w->sample(w->userdata, "clsd_fleet_reconnects_total", NULL, 0, (double) f->reconnects);

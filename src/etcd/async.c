@@ -13,12 +13,17 @@ typedef struct Call {
         EtcdAsync *a;
         CURL *easy;
         struct curl_slist *headers;
+        char *path;
         char *url;
         char *body;
         EtcdBuffer answer;
         EtcdCallDone done;
         void (*cancel)(void *userdata);
         void *userdata;
+        uint64_t first_usec; /* CLOCK_MONOTONIC: asked first */
+        bool fresh; /* sent again on a new connection: the last one timed out on a kept one (a dead
+                     * link fails to connect at once, a busy member connects and is busy) */
+        sd_event_source *again; /* etcd was busy: sent again when this fires */
         struct Call *next;
 } Call;
 
@@ -45,6 +50,11 @@ struct EtcdAsync {
         void *contact_userdata;
         Call *calls;
         Stream stream;
+        /* etcd busy (etcd_overloaded): the calls are spaced, each busy answer doubling the space (with
+         * jitter, up to the cap its user sizes by the fleet), each answer halving it */
+        uint64_t backoff_usec, backoff_cap_usec;
+        uint64_t not_before_usec; /* CLOCK_MONOTONIC: no call goes before */
+        uint64_t busy_answers, retries;
 };
 
 int etcd_async_new(sd_event *event, const char *urls, const EtcdCredentials *creds, EtcdAsync **ret,
@@ -103,6 +113,22 @@ EtcdAsync *etcd_async_free(EtcdAsync *a) {
         return NULL;
 }
 
+void etcd_async_set_backoff_cap(EtcdAsync *a, uint64_t usec) {
+        a->backoff_cap_usec = MAX(usec, ETCD_BUSY_BACKOFF_MIN_USEC);
+}
+
+uint64_t etcd_async_busy_answers(const EtcdAsync *a) {
+        return a->busy_answers;
+}
+
+uint64_t etcd_async_retries(const EtcdAsync *a) {
+        return a->retries;
+}
+
+uint64_t etcd_async_backoff_usec(const EtcdAsync *a) {
+        return a->backoff_usec;
+}
+
 const char *etcd_async_endpoint(const EtcdAsync *a) {
         return a->urls[a->url];
 }
@@ -122,6 +148,15 @@ uint64_t etcd_async_requests(const EtcdAsync *a) {
 
 const char *etcd_async_user(const EtcdAsync *a) {
         return a->password ? a->creds.user : NULL;
+}
+
+bool etcd_async_has_token(const EtcdAsync *a) {
+        return a->token;
+}
+
+void etcd_async_forget_token(EtcdAsync *a) {
+        free(a->token);
+        a->token = NULL;
 }
 
 /* The token taken from an authenticate answer, then the caller's done. */
@@ -172,12 +207,20 @@ int etcd_async_authenticate(EtcdAsync *a, EtcdCallDone done, void (*cancel)(void
 
 /* ---- calls ---- */
 
+static uint64_t now_usec(EtcdAsync *a) {
+        uint64_t now = 0;
+        (void) sd_event_now(a->event, CLOCK_MONOTONIC, &now);
+        return now;
+}
+
 static void call_free(Call *c) {
         if (c->easy) {
                 curl_loop_remove(c->a->loop, c->easy);
                 curl_api.easy_cleanup(c->easy);
         }
+        sd_event_source_disable_unref(c->again);
         curl_api.slist_free_all(c->headers);
+        free(c->path);
         free(c->url);
         free(c->body);
         free(c->answer.data);
@@ -192,25 +235,115 @@ static void call_unlink(EtcdAsync *a, Call *c) {
                 }
 }
 
+static int call_send(Call *c);
+
+static int on_again(sd_event_source *s, uint64_t usec, void *userdata) {
+        Call *c = userdata;
+        Error e = ERROR_NULL;
+
+        (void) s, (void) usec;
+        if (call_send(c) < 0) {
+                /* out of memory: answered as a failure, as any that cannot be made */
+                EtcdAsync *a = c->a;
+                call_unlink(a, c);
+                error_set(&e, ENOMEM, "internal_error", "out of memory");
+                c->done(a, NULL, &e, c->userdata);
+                error_done(&e);
+                call_free(c);
+        }
+        return 0;
+}
+
+/* The call goes (again) at the first of now + delay and the client's own spacing. */
+static int call_later(Call *c, uint64_t delay) {
+        EtcdAsync *a = c->a;
+        uint64_t at = MAX(now_usec(a) + delay, a->not_before_usec);
+
+        if (!c->again)
+                return sd_event_add_time(a->event, &c->again, CLOCK_MONOTONIC, at, 1000, on_again, c);
+        (void) sd_event_source_set_time(c->again, at);
+        return sd_event_source_set_enabled(c->again, SD_EVENT_ONESHOT);
+}
+
+/* etcd said it is busy: the calls are spaced by a backoff that doubles (with jitter: a fleet's nodes do
+ * not come back in step), at least what its Retry-After asked. */
+static uint64_t busy(EtcdAsync *a, uint64_t retry_after) {
+        uint64_t cap = a->backoff_cap_usec ?: ETCD_BUSY_BACKOFF_MAX_USEC;
+
+        a->busy_answers++;
+        a->backoff_usec = MIN(a->backoff_usec ? a->backoff_usec * 2 : ETCD_BUSY_BACKOFF_MIN_USEC, cap);
+        uint64_t delay = a->backoff_usec / 2 + (uint64_t) random() % (a->backoff_usec / 2 + 1);
+        delay = MAX(delay, retry_after);
+        a->not_before_usec = MAX(a->not_before_usec, now_usec(a) + delay);
+        return delay;
+}
+
 static void on_call_done(CurlLoop *l, CURL *easy, CURLcode result, void *userdata) {
         Call *c = userdata;
+        EtcdAsync *a = c->a;
         Error e = ERROR_NULL;
         json_t *answer = NULL;
 
         (void) l;
-        call_unlink(c->a, c);
         (void) etcd_transfer_answer(easy, result, &c->answer, c->url, &answer, &e);
-        if (!e.code && c->a->contact)
-                c->a->contact(c->a->contact_userdata);
-        c->done(c->a, e.code ? NULL : answer, e.code ? &e : NULL, c->userdata);
+        if (streq_ptr(e.code, ETCD_OVERLOADED) && now_usec(a) - c->first_usec < ETCD_BUSY_RETRY_USEC) {
+                /* the same request later: a busy etcd gets it again once, not a new connection's many */
+                uint64_t delay = busy(a, etcd_transfer_retry_after_usec(easy));
+                c->fresh = result == CURLE_OPERATION_TIMEDOUT;
+                curl_loop_remove(a->loop, c->easy);
+                curl_api.easy_cleanup(c->easy);
+                c->easy = NULL;
+                free(c->answer.data);
+                c->answer = (EtcdBuffer){ 0 };
+                error_done(&e);
+                a->retries++;
+                if (call_later(c, delay) >= 0)
+                        return;
+                error_set(&e, ENOMEM, "internal_error", "out of memory");
+        }
+        call_unlink(a, c);
+        if (!e.code) {
+                a->backoff_usec /= 2; /* an answer: etcd copes again, the spacing shrinks */
+                if (a->backoff_usec < ETCD_BUSY_BACKOFF_MIN_USEC)
+                        a->backoff_usec = 0;
+                if (a->contact)
+                        a->contact(a->contact_userdata);
+        }
+        c->done(a, e.code ? NULL : answer, e.code ? &e : NULL, c->userdata);
         json_decref(answer);
         error_done(&e);
         call_free(c);
 }
 
+/* The call's transfer made and started, to the endpoint in use now (etcd's answers are the same from
+ * any member). */
+static int call_send(Call *c) {
+        EtcdAsync *a = c->a;
+
+        free(c->url);
+        c->headers = (curl_api.slist_free_all(c->headers), NULL);
+        if (asprintf(&c->url, "%s%s", a->urls[a->url], c->path) < 0) {
+                c->url = NULL;
+                return -ENOMEM;
+        }
+        if (!(c->easy = curl_api.easy_init()) ||
+            etcd_transfer_setup(c->easy, c->url, c->body, &a->creds, a->token, &c->headers, &c->answer) <
+                    0 ||
+            (c->fresh && curl_api.easy_setopt(c->easy, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK) ||
+            curl_loop_add(a->loop, c->easy, on_call_done, c) < 0) {
+                if (c->easy)
+                        curl_api.easy_cleanup(c->easy);
+                c->easy = NULL;
+                return -ENOMEM;
+        }
+        a->requests++;
+        return 0;
+}
+
 int etcd_async_call(EtcdAsync *a, const char *path, json_t *body, EtcdCallDone done, void (*cancel)(void *),
                     void *userdata) {
         Call *c = calloc(1, sizeof(*c));
+        int r;
 
         if (!c || !body || !(c->body = json_dumps(body, JSON_COMPACT))) {
                 free(c);
@@ -218,20 +351,22 @@ int etcd_async_call(EtcdAsync *a, const char *path, json_t *body, EtcdCallDone d
                 return -ENOMEM;
         }
         json_decref(body);
-        *c = (Call){ .a = a, .body = c->body, .done = done, .cancel = cancel, .userdata = userdata };
-        if (asprintf(&c->url, "%s%s", a->urls[a->url], path) < 0) {
-                c->url = NULL;
+        *c = (Call){ .a = a,
+                     .body = c->body,
+                     .done = done,
+                     .cancel = cancel,
+                     .userdata = userdata,
+                     .first_usec = now_usec(a) };
+        if (!(c->path = strdup(path))) {
                 call_free(c);
                 return -ENOMEM;
         }
-        if (!(c->easy = curl_api.easy_init()) ||
-            etcd_transfer_setup(c->easy, c->url, c->body, &a->creds, a->token, &c->headers, &c->answer) <
-                    0 ||
-            curl_loop_add(a->loop, c->easy, on_call_done, c) < 0) {
+        /* while etcd is busy, a new call waits for the spacing as the retried ones do */
+        r = a->not_before_usec > c->first_usec ? call_later(c, 0) : call_send(c);
+        if (r < 0) {
                 call_free(c);
                 return -ENOMEM;
         }
-        a->requests++;
         c->next = a->calls;
         a->calls = c;
         return 0;

@@ -288,11 +288,21 @@ int etcd_answer_error(long http_status, json_t *answer, Error *reterr) {
         if (message && code == 7)
                 return error_set(reterr, EACCES, ETCD_PERMISSION_DENIED, "etcd: %s (HTTP %ld)", message,
                                  http_status);
-        if (message && (code == 16 || strstr(message, "user name is empty")))
+        if (message && (code == 16 || http_status == 401 || strstr(message, "user name is empty") ||
+                        strstr(message, "invalid auth token")))
                 return error_set(reterr, EKEYEXPIRED, ETCD_TOKEN_INVALID, "etcd: %s (HTTP %ld)", message,
                                  http_status);
         if (message && strstr(message, "authentication failed"))
                 return error_set(reterr, EACCES, ETCD_AUTH_FAILED, "etcd: %s (HTTP %ld)", message,
+                                 http_status);
+        if (message && strstr(message, "requested lease not found"))
+                return error_set(reterr, ENOENT, ETCD_LEASE_NOT_FOUND, "etcd: %s (HTTP %ld)", message,
+                                 http_status);
+        /* gRPC's 4 deadline exceeded ("request timed out"), 8 resource exhausted ("too many requests"),
+         * 14 unavailable (no leader, leader changed), or the gateway's 429 and 503: etcd is there and
+         * busy: a later try of the same request, never a new connection (that is more load) */
+        if (code == 4 || code == 8 || code == 14 || http_status == 429 || http_status == 503)
+                return error_set(reterr, EAGAIN, ETCD_OVERLOADED, "etcd: %s (HTTP %ld)", strna(message),
                                  http_status);
         if (message)
                 return error_set(reterr, EPROTO, "etcd_error", "etcd: %s (HTTP %ld)", message, http_status);

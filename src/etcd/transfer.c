@@ -70,6 +70,17 @@ int etcd_transfer_answer(CURL *easy, CURLcode result, const EtcdBuffer *b, const
         long status = 0;
         int r;
 
+        if (result == CURLE_OPERATION_TIMEDOUT && !b->over) {
+                /* connected (or on a connection kept), asked, and not answered in time: a busy member, as
+                 * etcd's own timeouts; not connected in time is a member out of reach */
+                curl_off_t connected = 0;
+                curl_api.easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connected);
+                long made = 0; /* connections this transfer made: none, it used one kept */
+                curl_api.easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &made);
+                if (connected > 0 || made == 0)
+                        return error_set(reterr, EAGAIN, ETCD_OVERLOADED, "%s: no answer within %ld ms", url,
+                                         (long) ETCD_CALL_TIMEOUT_MS);
+        }
         if (result != CURLE_OK) {
                 char why[128];
                 return error_set(reterr, b->over ? EFBIG : EHOSTUNREACH,
@@ -82,8 +93,7 @@ int etcd_transfer_answer(CURL *easy, CURLcode result, const EtcdBuffer *b, const
                 Error e = ERROR_NULL;
                 etcd_answer_error(status, answer, &e);
                 json_decref(answer);
-                /* etcd without a leader for a moment (an election): worth another try */
-                r = error_set(reterr, status == 503 ? EAGAIN : e.error, e.code, "%s: %s", url, e.message);
+                r = error_set(reterr, e.error, e.code, "%s: %s", url, e.message);
                 error_done(&e);
                 return r;
         }
@@ -92,6 +102,14 @@ int etcd_transfer_answer(CURL *easy, CURLcode result, const EtcdBuffer *b, const
                                  jerr.text);
         *ret = answer;
         return 0;
+}
+
+uint64_t etcd_transfer_retry_after_usec(CURL *easy) {
+        curl_off_t s = 0;
+
+        if (curl_api.easy_getinfo(easy, CURLINFO_RETRY_AFTER, &s) != CURLE_OK || s <= 0)
+                return 0;
+        return (uint64_t) MIN(s, (curl_off_t) ETCD_RETRY_AFTER_MAX_S) * 1000000ULL;
 }
 
 int etcd_endpoints_parse(const char *urls, char ***ret, size_t *ret_n, Error *reterr) {

@@ -155,7 +155,7 @@ static void on_object_fetched(EtcdAsync *a, json_t *answer, const Error *e, void
         if (e) {
                 free(x);
                 group_clear(f);
-                fleet_lost(f, "%s", e->message);
+                fleet_call_failed(f, e); /* (fetched again at the next converge) */
                 return;
         }
         if (object_of(x, answer, &kvs, &n, &obj, &sig, &e2) < 0) {

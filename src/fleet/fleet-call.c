@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "fleet-internal.h"
+#include "log.h"
 
 void fleet_lost(Fleet *f, const char *fmt, ...) {
         va_list ap;
@@ -27,17 +28,70 @@ void fleet_call(Fleet *f, const char *path, json_t *body, EtcdCallDone done, voi
                 fleet_lost(f, "out of memory");
         }
         f->status.requests = etcd_async_requests(f->etcd);
+        f->status.busy_answers = etcd_async_busy_answers(f->etcd);
+        f->status.retries = etcd_async_retries(f->etcd);
+}
+
+/* What stayed unanswered while etcd was busy, done again once the client's spacing allows: a second,
+ * or its backoff if that is longer (the calls wait for it anyway). */
+#define RESYNC_USEC (1000 * 1000ULL)
+
+void fleet_call_failed(Fleet *f, const Error *e) {
+        if (streq_ptr(e->code, ETCD_TOKEN_INVALID)) {
+                etcd_async_forget_token(f->etcd); /* the next connection logs in again */
+                fleet_lost(f, "%s", e->message);
+                return;
+        }
+        if (streq_ptr(e->code, ETCD_LEASE_NOT_FOUND)) {
+                /* the lease expired (etcd busy or out of reach longer than its time): a new one, and the
+                 * node's keys written again under it; the watch and the connection stay */
+                f->lease_lost = true;
+                fleet_timer_once(f, &f->resync, 0, NULL);
+                return;
+        }
+        if (!streq_ptr(e->code, ETCD_OVERLOADED)) {
+                fleet_lost(f, "%s", e->message);
+                return;
+        }
+        if (f->status.busy_failures++ % 100 == 0)
+                log_warning("fleet: %s; the connection stays, what it was for is done again later",
+                            strna(e->message));
+        /* (session.c made the timer: it publishes, ticks the rollouts and converges) */
+        fleet_timer_once(f, &f->resync, MAX(RESYNC_USEC, etcd_async_backoff_usec(f->etcd)), NULL);
+}
+
+/* The window a node's comebacks are drawn from grows with the fleet: this much per node, from the first
+ * up to the last (5,000 nodes that lost etcd at once come back over 50 s: 100 a second). */
+#define BACKOFF_MIN_USEC (250 * 1000ULL)
+#define BACKOFF_MAX_USEC (8 * 1000 * 1000ULL)
+#define BACKOFF_PER_NODE_USEC (10 * 1000ULL)
+#define BACKOFF_FLEET_MAX_USEC (120 * 1000 * 1000ULL)
+
+static uint64_t backoff_cap(Fleet *f) {
+        return CLAMP(f->fleet_size * BACKOFF_PER_NODE_USEC, BACKOFF_MAX_USEC, BACKOFF_FLEET_MAX_USEC);
+}
+
+uint64_t fleet_backoff_next(Fleet *f) {
+        f->backoff_usec = f->backoff_usec ? MIN(f->backoff_usec * 2, backoff_cap(f)) : BACKOFF_MIN_USEC;
+        /* from half to all of the backoff: after an outage, a fleet's nodes do not come back at once */
+        return f->backoff_usec / 2 + (uint64_t) random() % (f->backoff_usec / 2 + 1);
+}
+
+void fleet_sized(Fleet *f, uint64_t nodes) {
+        f->fleet_size = nodes;
+        /* the etcd client's spacing while etcd is busy grows with the fleet too */
+        etcd_async_set_backoff_cap(f->etcd, backoff_cap(f));
 }
 
 void fleet_on_written(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         (void) a, (void) answer;
         if (e)
-                fleet_lost(userdata, "%s", e->message);
+                fleet_call_failed(userdata, e);
 }
 
 int fleet_range_answer(Fleet *f, json_t *answer, const Error *e, EtcdKv **ret, size_t *ret_n) {
         if (e) {
-                fleet_lost(f, "%s", e->message);
+                fleet_call_failed(f, e);
                 return -EIO;
         }
         return etcd_range_parse(answer, ret, ret_n, NULL, NULL);

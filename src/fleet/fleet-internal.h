@@ -2,12 +2,12 @@
  * each part's functions. The parts, from the bottom: wanted.c (the fleet's policies as etcd has them),
  * trust.c (with --fleet-require-signed: a policy's signature and serial taken or refused), plan.c (what
  * differs from the daemon, as the next change to apply: pure), own-write.c (whose write a key's revision
- * is), fleet-call.c (a call to etcd; a failure is the connection's), rollouts.c (the fleet's rollouts
+ * is), fleet-call.c (a call to etcd, its failure, the backoff), rollouts.c (the fleet's rollouts
  * as etcd has them), node-rollouts.c (this node's part in each, kept on disk), rollout-wave.c (its
  * steps written, a wave judged, the state moved on), rollout.c (what the node holds for a rollout: its
  * wave, its hold, its dead-man switch), status.c (this node's record and status, and its own keys
- * kept), apply.c (converging the daemon on etcd), session.c (lease, list, watch, keepalive,
- * reconnect), fleet.c (made, started, freed). */
+ * kept), apply.c (converging the daemon on etcd), watch.c (list and watch), session.c (login, lease,
+ * keepalive, reconnect), fleet.c (made, started, freed). */
 #pragma once
 
 #include "etcd-async.h"
@@ -144,10 +144,21 @@ struct Fleet {
         uint64_t revision; /* of the last list or policies' watch message */
         uint64_t
                 rollouts_revision; /* the rollouts' watch's: each watch of the stream resumes from its own */
-        unsigned watches_created; /* the stream's watches etcd said it made (a bit each) */
         bool listed; /* wanted is a snapshot of etcd (not before the first list) */
+        bool probed; /* its credentials were found unable to write policies (once a run, and after a login)
+                      */
+        bool keepalive_pending;
+        bool lease_lost; /* a write found the lease gone: a new one (session.c) */
         uint64_t backoff_usec;
-        sd_event_source *retry, *keepalive, *lost, *watch_check;
+        uint64_t fleet_size; /* nodes with a record, at the last list: it sizes the backoffs */
+        sd_event_source *retry, *keepalive, *lost, *resync;
+
+        /* watch.c */
+        unsigned watches_created; /* the stream's watches etcd said it made (a bit each) */
+        bool watching_all; /* all of them */
+        uint64_t watch_deadline_usec; /* how long etcd may take to make them (doubling while it is slow) */
+        unsigned stream_failures; /* streams that ended in a row without a message */
+        sd_event_source *watch_check, *stream_retry;
 
         /* wanted.c */
         WantedSet wanted;
@@ -167,6 +178,7 @@ struct Fleet {
         NodeRollouts mine;
         uint64_t last_contact_usec; /* CLOCK_MONOTONIC: etcd's last answer */
         uint64_t last_ping_usec; /* CLOCK_MONOTONIC: asked while a dead-man switch is armed */
+        bool ping_pending;
         uint64_t connected_usec; /* CLOCK_MONOTONIC: the watch of this connection began (0: none) */
         sd_event_source *deadman, *hold_timer, *wave_timer, *plan_timer, *ping_timer;
 
@@ -175,6 +187,8 @@ struct Fleet {
         char *record; /* the node record last written */
         OwnWrite record_write;
         bool own_checked; /* this connection's keys under status/NODE/ were looked at (own_keys_check()) */
+        bool publishing, publish_again; /* a publish's transaction under way; another asked for meanwhile */
+        uint64_t publishing_lease; /* the lease it writes under */
         sd_event_source *status_timer, *status_kick;
 };
 
@@ -248,6 +262,16 @@ void trust_keep_unlisted(Fleet *f, uint64_t revision);
 /* ---- fleet-call.c ---- */
 /* The connection is lost (why): the session disconnects from the loop and reconnects with backoff. */
 void fleet_lost(Fleet *f, const char *fmt, ...) _printf_(2, 3);
+/* A call of the connection failed (e): etcd busy past the client's retries (etcd_overloaded) keeps the
+ * connection, and what the call was for is done again soon (statuses published, steps said, the daemon
+ * converged); a token etcd no longer knows is asked for again; anything else loses the connection. The
+ * caller undoes first what it took as done. */
+void fleet_call_failed(Fleet *f, const Error *e);
+/* The next delay of the connection's backoff: doubling, up to a window sized by the fleet, drawn from its
+ * upper half. */
+uint64_t fleet_backoff_next(Fleet *f);
+/* The fleet has nodes nodes (a count of their records): the backoffs follow it. */
+void fleet_sized(Fleet *f, uint64_t nodes);
 /* POSTs body (taken) to path; done gets the answer of a 200 or an error; cancel (may be NULL) is called
  * instead if the connection goes first. Out of memory: the connection is lost. */
 void fleet_call(Fleet *f, const char *path, json_t *body, EtcdCallDone done, void (*cancel)(void *),
@@ -278,8 +302,10 @@ void status_publish_record(Fleet *f);
 void status_own_keys_check(Fleet *f);
 /* The watch says one of this node's own keys changed (deleted: went). */
 void status_own_key_seen(Fleet *f, const EtcdKv *kv, bool deleted);
-/* The connection went: what was published is forgotten (written again on the next). */
+/* A new lease: what was published is forgotten (written again under it). */
 void status_reset(Fleet *f);
+/* The connection went, its lease kept: what was being written is forgotten (written again). */
+void status_unsent(Fleet *f);
 void status_free(Fleet *f);
 
 /* ---- apply.c ---- */
@@ -348,11 +374,21 @@ json_t *rollout_status_json(Fleet *f, const Wanted *w, const char **state, const
 /* Before etcd was read (a start without it): what the dead-man switch took back, as changes (at most
  * max, into v). */
 size_t rollout_reverts(Fleet *f, Pending *v, size_t max);
-/* The connection went: its steps are published again, and holds begin again, on the next. */
+/* The connection went: holds begin again on the next, and the steps being written are written again. */
 void rollout_reset(Fleet *f);
+/* A new lease: every step is written again under it. */
+void rollout_republish(Fleet *f);
 /* The state of a rollout moved from the one at revision judged to next (fails if another moved it). */
 void rollout_state_write(Fleet *f, const char *policy, const char *id, uint64_t judged,
                          const FleetRolloutState *next);
+
+/* ---- watch.c ---- */
+int watch_setup(Fleet *f);
+/* The fleet read: listed (the first time, or after a compaction), then watched from where it was. */
+void watch_start(Fleet *f);
+void watch_list(Fleet *f);
+void watch_stop(Fleet *f);
+void watch_free(Fleet *f);
 
 /* ---- session.c ---- */
 int session_start(Fleet *f);

@@ -59,7 +59,7 @@ static void on_step_written(EtcdAsync *a, json_t *answer, const Error *e, void *
         if (r && streq(r->id, sw->id))
                 r->publishing = false;
         if (e) {
-                fleet_lost(f, "%s", e->message);
+                fleet_call_failed(f, e); /* (said again at the next tick) */
                 return;
         }
         if (!r || !streq(r->id, sw->id) || !r->step_set)
@@ -137,7 +137,7 @@ static void on_state_written(EtcdAsync *a, json_t *answer, const Error *e, void 
 
         (void) a, (void) answer;
         if (e)
-                fleet_lost(f, "%s", e->message);
+                fleet_call_failed(f, e); /* (judged again: its wave's node, or its time running out) */
         /* (one that lost the race to another node's transaction changed nothing: the watch says what won) */
 }
 
@@ -169,7 +169,11 @@ static void on_wave_counted(EtcdAsync *a, json_t *answer, const Error *e, void *
 
         (void) a;
         if (e) {
-                fleet_lost(f, "%s", e->message);
+                /* not counted: the wave's nodes look at it again */
+                for (size_t i = 0; i < f->mine.n; i++)
+                        if (streq(f->mine.v[i].policy, wl->policy) && streq(f->mine.v[i].id, wl->id))
+                                f->mine.v[i].evaluated = false;
+                fleet_call_failed(f, e);
                 return;
         }
         if (!v || !v->has_plan || v->state_revision != wl->state_revision || wl->wave >= v->plan.n_waves) {
@@ -286,7 +290,7 @@ static void on_plan_written(EtcdAsync *a, json_t *answer, const Error *e, void *
 
         (void) a;
         if (e) {
-                fleet_lost(f, "%s", e->message);
+                fleet_call_failed(f, e); /* (planned again if it is still missing) */
                 return;
         }
         /* a plan was there after all (its event not seen): read, rather than wait for one */

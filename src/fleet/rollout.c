@@ -207,8 +207,16 @@ typedef struct Next {
 #define PING_MIN_USEC 250000ULL
 
 static void on_ping_answer(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+
         /* an answer is contact (noted by the connection); no answer is what the switch counts */
-        (void) a, (void) answer, (void) e, (void) userdata;
+        (void) a, (void) answer, (void) e;
+        f->ping_pending = false;
+}
+
+static void on_ping_dropped(void *userdata) {
+        Fleet *f = userdata;
+        f->ping_pending = false;
 }
 
 static int on_ping(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -217,9 +225,12 @@ static int on_ping(sd_event_source *s, uint64_t usec, void *userdata) {
 
         (void) s, (void) usec;
         f->last_ping_usec = fleet_now(f);
-        if (f->state == FLEET_WATCHING && f->lease) {
+        /* one at a time: a busy etcd is asked again by the client, not more often here */
+        if (f->state == FLEET_WATCHING && f->lease && !f->ping_pending) {
                 snprintf(id, sizeof(id), "%" PRIu64, f->lease);
-                fleet_call(f, "/v3/lease/keepalive", json_pack("{s:s}", "ID", id), on_ping_answer, NULL, f);
+                f->ping_pending = true;
+                fleet_call(f, "/v3/lease/keepalive", json_pack("{s:s}", "ID", id), on_ping_answer,
+                           on_ping_dropped, f);
         }
         rollout_tick(f);
         return 0;
@@ -506,6 +517,11 @@ void rollout_contact(void *userdata) {
         Fleet *f = userdata;
         uint64_t now = fleet_now(f);
 
+        f->status.requests = etcd_async_requests(f->etcd);
+        f->status.busy_answers = etcd_async_busy_answers(f->etcd);
+        f->status.retries = etcd_async_retries(f->etcd);
+        if (f->state == FLEET_WATCHING && f->watching_all)
+                f->status.connected = true;
         /* a silence longer than the keepalive's: a hold under way begins again ("stayed connected") */
         if (now - MIN(f->last_contact_usec, now) > contact_gap(f))
                 for (size_t i = 0; i < f->mine.n; i++)
@@ -515,10 +531,18 @@ void rollout_contact(void *userdata) {
 
 void rollout_reset(Fleet *f) {
         for (size_t i = 0; i < f->mine.n; i++) {
-                f->mine.v[i].published_set = false;
-                f->mine.v[i].publishing = false; /* (its call is canceled with the connection) */
-                f->mine.v[i].hold_from_usec = 0;
+                NodeRollout *r = &f->mine.v[i];
+                if (r->publishing) /* (its call was dropped with the connection: said again) */
+                        r->published_set = false;
+                r->publishing = false;
+                r->hold_from_usec = 0;
         }
+        f->ping_pending = false;
+}
+
+void rollout_republish(Fleet *f) {
+        for (size_t i = 0; i < f->mine.n; i++)
+                f->mine.v[i].published_set = false;
 }
 
 int rollout_start(Fleet *f) {

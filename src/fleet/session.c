@@ -1,9 +1,11 @@
-/* session.c: this node's connection to etcd. With an etcd user it authenticates first; each connection
- * makes sure its credentials cannot write the fleet's policies. It takes a lease, writes its record under
- * it, lists the fleet policies at one revision and watches from the next (one stream: the policies, and
- * this node's own keys), keeping the lease alive; whatever goes wrong (an answer, the watch, a part's
- * call) loses the connection: the policies applied stay, and clsd reconnects with backoff to the next
- * endpoint, lists again (or watches on where it was) and converges on what changed meanwhile. */
+/* session.c: this node's connection to etcd. With an etcd user it authenticates (once: the token is kept
+ * until etcd says it knows it no more); it makes sure once that its credentials cannot write the fleet's
+ * policies; it holds a lease (kept across a lost connection while etcd still has it), writes its record
+ * under it and keeps it alive; then watch.c reads the fleet. etcd busy is not a lost connection: the
+ * client asks again, spaced (etcd-async.h), and what stays unanswered is done again later. A connection
+ * is lost only when its endpoint is out of reach (or a part cannot go on): the policies applied stay, and
+ * clsd comes back to the next endpoint after a backoff drawn over a window sized by the fleet (a fleet's
+ * nodes do not come back at once), to its lease if etcd kept it, and to its watch where it was. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,26 +14,7 @@
 #include "fleet-internal.h"
 #include "log.h"
 
-#define BACKOFF_MIN_USEC (250 * 1000ULL)
-#define BACKOFF_MAX_USEC (8 * 1000 * 1000ULL)
-
-/* The watches of the one /v3/watch stream: the fleet's policies, and this node's own keys (its record,
- * its status), which another writer may change or delete: they are written again. */
-enum {
-        WATCH_POLICIES = 1,
-        WATCH_RECORD = 2,
-        WATCH_STATUS = 3,
-        WATCH_ROLLOUTS = 4,
-        WATCHES_ALL = (1u << WATCH_POLICIES) | (1u << WATCH_RECORD) | (1u << WATCH_STATUS) |
-                      (1u << WATCH_ROLLOUTS),
-};
-
-/* A stream whose watches are not all made this long after it began is begun again. */
-#define WATCH_CREATED_USEC (5 * 1000000ULL)
-
 static void connect_etcd(Fleet *f);
-static void list(Fleet *f);
-static void on_rollouts_listed(EtcdAsync *a, json_t *answer, const Error *e, void *userdata);
 
 static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) s, (void) usec;
@@ -40,21 +23,22 @@ static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 /* The connection is lost (f->status.last_error says why): everything under way goes, and the next
- * endpoint is tried after a backoff. */
+ * endpoint is tried after a backoff. The lease is kept (etcd may still hold it), and what was published
+ * under it (what was still being written is written again). */
 static void disconnect(Fleet *f) {
-        f->backoff_usec = f->backoff_usec ? MIN(f->backoff_usec * 2, BACKOFF_MAX_USEC) : BACKOFF_MIN_USEC;
-        /* from half to all of the backoff: after an outage, a fleet's nodes do not come back at once */
-        uint64_t delay = f->backoff_usec / 2 + (uint64_t) random() % (f->backoff_usec / 2 + 1);
+        uint64_t delay = fleet_backoff_next(f);
+
         if (f->state != FLEET_IDLE)
                 log_warning("fleet: %s; the policies applied stay, reconnecting in %" PRIu64 " ms",
                             f->status.last_error, delay / 1000);
         f->state = FLEET_IDLE;
-        f->status.connected = false;
-        f->lease = 0;
+        f->status.connected = f->watching_all = false;
+        f->keepalive_pending = false;
         (void) sd_event_source_set_enabled(f->lost, SD_EVENT_OFF);
-        status_reset(f);
+        status_unsent(f);
         rollout_reset(f);
         etcd_async_cancel_all(f->etcd);
+        watch_stop(f);
         (void) sd_event_source_set_enabled(f->keepalive, SD_EVENT_OFF);
         etcd_async_next_endpoint(f->etcd);
         fleet_timer_once(f, &f->retry, delay, on_retry);
@@ -65,6 +49,14 @@ static void lose(Fleet *f, const char *why) {
         disconnect(f);
 }
 
+/* A call of the connection's making failed: it is made again from the start after a backoff (with a
+ * login first, if etcd forgot the token). */
+static void connect_failed(Fleet *f, const Error *e) {
+        if (streq_ptr(e->code, ETCD_TOKEN_INVALID))
+                etcd_async_forget_token(f->etcd);
+        fleet_lost(f, "%s", e->message);
+}
+
 static int on_lost(sd_event_source *s, void *userdata) {
         (void) s;
         disconnect(userdata);
@@ -73,18 +65,31 @@ static int on_lost(sd_event_source *s, void *userdata) {
 
 /* ---- the lease ---- */
 
+/* A new lease: what was under the old one (gone with it) is written again under it. */
+static void lease_new(Fleet *f, uint64_t lease) {
+        f->lease = lease;
+        status_reset(f);
+        rollout_republish(f);
+}
+
+/* etcd no longer has the lease (it expired while etcd was out of reach or busy): a new one, the node's
+ * keys written again under it; the watch and what the node holds stay. */
+static void lease_renew(Fleet *f);
+
 static void on_keepalive_answer(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         Fleet *f = userdata;
         json_t *result = json_object_get(answer, "result");
         json_t *ttl = json_object_get(result ?: answer, "TTL");
 
         (void) a;
-        if (e)
-                lose(f, e->message);
-        else if (!ttl || (json_is_string(ttl) && atoll(json_string_value(ttl)) <= 0)) {
-                char why[64];
-                snprintf(why, sizeof(why), "the lease %" PRIu64 " expired", f->lease);
-                lose(f, why);
+        f->keepalive_pending = false;
+        if (e) {
+                fleet_call_failed(f, e);
+                return;
+        }
+        if (!ttl || (json_is_string(ttl) && atoll(json_string_value(ttl)) <= 0)) {
+                log_warning("fleet: the lease %" PRIu64 " expired; a new one", f->lease);
+                lease_renew(f);
         }
 }
 
@@ -92,298 +97,126 @@ static int on_keepalive(sd_event_source *s, uint64_t usec, void *userdata) {
         Fleet *f = userdata;
         char id[32];
 
-        snprintf(id, sizeof(id), "%" PRIu64, f->lease);
-        fleet_call(f, "/v3/lease/keepalive", json_pack("{s:s}", "ID", id), on_keepalive_answer, NULL, f);
         (void) sd_event_source_set_time(s, usec + f->ttl * 1000000ULL / 3);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ON);
+        /* connected is etcd answering: a silence longer than a keepalive's interval says otherwise (the
+         * next answer says connected again, watch.c) */
+        if (fleet_now(f) - MIN(f->last_contact_usec, fleet_now(f)) > f->ttl * 1000000ULL / 3 + 1000000ULL)
+                f->status.connected = false;
+        /* one at a time: a busy etcd's keepalive is asked again by the client, not doubled here */
+        if (f->keepalive_pending || !f->lease)
+                return 0;
+        f->keepalive_pending = true;
+        snprintf(id, sizeof(id), "%" PRIu64, f->lease);
+        fleet_call(f, "/v3/lease/keepalive", json_pack("{s:s}", "ID", id), on_keepalive_answer, NULL, f);
         return 0;
 }
 
-/* ---- the watch ---- */
+static void keepalive_start(Fleet *f) {
+        uint64_t next = fleet_now(f) + f->ttl * 1000000ULL / 3;
 
-/* The events of one message are one etcd revision (a transaction's): taken together. */
-static int watch_policies(Fleet *f, const EtcdWatchMessage *msg) {
-        uint64_t seen = 0;
-
-        for (size_t i = 0; i < msg->n_events; i++) {
-                const char *name = wanted_name_of(f->prefix, &msg->events[i]);
-                if (!name)
-                        continue;
-                if (msg->deleted[i]) {
-                        if (!trust_keeps_deleted(f, name, msg->events[i].mod_revision))
-                                wanted_gone(&f->wanted, name, msg->events[i].mod_revision);
-                } else if (wanted_set(&f->wanted, f->prefix, &msg->events[i], f->node, f->labels,
-                                      f->n_labels, &f->facts) < 0)
-                        return -ENOMEM;
-                else
-                        trust_judge(f, name);
+        if (!f->keepalive)
+                (void) sd_event_add_time(f->event, &f->keepalive, CLOCK_MONOTONIC, next, 0, on_keepalive, f);
+        else {
+                (void) sd_event_source_set_time(f->keepalive, next);
+                (void) sd_event_source_set_enabled(f->keepalive, SD_EVENT_ON);
         }
-        /* What this node has seen all of: an event's revision, or a progress notification's (sent to a
-         * watch that has caught up). A created answer's header is etcd's revision, not the watch's. */
-        for (size_t i = 0; i < msg->n_events; i++)
-                seen = MAX(seen, msg->events[i].mod_revision);
-        if (msg->n_events == 0 && !msg->created)
-                seen = msg->revision;
-        if (seen > f->revision)
-                f->revision = seen;
-        f->status.seen_revision = f->revision;
-        return 0;
 }
 
-static void on_watch_message(EtcdAsync *a, json_t *j, void *userdata) {
-        Fleet *f = userdata;
-        EtcdWatchMessage msg = { 0 };
-        Error e = ERROR_NULL;
-
-        (void) a;
-        if (etcd_watch_parse(j, &msg, &e) < 0) {
-                lose(f, strna(e.message));
-                error_done(&e);
-                return;
-        }
-        if (msg.compact_revision > 0 || msg.canceled) {
-                log_warning("fleet: the watch from revision %" PRIu64
-                            " fell behind a compaction (revision %" PRIu64 "); listing again",
-                            f->revision + 1, msg.compact_revision);
-                etcd_watch_message_done(&msg);
-                etcd_async_stream_stop(f->etcd);
-                list(f);
-                return;
-        }
-        if (msg.created && msg.watch_id >= WATCH_POLICIES && msg.watch_id <= WATCH_ROLLOUTS) {
-                f->watches_created |= 1u << msg.watch_id;
-                f->status.connected = f->watches_created == WATCHES_ALL;
-                if (f->status.connected) {
-                        f->status.last_error[0] = 0;
-                        f->backoff_usec = 0;
-                }
-        }
-        log_debug("fleet: watch %" PRIu64 ": %zu event(s)%s", msg.watch_id, msg.n_events,
-                  msg.created ? ", created" : "");
-        if (msg.watch_id == WATCH_ROLLOUTS) {
-                /* rollouts' plans and states: what each node may do now */
-                for (size_t i = 0; i < msg.n_events; i++) {
-                        if (rollout_views_set(&f->rollouts, f->prefix, &msg.events[i], msg.deleted[i],
-                                              fleet_now(f)) < 0) {
-                                etcd_watch_message_done(&msg);
-                                lose(f, "out of memory");
-                                return;
-                        }
-                        f->rollouts_revision = MAX(f->rollouts_revision, msg.events[i].mod_revision);
-                }
-                if (msg.n_events == 0 && !msg.created) /* caught up (a progress notification) */
-                        f->rollouts_revision = MAX(f->rollouts_revision, msg.revision);
-                etcd_watch_message_done(&msg);
-                rollout_views_changed(f);
-                return;
-        }
-        if (msg.watch_id == WATCH_RECORD || msg.watch_id == WATCH_STATUS) {
-                /* this node's own keys: they do not move the policies' revision on */
-                for (size_t i = 0; i < msg.n_events; i++)
-                        status_own_key_seen(f, &msg.events[i], msg.deleted[i]);
-                etcd_watch_message_done(&msg);
-                return;
-        }
-        int r = watch_policies(f, &msg);
-        etcd_watch_message_done(&msg);
-        if (r < 0) {
-                lose(f, "out of memory");
-                return;
-        }
-        apply_later(f);
+/* The lease is there: the record and statuses written (those not under it yet), kept alive, and the
+ * fleet read (watch.c: listed once, then watched from where it was). */
+static void lease_ready(Fleet *f) {
+        status_publish_record(f);
         status_later(f);
-}
-
-static void on_watch_end(EtcdAsync *a, const char *why, void *userdata) {
-        Fleet *f = userdata;
-        char s[256];
-
-        (void) a;
-        snprintf(s, sizeof(s), "the watch ended: %s", why);
-        lose(f, s);
-}
-
-/* One stream, four watches (one JSON text each): the policies, this node's record, its status keys, the
- * rollouts' plans and states. */
-static char *watch_body(Fleet *f) {
-        _cleanup_free_ char *policies = fleet_key(f->prefix, "policies", NULL, NULL),
-                            *record = fleet_key(f->prefix, "nodes", f->node, NULL),
-                            *status = fleet_key(f->prefix, "status", f->node, ""),
-                            *rollouts = fleet_key(f->prefix, "rollouts", NULL, NULL);
-        json_t *v[4] = { policies ? etcd_watch_body(policies, true, f->revision + 1, WATCH_POLICIES) : NULL,
-                         record ? etcd_watch_body(record, false, f->revision + 1, WATCH_RECORD) : NULL,
-                         status ? etcd_watch_body(status, true, f->revision + 1, WATCH_STATUS) : NULL,
-                         rollouts ? etcd_watch_body(rollouts, true, f->rollouts_revision + 1, WATCH_ROLLOUTS)
-                                  : NULL };
-        char *t[4] = { NULL }, *out = NULL;
-
-        for (size_t i = 0; i < 4; i++)
-                t[i] = v[i] ? json_dumps(v[i], JSON_COMPACT) : NULL;
-        if (t[0] && t[1] && t[2] && t[3] && asprintf(&out, "%s\n%s\n%s\n%s\n", t[0], t[1], t[2], t[3]) < 0)
-                out = NULL;
-        for (size_t i = 0; i < 4; i++) {
-                json_decref(v[i]);
-                free(t[i]);
-        }
-        return out;
-}
-
-static int on_watch_check(sd_event_source *s, uint64_t usec, void *userdata) {
-        Fleet *f = userdata;
-
-        (void) s, (void) usec;
-        if (f->state == FLEET_WATCHING && f->watches_created != WATCHES_ALL)
-                lose(f, "etcd made only some of the stream's watches");
-        return 0;
-}
-
-static void start_watch(Fleet *f) {
-        f->watches_created = 0;
-        if (etcd_async_stream_start(f->etcd, "/v3/watch", watch_body(f), on_watch_message, on_watch_end, f) <
-            0)
-                lose(f, "out of memory");
-        else
-                fleet_timer_once(f, &f->watch_check, WATCH_CREATED_USEC, on_watch_check);
-        f->status.requests = etcd_async_requests(f->etcd);
-}
-
-/* ---- list, lease, connect ---- */
-
-static void on_listed(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
-        Fleet *f = userdata;
-        EtcdKv *kvs = NULL;
-        size_t n = 0;
-        uint64_t revision = 0;
-        Error e2 = ERROR_NULL;
-
-        (void) a;
-        if (e) {
-                lose(f, e->message);
-                return;
-        }
-        if (etcd_range_parse(answer, &kvs, &n, &revision, &e2) < 0) {
-                lose(f, strna(e2.message));
-                error_done(&e2);
-                return;
-        }
-        /* What failed before is tried again against this snapshot. */
-        wanted_clear(&f->wanted);
-        for (size_t i = 0; i < n; i++)
-                if (wanted_set(&f->wanted, f->prefix, &kvs[i], f->node, f->labels, f->n_labels, &f->facts) <
-                    0) {
-                        etcd_kvs_free(kvs, n);
-                        lose(f, "out of memory");
-                        return;
-                } else {
-                        const char *name = wanted_name_of(f->prefix, &kvs[i]);
-                        if (name)
-                                trust_judge(f, name);
-                }
-        etcd_kvs_free(kvs, n);
-        trust_keep_unlisted(f, revision);
-        f->revision = revision;
-        /* the rollouts at the same revision, then the watch from the next */
-        _cleanup_free_ char *rollouts = fleet_key(f->prefix, "rollouts", NULL, NULL);
-        json_t *body = rollouts ? etcd_range_body(rollouts, true) : NULL;
-        char rev[32];
-        snprintf(rev, sizeof(rev), "%" PRIu64, revision);
-        if (!body || json_object_set_new(body, "revision", json_string(rev)) < 0) {
-                json_decref(body);
-                lose(f, "out of memory");
-                return;
-        }
-        fleet_call(f, "/v3/kv/range", body, on_rollouts_listed, NULL, f);
-}
-
-static void on_rollouts_listed(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
-        Fleet *f = userdata;
-        EtcdKv *kvs = NULL;
-        size_t n = 0;
-        Error e2 = ERROR_NULL;
-
-        (void) a;
-        if (e) {
-                lose(f, e->message);
-                return;
-        }
-        if (etcd_range_parse(answer, &kvs, &n, NULL, &e2) < 0) {
-                lose(f, strna(e2.message));
-                error_done(&e2);
-                return;
-        }
-        rollout_views_clear(&f->rollouts);
-        for (size_t i = 0; i < n; i++)
-                if (rollout_views_set(&f->rollouts, f->prefix, &kvs[i], false, fleet_now(f)) < 0) {
-                        etcd_kvs_free(kvs, n);
-                        lose(f, "out of memory");
-                        return;
-                }
-        etcd_kvs_free(kvs, n);
-        f->rollouts_revision = f->revision; /* read at the policies' revision */
-        f->listed = true;
-        f->state = FLEET_WATCHING;
-        f->status.seen_revision = f->revision;
-        log_info("fleet: %zu fleet policies, %zu rollouts at revision %" PRIu64 " (%s)", f->wanted.n,
-                 f->rollouts.n, f->revision, etcd_async_endpoint(f->etcd));
-        start_watch(f);
-        apply_later(f);
-        status_later(f);
-        rollout_views_changed(f);
-}
-
-static void list(Fleet *f) {
-        _cleanup_free_ char *prefix = fleet_key(f->prefix, "policies", NULL, NULL);
-
-        if (!prefix) {
-                lose(f, "out of memory");
-                return;
-        }
-        fleet_call(f, "/v3/kv/range", etcd_range_body(prefix, true), on_listed, NULL, f);
+        keepalive_start(f);
+        if (f->listed) {
+                f->state = FLEET_WATCHING;
+                watch_start(f);
+                rollout_tick(f); /* what it could not say while away (its steps) */
+        } else
+                watch_start(f);
 }
 
 static void on_granted(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         Fleet *f = userdata;
         json_t *id = json_object_get(answer, "ID");
-        uint64_t now = fleet_now(f);
+        uint64_t lease = json_is_string(id) ? strtoull(json_string_value(id), NULL, 10) : 0;
 
         (void) a;
         if (e) {
-                lose(f, e->message);
+                connect_failed(f, e);
                 return;
         }
-        f->lease = json_is_string(id) ? strtoull(json_string_value(id), NULL, 10) : 0;
-        if (!f->lease) {
-                lose(f, "etcd granted no lease");
+        if (!lease) {
+                fleet_lost(f, "etcd granted no lease");
                 return;
         }
-        status_publish_record(f);
-        status_later(f);
-        if (!f->keepalive)
-                (void) sd_event_add_time(f->event, &f->keepalive, CLOCK_MONOTONIC,
-                                         now + f->ttl * 1000000ULL / 3, 0, on_keepalive, f);
+        lease_new(f, lease);
+        if (f->state == FLEET_CONNECTING)
+                lease_ready(f);
         else {
-                (void) sd_event_source_set_time(f->keepalive, now + f->ttl * 1000000ULL / 3);
-                (void) sd_event_source_set_enabled(f->keepalive, SD_EVENT_ON);
+                status_publish_record(f);
+                status_later(f);
+                rollout_tick(f);
         }
-        /* After a lost connection the watch resumes where it was (a compaction since: listed again). */
-        if (f->listed) {
-                f->state = FLEET_WATCHING;
-                start_watch(f);
-                rollout_tick(f); /* what it could not say while away (its steps) */
-        } else
-                list(f);
 }
+
+static void grant(Fleet *f) {
+        fleet_call(f, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t) f->ttl), on_granted, NULL,
+                   f);
+}
+
+static void lease_renew(Fleet *f) {
+        if (!f->lease)
+                return; /* (a grant is under way) */
+        f->lease = 0;
+        f->status.lease_renewals++;
+        grant(f);
+}
+
+/* A connection back: the lease it had, if etcd still has it (nothing to write again under a new one). */
+static void on_lease_checked(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+        json_t *result = json_object_get(answer, "result");
+        json_t *ttl = json_object_get(result ?: answer, "TTL");
+
+        (void) a;
+        if (e) {
+                connect_failed(f, e);
+                return;
+        }
+        if (!ttl || (json_is_string(ttl) && atoll(json_string_value(ttl)) <= 0)) {
+                f->lease = 0;
+                grant(f);
+                return;
+        }
+        lease_ready(f);
+}
+
+static void lease_take(Fleet *f) {
+        char id[32];
+
+        if (!f->lease) {
+                grant(f);
+                return;
+        }
+        snprintf(id, sizeof(id), "%" PRIu64, f->lease);
+        fleet_call(f, "/v3/lease/keepalive", json_pack("{s:s}", "ID", id), on_lease_checked, NULL, f);
+}
+
+/* ---- who this node is to etcd ---- */
 
 /* Whether this node's credentials could write the fleet's policies: etcd checks a transaction's put
  * even when its compare keeps it from being made. A node that can is refused: whoever took it could
- * rewrite every host (--fleet-allow-writer lets it run all the same). */
+ * rewrite every host (--fleet-allow-writer lets it run all the same). Asked once per run of clsd (and
+ * again after authenticating anew). */
 static void on_probed(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         Fleet *f = userdata;
         const char *user = etcd_async_user(a);
 
         (void) answer;
         if (e && !streq(e->code, ETCD_PERMISSION_DENIED)) {
-                lose(f, e->message);
+                connect_failed(f, e);
                 return;
         }
         if (!e && !f->allow_writer) {
@@ -400,8 +233,8 @@ static void on_probed(EtcdAsync *a, json_t *answer, const Error *e, void *userda
                             f->node, user ? user : "etcd without authentication");
                 f->writer_said = true;
         }
-        fleet_call(f, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t) f->ttl), on_granted, NULL,
-                   f);
+        f->probed = true;
+        lease_take(f);
 }
 
 static void probe(Fleet *f) {
@@ -409,7 +242,7 @@ static void probe(Fleet *f) {
         json_t *body = key ? etcd_write_probe_body(key) : NULL;
 
         if (!body) {
-                lose(f, "out of memory");
+                fleet_lost(f, "out of memory");
                 return;
         }
         fleet_call(f, "/v3/kv/txn", body, on_probed, NULL, f);
@@ -423,6 +256,8 @@ static void on_authenticated(EtcdAsync *a, json_t *answer, const Error *e, void 
                 fleet_lost(f, "etcd user %s: %s", etcd_async_user(a), e->message);
                 return;
         }
+        f->status.authentications++;
+        f->probed = false; /* (its credentials may have changed: a password file read again) */
         probe(f);
 }
 
@@ -432,13 +267,35 @@ static void connect_etcd(Fleet *f) {
         f->state = FLEET_CONNECTING;
         f->status.reconnects += f->listed || f->status.last_error[0];
         snprintf(f->status.endpoint, sizeof(f->status.endpoint), "%s", etcd_async_endpoint(f->etcd));
-        /* with a user: a token first (each connection asks anew: etcd forgets tokens after a while) */
-        if (etcd_async_user(f->etcd)) {
+        /* a user's token is asked for once (bcrypt costs etcd tens of milliseconds a login: a fleet that
+         * logged in at every connection would make etcd's comeback its own storm), and again when etcd
+         * says it no longer knows it */
+        if (etcd_async_user(f->etcd) && !etcd_async_has_token(f->etcd)) {
                 if (etcd_async_authenticate(f->etcd, on_authenticated, NULL, f) < 0)
                         lose(f, "out of memory");
-                f->status.requests = etcd_async_requests(f->etcd);
-        } else
+        } else if (!f->probed)
                 probe(f);
+        else
+                lease_take(f);
+        f->status.requests = etcd_async_requests(f->etcd);
+}
+
+/* What stayed unanswered while etcd was busy (fleet_call_failed()), done again. */
+static int on_resync(sd_event_source *s, uint64_t usec, void *userdata) {
+        Fleet *f = userdata;
+
+        (void) s, (void) usec;
+        if (f->state != FLEET_WATCHING)
+                return 0;
+        /* a write found no lease: asked whether etcd has it (a write of an older lease's may have come
+         * back late), renewed if not */
+        if (f->lease_lost && f->lease && !f->keepalive_pending)
+                (void) on_keepalive(f->keepalive, fleet_now(f), f);
+        f->lease_lost = false;
+        status_later(f);
+        rollout_tick(f);
+        fleet_converge_soon(f);
+        return 0;
 }
 
 int session_start(Fleet *f) {
@@ -447,13 +304,21 @@ int session_start(Fleet *f) {
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(f->lost, SD_EVENT_OFF);
+        fleet_timer_once(f, &f->resync, UINT64_MAX / 2, on_resync);
+        if (!f->resync)
+                return -ENOMEM;
+        (void) sd_event_source_set_enabled(f->resync, SD_EVENT_OFF);
+        r = watch_setup(f);
+        if (r < 0)
+                return r;
         connect_etcd(f);
         return 0;
 }
 
 void session_free(Fleet *f) {
-        sd_event_source_disable_unref(f->watch_check);
+        watch_free(f);
         sd_event_source_disable_unref(f->retry);
+        sd_event_source_disable_unref(f->resync);
         sd_event_source_disable_unref(f->keepalive);
         sd_event_source_disable_unref(f->lost);
 }

@@ -172,14 +172,33 @@ static void status_answered(Fleet *f, const char *name, uint64_t revision) {
         (void) status_put(f, (size_t) k);
 }
 
-/* A status put answered: a failure is the connection's. */
+/* A status etcd did not take (busy): written again at the next publish. */
+static void status_unwritten(Fleet *f, const char *name) {
+        ssize_t k = published_index(f, name);
+
+        if (k < 0)
+                return;
+        if (f->published.writes[k].inflight > 0)
+                f->published.writes[k].inflight--;
+        free(f->published.texts[k]);
+        f->published.texts[k] = NULL;
+}
+
+static void record_unwritten(Fleet *f) {
+        if (f->record_write.inflight > 0)
+                f->record_write.inflight--;
+        free(f->record);
+        f->record = NULL;
+}
+
 static void on_status_written(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         _cleanup_free_ StatusPut *put = userdata;
 
         (void) a;
-        if (e)
-                fleet_lost(put->f, "%s", e->message);
-        else
+        if (e) {
+                status_unwritten(put->f, put->name);
+                fleet_call_failed(put->f, e);
+        } else
                 status_answered(put->f, put->name, etcd_answer_revision(answer));
 }
 
@@ -196,6 +215,7 @@ static int status_put(Fleet *f, size_t k) {
         put->f = f;
         strcpy(put->name, f->published.names[k]);
         f->published.writes[k].inflight++;
+        f->status.status_writes++;
         fleet_call(f, "/v3/kv/put", etcd_put_body(key, text, strlen(text), f->lease), on_status_written,
                    free, put);
         return 0;
@@ -223,6 +243,7 @@ static ssize_t published_add(Fleet *f, const char *name, char *text) {
  * writes, judged together at its answer's revision. */
 typedef struct StatusTxn {
         Fleet *f;
+        uint64_t lease; /* written under */
         bool record;
         size_t n;
         char *names[];
@@ -242,12 +263,32 @@ static void on_status_txn(EtcdAsync *a, json_t *answer, const Error *e, void *us
         uint64_t revision = etcd_answer_revision(answer);
 
         (void) a;
-        if (e)
-                fleet_lost(f, "%s", e->message);
-        else if (t->record && own_write_answered(&f->record_write, revision))
+        if (e) {
+                /* etcd took none of it: each is written again at the next publish */
+                for (size_t i = 0; i < t->n; i++)
+                        status_unwritten(f, t->names[i]);
+                if (t->record)
+                        record_unwritten(f);
+                fleet_call_failed(f, e);
+        } else if (t->record && own_write_answered(&f->record_write, revision))
                 record_again(f);
         for (size_t i = 0; !e && i < t->n; i++)
                 status_answered(f, t->names[i], revision);
+        if (t->lease == f->publishing_lease)
+                f->publishing = false;
+        status_txn_free(t);
+        if (f->publish_again && !e && !f->publishing) {
+                f->publish_again = false;
+                status_publish(f);
+        }
+}
+
+static void on_status_txn_dropped(void *userdata) {
+        StatusTxn *t = userdata;
+
+        /* (the connection went: what it wrote is written again, status_unsent()) */
+        if (t->lease == t->f->publishing_lease)
+                t->f->publishing = false;
         status_txn_free(t);
 }
 
@@ -307,6 +348,13 @@ void status_publish(Fleet *f) {
                 export_all(f);
                 return;
         }
+        /* one publish under way at a time: what changes meanwhile goes in the next, after its answer
+         * (a busy etcd gets one transaction of a node's statuses, not one per change) */
+        if (f->publishing && f->publishing_lease == f->lease) {
+                f->publish_again = true;
+                export_all(f);
+                return;
+        }
         f->status.n_policies = 0;
         json_t *ops = json_array();
         StatusTxn *t = calloc(1, sizeof(StatusTxn) + (f->wanted.n + 1) * sizeof(char *));
@@ -319,6 +367,7 @@ void status_publish(Fleet *f) {
                 return;
         }
         t->f = f;
+        t->lease = f->lease;
         if (record && txn_op(ops, f, record_key, record) >= 0) {
                 t->record = true;
                 f->record_write.inflight++;
@@ -337,7 +386,7 @@ void status_publish(Fleet *f) {
                 if (!text)
                         continue;
                 ssize_t k = published_index(f, w->name);
-                if (k >= 0 && streq(f->published.texts[k], text)) {
+                if (k >= 0 && streq_ptr(f->published.texts[k], text)) {
                         free(text);
                         continue;
                 }
@@ -381,7 +430,11 @@ void status_publish(Fleet *f) {
                 status_txn_free(t);
                 return;
         }
-        fleet_call(f, "/v3/kv/txn", json_pack("{s:o}", "success", ops), on_status_txn, status_txn_free, t);
+        f->status.status_writes++;
+        f->publishing = true;
+        f->publishing_lease = f->lease; /* (one under a lease since gone does not hold the next back) */
+        fleet_call(f, "/v3/kv/txn", json_pack("{s:o}", "success", ops), on_status_txn, on_status_txn_dropped,
+                   t);
 }
 
 /* A key under PREFIX status/NODE/ (kv) as etcd has it now (deleted: gone): one this node publishes is
@@ -447,8 +500,10 @@ static void on_own_keys(EtcdAsync *a, json_t *answer, const Error *e, void *user
         size_t n = 0;
 
         (void) a;
-        if (fleet_range_answer(f, answer, e, &kvs, &n) < 0)
+        if (fleet_range_answer(f, answer, e, &kvs, &n) < 0) {
+                f->own_checked = false; /* looked at again at the next publish */
                 return;
+        }
         for (size_t i = 0; i < n; i++)
                 status_own_key_seen(f, &kvs[i], false);
         etcd_kvs_free(kvs, n);
@@ -501,7 +556,8 @@ static void on_record_written(EtcdAsync *a, json_t *answer, const Error *e, void
 
         (void) a;
         if (e) {
-                fleet_lost(f, "%s", e->message);
+                record_unwritten(f);
+                fleet_call_failed(f, e);
                 return;
         }
         if (own_write_answered(&f->record_write, etcd_answer_revision(answer)))
@@ -541,6 +597,7 @@ void status_publish_record(Fleet *f) {
                 return;
         }
         f->record_write.inflight++;
+        f->status.status_writes++;
         fleet_call(f, "/v3/kv/put", etcd_put_body(key, text, strlen(text), f->lease), on_record_written,
                    NULL, f);
         free(f->record);
@@ -553,6 +610,22 @@ void status_reset(Fleet *f) {
         f->record_write = (OwnWrite){ 0 };
         f->own_checked = false;
         published_clear(f);
+}
+
+void status_unsent(Fleet *f) {
+        /* (their calls were dropped with the connection: neither answered nor failed) */
+        if (f->record_write.inflight > 0) {
+                free(f->record);
+                f->record = NULL;
+        }
+        f->record_write.inflight = 0;
+        for (size_t k = 0; k < f->published.n; k++)
+                if (f->published.writes[k].inflight > 0) {
+                        free(f->published.texts[k]);
+                        f->published.texts[k] = NULL;
+                        f->published.writes[k].inflight = 0;
+                }
+        f->own_checked = false; /* what another writer did meanwhile is looked at again */
 }
 
 static int on_status_kick(sd_event_source *s, void *userdata) {

@@ -430,6 +430,10 @@ def test_a_partitioned_host_converges_after_healing_and_a_compaction_makes_it_li
     wait_for(lambda: h2_connected() is True, timeout=20, interval=0.2, what="h2 connected")
     h2.ns.run("ip", "link", "set", "up0", "down")
     wait_for(lambda: h2_connected() is False, timeout=20, interval=0.2, what="h2 sees etcd gone")
+    # a short partition is what TCP is for: the node keeps its stream; this one lasts until the node
+    # gives the connection up (a call unanswered, then no way to connect), so that its watch must resume
+    wait_for(lambda: "reconnecting" in h2.clsd.log_this_run(), timeout=30, interval=0.2,
+             what="h2 giving its connection up")
     for prio in (13, 14, 15):
         rev = fleet.apply(count_policy(bpf, prio=prio), workdir)
     wait_for(lambda: h1.prefs() == [15], timeout=10, what="h1 at the last change")

@@ -363,7 +363,15 @@ typedef struct DaemonFleet {
         uint64_t seen_revision; /* the last etcd revision read */
         uint64_t changes; /* fleet policy changes applied */
         uint64_t reconnects;
-        uint64_t requests; /* made to etcd (a watch counts once) */
+        uint64_t requests; /* made to etcd (a watch counts once, a call sent again again) */
+        uint64_t busy_answers; /* etcd answered busy (too many requests, no leader, no answer in time) */
+        uint64_t retries; /* calls sent again after a busy answer */
+        uint64_t busy_failures; /* calls still unanswered after the client's retries: done again later */
+        uint64_t stream_restarts; /* the watch begun again, the connection kept */
+        uint64_t lease_renewals; /* a new lease, the old one gone (etcd busy or out of reach too long) */
+        uint64_t authentications; /* logins (a token is kept until etcd forgets it) */
+        uint64_t lists; /* the fleet read whole (at the start, after a compaction) */
+        uint64_t status_writes; /* requests that wrote the node's record or statuses */
         uint64_t foreign_keys; /* this node's own keys another writer changed or deleted, written again */
         uint64_t
                 reverts; /* revisions its dead-man switch took back (etcd lost before they were confirmed) */

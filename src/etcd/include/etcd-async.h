@@ -28,10 +28,27 @@ void etcd_async_next_endpoint(EtcdAsync *a);
 /* contact is called whenever etcd answers (a call's 200, a stream's message): what a node counts as
  * reaching etcd. */
 void etcd_async_set_contact(EtcdAsync *a, void (*contact)(void *userdata), void *userdata);
-/* Requests made so far (a stream counts once). */
+/* Requests made so far (a stream counts once; a call sent again counts again). */
 uint64_t etcd_async_requests(const EtcdAsync *a);
+/* A call etcd answers busy (etcd_overloaded: too many requests, no leader, a timeout on a connection
+ * made) is sent again, to the endpoint then in use, for up to ETCD_BUSY_RETRY_USEC since it was first
+ * asked; the client's calls are spaced meanwhile by a backoff that doubles from ETCD_BUSY_BACKOFF_MIN_USEC
+ * up to the cap (drawn from its upper half, at least a Retry-After), each answer halving it. Only then
+ * does the call fail with etcd_overloaded. The cap is the user's to size by the fleet (default
+ * ETCD_BUSY_BACKOFF_MAX_USEC). */
+#define ETCD_BUSY_RETRY_USEC (60 * 1000000ULL)
+#define ETCD_BUSY_BACKOFF_MIN_USEC (100 * 1000ULL)
+#define ETCD_BUSY_BACKOFF_MAX_USEC (8 * 1000000ULL)
+void etcd_async_set_backoff_cap(EtcdAsync *a, uint64_t usec);
+/* Busy answers so far, calls sent again, the spacing now (0: none). */
+uint64_t etcd_async_busy_answers(const EtcdAsync *a);
+uint64_t etcd_async_retries(const EtcdAsync *a);
+uint64_t etcd_async_backoff_usec(const EtcdAsync *a);
 /* The etcd user the client authenticates as (NULL: none). */
 const char *etcd_async_user(const EtcdAsync *a);
+/* Whether it holds a token (from the last authentication); forgotten when etcd no longer knows it. */
+bool etcd_async_has_token(const EtcdAsync *a);
+void etcd_async_forget_token(EtcdAsync *a);
 /* Asks etcd for a token (the user's password checked, its file read again), which every later request
  * carries; done gets the answer or why not (etcd_auth_failed: a user or password etcd does not know). As
  * etcd_async_call(). */

@@ -17,10 +17,15 @@
 int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const EtcdCredentials *creds,
                         const char *token, struct curl_slist **headers, EtcdBuffer *answer);
 /* What a finished transfer to url answered: the JSON of a 200 (*ret), or why not: etcd_unreachable
- * (EHOSTUNREACH), an answer over the limit, the gateway's error (EAGAIN for a 503: between leaders;
- * EACCES, EKEYEXPIRED: etcd_answer_error()'s), an answer that is not JSON. */
+ * (EHOSTUNREACH: no connection), etcd_overloaded (EAGAIN: etcd busy, between leaders, or no answer in
+ * time on a connection made), an answer over the limit, the gateway's error (EACCES, EKEYEXPIRED:
+ * etcd_answer_error()'s), an answer that is not JSON. */
 int etcd_transfer_answer(CURL *easy, CURLcode result, const EtcdBuffer *b, const char *url, json_t **ret,
                          Error *reterr);
+/* The longest Retry-After taken from an answer: a longer one is a mistake, not a plan. */
+#define ETCD_RETRY_AFTER_MAX_S 120
+/* An answer's Retry-After, in µs (0: none). */
+uint64_t etcd_transfer_retry_after_usec(CURL *easy);
 /* "http://h:2379[,https://h2:2379…]" as a list of endpoints: invalid_value if none, or one is not an
  * http:// or https:// URL. */
 int etcd_endpoints_parse(const char *urls, char ***ret, size_t *ret_n, Error *reterr);
