@@ -319,10 +319,12 @@ int fleet_health_parse(json_t *j, FleetHealthCheck **ret, size_t *ret_n, Error *
                                          "health[%zu]: give \"max_rate\" or \"min_rate\"", i);
                 }
                 if (v[i].has_max && v[i].has_min && v[i].min_rate > v[i].max_rate) {
+                        double min = v[i].min_rate, max = v[i].max_rate;
+
                         free(v);
                         return error_set(reterr, EINVAL, "invalid_value",
                                          "health[%zu]: min_rate %g is above max_rate %g: no rate meets both",
-                                         i, v[i].min_rate, v[i].max_rate);
+                                         i, min, max);
                 }
         }
         *ret = v;
