@@ -12,6 +12,7 @@
 
 #include "fleet-keys.h"
 #include "fleet-rollout.h"
+#include "oci-ref.h"
 
 static uint64_t realtime_ms(void) {
         struct timespec ts;
@@ -295,6 +296,45 @@ int fleet_removal_ops(const Ctl *c, const char *name, uint64_t old_revision, jso
         return put_op(ops, hkey, entry);
 }
 
+/* Whether the envelope names an image (oci://…): its nodes pull it from a registry. */
+static bool envelope_pulls(json_t *envelope) {
+        json_t *f, *a;
+        size_t i, k;
+
+        for (size_t h = 0; h < ELEMENTSOF(hooks); h++)
+                json_array_foreach (json_object_get(envelope, hooks[h]), i, f) {
+                        if (oci_ref_is(strempty(json_string_value(json_object_get(f, "object")))))
+                                return true;
+                        json_array_foreach (json_object_get(f, "actions"), k, a)
+                                if (oci_ref_is(strempty(json_string_value(json_object_get(a, "object")))))
+                                        return true;
+                }
+        return false;
+}
+
+/* "selected": the live nodes the policy selects (and its kernel gates let in) now, for a policy that
+ * names images: their pulls spread over them at the registry's pace (registries' pulls_per_second). */
+static int selected_op(EtcdClient *ec, const Ctl *c, const FleetPolicy *fp, json_t *envelope) {
+        _cleanup_(json_decrefp) json_t *rows = NULL;
+        FleetNodeInfo *nodes = NULL;
+        size_t n = 0, selected = 0;
+        char why[128];
+        int r;
+
+        json_object_del(envelope, "selected"); /* (a file's own count is its apply's no more) */
+        if (!envelope_pulls(envelope))
+                return 0;
+        r = fleet_live_nodes(ec, c, &rows, &nodes, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++)
+                selected += fleet_policy_selects(fp, nodes[i].node, nodes[i].labels, nodes[i].n_labels) &&
+                            fleet_policy_qualifies(fp, &nodes[i].facts, why, sizeof(why));
+        fleet_node_infos_free(nodes, n);
+        return json_object_set_new(envelope, "selected", json_integer((json_int_t) selected)) < 0 ? ctl_oom()
+                                                                                                  : 0;
+}
+
 /* Its rollout planned over the nodes alive now. */
 static int plan_op(EtcdClient *ec, const Ctl *c, const FleetPolicy *fp, const char *by, json_t *ops) {
         _cleanup_(json_decrefp) json_t *rows = NULL, *j = NULL;
@@ -403,6 +443,8 @@ int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *
         }
         etcd_identity(&creds, by, sizeof(by));
         r = fleet_policy_current(ec, c, fp.name, &old, &old_revision);
+        if (r >= 0)
+                r = selected_op(ec, c, &fp, envelope);
         /* a signature is made here or not at all: one the envelope brought signed something else */
         (void) json_object_del(envelope, "signed");
         if (r >= 0 && c->sign_key)

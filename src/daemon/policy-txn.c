@@ -442,8 +442,7 @@ static TxnItem *txn_add(PolicyTxn *txn, const char *name, const DaemonExpect *ex
         item->txn = txn;
         resolution_init(&item->res, m, txn->dry_run, on_resolved);
         item->res.resolver.fresh = true;
-        /* a fleet's change reaches every node at once: their pulls spread over a second */
-        item->res.pull_jitter_msec = fleet ? 1000 : 0;
+
         item->old = policy_ref(daemon_policy_get(m, name));
         if (item->old && item->old->hog_path)
                 error_set(reterr, EBUSY, "hog_owned",
@@ -523,6 +522,9 @@ void daemon_fleet_policies_change(Manager *m, const FleetPolicyChange *v, size_t
                 return;
         for (size_t i = 0; i < n; i++) {
                 TxnItem *item = txn_add(txn, v[i].name, NULL, true, v[i].body ? "change" : "remove", &e);
+                /* a fleet's change reaches its nodes at once: their pulls spread at the registry's pace */
+                if (item)
+                        item->res.pull_nodes = v[i].pull_nodes;
                 if (!item || item_set(item, v[i].body, v[i].revision ?: 1, &e) < 0) {
                         txn_fail_item(txn, v[i].name, &e);
                         error_done(&e);

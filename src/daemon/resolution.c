@@ -181,7 +181,7 @@ static int start_pulls(ObjectResolution *c, Error *reterr) {
                         return error_set(reterr, ENOMEM, "internal_error", "out of memory");
                 *p = (Pulling){ .c = c, .index = i };
                 resolution_pull_options(m, rs->pulls[i], &o);
-                o.jitter_msec = c->pull_jitter_msec;
+                o.jitter_msec = c->pull_nodes ? oci_pull_spread_msec(o.registry, c->pull_nodes) : 0;
                 r = oci_pull_start(m->event, rs->pulls[i], &o, on_pulled, p, &c->pulls[i]);
                 if (r < 0) {
                         free(p);

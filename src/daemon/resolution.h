@@ -13,7 +13,8 @@ typedef struct ObjectResolution {
         size_t inspecting; /* worker jobs and pulls in flight */
         struct OciPullJob **pulls; /* the pulls of this round (NULL: done) */
         size_t n_pulls;
-        unsigned pull_jitter_msec; /* a pull starts after a random wait of up to this (the fleet's) */
+        uint64_t pull_nodes; /* the fleet's nodes that pull these images about now: a pull starts after a
+                              * random wait sized by them and the registry's pulls_per_second */
         Error error; /* of a failed inspection */
         WorkerJob **jobs;
         size_t n_jobs;

@@ -172,7 +172,7 @@ static int removal_check(json_t *j, Error *reterr) {
 /* A field of the envelope, not of the policy within it. */
 static bool envelope_field(const char *key, bool removed) {
         return streq(key, "name") || streq(key, "nodes") || streq(key, "rollout") || streq(key, "health") ||
-               streq(key, "signed") || (removed && streq(key, "removed"));
+               streq(key, "signed") || streq(key, "selected") || (removed && streq(key, "removed"));
 }
 
 int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
@@ -197,6 +197,12 @@ int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
                         r = fleet_rollout_parse(json_object_get(j, "rollout"), &p.rollout, reterr);
                 if (r >= 0)
                         r = fleet_health_parse(json_object_get(j, "health"), &p.health, &p.n_health, reterr);
+                v = json_object_get(j, "selected");
+                if (r >= 0 && v && (!json_is_integer(v) || json_integer_value(v) < 0))
+                        r = error_set(reterr, EINVAL, "invalid_value",
+                                      "selected: the count of nodes it selected when applied");
+                else if (v)
+                        p.selected = (uint64_t) json_integer_value(v);
         }
         if (r >= 0)
                 r = fleet_signed_parse(j, &p, reterr);

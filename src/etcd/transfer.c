@@ -51,6 +51,9 @@ int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const Etc
         curl_api.easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
         if (creds && creds->ca)
                 curl_api.easy_setopt(easy, CURLOPT_CAINFO, creds->ca);
+        /* the CA file says it all: libcurl-gnutls would also read each of /etc/ssl/certs' files for every
+         * new connection */
+        curl_api.easy_setopt(easy, CURLOPT_CAPATH, NULL);
         if (creds && creds->cert)
                 curl_api.easy_setopt(easy, CURLOPT_SSLCERT, creds->cert);
         if (creds && creds->key)

@@ -229,6 +229,21 @@ static int group_take(Fleet *f, const Pending *v, size_t n, uint64_t revision) {
         return 0;
 }
 
+/* The nodes that pull what the change names about when this one does: its wave's, in a rollout; else what
+ * it selected when it was applied (clsctl counts them); else the fleet's size. */
+static uint64_t pull_nodes(Fleet *f, const Pending *p) {
+        const Wanted *w = p->put;
+        char buf[FLEET_ROLLOUT_ID_MAX + 1];
+
+        if (w && w->fp.rollout.present) {
+                const RolloutView *v = rollout_views_find(&f->rollouts, w->name, wanted_rollout_id(w, buf));
+                int wave = v && v->has_plan ? fleet_rollout_plan_wave_of(&v->plan, f->node) : -1;
+                if (wave >= 0)
+                        return v->plan.wave_sizes[wave];
+        }
+        return w && w->fp.selected ? w->fp.selected : MAX(f->fleet_size, 1u);
+}
+
 /* The group's changes to the daemon, as one transaction. */
 static int group_apply(Fleet *f, const Pending *v, size_t n) {
         _cleanup_free_ FleetPolicyChange *changes = calloc(n, sizeof(FleetPolicyChange));
@@ -238,7 +253,8 @@ static int group_apply(Fleet *f, const Pending *v, size_t n) {
         for (size_t j = 0; j < n; j++)
                 changes[j] = (FleetPolicyChange){ .name = v[j].name,
                                                   .body = v[j].body,
-                                                  .revision = v[j].revision };
+                                                  .revision = v[j].revision,
+                                                  .pull_nodes = pull_nodes(f, &v[j]) };
         daemon_fleet_policies_change(f->m, changes, n, on_group_done, f);
         return 0;
 }

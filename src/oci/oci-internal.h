@@ -17,6 +17,7 @@ typedef struct OciAnswer {
         char content_type[128];
         char docker_digest[SHA256_DIGEST_STRING_MAX + 8];
         char *challenge; /* WWW-Authenticate's value */
+        long retry_after; /* Retry-After, in seconds (0: none) */
 } OciAnswer;
 
 typedef struct OciSession {
@@ -26,6 +27,7 @@ typedef struct OciSession {
         char *bearer; /* a token the registry's token service gave (or the registries file's) */
         bool basic; /* the registry asked for basic auth */
         unsigned requests;
+        unsigned busy; /* 429s and 503s waited out */
         char errbuf[CURL_ERROR_SIZE];
 } OciSession;
 

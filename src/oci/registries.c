@@ -48,8 +48,8 @@ static int string_field(json_t *e, const char *key, char **ret, const char *path
 }
 
 static int registry_parse(const char *path, const char *host, json_t *e, OciRegistry *r, Error *reterr) {
-        static const char *const keys[] = { "username", "password", "password_file",
-                                            "token",    "ca_file",  "plain_http" };
+        static const char *const keys[] = { "username", "password",   "password_file",   "token",
+                                            "ca_file",  "plain_http", "pulls_per_second" };
         _cleanup_free_ char *password_file = NULL;
         const char *key;
         json_t *v;
@@ -82,6 +82,12 @@ static int registry_parse(const char *path, const char *host, json_t *e, OciRegi
                 return error_set(reterr, EINVAL, "invalid_value",
                                  "%s: registry %s: \"plain_http\" is true or false", path, host);
         r->plain_http = json_is_true(v);
+        v = json_object_get(e, "pulls_per_second");
+        if (v && (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 100000))
+                return error_set(reterr, EINVAL, "invalid_value",
+                                 "%s: registry %s: \"pulls_per_second\" is a count from 1 to 100000", path,
+                                 host);
+        r->pulls_per_second = v ? (unsigned) json_integer_value(v) : 0;
         if (password_file) {
                 size_t size;
                 int k;
@@ -162,7 +168,7 @@ static int dup_or_null(const char *s, char **ret) {
 }
 
 int oci_registry_copy(const OciRegistry *from, OciRegistry *to) {
-        *to = (OciRegistry){ .plain_http = from->plain_http };
+        *to = (OciRegistry){ .plain_http = from->plain_http, .pulls_per_second = from->pulls_per_second };
         if (dup_or_null(from->host, &to->host) < 0 || dup_or_null(from->username, &to->username) < 0 ||
             dup_or_null(from->password, &to->password) < 0 || dup_or_null(from->token, &to->token) < 0 ||
             dup_or_null(from->ca_file, &to->ca_file) < 0) {
@@ -170,6 +176,16 @@ int oci_registry_copy(const OciRegistry *from, OciRegistry *to) {
                 return -ENOMEM;
         }
         return 0;
+}
+
+unsigned oci_pull_spread_msec(const OciRegistry *registry, uint64_t nodes) {
+        unsigned rate = registry && registry->pulls_per_second ? registry->pulls_per_second
+                                                               : OCI_PULLS_PER_SECOND_DEFAULT;
+        uint64_t share = MAX((uint64_t) rate * OCI_PULLS_SHARE_PERCENT / 100, 1u);
+
+        if (nodes <= share)
+                return 0;
+        return (unsigned) MIN(nodes * 1000 / share, 3600 * 1000ULL);
 }
 
 const OciRegistry *oci_registries_find(const OciRegistries *r, const char *host) {

@@ -355,3 +355,96 @@ def test_hostile_and_odd_images_are_refused_and_wide_ones_taken(net, registry, c
     r = put(big, net, ref(registry, "v1", "wide/programs"), name="w", program="prog_63")
     assert r.status == 200, r.body
     assert status_of(r.json, "w")["attached"] is True
+
+
+class BusyRegistry:
+    """A registry of one image on ns's loopback (plain HTTP, its entry plain_http), in Python: the first
+    `busy` manifest requests are answered 429 with Retry-After: `after`, then it serves. It keeps when each
+    request came, to show it was asked again as it said, not sooner."""
+
+    def __init__(self, ns, obj, busy, after):
+        import http.server
+        import threading
+        from oci_registry import MT_OCI_CONFIG, MT_OCI_LAYER, MT_OCI_MANIFEST, digest, tar_gz
+        layer = tar_gz({"./prog.o": obj})
+        config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Labels": {}},
+                             "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+        manifest = json.dumps({"schemaVersion": 2, "mediaType": MT_OCI_MANIFEST,
+                               "config": {"mediaType": MT_OCI_CONFIG, "digest": digest(config), "size": len(config)},
+                               "layers": [{"mediaType": MT_OCI_LAYER, "digest": digest(layer), "size": len(layer)}]}).encode()
+        blobs = {digest(config): config, digest(layer): layer}
+        self.manifest_times = []
+        reg = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                body, mt = b"{}", "application/json"
+                if "/manifests/" in self.path:
+                    reg.manifest_times.append(time.monotonic())
+                    if len(reg.manifest_times) <= busy:
+                        self.send_response(429)
+                        self.send_header("Retry-After", str(after))
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    body, mt = manifest, MT_OCI_MANIFEST
+                elif "/blobs/" in self.path:
+                    body, mt = blobs.get(self.path.rsplit("/", 1)[1]), "application/octet-stream"
+                    if body is None:
+                        self.send_error(404)
+                        return
+                self.send_response(200)
+                self.send_header("Content-Type", mt)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ns.call(lambda: http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler))
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_busy_registry_is_asked_again_after_its_retry_after_not_sooner(net, clsd_factory, workdir, bpf):
+    """A registry that answers 429 Retry-After: 1 twice is asked again after a second each time: the
+    PUT applies, a little over two seconds later, with three manifest requests in all (a pull that gave
+    up at once would fail the PUT; one that hurried would ask more often)."""
+    reg = BusyRegistry(net.a, read(bpf.count), busy=2, after=1)
+    try:
+        path = os.path.join(workdir, "registries.json")
+        with open(path, "w") as f:
+            json.dump({"registries": {"127.0.0.1:%d" % reg.port: {"plain_http": True, "pulls_per_second": 50}}}, f)
+        clsd = clsd_factory(net.a, name="busy", args=("--registries", path))
+        t0 = time.monotonic()
+        r = clsd.api.put_classifier(net.if_a, {"ingress": [filt("c", "oci://127.0.0.1:%d/busy/img:v1" % reg.port)]})
+        took = time.monotonic() - t0
+        assert r.status == 200, r
+        assert len(reg.manifest_times) == 3, reg.manifest_times
+        gaps = [b - a for a, b in zip(reg.manifest_times, reg.manifest_times[1:])]
+        assert all(g >= 0.95 for g in gaps), gaps
+        assert 1.9 <= took < 15, took
+        assert clsd.api.get_classifier(net.if_a).json["state"] == "configured"
+    finally:
+        reg.close()
+
+
+def test_pulls_per_second_is_a_count_in_the_registries_file(workdir):
+    """A registries file whose pulls_per_second is no count is refused at the start, saying where."""
+    from conftest import CLSD
+    path = os.path.join(workdir, "registries.json")
+    for bad in (0, "10", 1.5):
+        with open(path, "w") as f:
+            json.dump({"registries": {"r.example:5000": {"pulls_per_second": bad}}}, f)
+        p = subprocess.run([CLSD, "--state-dir", os.path.join(workdir, "s"), "--hogs-dir", os.path.join(workdir, "h"),
+                            "--bpffs-dir", "/sys/fs/bpf/clsdt-pps", "--socket", os.path.join(workdir, "sock"),
+                            "--config", "", "--registries", path], capture_output=True, text=True, timeout=20)
+        assert p.returncode != 0, p
+        assert "pulls_per_second" in p.stderr and "a count from 1 to 100000" in p.stderr, p.stderr
+    run(["rm", "-rf", "/sys/fs/bpf/clsdt-pps"], check=False)

@@ -312,6 +312,8 @@ typedef struct FleetPolicyChange {
         const char *name;
         json_t *body;
         uint64_t revision;
+        uint64_t pull_nodes; /* the nodes that pull its images about now (0: none but this one): the
+                              * pulls spread over them, at their registry's pace */
 } FleetPolicyChange;
 void daemon_fleet_policies_change(Manager *m, const FleetPolicyChange *v, size_t n, PolicyDoneFunc done,
                                   void *userdata);

@@ -132,6 +132,8 @@ typedef struct FleetPolicy {
         unsigned kernel[3];
         bool need_tcx, need_act_bpf; /* "nodes": {"features": [...]} */
         FleetRollout rollout;
+        uint64_t selected; /* "selected": the live nodes it selected when applied (clsctl's count; 0: not
+                            * said): their pulls of its images spread at their registry's pace */
         FleetHealthCheck *health;
         size_t n_health;
         /* "removed": true: a signed removal (clsctl fleet rm --sign), the name and "signed" only: the

@@ -8,7 +8,7 @@
 #include "etcd.h"
 #include "signature.h"
 
-#define FLEET_LEASE_TTL_DEFAULT 10
+#define FLEET_LEASE_TTL_DEFAULT 20
 
 typedef struct FleetConfig {
         const char *urls; /* "http://h:2379[,…]"; NULL: no fleet */

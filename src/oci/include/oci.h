@@ -18,12 +18,26 @@ typedef struct OciRegistry {
         char *token; /* a bearer token of its own (instead of username and password) */
         char *ca_file; /* the CA that signs its certificate; NULL: the system's */
         bool plain_http; /* http://, for a registry on loopback only */
+        unsigned pulls_per_second; /* what it takes (0: OCI_PULLS_PER_SECOND_DEFAULT) */
 } OciRegistry;
+
+/* A registry's pulls a second, unless its entry says ("pulls_per_second"): what a modest registry
+ * serves (each pull is a few requests: a challenge, the manifest, the configuration, the layer). */
+#define OCI_PULLS_PER_SECOND_DEFAULT 100
+/* The share of that a fleet's nodes aim at: their starts are drawn at random, and a second's draws
+ * vary; at this share the busiest second stays under the rate. */
+#define OCI_PULLS_SHARE_PERCENT 60
+/* How long a pull of nodes nodes from registry is spread over, in ms: none while they fit the share of
+ * one second (any order of them keeps the rate), else uniform over nodes / (rate x share). */
+unsigned oci_pull_spread_msec(const OciRegistry *registry, uint64_t nodes);
+/* A 429 or 503 with Retry-After (or none: 1 s doubling) is asked again after it, up to this long. */
+#define OCI_RETRY_AFTER_MAX_SEC 60
 
 typedef struct OciRegistries OciRegistries;
 
 /* The registries file: {"registries": {"HOST[:PORT]": {"username", "password" | "password_file",
- * "token", "ca_file", "plain_http"}}}, read strictly. A missing file when !required: none. */
+ * "token", "ca_file", "plain_http", "pulls_per_second"}}}, read strictly. A missing file when !required:
+ * none. */
 int oci_registries_load(const char *path, bool required, OciRegistries **ret, Error *reterr);
 OciRegistries *oci_registries_free(OciRegistries *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(OciRegistries *, oci_registries_free);
