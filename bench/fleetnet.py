@@ -22,6 +22,8 @@ import time
 BUILD = os.environ.get("BUILD_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
 CLSD, CLSCTL = os.path.join(BUILD, "clsd"), os.path.join(BUILD, "clsctl")
 PREFIXLEN = 16
+HOSTS_PER_BRIDGE = 1000
+ROOT_PASSWORD = "bench-root"
 
 
 def member_addr(i):
@@ -47,6 +49,31 @@ def sh(*argv, input=None, check=True):
     if check and p.returncode:
         die("%s: exit %d: %s" % (" ".join(argv), p.returncode, p.stderr.strip()))
     return p
+
+
+def cpu_seconds(pid, children=False):
+    """The CPU time of pid's threads (schedstat: nanoseconds, where utime and stime count 10 ms ticks,
+    too coarse for an idle node); with children, its workers' too (live ones, and those it reaped)."""
+    try:
+        t = 0.0
+        for task in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/schedstat" % (pid, task)) as f:
+                t += int(f.read().split()[0]) / 1e9
+        if children:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            t += (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+            for task in os.listdir("/proc/%d/task" % pid):
+                with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                    t += sum(cpu_seconds(int(c)) for c in f.read().split())
+        return t
+    except OSError:
+        return 0.0
+
+
+def nodes_cpu(pids):
+    """Every clsd's CPU and its workers' (the sandbox that loads a new object)."""
+    return sum(cpu_seconds(p, children=True) for p in pids)
 
 
 def ns_exec(ns, *argv):
@@ -109,18 +136,26 @@ class StatusWatch:
         req = {"key": b64(prefix + "status/"), "range_end": b64(prefix + "status0")}
         if self.revision:
             req["start_revision"] = self.revision + 1
-        return subprocess.Popen(ns_exec(self.net.switch, "curl", "-sN", "--noproxy", "*", "-X", "POST",
+        auth = ("-H", "Authorization: " + self.net.token()) if self.net.auth else ()
+        return subprocess.Popen(ns_exec(self.net.switch, "curl", "-sN", "--noproxy", "*", "-X", "POST", *auth,
                                         self.net.urls[0] + "/v3/watch", "-d", json.dumps({"create_request": req})),
                                 stdout=subprocess.PIPE, text=True)
 
     def read(self):
         while not self.stopped:
             for line in self.proc.stdout:
-                self.line(line)
+                try:
+                    self.line(line)
+                except Exception as e:  # a line it cannot read: said, and the next one read
+                    print("status watch: %r: %.200s" % (e, line), file=sys.stderr, flush=True)
             self.proc.wait()
-            if not self.stopped:
+            while not self.stopped:
                 time.sleep(0.2)
-                self.proc = self.spawn()
+                try:
+                    self.proc = self.spawn()
+                    break
+                except (subprocess.CalledProcessError, SystemExit, ValueError, KeyError):
+                    continue  # etcd not answering yet (a token asked of a member that restarts)
 
     def line(self, line):
         now = time.monotonic()
@@ -147,7 +182,9 @@ class StatusWatch:
                     return times
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    die("not every host applied revision %d within %d s" % (revision, timeout))
+                    missing = [n for n, t in times.items() if not t]
+                    die("not every host applied revision %d within %d s: %d of %d did not (%s)" % (
+                        revision, timeout, len(missing), len(times), ", ".join(missing[:5])))
                 self.cond.wait(left)
 
     def stop(self):
@@ -157,12 +194,14 @@ class StatusWatch:
 
 
 class Net:
-    def __init__(self, members, tag, etcd_args=()):
+    def __init__(self, members, tag, etcd_args=(), auth=False):
         self.members, self.tag = members, "%s%d" % (tag, os.getpid())
+        self.auth = auth  # etcd's authentication: clsctl as root, each node its own user (clsctl fleet rbac)
         self.prefix = "/bench-%d/" % os.getpid()
         self.tmp = tempfile.mkdtemp(prefix=self.tag + ".", dir="/tmp")
         self.namespaces, self.procs, self.mounts, self.hosts, self.watches = [], [], [], [], []
         self.ports = 0
+        self.bridges = set()
         self.sysctls = {}
         self.urls = ["http://%s:2379" % member_addr(i) for i in range(members)]
         self.etcd_args, self.etcd_argv = list(etcd_args), []
@@ -179,10 +218,13 @@ class Net:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit("%s: terminated" % os.path.basename(sys.argv[0])))
         try:
             self.switch = self.netns("sw")
-            sh("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
+            # its own address, fixed: a bridge otherwise takes its lowest port's, which changes as ports join
+            sh("ip", "-n", self.switch, "link", "add", "br0", "address", mac_of("198.18.0.254"), "type", "bridge")
             sh("ip", "-n", self.switch, "link", "set", "br0", "up")
             sh("ip", "-n", self.switch, "addr", "add", "198.18.0.254/%d" % PREFIXLEN, "dev", "br0")
             self.start_etcd()
+            if self.auth:
+                self.enable_auth()
         except BaseException:
             self.__exit__()  # what was made so far goes too (a with block's exit is not called for it)
             raise
@@ -257,6 +299,12 @@ class Net:
         for i in range(self.members):
             ns = self.netns("e%d" % (i + 1))
             self.attach(ns, member_addr(i))
+            # static neighbours between the switch (clsctl, the bench's watches) and each member, as the hosts
+            # have theirs: with a thousand ports on the bridge, ARP from the switch went unanswered for some
+            # members and the bench's own requests to them hung (the hosts' were fine)
+            sh("ip", "-n", self.switch, "neigh", "replace", member_addr(i), "lladdr", mac_of(member_addr(i)),
+               "nud", "permanent", "dev", "br0")
+            sh("ip", "-n", ns, "neigh", "replace", "198.18.0.254", "lladdr", mac_of("198.18.0.254"), "nud", "permanent", "dev", "up0")
             peer = "http://%s:2380" % member_addr(i)
             log = open(os.path.join(self.tmp, "e%d.log" % (i + 1)), "w")
             argv = ns_exec(
@@ -273,6 +321,34 @@ class Net:
             if time.monotonic() > deadline:
                 die("etcd did not come up")
             time.sleep(0.1)
+
+    def enable_auth(self):
+        """etcd's root user (its password in root.password) and authentication on."""
+        self.root_pw = os.path.join(self.tmp, "root.password")
+        with open(self.root_pw, "w") as f:
+            f.write(ROOT_PASSWORD + "\n")
+        for argv in (("user", "add", "root", "--new-user-password=" + ROOT_PASSWORD, "--interactive=false"),
+                     ("user", "grant-role", "root", "root"), ("auth", "enable")):
+            sh(*ns_exec(self.switch, "etcdctl", "--endpoints", ",".join(self.urls), *argv))
+
+    def token(self):
+        """A token of etcd's root user (for the bench's own watches)."""
+        out = sh(*ns_exec(self.switch, "curl", "-sf", "--noproxy", "*", "-X", "POST", self.urls[0] +
+                          "/v3/auth/authenticate", "-d", json.dumps({"name": "root", "password": ROOT_PASSWORD})))
+        return json.loads(out.stdout)["token"]
+
+    def node_users(self, names):
+        """Each node's etcd user (clsctl fleet rbac, in batches): the clsd arguments of each."""
+        pwdir = os.path.join(self.tmp, "passwords")
+        os.makedirs(pwdir, exist_ok=True)
+        for i in range(0, len(names), 250):
+            self.ctl("fleet", "rbac", *names[i:i + 250], "--apply", "--out", pwdir)
+        out = {}
+        for name in names:
+            user = "%s@%s" % (name, self.prefix)
+            out[name] = ("--fleet-user", user, "--fleet-password-file",
+                         os.path.join(pwdir, user.replace("/", "_") + ".password"))
+        return out
 
     def host(self, ifaces=0, labels=None, up=False, args=()):
         """Another host: IFACES veth pairs f<i>a/f<i>b, a clsd with --fleet (and args)."""
@@ -292,8 +368,11 @@ class Net:
         self.mounts.append(bpffs)
         sock = os.path.join(d, "sock")
         self.clsd(ns, name, d, os.path.join(bpffs, "clsd"), self.urls,
+                  (self.node_users([name])[name] if self.auth else ()) +
                   (("--node-labels", ",".join("%s=%s" % kv for kv in labels.items())) if labels else ()) + tuple(args))
         host = Host(name, ns, sock, addr)
+        host.pid = self.procs[-1].pid
+        host.log = os.path.join(d, "log")
         self.hosts.append(host)
         return host
 
@@ -305,8 +384,25 @@ class Net:
                 ns, CLSD, "--state-dir", os.path.join(d, "state"), "--hogs-dir", os.path.join(d, "hogs"),
                 "--bpffs-dir", bpffs, "--socket", os.path.join(d, "sock"), "--fleet", ",".join(urls),
                 "--fleet-prefix", self.prefix, "--node", name, "--log-level",
-                os.environ.get("HOST_LOG_LEVEL", "warning"), "--fleet-allow-writer", *args),
+                os.environ.get("HOST_LOG_LEVEL", "warning"), *(() if self.auth else ("--fleet-allow-writer",)),
+                *args),
                 stdout=log, stderr=subprocess.STDOUT))
+
+    def host_bridge(self, h):
+        """The bridge host h's uplink is a port of: br0 for the first thousand, then one more bridge a
+        thousand, each a port of br0 (a Linux bridge has at most 1,024 ports)."""
+        k = (h - 1) // HOSTS_PER_BRIDGE
+        if k == 0:
+            return "br0"
+        name = "br%d" % k
+        if name not in self.bridges:
+            sh("ip", "-n", self.switch, "-batch", "-", input=(
+                "link add %s type bridge\nlink set %s addrgenmode none up\n"
+                "link add bu%d type veth peer name bl%d\n"
+                "link set bu%d addrgenmode none master br0 up\nlink set bl%d addrgenmode none master %s up\n") % (
+                    name, name, k, k, k, k, name))
+            self.bridges.add(name)
+        return name
 
     def many(self, n, ifaces=1, args=(), spread=True):
         """n more hosts at once, each one namespace with its uplink and IFACES veth pairs, and a clsd (its
@@ -314,6 +410,7 @@ class Net:
         limits, which n real hosts would each have for themselves, are raised for the run: inotify
         instances (one per clsd), the neighbour table (every namespace's entries in one)."""
         self.sysctl_at_least("fs.inotify.max_user_instances", 4 * n + 128)
+        self.sysctl_at_least("kernel.pid_max", 8 * (len(self.hosts) + n) + 32768)  # clsds, workers, threads
         for v, t in (("ipv4", 4), ("ipv6", 4)):
             for k, m in (("gc_thresh1", 1), ("gc_thresh2", 2), ("gc_thresh3", 4)):
                 self.sysctl_at_least("net.%s.neigh.default.%s" % (v, k), m * t * (n + 64))
@@ -329,7 +426,8 @@ class Net:
             "link add up0 netns %s address %s type veth peer name hp%d netns %s\n" % (
                 ns, mac_of(host_addr(first + i)), first + i, self.switch) for i, ns in enumerate(nss)))
         sh("ip", "-n", self.switch, "-batch", "-", input="".join(
-            "link set hp%d addrgenmode none master br0 up\n" % (first + i) for i in range(n)))
+            "link set hp%d addrgenmode none master %s up\n" % (first + i, self.host_bridge(first + i))
+            for i in range(n)))
         members = "".join("neigh replace %s lladdr %s dev up0 nud permanent\n" % (member_addr(k), mac_of(member_addr(k)))
                           for k in range(self.members))
         for i, ns in enumerate(nss):
@@ -348,6 +446,7 @@ class Net:
             os.makedirs(os.path.join(base, "bpffs"))
             sh("mount", "-t", "bpf", "bpf", os.path.join(base, "bpffs"))
             self.mounts.append(os.path.join(base, "bpffs"))
+        users = self.node_users(names) if self.auth else {}
         out = []
         for i, (name, ns) in enumerate(zip(names, nss)):
             d = os.path.join(base, name)
@@ -355,7 +454,7 @@ class Net:
             k = (first + i) % len(self.urls) if spread else 0
             urls = self.urls[k:] + self.urls[:k]
             sock = os.path.join(d, "sock")
-            self.clsd(ns, name, d, os.path.join(base, "bpffs", name), urls, tuple(args))
+            self.clsd(ns, name, d, os.path.join(base, "bpffs", name), urls, users.get(name, ()) + tuple(args))
             host = Host(name, ns, sock, host_addr(first + i))
             host.pid = self.procs[-1].pid
             host.log = os.path.join(d, "log")
@@ -378,8 +477,9 @@ class Net:
         return w
 
     def ctl(self, *argv, check=True):
+        auth = ("--fleet-user", "root", "--fleet-password-file", self.root_pw) if self.auth else ()
         return sh(*ns_exec(self.switch, CLSCTL, "--fleet", ",".join(self.urls), "--fleet-prefix", self.prefix,
-                           *argv), check=check)
+                           *auth, *argv), check=check)
 
     def apply(self, policy):
         """clsctl fleet apply of policy: (when it began, the revision)."""

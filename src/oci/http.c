@@ -1,6 +1,7 @@
 /* http.c: requests to a registry's HTTP API v2 with libcurl, and its authentication: anonymous first,
- * then as its 401 asks: basic with the registries file's credentials, or a bearer token from its token
- * service (the credentials sent there), kept for the session's later requests. */
+ * or with the registries file's basic credentials where it gives some, then as its 401 asks: basic, or a
+ * bearer token from its token service (the credentials sent there), kept for the session's later
+ * requests. */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -88,6 +89,10 @@ int oci_session_open(OciSession *s, const char *ref, const OciPullOptions *o, Er
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
         if (o->registry && o->registry->token && !(s->bearer = strdup(o->registry->token)))
                 return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        /* credentials the registries file gives this registry go with the first request: the anonymous one
+         * before them cost every pull a 401 (a request in four, and a round trip); a registry of bearer
+         * tokens answers it with its challenge all the same */
+        s->basic = !s->bearer && o->registry && o->registry->username;
         return 0;
 }
 
@@ -283,6 +288,7 @@ int oci_get(OciSession *s, const char *what, const char *accept, size_t max, Oci
                 if (attempt > 0 || !a->challenge)
                         break;
                 if (strncasecmp(a->challenge, "Bearer ", 7) == 0) {
+                        s->basic = false;
                         r = token_get(s, a->challenge + 7, reterr);
                         if (r < 0)
                                 return r;

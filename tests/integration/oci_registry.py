@@ -11,6 +11,7 @@ import http.server
 import io
 import json
 import os
+import re
 import shutil
 import ssl
 import subprocess
@@ -55,8 +56,10 @@ class Registry:
     """docker-registry on addr:port in ns, TLS from its own CA; auth "htpasswd" (user/password) or
     "token" (the same credentials, exchanged for a bearer token at a token service on port+1)."""
 
-    def __init__(self, ns, workdir, addr, port=5443, auth="htpasswd", user="clsd", password="s3cret-pull"):
+    def __init__(self, ns, workdir, addr, port=5443, auth="htpasswd", user="clsd", password="s3cret-pull",
+                 access_log=False):
         self.ns, self.addr, self.port, self.auth = ns, addr, port, auth
+        self.access_log = access_log  # each request in registry.log (access_lines())
         self.user, self.password = user, password
         self.host = "%s:%d" % (addr, port)
         self.dir = os.path.join(workdir, "registry-%s-%d" % (addr, port))
@@ -73,7 +76,7 @@ class Registry:
     # -- lifecycle
 
     def config(self):
-        cfg = ["version: 0.1", "log:", "  level: warn", "storage:", "  filesystem:",
+        cfg = ["version: 0.1", "log:", "  level: %s" % ("info" if self.access_log else "warn"), "storage:", "  filesystem:",
                "    rootdirectory: %s" % self.data, "  delete:", "    enabled: true", "http:",
                "  addr: %s" % self.host, "  tls:", "    certificate: %s" % self.cert, "    key: %s" % self.key]
         if self.auth == "htpasswd":
@@ -122,6 +125,16 @@ class Registry:
             self.token_server.shutdown()
             self.token_server.server_close()
             self.token_server = None
+
+    def access_lines(self, client):
+        """The access log's requests from client (an address): [(method, path, status)]."""
+        out = []
+        with open(os.path.join(self.dir, "registry.log"), errors="replace") as f:
+            for line in f:
+                m = re.match(r'^%s - .*?"(\w+) (\S+) HTTP/[\d.]+" (\d+) ' % re.escape(client), line)
+                if m:
+                    out.append((m.group(1), m.group(2), int(m.group(3))))
+        return out
 
     # -- credentials for clsd
 

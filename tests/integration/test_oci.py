@@ -208,6 +208,29 @@ def test_bearer_tokens_from_the_registrys_token_service(net, clsd_factory, workd
         r.close()
 
 
+def test_credentials_go_with_the_first_request_and_a_token_registry_still_challenges(net, clsd_factory, workdir,
+                                                                                     bpf):
+    """A registry the registries file gives credentials for gets them with the pull's first request: no
+    anonymous request answered 401 first (a request in four, a round trip each pull); one of bearer tokens
+    answers them with its challenge, and the pull goes on with a token."""
+    r = Registry(net.b, workdir, "198.18.0.2", port=5463, access_log=True)
+    try:
+        r.start()
+        r.push_image(REPO, "v1", read(bpf.count))
+        c = start_puller(net, clsd_factory, r, workdir, name="eager")
+        before = len(r.access_lines(net.addr_a))
+        assert put(c, net, ref(r, "v1")).status == 200
+        time.sleep(0.3)  # the access log's last line
+        seen = r.access_lines(net.addr_a)[before:]
+        assert [status for _, _, status in seen] == [200, 200, 200], seen  # manifest, configuration, layer
+        assert [path.split("/")[-2] for _, path, _ in seen] == ["manifests", "blobs", "blobs"], seen
+        # wrong credentials: refused as before, and nothing attached is lost
+        bad = start_puller(net, clsd_factory, r, workdir, name="eager-bad", password="nope")
+        assert_error(put(bad, net, ref(r, "v1"), name="x"), 422, "registry_auth_failed")
+    finally:
+        r.close()
+
+
 def cosign_key(workdir, name):
     key = os.path.join(workdir, name + ".key")
     run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key])
