@@ -201,7 +201,11 @@ static void on_dry_run(Manager *d, const DryRun *dr, const Error *e, void *userd
 
         if (e)
                 response_error(&req->deferred, e);
-        else {
+        else if (dr->refused.code) {
+                /* the apply's answer (a priority a foreign filter holds: 409), and the plan beside it */
+                response_error(&req->deferred, &dr->refused);
+                json_object_set_new(req->deferred.body, "plan", render_dry_run(d, dr));
+        } else {
                 req->deferred.status = 200;
                 req->deferred.body = render_dry_run(d, dr);
         }

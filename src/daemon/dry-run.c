@@ -96,6 +96,8 @@ int dry_run_apply(Change *c, Iface *it, ChangeLook *look, Error *reterr) {
 
         dr->doc = document_ref(c->doc);
         dr->pending = !look->present;
+        /* as the apply decides it (change_apply, recompose): nothing declared, the interface goes */
+        dr->dropped = !c->candidate->api && !c->candidate->hog && c->candidate->n_policies == 0;
         dr->document_changed = !(it && it->visible && it->api && document_spec_equal(it->api, c->doc));
         attach_context_init(m, c->candidate, look->rtnl, &ctx);
         /* what the look saw (it reads nothing for a candidate of no filters: what would go is read now) */

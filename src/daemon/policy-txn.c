@@ -181,6 +181,8 @@ static void on_iface_dry_run(Manager *m, const DryRun *dr, const Error *e, void 
                         error_set(&r->error, dr->refused.error, dr->refused.code, "%s",
                                   strna(dr->refused.message));
                 r->policy_state = dr->policy_state;
+                /* an interface left with nothing declared is removed, as the apply answers it */
+                r->removed = dr->dropped && !r->matched;
                 r->dry_run = *dr;
                 /* the plan is the result's now */
                 ((DryRun *) dr)->doc = NULL, ((DryRun *) dr)->plan_doc = NULL;

@@ -254,6 +254,7 @@ typedef struct DryRun {
         Document *plan_doc; /* what the reconciler would apply: doc, with a hog's hooks */
         bool pending; /* the interface does not exist: nothing would change in the kernel now */
         bool document_changed; /* doc differs from the stored one (or there is none) */
+        bool dropped; /* nothing would be declared for the interface (no document, hog or policy): it goes */
         DryRunProgram *programs;
         size_t n_programs;
         DryRunStep *steps;
