@@ -22,7 +22,7 @@ import time
 BUILD = os.environ.get("BUILD_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
 CLSD, CLSCTL = os.path.join(BUILD, "clsd"), os.path.join(BUILD, "clsctl")
 PREFIXLEN = 16
-HOSTS_PER_BRIDGE = 1000
+HOSTS_PER_BRIDGE = int(os.environ.get("HOSTS_PER_BRIDGE", "1000"))  # a Linux bridge has at most 1,024 ports
 ROOT_PASSWORD = "bench-root"
 
 
@@ -92,6 +92,28 @@ class UnixHTTP(http.client.HTTPConnection):
     def connect(self):
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.connect(self.path)
+
+
+def metrics(sock, names):
+    """The sums of several metrics' samples on one clsd's /metrics, read once: {name: sum}."""
+    c = UnixHTTP(sock)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    out = dict.fromkeys(names, 0.0)
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in out:
+            out[name] += float(line.rsplit(None, 1)[1])
+    return out
+
+
+def sum_metrics(hosts, names):
+    """{name: its sum over every host}, each host's /metrics read once."""
+    total = dict.fromkeys(names, 0.0)
+    for h in hosts:
+        for k, v in metrics(h.sock, names).items():
+            total[k] += v
+    return total
 
 
 def metric(sock, name):
