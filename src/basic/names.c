@@ -43,16 +43,6 @@ static size_t utf8_sequence(const unsigned char *s) {
         return n;
 }
 
-bool utf8_valid(const char *s) {
-        for (const unsigned char *p = (const unsigned char *) s; *p;) {
-                size_t n = utf8_sequence(p);
-                if (n == 0)
-                        return false;
-                p += n;
-        }
-        return true;
-}
-
 char *utf8_escape_invalid(const char *s) {
         char *out = malloc(strlen(s) * 4 + 1), *o = out;
 

@@ -287,10 +287,6 @@ const char *iface_last_repair_what(const Iface *it) {
         return it->last_repair_what;
 }
 
-unsigned iface_repair_loops(const Iface *it) {
-        return it->repair_loops;
-}
-
 size_t iface_filter_count(const Iface *it) {
         return it->n_filters;
 }

@@ -70,20 +70,6 @@ const char *daemon_kernel_release(Manager *m) {
         return m->kernel.kernel_release;
 }
 
-const DaemonCounters *daemon_counters(Manager *m) {
-        m->counters.requests_merged = request_queue_merged(m->queue);
-        m->counters.worker_crashes = workers_crashes(m->workers);
-        return &m->counters;
-}
-
-size_t daemon_queue_length(Manager *m) {
-        return request_queue_length(m->queue);
-}
-
-size_t daemon_workers_running(Manager *m) {
-        return workers_running(m->workers);
-}
-
 /* The visible interfaces in the table's order, made again when the table changed: the faces walk
  * them with daemon_iface_at() in O(1) each. */
 static void visible_index(Manager *m) {

@@ -121,18 +121,6 @@ json_t *etcd_put_body(const char *key, const void *value, size_t size, uint64_t 
         return j;
 }
 
-json_t *etcd_txn_body(json_t *puts) {
-        json_t *success = json_array(), *put;
-        size_t i;
-
-        json_array_foreach (puts, i, put)
-                if (!success || json_array_append_new(success, json_pack("{s:O}", "request_put", put)) < 0) {
-                        json_decref(success);
-                        return NULL;
-                }
-        return success ? json_pack("{s:o}", "success", success) : NULL;
-}
-
 json_t *etcd_authenticate_body(const char *user, const char *password) {
         return json_pack("{s:s,s:s}", "name", user, "password", password);
 }

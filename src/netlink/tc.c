@@ -90,15 +90,6 @@ int nl_hook_qdiscs(NlSocket *s, int **ret, size_t *ret_n, Error *reterr) {
         return 0;
 }
 
-int nl_clsact_exists(NlSocket *s, int ifindex, bool *ret, Error *reterr) {
-        QdiscScan q;
-        int r = qdisc_scan(s, ifindex, &q, reterr);
-        if (r < 0)
-                return r;
-        *ret = q.found;
-        return 0;
-}
-
 int nl_clsact_add(NlSocket *s, int ifindex, Error *reterr) {
         char buf[NL_MSG_BUFFER_SIZE];
         return nl_request(s, nl_msg_clsact(buf, ifindex, true, nl_socket_next_seq(s)), NULL, NULL,

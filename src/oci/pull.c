@@ -316,18 +316,3 @@ int oci_pull(const char *ref, const OciPullOptions *o, OciImage *ret, Error *ret
         *ret = img;
         return 0;
 }
-
-int oci_resolve(const char *ref, const OciPullOptions *o, char **ret_pinned, Error *reterr) {
-        _cleanup_(oci_session_close) OciSession s = { 0 };
-        char digest[SHA256_DIGEST_STRING_MAX];
-        json_t *m = NULL;
-        int r;
-
-        r = oci_session_open(&s, ref, o, reterr);
-        if (r >= 0)
-                r = manifest_get(&s, &m, digest, reterr);
-        json_decref(m);
-        if (r >= 0 && oci_ref_pinned(&s.ref, digest, ret_pinned) < 0)
-                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
-        return r;
-}

@@ -43,21 +43,3 @@ int document_facts_set(DocumentFacts *f, const FilterFact *fact) {
         f->filters[f->n_filters++] = *fact;
         return 0;
 }
-
-static bool fact_equal(const AttachedFact *a, const AttachedFact *b) {
-        return streq(a->tag, b->tag) && a->prog_id == b->prog_id;
-}
-
-bool document_facts_equal(const DocumentFacts *a, const DocumentFacts *b) {
-        if (a->clsact_created != b->clsact_created || a->n_filters != b->n_filters)
-                return false;
-        for (size_t i = 0; i < a->n_filters; i++) {
-                const FilterFact *x = &a->filters[i], *y = document_facts_find(b, x->name);
-                if (!y || !fact_equal(&x->program, &y->program) || x->n_actions != y->n_actions)
-                        return false;
-                for (size_t k = 0; k < x->n_actions; k++)
-                        if (!fact_equal(&x->actions[k], &y->actions[k]))
-                                return false;
-        }
-        return true;
-}

@@ -138,8 +138,6 @@ bool iface_overridden(const Iface *it, Direction dir);
 unsigned iface_repairs(const Iface *it);
 uint64_t iface_last_repair_usec(const Iface *it); /* CLOCK_REALTIME; 0: none */
 const char *iface_last_repair_what(const Iface *it);
-/* Repairs that came so fast that they were backed off: another program fights clsd over a hook. */
-unsigned iface_repair_loops(const Iface *it);
 
 /* Each interface applies its filters: ingress then egress, each hook in its document's order. */
 size_t iface_filter_count(const Iface *it);
@@ -543,9 +541,7 @@ typedef struct DaemonCounters {
         uint64_t reconciles;
         uint64_t repairs;
         uint64_t repair_loops;
-        uint64_t requests_merged; /* reasons to reconcile that joined a request already queued */
         uint64_t worker_jobs;
-        uint64_t worker_crashes;
         uint64_t pulls, pull_failures; /* images pulled from registries (oci://…), and those that failed */
         DaemonErrorCount errors[48];
         size_t n_errors;
@@ -555,14 +551,10 @@ typedef struct DaemonCounters {
 /* Everything the daemon exports, read from the kernel now: its own counters, every filter's attach
  * state and run statistics, and the documents' map-derived metrics. */
 int daemon_metrics(Manager *m, const MetricWriter *w);
-const DaemonCounters *daemon_counters(Manager *m);
 /* Counts one more of code in v (n entries, room for max). */
 void error_counts_add(DaemonErrorCount *v, size_t *n, size_t max, const char *code);
 /* Counts a failure by its error code (clsd_errors_total). */
 void daemon_count_error(Manager *m, const char *code);
-/* Requests waiting in the queue, and worker jobs running. */
-size_t daemon_queue_length(Manager *m);
-size_t daemon_workers_running(Manager *m);
 
 const char *daemon_kernel_release(Manager *m);
 bool daemon_has_act_bpf(Manager *m);

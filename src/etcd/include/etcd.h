@@ -36,8 +36,6 @@ void etcd_kvs_free(EtcdKv *v, size_t n);
 json_t *etcd_range_body(const char *key, bool prefix);
 json_t *etcd_put_body(const char *key, const void *value, size_t size, uint64_t lease);
 json_t *etcd_delete_body(const char *key, bool prefix);
-/* A transaction of the put bodies puts (each of etcd_put_body()), unconditional: one revision. */
-json_t *etcd_txn_body(json_t *puts);
 /* A watch's create_request of key (every key under it, with prefix) from start_revision, as watch_id:
  * several go in one /v3/watch stream, one JSON text after another, and its messages say theirs. */
 json_t *etcd_watch_body(const char *key, bool prefix, uint64_t start_revision, uint64_t watch_id);

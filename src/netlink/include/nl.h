@@ -139,7 +139,6 @@ int nl_filter_parse(const struct nlmsghdr *nlh, NlFilter *ret);
  * interface) is 0 with ifindex 0. */
 int nl_tc_event_parse(const struct nlmsghdr *nlh, int *ret_ifindex);
 
-int nl_clsact_exists(NlSocket *s, int ifindex, bool *ret, Error *reterr);
 /* The interfaces of the namespace that have a clsact (or ingress) qdisc, from one dump of its qdiscs:
  * only those can have filters on a clsact hook. */
 int nl_hook_qdiscs(NlSocket *s, int **ret, size_t *ret_n, Error *reterr);

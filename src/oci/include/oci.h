@@ -72,8 +72,6 @@ typedef struct OciImage {
  * "image_digest_mismatch", "registry_auth_failed", "registry_unreachable", "registry_error",
  * "payload_too_large", "invalid_value" (the reference). Blocks: the daemon pulls on a thread (below). */
 int oci_pull(const char *ref, const OciPullOptions *o, OciImage *ret, Error *reterr);
-/* The manifest digest a reference's tag names now, and the pinned reference (one request). */
-int oci_resolve(const char *ref, const OciPullOptions *o, char **ret_pinned, Error *reterr);
 void oci_image_done(OciImage *i);
 
 /* A pull on a thread of its own, its end handed to done() in the loop. The options are copied. */

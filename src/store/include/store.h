@@ -178,7 +178,6 @@ int document_facts_copy(const DocumentFacts *f, DocumentFacts *ret);
 const FilterFact *document_facts_find(const DocumentFacts *f, const char *name);
 /* Sets (adding) the filter's fact; -ENOMEM. */
 int document_facts_set(DocumentFacts *f, const FilterFact *fact);
-bool document_facts_equal(const DocumentFacts *a, const DocumentFacts *b);
 void filter_spec_done(FilterSpec *f);
 
 /* metric-spec.c */
