@@ -127,24 +127,21 @@ void change_finish(Change *c, Iface *it, const Error *e) {
 
 /* ---- the candidate ---- */
 
-/* The candidate's filters take the programs the interface's alike filters hold: nothing is loaded
- * again for what does not change. */
+/* The candidate's filters take the programs the interface's filters on the same hook hold where they are
+ * alike (part by part: filter_spec_program_alike(), filter_spec_action_alike()): nothing is loaded again
+ * for what does not change. */
 static void share_programs(Iface *candidate, const Iface *it) {
         for (size_t i = 0; i < candidate->n_filters; i++) {
                 Filter *f = &candidate->filters[i];
                 for (size_t k = 0; k < it->n_filters; k++) {
                         const Filter *o = &it->filters[k];
-                        const FilterSpec *a = f->spec, *b = o->spec;
-                        if (f->dir != o->dir || f->tcx != o->tcx || !streq(f->instance, o->instance) ||
-                            !streq(a->name, b->name))
+                        if (!filter_same_hook(f, o))
                                 continue;
-                        if (!f->program && o->program && streq_ptr(a->digest, b->digest) &&
-                            streq_ptr(a->program, b->program))
+                        if (!f->program && o->program && filter_spec_program_alike(f->spec, o->spec))
                                 f->program = registry_ref(o->program);
-                        for (size_t j = 0; j < a->n_actions && j < b->n_actions; j++)
+                        for (size_t j = 0; j < f->spec->n_actions; j++)
                                 if (!f->actions[j] && o->actions[j] &&
-                                    streq_ptr(a->actions[j].digest, b->actions[j].digest) &&
-                                    streq_ptr(a->actions[j].program, b->actions[j].program))
+                                    filter_spec_action_alike(f->spec, o->spec, j))
                                         f->actions[j] = registry_ref(o->actions[j]);
                 }
         }

@@ -8,18 +8,17 @@
 
 #include "iface.h"
 
-/* Two filters are alike when the same programs would serve both: then a new composition keeps what
- * the old one held. */
-static bool filter_alike(const Filter *a, const Filter *b) {
-        const FilterSpec *x = a->spec, *y = b->spec;
+bool filter_same_hook(const Filter *a, const Filter *b) {
+        return a->dir == b->dir && a->tcx == b->tcx && streq(a->instance, b->instance) &&
+               streq(a->spec->name, b->spec->name);
+}
 
-        if (a->dir != b->dir || a->tcx != b->tcx || !streq(a->instance, b->instance) ||
-            !streq(x->name, y->name) || !streq_ptr(x->digest, y->digest) ||
-            !streq_ptr(x->program, y->program) || x->n_actions != y->n_actions)
+bool filter_alike(const Filter *a, const Filter *b) {
+        if (!filter_same_hook(a, b) || !filter_spec_program_alike(a->spec, b->spec) ||
+            a->spec->n_actions != b->spec->n_actions)
                 return false;
-        for (size_t k = 0; k < x->n_actions; k++)
-                if (!streq_ptr(x->actions[k].digest, y->actions[k].digest) ||
-                    !streq_ptr(x->actions[k].program, y->actions[k].program))
+        for (size_t k = 0; k < a->spec->n_actions; k++)
+                if (!filter_spec_action_alike(a->spec, b->spec, k))
                         return false;
         return true;
 }
@@ -36,18 +35,12 @@ int iface_facts_for(const Iface *it, const Document *doc, DocumentFacts *ret) {
                         const FilterSpec *was =
                                 it->api ? document_find_filter(it->api, s->name, NULL) : NULL;
                         FilterFact fact;
-                        if (!old || !was || !streq_ptr(was->digest, s->digest) ||
-                            !streq_ptr(was->program, s->program))
+                        if (!old || !was || !filter_spec_program_alike(was, s))
                                 continue;
                         fact = *old;
                         fact.n_actions = 0;
-                        for (size_t k = 0; k < s->n_actions && k < was->n_actions && k < old->n_actions;
-                             k++) {
-                                if (!streq_ptr(was->actions[k].digest, s->actions[k].digest) ||
-                                    !streq_ptr(was->actions[k].program, s->actions[k].program))
-                                        break;
+                        for (size_t k = 0; k < old->n_actions && filter_spec_action_alike(was, s, k); k++)
                                 fact.n_actions = k + 1;
-                        }
                         if (document_facts_set(&f, &fact) < 0) {
                                 document_facts_done(&f);
                                 return -ENOMEM;

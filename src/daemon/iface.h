@@ -98,6 +98,11 @@ bool iface_has_policy(const Iface *it, const Policy *p);
 /* The facts of the interface's API document that a new API document doc may keep: those of filters
  * declared alike (same name, object, program; actions alike up to the first that differs). */
 int iface_facts_for(const Iface *it, const Document *doc, DocumentFacts *ret);
+/* The same hook (direction, tcx or not, program instance) and filter name. */
+bool filter_same_hook(const Filter *a, const Filter *b);
+/* Alike: the same hook and name, and every program alike (store.h's filter_spec_*_alike()): a new
+ * composition keeps what the old one held for it. */
+bool filter_alike(const Filter *a, const Filter *b);
 void iface_release_programs(Iface *it, Registry *reg);
 /* The filter's programs released (reg NULL: none were acquired). */
 void filter_release(Filter *f, Registry *reg);

@@ -534,6 +534,16 @@ bool filter_spec_uses_tcx(const FilterSpec *f, bool kernel_has_tcx) {
                !f->has_parent && f->n_actions == 0;
 }
 
+bool filter_spec_program_alike(const FilterSpec *a, const FilterSpec *b) {
+        return streq_ptr(a->digest, b->digest) && streq_ptr(a->program, b->program);
+}
+
+bool filter_spec_action_alike(const FilterSpec *a, const FilterSpec *b, size_t k) {
+        return k < a->n_actions && k < b->n_actions &&
+               streq_ptr(a->actions[k].digest, b->actions[k].digest) &&
+               streq_ptr(a->actions[k].program, b->actions[k].program);
+}
+
 const FilterSpec *document_find_filter(const Document *d, const char *name, Direction *ret_dir) {
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; i < d->n_filters[dir]; i++)

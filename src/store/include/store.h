@@ -236,6 +236,12 @@ int document_hog_from_string(const char *text, size_t size, Document **ret, Erro
  * direct-action filter on a clsact hook. */
 bool filter_spec_uses_tcx(const FilterSpec *f, bool kernel_has_tcx);
 const FilterSpec *document_find_filter(const Document *d, const char *name, Direction *ret_dir);
+/* "Alike", the one definition, part by part: the same program (object digest and program name) serves
+ * both filters' classifier; the same serves their action k (both have one). A filter is alike another
+ * when its hook, name and every part are (filter_alike(), compose.c); what is kept or shared goes by
+ * part (a program a changed filter still names is not loaded again). */
+bool filter_spec_program_alike(const FilterSpec *a, const FilterSpec *b);
+bool filter_spec_action_alike(const FilterSpec *a, const FilterSpec *b, size_t k);
 
 /* ---- policies (policy.c): one document for every interface that matches ---- */
 #define POLICY_NAME_MAX 64
