@@ -259,7 +259,13 @@ int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *w
         }
         /* libbpf names maps after the object: a short digest keeps them recognisable in bpftool. */
         snprintf(object_name, sizeof(object_name), "clsd_%.8s", ref->digest + strlen("sha256:"));
-        r = worker_load(m->workers, fd, ref->digest, object_name, ref->program, ref->kind, reuse, n_reuse,
+        r = worker_load(m->workers, ref->digest,
+                        &(NlLoadSpec){ .object_fd = fd,
+                                       .object_name = object_name,
+                                       .program = ref->program,
+                                       .kind = ref->kind,
+                                       .reuse = reuse,
+                                       .n_reuse = n_reuse },
                         on_loaded, x, &x->job);
         nl_maps_free(reuse, n_reuse);
         if (r < 0) {

@@ -561,9 +561,9 @@ int worker_inspect(Workers *w, const void *data, size_t size, WorkerDoneFunc don
         return 0;
 }
 
-int worker_load(Workers *w, int object_fd, const char *digest, const char *object_name, const char *program,
-                NlProgKind kind, const NlMap *reuse, size_t n_reuse, WorkerDoneFunc done, void *userdata,
+int worker_load(Workers *w, const char *digest, const NlLoadSpec *spec, WorkerDoneFunc done, void *userdata,
                 WorkerJob **ret) {
+        NlLoadSpec cut = *spec;
         WorkerJob *j;
         int r;
 
@@ -571,8 +571,8 @@ int worker_load(Workers *w, int object_fd, const char *digest, const char *objec
         if (r < 0)
                 return r;
         snprintf(j->digest, sizeof(j->digest), "%s", digest);
-        r = nl_job_send_load(j->sock, object_fd, object_name, program, kind, reuse,
-                             MIN(n_reuse, NL_JOB_REUSE_MAX));
+        cut.n_reuse = MIN(cut.n_reuse, (size_t) NL_JOB_REUSE_MAX);
+        r = nl_job_send_load(j->sock, &cut);
         if (r < 0) {
                 j->done = NULL;
                 job_free(j);

@@ -27,11 +27,10 @@ Workers *workers_free(Workers *w);
 /* Parses data (size bytes) in a worker; done() gets the description or the reason. */
 int worker_inspect(Workers *w, const void *data, size_t size, WorkerDoneFunc done, void *userdata,
                    WorkerJob **ret);
-/* Loads program of the object in object_fd as kind, taking over the maps of reuse by name. Loads of the
- * same object (digest) waiting their turn go on in the process of the one before: a worker started for
- * an object may load from it several times, never from another. */
-int worker_load(Workers *w, int object_fd, const char *digest, const char *object_name, const char *program,
-                NlProgKind kind, const NlMap *reuse, size_t n_reuse, WorkerDoneFunc done, void *userdata,
+/* Loads what spec says (nl.h) from the object of this digest. Loads of the same object waiting their turn
+ * go on in the process of the one before: a worker started for an object may load from it several
+ * times, never from another. Reuse past NL_JOB_REUSE_MAX maps is cut there. */
+int worker_load(Workers *w, const char *digest, const NlLoadSpec *spec, WorkerDoneFunc done, void *userdata,
                 WorkerJob **ret);
 /* Forgets the job: done() will not be called. */
 void worker_job_cancel(WorkerJob *j);

@@ -38,22 +38,21 @@ int nl_job_send_inspect(int sock, const void *data, size_t size) {
         return r;
 }
 
-int nl_job_send_load(int sock, int object_fd, const char *object_name, const char *program, NlProgKind kind,
-                     const NlMap *reuse, size_t n_reuse) {
-        JobRequest req = { .magic = JOB_MAGIC, .kind = NL_JOB_LOAD, .prog_kind = kind };
+int nl_job_send_load(int sock, const NlLoadSpec *spec) {
+        JobRequest req = { .magic = JOB_MAGIC, .kind = NL_JOB_LOAD, .prog_kind = spec->kind };
         int fds[NL_JOB_REUSE_MAX + 1];
 
-        if (n_reuse > NL_JOB_REUSE_MAX || strlen(program) >= sizeof(req.program))
+        if (spec->n_reuse > NL_JOB_REUSE_MAX || strlen(spec->program) >= sizeof(req.program))
                 return -E2BIG;
-        snprintf(req.object_name, sizeof(req.object_name), "%s", object_name);
-        snprintf(req.program, sizeof(req.program), "%s", program);
-        req.n_reuse = (uint32_t) n_reuse;
-        fds[0] = object_fd;
-        for (size_t i = 0; i < n_reuse; i++) {
-                snprintf(req.reuse_names[i], sizeof(req.reuse_names[i]), "%s", reuse[i].name);
-                fds[i + 1] = reuse[i].fd;
+        snprintf(req.object_name, sizeof(req.object_name), "%s", spec->object_name);
+        snprintf(req.program, sizeof(req.program), "%s", spec->program);
+        req.n_reuse = (uint32_t) spec->n_reuse;
+        fds[0] = spec->object_fd;
+        for (size_t i = 0; i < spec->n_reuse; i++) {
+                snprintf(req.reuse_names[i], sizeof(req.reuse_names[i]), "%s", spec->reuse[i].name);
+                fds[i + 1] = spec->reuse[i].fd;
         }
-        return send_msg(sock, &req, sizeof(req), fds, n_reuse + 1);
+        return send_msg(sock, &req, sizeof(req), fds, spec->n_reuse + 1);
 }
 
 int nl_job_send_next(int sock, int next_sock) {

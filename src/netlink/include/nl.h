@@ -417,8 +417,17 @@ typedef struct NlJobReply {
 } NlJobReply;
 
 int nl_job_send_inspect(int sock, const void *data, size_t size);
-int nl_job_send_load(int sock, int object_fd, const char *object_name, const char *program, NlProgKind kind,
-                     const NlMap *reuse, size_t n_reuse);
+/* What a worker loads: program of the object in object_fd as kind, the object named object_name (libbpf
+ * names its maps after it), taking over the maps of reuse by name (at most NL_JOB_REUSE_MAX). */
+typedef struct NlLoadSpec {
+        int object_fd;
+        const char *object_name;
+        const char *program;
+        NlProgKind kind;
+        const NlMap *reuse;
+        size_t n_reuse;
+} NlLoadSpec;
+int nl_job_send_load(int sock, const NlLoadSpec *spec);
 /* Hands a worker that answered a load the socket of the next load job of the same object, in which its
  * request already waits: one process for several loads. */
 int nl_job_send_next(int sock, int next_sock);
