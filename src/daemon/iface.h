@@ -68,7 +68,7 @@ struct Iface {
          * left out untrusted (what the last run attached for it is removed). */
         bool fresh;
         bool changing; /* its reconcile applies a change (a policy's), not a repair of drift */
-        struct Request *request; /* its reconcile request, while one is queued or running */
+        struct ReconcileRequest *request; /* its reconcile request, while one is queued or running */
         struct Operation *ops; /* changes waiting for it, in order (queue.c) */
         struct Operation *ops_tail;
         /* A probe (a policy's programs loaded before it is stored): not in the queue; its loads call

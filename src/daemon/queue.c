@@ -1,6 +1,6 @@
-/* queue.c: the request queue. Each interface with work has one Request in a FIFO: the changes waiting for
- * it (operations, in order of arrival) and the reasons to reconcile it, merged. A defer event source
- * runs the queue after each burst of events; a request that waits for a worker stays, marked running,
+/* queue.c: the request queue. Each interface with work has one ReconcileRequest in a FIFO: the changes
+ * waiting for it (operations, in order of arrival) and the reasons to reconcile it, merged. A defer event
+ * source runs the queue after each burst of events; a request that waits for a worker stays, marked running,
  * until its interface is resumed; one that failed comes back after its backoff (1 s, doubling, at most
  * a minute), which a timer wakes up. */
 #include <stdio.h>
@@ -18,7 +18,7 @@ struct RequestQueue {
         sd_event *event;
         Manager *m;
         RequestProcessFunc process;
-        Request *head, *tail;
+        ReconcileRequest *head, *tail;
         size_t n;
         sd_event_source *defer;
         sd_event_source *timer;
@@ -37,8 +37,8 @@ static void schedule(RequestQueue *q) {
         (void) sd_event_source_set_enabled(q->defer, SD_EVENT_ONESHOT);
 }
 
-static void request_unlink(RequestQueue *q, Request *r) {
-        for (Request **p = &q->head, *prev = NULL; *p; prev = *p, p = &(*p)->next)
+static void request_unlink(RequestQueue *q, ReconcileRequest *r) {
+        for (ReconcileRequest **p = &q->head, *prev = NULL; *p; prev = *p, p = &(*p)->next)
                 if (*p == r) {
                         *p = r->next;
                         if (q->tail == r)
@@ -48,7 +48,7 @@ static void request_unlink(RequestQueue *q, Request *r) {
                 }
 }
 
-static void request_free(RequestQueue *q, Request *r) {
+static void request_free(RequestQueue *q, ReconcileRequest *r) {
         request_unlink(q, r);
         free(r);
 }
@@ -57,7 +57,7 @@ static void request_free(RequestQueue *q, Request *r) {
 static void arm_timer(RequestQueue *q) {
         uint64_t next = UINT64_MAX, now = now_usec(q);
 
-        for (Request *r = q->head; r; r = r->next)
+        for (ReconcileRequest *r = q->head; r; r = r->next)
                 if (!r->dropped && !r->running && r->reasons && !r->iface->ops && r->not_before > now &&
                     r->not_before < next)
                         next = r->not_before;
@@ -70,7 +70,7 @@ static void arm_timer(RequestQueue *q) {
 }
 
 /* Runs the interface's work that can run now; returns whether the request is done. */
-static bool request_run(RequestQueue *q, Request *req) {
+static bool request_run(RequestQueue *q, ReconcileRequest *req) {
         Iface *it = req->iface;
         int r;
 
@@ -124,7 +124,7 @@ static int on_defer(sd_event_source *s, void *userdata) {
         q->processing = true;
         /* Requests queued while the queue runs are run in this pass too (they are at the tail); one that
          * an operation drops is only marked, and freed after the pass. */
-        for (Request *r = q->head; r; r = r->next) {
+        for (ReconcileRequest *r = q->head; r; r = r->next) {
                 if (r->running || r->dropped)
                         continue;
                 if (request_run(q, r) && !r->dropped) {
@@ -133,7 +133,7 @@ static int on_defer(sd_event_source *s, void *userdata) {
                 }
         }
         q->processing = false;
-        for (Request *r = q->head, *next; r; r = next) {
+        for (ReconcileRequest *r = q->head, *next; r; r = next) {
                 next = r->next;
                 if (r->dropped)
                         request_free(q, r);
@@ -178,7 +178,7 @@ RequestQueue *request_queue_free(RequestQueue *q) {
         if (!q)
                 return NULL;
         while (q->head) {
-                Request *r = q->head;
+                ReconcileRequest *r = q->head;
                 if (r->iface && r->iface->request == r)
                         r->iface->request = NULL;
                 request_free(q, r);
@@ -190,8 +190,8 @@ RequestQueue *request_queue_free(RequestQueue *q) {
         return NULL;
 }
 
-static Request *request_get(RequestQueue *q, Iface *it) {
-        Request *r = it->request;
+static ReconcileRequest *request_get(RequestQueue *q, Iface *it) {
+        ReconcileRequest *r = it->request;
 
         if (r)
                 return r;
@@ -210,7 +210,7 @@ static Request *request_get(RequestQueue *q, Iface *it) {
 }
 
 void request_queue_reconcile(RequestQueue *q, Iface *it, RequestReason reason) {
-        Request *r;
+        ReconcileRequest *r;
 
         if (it->request && it->request->reasons) {
                 q->merged++;
@@ -242,7 +242,7 @@ bool request_queue_backing_off(const RequestQueue *q, const Iface *it) {
 
 void request_queue_operation(RequestQueue *q, Operation *op) {
         Iface *it = op->iface;
-        Request *r = request_get(q, it);
+        ReconcileRequest *r = request_get(q, it);
 
         op->next = NULL;
         if (it->ops_tail)
@@ -266,7 +266,7 @@ void request_queue_resume(RequestQueue *q, Iface *it) {
 }
 
 void request_queue_drop(RequestQueue *q, Iface *it) {
-        Request *r = it->request;
+        ReconcileRequest *r = it->request;
 
         if (!r)
                 return;
@@ -283,7 +283,7 @@ size_t request_queue_length(const RequestQueue *q) {
 }
 
 bool request_queue_idle(const RequestQueue *q) {
-        for (const Request *r = q->head; r; r = r->next)
+        for (const ReconcileRequest *r = q->head; r; r = r->next)
                 if (!r->dropped &&
                     (r->running || (r->iface && r->iface->ops) || (r->reasons && r->failures == 0)))
                         return false;

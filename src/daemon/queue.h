@@ -20,15 +20,15 @@ typedef enum RequestReason {
         REASON_PROGRAMS = 1 << 6, /* a program it waits for was loaded */
 } RequestReason;
 
-typedef struct Request {
+typedef struct ReconcileRequest {
         Iface *iface;
         unsigned reasons;
         unsigned failures; /* in a row: the backoff */
         uint64_t not_before; /* CLOCK_MONOTONIC µs: a retry waits until then */
         bool running; /* waiting for a worker; the interface's other work waits */
         bool dropped; /* its interface went: freed after the queue's pass */
-        struct Request *next;
-} Request;
+        struct ReconcileRequest *next;
+} ReconcileRequest;
 
 /* An operation: one change that someone waits for. run() is called when the interface's turn comes;
  * it returns 0 when done (it answered), -EAGAIN when it waits for a worker (it will be run again),
@@ -46,7 +46,7 @@ struct Operation {
 /* process: called for each request whose turn came (running false), with the request; it returns 0
  * (done: the request goes), -EAGAIN (it waits for a worker and stays, running), or <0 (failed: retried
  * after a backoff). */
-typedef int (*RequestProcessFunc)(Manager *m, Request *r);
+typedef int (*RequestProcessFunc)(Manager *m, ReconcileRequest *r);
 
 int request_queue_new(sd_event *event, Manager *m, RequestProcessFunc process, RequestQueue **ret);
 RequestQueue *request_queue_free(RequestQueue *q);

@@ -200,7 +200,7 @@ int iface_remove_all(Manager *m, Iface *it, NlSocket *rtnl, Error *reterr) {
 }
 
 /* A reconcile request's turn: the interface's state follows the result. */
-int reconcile_process_request(Manager *m, Request *req) {
+int reconcile_process_request(Manager *m, ReconcileRequest *req) {
         return iface_reconcile_and_report(m, req->iface);
 }
 

@@ -10,7 +10,7 @@ int iface_reconcile(Manager *m, Iface *it, Error *reterr);
  * -EAGAIN (programs are being loaded), or <0 (failed: the caller retries after a backoff). */
 int iface_reconcile_and_report(Manager *m, Iface *it);
 /* The queue's process function. */
-int reconcile_process_request(Manager *m, Request *r);
+int reconcile_process_request(Manager *m, ReconcileRequest *r);
 /* Acquires every program of target's filters: 0, -EAGAIN (loads started; resume's work goes on when they
  * are in), or a load's failure. The filters' observed facts say what may be adopted. */
 int iface_acquire_programs(Manager *m, Iface *target, Iface *resume, Error *reterr);

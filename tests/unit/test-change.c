@@ -16,7 +16,7 @@
 
 #define D1 "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-static int process_stub(Manager *m, Request *r) {
+static int process_stub(Manager *m, ReconcileRequest *r) {
         (void) m, (void) r;
         return 0;
 }

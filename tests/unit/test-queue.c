@@ -30,7 +30,7 @@ static void record(const char *fmt, ...) {
         va_end(ap);
 }
 
-static int process(Manager *m, Request *r) {
+static int process(Manager *m, ReconcileRequest *r) {
         (void) m;
         record("r:%s", r->iface->ifname);
         return streq(r->iface->ifname, "a") ? process_answer : 0;
