@@ -1,5 +1,5 @@
-/* test-basic.c: the hash table (the interface table, the object cache and the registry stand on it)
- * and greedy_realloc(). */
+/* test-basic.c: the hash table (the interface table, the object cache and the registry stand on it),
+ * greedy_realloc(), OCI references and the error codes (each with its one string and HTTP status). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "error-code.h"
 #include "hashmap.h"
 #include "oci-ref.h"
 
@@ -128,7 +129,7 @@ static void expect_bad_ref(const char *s, const char *why) {
         Error e = ERROR_NULL;
 
         assert_int_equal(oci_ref_parse(s, &r, &e), -EINVAL);
-        assert_string_equal(e.code, "invalid_value");
+        assert_int_equal(e.code, ERROR_INVALID_VALUE);
         assert_non_null(strstr(e.message, why));
         error_done(&e);
 }
@@ -160,11 +161,44 @@ static void test_oci_references(void **state) {
         free(pinned);
 }
 
+/* Every code has a string the API can show, which names it alone and reads back as it, and an error
+ * status: the tables are made from one list, and this walks all of it. */
+static void test_error_codes(void **state) {
+        (void) state;
+        for (ErrorCode c = ERROR_CODE_NONE + 1; c < _ERROR_CODE_MAX; c++) {
+                const char *s = error_code_to_string(c);
+                unsigned status = error_code_status(c);
+
+                assert_non_null(s);
+                assert_true(s[0] != 0);
+                assert_int_equal(strspn(s, "abcdefghijklmnopqrstuvwxyz_"), strlen(s));
+                for (ErrorCode d = ERROR_CODE_NONE + 1; d < c; d++)
+                        if (streq(error_code_to_string(d), s))
+                                fail_msg("codes %d and %d are both \"%s\"", d, c, s);
+                assert_int_equal(error_code_from_string(s), c);
+                if (status < 400 || status > 599)
+                        fail_msg("%s: HTTP status %u is not an error's", s, status);
+        }
+        /* outside the list: no string, a defined fallback */
+        assert_null(error_code_to_string(ERROR_CODE_NONE));
+        assert_null(error_code_to_string(_ERROR_CODE_MAX));
+        assert_int_equal(error_code_status(ERROR_CODE_NONE), 500);
+        assert_int_equal(error_code_from_string("no_such_code"), ERROR_INTERNAL_ERROR);
+        assert_int_equal(error_code_from_string(NULL), ERROR_INTERNAL_ERROR);
+        /* strings and statuses clients see: never changed */
+        assert_string_equal(error_code_to_string(ERROR_INVALID_VALUE), "invalid_value");
+        assert_int_equal(error_code_status(ERROR_PRIORITY_TAKEN), 409);
+        assert_int_equal(error_code_status(ERROR_VERIFIER_REJECTED), 422);
+        assert_int_equal(error_code_status(ERROR_QUOTA_EXCEEDED), 507);
+        assert_string_equal(error_code_to_string(ERROR_ETCD_OVERLOADED), "etcd_overloaded");
+        assert_int_equal(error_code_status(ERROR_ETCD_OVERLOADED), 503);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_put_get_remove), cmocka_unit_test(test_churn_does_not_grow),
                 cmocka_unit_test(test_reserve),        cmocka_unit_test(test_greedy_realloc),
-                cmocka_unit_test(test_oci_references),
+                cmocka_unit_test(test_oci_references), cmocka_unit_test(test_error_codes),
         };
         return cmocka_run_group_tests_name("basic", tests, NULL, NULL);
 }
