@@ -79,13 +79,13 @@ static int grant_parse(json_t *o, size_t i, Grant *g, Error *reterr) {
         int r;
 
         if (!json_is_object(o))
-                return error_set(reterr, EINVAL, "invalid_config", "grants[%zu]: expected an object", i);
+                return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG, "grants[%zu]: expected an object", i);
         json_object_foreach (o, key, v) {
                 bool known = streq(key, "role") || streq(key, "token_sha256");
                 for (size_t k = 0; k < ELEMENTSOF(kinds); k++)
                         if (streq(key, kinds[k])) {
                                 if (which)
-                                        return error_set(reterr, EINVAL, "invalid_config",
+                                        return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG,
                                                          "grants[%zu]: one of user, group, token, subject, "
                                                          "san per grant",
                                                          i);
@@ -94,29 +94,30 @@ static int grant_parse(json_t *o, size_t i, Grant *g, Error *reterr) {
                                 known = true;
                         }
                 if (!known)
-                        return error_set(reterr, EINVAL, "invalid_config",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG,
                                          "grants[%zu]: unknown field \"%s\"", i, key);
         }
         role = json_string_value(json_object_get(o, "role"));
         if (!role || (!streq(role, "reader") && !streq(role, "operator")))
-                return error_set(reterr, EINVAL, "invalid_config",
+                return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG,
                                  "grants[%zu].role: expected \"reader\" or \"operator\"", i);
         g->role = streq(role, "operator") ? ROLE_OPERATOR : ROLE_READER;
         if (!which)
-                return error_set(reterr, EINVAL, "invalid_config",
+                return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG,
                                  "grants[%zu]: expected one of user, group, token, subject, san", i);
         if ((g->kind == GRANT_TOKEN) != !!json_object_get(o, "token_sha256"))
                 return error_set(
-                        reterr, EINVAL, "invalid_config",
+                        reterr, EINVAL, ERROR_INVALID_CONFIG,
                         "grants[%zu]: a token is named by \"token\" and given by its \"token_sha256\" "
                         "(and only a token has one)",
                         i);
         if (g->kind == GRANT_USER || g->kind == GRANT_GROUP) {
                 r = id_of(which, g->kind == GRANT_GROUP, &g->id);
                 if (r < 0)
-                        return error_set(
-                                reterr, EINVAL, "invalid_config", "grants[%zu].%s: %s", i, kinds[g->kind],
-                                r == -ENOENT ? "no such name on this host" : "expected a name or number");
+                        return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG, "grants[%zu].%s: %s", i,
+                                         kinds[g->kind],
+                                         r == -ENOENT ? "no such name on this host"
+                                                      : "expected a name or number");
                 return 0;
         }
         if (g->kind == GRANT_TOKEN) {
@@ -126,16 +127,16 @@ static int grant_parse(json_t *o, size_t i, Grant *g, Error *reterr) {
                     sodium_hex2bin(g->hash, sizeof(g->hash), h + 7, 64, NULL, &got, NULL) != 0 ||
                     got != sizeof(g->hash))
                         return error_set(
-                                reterr, EINVAL, "invalid_config",
+                                reterr, EINVAL, ERROR_INVALID_CONFIG,
                                 "grants[%zu].token_sha256: expected \"sha256:<64 hex>\" of the token "
                                 "(printf %%s TOKEN | sha256sum)",
                                 i);
         }
         if (!json_is_string(which) || !json_string_length(which))
-                return error_set(reterr, EINVAL, "invalid_config", "grants[%zu].%s: expected a string", i,
-                                 kinds[g->kind]);
+                return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG, "grants[%zu].%s: expected a string",
+                                 i, kinds[g->kind]);
         if (!(g->name = strdup(json_string_value(which))))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         return 0;
 }
 
@@ -152,21 +153,23 @@ int access_policy_load(const char *path, AccessPolicy **ret, Error *reterr) {
 
         r = read_regular_file(path, ACCESS_FILE_MAX, &text, &size);
         if (r < 0)
-                return error_set(reterr, r, "invalid_config", "--access-file %s: %s", path, strerror(-r));
+                return error_set(reterr, r, ERROR_INVALID_CONFIG, "--access-file %s: %s", path,
+                                 strerror(-r));
         if (stat(path, &st) == 0 && (st.st_mode & S_IWOTH))
-                return error_set(reterr, EPERM, "invalid_config",
+                return error_set(reterr, EPERM, ERROR_INVALID_CONFIG,
                                  "--access-file %s: every user may write it (mode %04o); chmod o-w it", path,
                                  (unsigned) st.st_mode & 07777);
         j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
         /* what jansson quotes of the text is not said: the file is read as root, whatever it is */
         if (!j) {
                 char why[JSON_ERROR_TEXT_LENGTH];
-                return error_set(reterr, EINVAL, "invalid_config", "--access-file %s:%d:%d: not JSON: %s",
-                                 path, jerr.line, jerr.column, json_error_reason(&jerr, why, sizeof(why)));
+                return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG,
+                                 "--access-file %s:%d:%d: not JSON: %s", path, jerr.line, jerr.column,
+                                 json_error_reason(&jerr, why, sizeof(why)));
         }
         json_object_foreach (j, key, v)
                 if (!streq(key, "grants")) {
-                        r = error_set(reterr, EINVAL, "invalid_config",
+                        r = error_set(reterr, EINVAL, ERROR_INVALID_CONFIG,
                                       "--access-file %s: unknown field \"%s\"", path, key);
                         json_decref(j);
                         return r;
@@ -174,14 +177,14 @@ int access_policy_load(const char *path, AccessPolicy **ret, Error *reterr) {
         grants = json_object_get(j, "grants");
         if (!json_is_array(grants)) {
                 json_decref(j);
-                return error_set(reterr, EINVAL, "invalid_config",
+                return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG,
                                  "--access-file %s: expected {\"grants\": [ … ]}", path);
         }
         if (!(p = calloc(1, sizeof(*p))) ||
             !(p->grants = calloc(json_array_size(grants) + 1, sizeof(Grant)))) {
                 free(p);
                 json_decref(j);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         for (size_t i = 0; i < json_array_size(grants); i++) {
                 Error e = ERROR_NULL;

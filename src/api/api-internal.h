@@ -59,7 +59,7 @@ typedef struct Response {
         char *text; /* instead of body: a text answer of content_type (heap) */
         size_t text_size;
         const char *content_type;
-        const char *error_code; /* of an error answer, for clsd_api_errors_total */
+        ErrorCode error_code; /* of an error answer, for clsd_api_errors_total */
         const char *allow;
         char etag[32];
 } Response;
@@ -102,9 +102,8 @@ MHD_RESULT api_dispatch(Request *req);
 /* The answer of a deferred request is in req->deferred: it goes out now, or once libmicrohttpd runs the
  * connection again (req->resume). */
 void request_answer(Request *req);
-unsigned api_status_of(const char *code);
 void response_error(Response *resp, const Error *e);
-void response_errorf(Response *resp, const char *code, const char *fmt, ...) _printf_(3, 4);
+void response_errorf(Response *resp, ErrorCode code, const char *fmt, ...) _printf_(3, 4);
 /* A JSON string of s (NULL: NULL), its bytes that are not UTF-8 written as \xNN: never dropped. */
 json_t *json_text(const char *s);
 /* Every object a change's body names by path is under an object directory (0); else the answer is in
@@ -141,7 +140,7 @@ void route_metrics(Request *req, Response *resp);
 /* counters.c */
 const char *api_route_label(const char *url);
 void api_count_request(Api *a, const char *url, unsigned status);
-void api_count_error(Api *a, const char *code);
+void api_count_error(Api *a, ErrorCode code);
 
 /* audit.c: a change asked (or refused): who, what, how it ended. */
 typedef struct AuditRecord {

@@ -27,24 +27,24 @@ static int token_load(Api *a, char **ret, Error *reterr) {
         struct stat st;
         if (stat(a->config.token_file, &st) == 0 && (st.st_mode & (S_IROTH | S_IWOTH)))
                 return error_set(
-                        reterr, EPERM, "invalid_value",
+                        reterr, EPERM, ERROR_INVALID_VALUE,
                         "--token-file %s: every user may read or write it (mode %04o); chmod o-rw it",
                         a->config.token_file, (unsigned) st.st_mode & 07777);
         r = read_full_file(a->config.token_file, TOKEN_SIZE_MAX, &token, &size);
         if (r < 0)
-                return error_set(reterr, r, "invalid_value", "--token-file %s: %s", a->config.token_file,
+                return error_set(reterr, r, ERROR_INVALID_VALUE, "--token-file %s: %s", a->config.token_file,
                                  strerror(-r));
         while (size > 0 && (token[size - 1] == '\n' || token[size - 1] == '\r' || token[size - 1] == ' '))
                 token[--size] = 0;
         /* one line of visible characters: a second line (or a NUL) would make a token no client sends */
         for (size_t i = 0; i < size && size >= 16; i++)
                 if ((unsigned char) token[i] <= 0x20 || (unsigned char) token[i] == 0x7f)
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "--token-file %s: the token must be one line of visible characters "
                                          "(byte %zu is 0x%02x)",
                                          a->config.token_file, i + 1, (unsigned char) token[i]);
         if (size < 16)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "--token-file %s: the token must be one line of at least 16 characters",
                                  a->config.token_file);
         *ret = TAKE_PTR(token);
@@ -87,7 +87,7 @@ int api_new(Manager *d, sd_event *event, const ApiConfig *config, Api **ret, Err
         int r, fd;
 
         if (!a)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         a->daemon = d;
         a->event = event;
         a->config = *config;

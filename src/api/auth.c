@@ -76,7 +76,7 @@ bool request_allowed(Request *req, Response *resp) {
         Peer *p = connection_peer(req->connection);
 
         if (req->bad_token && !l->metrics_only) { /* a wrong token is said, whatever else authenticated */
-                response_errorf(resp, "unauthorized", "the bearer token is not one clsd knows");
+                response_errorf(resp, ERROR_UNAUTHORIZED, "the bearer token is not one clsd knows");
                 return false;
         }
         if (l->metrics_only || (!change && streq(req->url, "/healthz")) || req->role >= need)
@@ -85,11 +85,11 @@ bool request_allowed(Request *req, Response *resp) {
                 return true;
         if (l->tcp && !req->authenticated) {
                 if (p && p->cert_r == -EPERM)
-                        response_errorf(resp, "unauthorized",
+                        response_errorf(resp, ERROR_UNAUTHORIZED,
                                         "the client certificate is not trusted (--client-ca): %s",
                                         strna(p->cert_why));
                 else
-                        response_errorf(resp, "unauthorized",
+                        response_errorf(resp, ERROR_UNAUTHORIZED,
                                         "%s over TCP needs \"Authorization: Bearer <token>\"%s%s",
                                         change ? "a change" : "a read",
                                         a->tls && tls_client_ca_pem(a->tls) ? " or a client certificate"
@@ -97,7 +97,7 @@ bool request_allowed(Request *req, Response *resp) {
                                         req->bad_token ? "; the token given is not one clsd knows" : "");
                 return false;
         }
-        response_errorf(resp, "forbidden", "%s %s needs the %s role; %s has %s", req->method, req->url,
+        response_errorf(resp, ERROR_FORBIDDEN, "%s %s needs the %s role; %s has %s", req->method, req->url,
                         role_to_string(need), req->who,
                         req->role == ROLE_NONE ? "no role (--access-file)" : "the reader role");
         return false;

@@ -67,6 +67,6 @@ void api_count_request(Api *a, const char *url, unsigned status) {
                 a->requests[a->n_requests++] = (ApiRequestCount){ .route = route, .status = status, .n = 1 };
 }
 
-void api_count_error(Api *a, const char *code) {
+void api_count_error(Api *a, ErrorCode code) {
         error_counts_add(a->errors, &a->n_errors, ELEMENTSOF(a->errors), code);
 }

@@ -141,7 +141,7 @@ LINK_PROP(link_error) {
         Iface *it = userdata;
         const Error *e = iface_error(it);
         (void) bus, (void) path, (void) interface, (void) property, (void) error;
-        return sd_bus_message_append(reply, "(ss)", e ? strempty(e->code) : "",
+        return sd_bus_message_append(reply, "(ss)", e ? strempty(error_code_to_string(e->code)) : "",
                                      e ? strempty(e->message) : "");
 }
 

@@ -29,7 +29,8 @@ static int reply_json(sd_bus_message *m, json_t *j, sd_bus_error *error) {
 static int reply_error(sd_bus_error *error, const Error *e) {
         char name[96];
 
-        snprintf(name, sizeof(name), "org.clsd1.Error.%s", e->code ? e->code : "internal_error");
+        snprintf(name, sizeof(name), "org.clsd1.Error.%s",
+                 error_code_to_string(e->code ?: ERROR_INTERNAL_ERROR));
         return sd_bus_error_setf(error, name, "%s", e->message ? e->message : "failed");
 }
 

@@ -81,7 +81,7 @@ bool request_line_refused(Request *req, const char *method, Response *resp) {
         if (!why)
                 return false;
         req->bad_line = true;
-        response_errorf(resp, "bad_request",
+        response_errorf(resp, ERROR_BAD_REQUEST,
                         "the request line has %s: a request-target is visible ASCII, anything else "
                         "percent-encoded (RFC 9112 3.2), and no byte of the line may be NUL",
                         why);
@@ -228,18 +228,18 @@ static void answer_header_error(Listener *l, unsigned status) {
                 return;
         cl = MHD_lookup_connection_value(found->connection, MHD_HEADER_KIND, "Content-Length");
         if (status == 431)
-                response_errorf(&resp, "headers_too_large",
+                response_errorf(&resp, ERROR_HEADERS_TOO_LARGE,
                                 "the request line and header section are over the %d bytes a connection "
                                 "holds (with a record of each header field)",
                                 CONNECTION_MEMORY);
         else if (status == 413)
-                response_errorf(&resp, "payload_too_large",
+                response_errorf(&resp, ERROR_PAYLOAD_TOO_LARGE,
                                 "Content-Length %.40s is more than any body can be", strna(cl));
         else if (cl && strspn(cl, "0123456789") != strlen(cl))
-                response_errorf(&resp, "bad_request", "Content-Length \"%.40s\" is not a number of bytes",
-                                cl);
+                response_errorf(&resp, ERROR_BAD_REQUEST,
+                                "Content-Length \"%.40s\" is not a number of bytes", cl);
         else
-                response_errorf(&resp, "bad_request", "the request's header section is malformed (%u)",
+                response_errorf(&resp, ERROR_BAD_REQUEST, "the request's header section is malformed (%u)",
                                 status);
         log_info("%s: %s; answered %u", found->key,
                  json_string_value(json_object_get(json_object_get(resp.body, "error"), "message")),
@@ -306,8 +306,8 @@ bool header_fields_refused(struct MHD_Connection *c, Response *resp) {
 
         if (n <= HEADER_FIELDS_MAX)
                 return false;
-        response_errorf(resp, "headers_too_large", "the request has %d header fields; at most %d are taken",
-                        n, HEADER_FIELDS_MAX);
+        response_errorf(resp, ERROR_HEADERS_TOO_LARGE,
+                        "the request has %d header fields; at most %d are taken", n, HEADER_FIELDS_MAX);
         return true;
 }
 

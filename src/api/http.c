@@ -296,7 +296,7 @@ static bool waiting_refused(Request *req, Peer *p, Response *resp) {
         if (n < max)
                 return false;
         response_errorf(
-                resp, "too_many_requests",
+                resp, ERROR_TOO_MANY_REQUESTS,
                 "%s has %u requests waiting for the changes they asked (a pull, a verification), the "
                 "most it may (--max-connections-per-peer); retry once one is answered",
                 p->key, n);
@@ -331,7 +331,7 @@ static MHD_RESULT request_begin(Listener *l, struct MHD_Connection *c, const cha
         if (request_line_refused(req, method, &resp))
                 return api_send(req, &resp);
         if (url[0] == PATH_CONTROL_BYTE) {
-                response_errorf(&resp, "bad_request",
+                response_errorf(&resp, ERROR_BAD_REQUEST,
                                 "the path has a control byte (%%00 to %%1f, %%7f): no route has one");
                 return api_send(req, &resp);
         }
@@ -339,7 +339,7 @@ static MHD_RESULT request_begin(Listener *l, struct MHD_Connection *c, const cha
                 return api_send(req, &resp);
         if (framing_ambiguous(c)) {
                 response_errorf(
-                        &resp, "bad_request",
+                        &resp, ERROR_BAD_REQUEST,
                         "the body's length is given twice (two Content-Length headers, or one beside "
                         "Transfer-Encoding): refused");
                 return api_send(req, &resp);
@@ -350,7 +350,7 @@ static MHD_RESULT request_begin(Listener *l, struct MHD_Connection *c, const cha
                 return api_send(req, &resp);
         cl = request_header(req, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > req->body_max) {
-                response_errorf(&resp, "payload_too_large",
+                response_errorf(&resp, ERROR_PAYLOAD_TOO_LARGE,
                                 "the body (%s bytes) is over the limit of %zu bytes", cl, req->body_max);
                 return api_send(req, &resp);
         }
@@ -366,7 +366,7 @@ static MHD_RESULT request_upload(Request *req, struct MHD_Connection *c, const c
                 /* A body whose length was not said (chunked) passed the limit: answered now, not after
                  * reading it all (libmicrohttpd queues no answer before its end). */
                 Response resp = { 0 };
-                response_errorf(&resp, "payload_too_large",
+                response_errorf(&resp, ERROR_PAYLOAD_TOO_LARGE,
                                 "the body is over the limit of %zu bytes; refused at byte %zu",
                                 req->body_max, req->body_size + n);
                 req->too_large = req->refused_early = true;
@@ -397,7 +397,7 @@ static MHD_RESULT request_end(Request *req) {
         if (req->refused_early)
                 return MHD_NO; /* answered; the connection closes */
         if (req->too_large) {
-                response_errorf(&resp, "payload_too_large", "the body is over the limit of %zu bytes",
+                response_errorf(&resp, ERROR_PAYLOAD_TOO_LARGE, "the body is over the limit of %zu bytes",
                                 req->body_max);
                 return api_send(req, &resp);
         }
@@ -437,7 +437,7 @@ int listener_new(Api *a, int fd, bool tcp, bool tls, Listener **ret, Error *rete
 
         if (!l) {
                 safe_close(fd);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         l->api = a;
         l->tcp = tcp;
@@ -462,7 +462,7 @@ int listener_new(Api *a, int fd, bool tcp, bool tls, Listener **ret, Error *rete
         if (!l->mhd) {
                 safe_close(fd);
                 free(l);
-                return error_set(reterr, EIO, "internal_error", "cannot start the HTTP server");
+                return error_set(reterr, EIO, ERROR_INTERNAL_ERROR, "cannot start the HTTP server");
         }
         info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
         r = sd_event_add_io(a->event, &l->io, info->epoll_fd, EPOLLIN, on_io, l);
@@ -479,7 +479,7 @@ int listener_new(Api *a, int fd, bool tcp, bool tls, Listener **ret, Error *rete
                 r = sd_event_source_set_enabled(l->deadline_timer, SD_EVENT_OFF);
         if (r < 0) {
                 listener_free(l);
-                return error_set(reterr, r, "internal_error",
+                return error_set(reterr, r, ERROR_INTERNAL_ERROR,
                                  "cannot add the HTTP server to the event loop");
         }
         (void) sd_event_source_set_enabled(l->timer, SD_EVENT_OFF);

@@ -185,8 +185,9 @@ void route_metrics(Request *req, Response *resp) {
         }
         on_family(&sc, "clsd_api_errors_total", "counter", "API error answers, by error code");
         for (size_t i = 0; i < a->n_errors; i++)
-                on_sample(&sc, "clsd_api_errors_total", (const char *const[]){ "code", a->errors[i].code },
-                          1, (double) a->errors[i].n);
+                on_sample(&sc, "clsd_api_errors_total",
+                          (const char *const[]){ "code", error_code_to_string(a->errors[i].code) }, 1,
+                          (double) a->errors[i].n);
         on_family(&sc, "clsd_api_body_bytes_total", "counter",
                   "Bytes of request bodies read, those kept and those dropped after an early answer");
         on_sample(&sc, "clsd_api_body_bytes_total", NULL, 0, (double) a->body_bytes);
@@ -203,7 +204,7 @@ void route_metrics(Request *req, Response *resp) {
         put(t, "", 0); /* an empty scrape still has its buffer */
         if (t->oom) {
                 free(t->s);
-                response_errorf(resp, "internal_error", "out of memory");
+                response_errorf(resp, ERROR_INTERNAL_ERROR, "out of memory");
                 return;
         }
         t->s[t->n] = 0;

@@ -19,21 +19,21 @@ int map_cursor_parse(const DaemonMap *m, const char *s, uint8_t *buf, size_t *re
         const char *hex;
 
         if (sscanf(s, "%u.%n", &id, &n) != 1 || n == 0)
-                return error_set(reterr, EINVAL, "bad_cursor", "cursor \"%s\" is not one clsd gave", s);
+                return error_set(reterr, EINVAL, ERROR_BAD_CURSOR, "cursor \"%s\" is not one clsd gave", s);
         if (id != m->map.id)
                 return error_set(
-                        reterr, EINVAL, "bad_cursor",
+                        reterr, EINVAL, ERROR_BAD_CURSOR,
                         "the cursor is of map id %u; %s is now map id %u (its program was replaced)", id,
                         m->map.name, m->map.id);
         hex = s + n;
         len = strlen(hex);
         if (len == 0 || len % 2 || len / 2 > NL_MAP_CURSOR_MAX)
-                return error_set(reterr, EINVAL, "bad_cursor", "cursor \"%s\" is not one clsd gave", s);
+                return error_set(reterr, EINVAL, ERROR_BAD_CURSOR, "cursor \"%s\" is not one clsd gave", s);
         for (size_t i = 0; i < len / 2; i++) {
                 unsigned b;
                 if (sscanf(hex + 2 * i, "%2x", &b) != 1)
-                        return error_set(reterr, EINVAL, "bad_cursor", "cursor \"%s\" is not one clsd gave",
-                                         s);
+                        return error_set(reterr, EINVAL, ERROR_BAD_CURSOR,
+                                         "cursor \"%s\" is not one clsd gave", s);
                 buf[i] = (uint8_t) b;
         }
         *ret_size = len / 2;

@@ -24,7 +24,7 @@ json_t *json_text(const char *s) {
 json_t *render_error(const Error *e) {
         json_t *err = json_object();
 
-        json_object_set_new(err, "code", json_text(e->code ? e->code : "internal_error"));
+        json_object_set_new(err, "code", json_text(error_code_to_string(e->code ?: ERROR_INTERNAL_ERROR)));
         json_object_set_new(err, "message", json_text(e->message ? e->message : "unknown error"));
         if (e->detail)
                 json_object_set_new(err, "detail", json_text(e->detail));
@@ -168,9 +168,9 @@ json_t *render_iface(Manager *d, const Iface *it, const IfaceStatus *status) {
         } else
                 json_object_set_new(j, "last_repair", json_null());
         if (err)
-                json_object_set_new(
-                        j, "error",
-                        json_pack("{s:s,s:s}", "code", err->code, "message", strna(err->message)));
+                json_object_set_new(j, "error",
+                                    json_pack("{s:s,s:s}", "code", error_code_to_string(err->code),
+                                              "message", strna(err->message)));
         return j;
 }
 

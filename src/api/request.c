@@ -1,6 +1,7 @@
 /* request.c: what every route does with a request: its headers and body (content type, a change's JSON
  * and dry run, If-Match), its answer (sent once, counted, audited) or its error ({"error": {code,
- * message}}, the one code -> HTTP status table), and the answer of a change the daemon gives later. */
+ * message}}, its status from the code: error_code_status()), and the answer of a change the daemon gives
+ * later. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,90 +12,14 @@
 #include "fileio.h"
 #include "log.h"
 
-static const struct {
-        const char *code;
-        unsigned status;
-} status_table[] = {
-        /* clang-format off */
-        { "malformed_json", 400 },
-        { "unknown_field", 400 },
-        { "wrong_type", 400 },
-        { "missing_field", 400 },
-        { "invalid_value", 400 },
-        { "bad_request", 400 },
-        { "bad_cursor", 400 },
-        { "unauthorized", 401 },
-        { "object_path_refused", 403 },
-        { "forbidden", 403 },
-        { "route_not_found", 404 },
-        { "document_not_found", 404 },
-        { "netns_not_found", 404 },
-        { "object_not_found", 404 },
-        { "policy_not_found", 404 },
-        { "object_file_not_found", 404 },
-        { "unknown_map", 404 },
-        { "entry_not_found", 404 },
-        { "method_not_allowed", 405 },
-        { "priority_taken", 409 },
-        { "object_in_use", 409 },
-        { "hog_owned", 409 },
-        { "fleet_owned", 409 },
-        { "name_taken", 409 },
-        { "device_taken", 409 },
-        { "repair_loop", 409 },
-        { "map_ambiguous", 409 },
-        { "precondition_failed", 412 },
-        { "payload_too_large", 413 },
-        { "unsupported_media_type", 415 },
-        { "too_many_requests", 429 },
-        { "headers_too_large", 431 },
-        { "invalid_object", 422 },
-        { "program_not_found", 422 },
-        { "program_ambiguous", 422 },
-        { "wrong_program_type", 422 },
-        { "verifier_rejected", 422 },
-        { "duplicate_name", 422 },
-        { "duplicate_priority", 422 },
-        { "act_bpf_unavailable", 422 },
-        { "tcx_unavailable", 422 },
-        { "duplicate_program", 422 },
-        { "map_not_found", 422 },
-        { "map_incompatible", 422 },
-        { "map_unreadable", 422 },
-        { "parent_not_found", 422 },
-        { "object_unsigned", 422 },
-        { "object_signature_invalid", 422 },
-        { "object_untrusted", 422 },
-        { "image_not_found", 422 },
-        { "image_invalid", 422 },
-        { "image_digest_mismatch", 422 },
-        { "registry_auth_failed", 422 },
-        { "registry_unreachable", 422 },
-        { "registry_error", 422 },
-        { "map_unwritable", 422 },
-        { "map_full", 422 },
-        { "quota_exceeded", 507 },
-        { "kernel_error", 500 },
-        { "store_error", 500 },
-        { "internal_error", 500 },
-        /* clang-format on */
-};
-
-unsigned api_status_of(const char *code) {
-        for (size_t i = 0; code && i < ELEMENTSOF(status_table); i++)
-                if (streq(status_table[i].code, code))
-                        return status_table[i].status;
-        return 500;
-}
-
 void response_error(Response *resp, const Error *e) {
         json_decref(resp->body);
         resp->error_code = e->code;
-        resp->status = api_status_of(e->code);
+        resp->status = error_code_status(e->code);
         resp->body = render_error(e);
 }
 
-void response_errorf(Response *resp, const char *code, const char *fmt, ...) {
+void response_errorf(Response *resp, ErrorCode code, const char *fmt, ...) {
         Error e = { .code = code };
         va_list ap;
 
@@ -113,7 +38,7 @@ static int object_check(const Request *req, json_t *holder, const char *where, R
         if (!s || s[0] != '/' || path_under_dirs(req->api->config.object_dirs, s) != -EACCES)
                 return 0;
         /* One answer whatever the file is (missing, unreadable, elsewhere): nothing is read. */
-        response_errorf(resp, "object_path_refused",
+        response_errorf(resp, ERROR_OBJECT_PATH_REFUSED,
                         "%s.object %s: over the API an object is named by digest (POST /objects) or by a "
                         "path under an object directory (--object-dir)%s",
                         where, s, req->api->config.object_dirs[0] ? "" : "; this clsd has none");
@@ -155,8 +80,8 @@ int request_want_content_type(const Request *req, const char *const *types, Resp
         for (size_t i = 0; types[i]; i++)
                 if (strlen(types[i]) == n && strncasecmp(ct, types[i], n) == 0)
                         return 0;
-        response_errorf(resp, "unsupported_media_type", "Content-Type %s is not accepted here; send %s", ct,
-                        types[0]);
+        response_errorf(resp, ERROR_UNSUPPORTED_MEDIA_TYPE, "Content-Type %s is not accepted here; send %s",
+                        ct, types[0]);
         return -1;
 }
 
@@ -179,7 +104,7 @@ static void audit(Request *req, const Response *resp) {
                                   : (unsigned char) req->url[0] < 0x20 ? "(a path with a control byte)"
                                                                        : req->url,
                           .status = resp->status,
-                          .code = resp->error_code,
+                          .code = error_code_to_string(resp->error_code),
                           .generation = generation[0] ? generation : NULL,
                           .digest = json_string_value(json_object_get(resp->body, "digest")),
                   });
@@ -230,7 +155,7 @@ MHD_RESULT api_send(Request *req, Response *resp) {
 }
 
 void method_not_allowed(Response *resp, const Request *req, const char *allow) {
-        response_errorf(resp, "method_not_allowed", "%s is not allowed on %s; allowed: %s", req->method,
+        response_errorf(resp, ERROR_METHOD_NOT_ALLOWED, "%s is not allowed on %s; allowed: %s", req->method,
                         req->url, allow);
         resp->allow = allow;
 }
@@ -245,7 +170,7 @@ int request_change_body(Request *req, const char *const *types, json_t **ret_bod
                 return -EINVAL;
         body = json_loadb(req->body ? req->body : "", req->body_size, JSON_REJECT_DUPLICATES, &jerr);
         if (!body) {
-                response_errorf(resp, "malformed_json", "malformed JSON at line %d, column %d: %s",
+                response_errorf(resp, ERROR_MALFORMED_JSON, "malformed JSON at line %d, column %d: %s",
                                 jerr.line, jerr.column, jerr.text);
                 return -EINVAL;
         }
@@ -256,7 +181,7 @@ int request_change_body(Request *req, const char *const *types, json_t **ret_bod
         dry = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "dry_run");
         if (dry && !streq(dry, "1") && !streq(dry, "true") && !streq(dry, "0") && !streq(dry, "false")) {
                 json_decref(body);
-                response_errorf(resp, "invalid_value", "dry_run=%s: expected 1, true, 0 or false", dry);
+                response_errorf(resp, ERROR_INVALID_VALUE, "dry_run=%s: expected 1, true, 0 or false", dry);
                 return -EINVAL;
         }
         *ret_body = body;

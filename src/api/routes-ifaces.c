@@ -11,7 +11,7 @@
 static int path_segment(const char *start, const char *end, char *buf, size_t size, const char *what,
                         int max, Response *resp) {
         if ((size_t) (end - start) >= size) {
-                response_errorf(resp, "invalid_value", "the %s name is longer than %d characters", what,
+                response_errorf(resp, ERROR_INVALID_VALUE, "the %s name is longer than %d characters", what,
                                 max);
                 return -EINVAL;
         }
@@ -71,7 +71,7 @@ static void ifaces_list(Request *req, const char *netns, Response *resp) {
                 n_docs += streq_ptr(iface_netns(daemon_iface_at(d, i)), netns);
         if (daemon_links(d, netns, &links, &n, &e) < 0) {
                 /* A namespace that is gone still has its (pending) documents to show. */
-                if (!streq(e.code, "netns_not_found") || n_docs == 0) {
+                if (e.code != ERROR_NETNS_NOT_FOUND || n_docs == 0) {
                         response_error(resp, &e);
                         error_done(&e);
                         return;
@@ -86,7 +86,7 @@ static void ifaces_list(Request *req, const char *netns, Response *resp) {
                 daemon_links_done(d, netns, links);
                 resp->text = malloc(last->size);
                 if (!resp->text) {
-                        response_errorf(resp, "internal_error", "out of memory");
+                        response_errorf(resp, ERROR_INTERNAL_ERROR, "out of memory");
                         return;
                 }
                 memcpy(resp->text, last->text, last->size);
@@ -98,7 +98,7 @@ static void ifaces_list(Request *req, const char *netns, Response *resp) {
         w.f = open_memstream(&text, &size);
         if (!w.f) {
                 daemon_links_done(d, netns, links);
-                response_errorf(resp, "internal_error", "out of memory");
+                response_errorf(resp, ERROR_INTERNAL_ERROR, "out of memory");
                 return;
         }
         jw_begin_object(&w);
@@ -137,7 +137,7 @@ static void ifaces_list(Request *req, const char *netns, Response *resp) {
         daemon_links_done(d, netns, links);
         if (fclose(w.f) != 0 || !text) {
                 free(text);
-                response_errorf(resp, "internal_error", "out of memory");
+                response_errorf(resp, ERROR_INTERNAL_ERROR, "out of memory");
                 return;
         }
         if (last) {
@@ -240,7 +240,7 @@ static void classifier(Request *req, const char *netns, const char *ifname, Resp
         /* PUT checks the name after the body's syntax, in daemon_iface_put(), as openapi/ documents. */
         if (!streq(req->method, "PUT") && !ifname_valid(ifname)) {
                 response_errorf(
-                        resp, "invalid_value",
+                        resp, ERROR_INVALID_VALUE,
                         "\"%s\" is not a valid interface name (1 to 15 characters, no '/', ':' or space)",
                         ifname);
                 return;
@@ -250,7 +250,8 @@ static void classifier(Request *req, const char *netns, const char *ifname, Resp
         } else if (streq(req->method, "GET") || streq(req->method, "HEAD")) {
                 it = daemon_iface_get(d, netns, ifname);
                 if (!it) {
-                        response_errorf(resp, "document_not_found", "no classifier document for %s", ifname);
+                        response_errorf(resp, ERROR_DOCUMENT_NOT_FOUND, "no classifier document for %s",
+                                        ifname);
                         return;
                 }
                 respond_iface(req, it, 200, resp);
@@ -279,7 +280,7 @@ void route_ifaces(Request *req, const char *netns, const char *rest, Response *r
         slash = strchr(rest, '/');
         sub = slash ? startswith(slash, "/classifier") : NULL;
         if (!sub || slash == rest || (sub[0] != 0 && !(maps = startswith(sub, "/maps")))) {
-                response_errorf(resp, "route_not_found", "no route %s", req->url);
+                response_errorf(resp, ERROR_ROUTE_NOT_FOUND, "no route %s", req->url);
                 return;
         }
         if (path_segment(rest, slash, ifname, sizeof(ifname), "interface", IFNAME_MAX, resp) < 0)
@@ -289,7 +290,7 @@ void route_ifaces(Request *req, const char *netns, const char *rest, Response *r
                 return;
         }
         if (!ifname_valid(ifname)) {
-                response_errorf(resp, "invalid_value", "\"%s\" is not a valid interface name", ifname);
+                response_errorf(resp, ERROR_INVALID_VALUE, "\"%s\" is not a valid interface name", ifname);
                 return;
         }
         if (maps[0] == 0 || streq(maps, "/"))
@@ -302,7 +303,7 @@ void route_ifaces(Request *req, const char *netns, const char *rest, Response *r
                 map[slash - maps - 1] = 0;
                 route_map_entries(req, netns, ifname, map, resp);
         } else
-                response_errorf(resp, "route_not_found", "no route %s", req->url);
+                response_errorf(resp, ERROR_ROUTE_NOT_FOUND, "no route %s", req->url);
 }
 
 static void netns_list(Request *req, Response *resp) {
@@ -336,14 +337,14 @@ void route_netns(Request *req, const char *rest, Response *resp) {
         slash = strchr(rest, '/');
         sub = slash ? startswith(slash, "/ifaces") : NULL;
         if (!sub || (sub[0] != 0 && sub[0] != '/') || slash == rest) {
-                response_errorf(resp, "route_not_found", "no route %s", req->url);
+                response_errorf(resp, ERROR_ROUTE_NOT_FOUND, "no route %s", req->url);
                 return;
         }
         if (path_segment(rest, slash, name, sizeof(name), "namespace", NETNS_NAME_MAX, resp) < 0)
                 return;
         if (!netns_name_valid(name)) {
                 response_errorf(
-                        resp, "invalid_value",
+                        resp, ERROR_INVALID_VALUE,
                         "\"%s\" is not a valid network namespace name (1 to %d characters of A-Z a-z 0-9 _ "
                         ". -)",
                         name, NETNS_NAME_MAX);

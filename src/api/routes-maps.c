@@ -19,7 +19,7 @@ static int query_limit(Request *req, size_t *ret, Response *resp) {
         errno = 0;
         v = strtoul(s, &end, 10);
         if (errno || *end || s[0] < '0' || s[0] > '9' || v == 0 || v > NL_MAP_PAGE_MAX) {
-                response_errorf(resp, "invalid_value", "limit=%s: expected an integer from 1 to %u", s,
+                response_errorf(resp, ERROR_INVALID_VALUE, "limit=%s: expected an integer from 1 to %u", s,
                                 NL_MAP_PAGE_MAX);
                 return -EINVAL;
         }
@@ -61,7 +61,7 @@ void route_maps(Request *req, const char *netns, const char *ifname, const char 
                 return;
         it = daemon_iface_get(d, netns, ifname);
         if (!it) {
-                response_errorf(resp, "document_not_found", "no classifier document for %s", ifname);
+                response_errorf(resp, ERROR_DOCUMENT_NOT_FOUND, "no classifier document for %s", ifname);
                 return;
         }
         if (daemon_iface_maps(d, it, &maps, &e) < 0)
@@ -70,7 +70,7 @@ void route_maps(Request *req, const char *netns, const char *ifname, const char 
         if (!what) {
                 if (cursor_s) {
                         daemon_maps_done(&maps);
-                        response_errorf(resp, "invalid_value",
+                        response_errorf(resp, ERROR_INVALID_VALUE,
                                         "cursor= pages one map: GET .../classifier/maps/{map}?cursor=");
                         return;
                 }
@@ -145,18 +145,18 @@ static json_t *entry_body(Request *req, bool put, Response *resp) {
         _cleanup_free_ char *text = quote_big_integers(req->body ? req->body : "", req->body_size, &size);
         body = text ? json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr) : NULL;
         if (!json_is_object(body)) {
-                response_errorf(resp, "malformed_json", "expected {\"key\": …%s}%s%s",
+                response_errorf(resp, ERROR_MALFORMED_JSON, "expected {\"key\": …%s}%s%s",
                                 put ? ", \"value\": …" : "", body ? "" : ": ", body ? "" : jerr.text);
                 return NULL;
         }
         json_object_foreach (body, key, v)
                 if (!streq(key, "key") && !(put && streq(key, "value"))) {
-                        response_errorf(resp, "unknown_field", "%s: unknown field (%s)", key,
+                        response_errorf(resp, ERROR_UNKNOWN_FIELD, "%s: unknown field (%s)", key,
                                         put ? "\"key\" and \"value\"" : "only \"key\"");
                         return NULL;
                 }
         if (!json_object_get(body, "key") || (put && !json_object_get(body, "value"))) {
-                response_errorf(resp, "missing_field", "%s: missing",
+                response_errorf(resp, ERROR_MISSING_FIELD, "%s: missing",
                                 json_object_get(body, "key") ? "value" : "key");
                 return NULL;
         }
@@ -182,7 +182,7 @@ void route_map_entries(Request *req, const char *netns, const char *ifname, cons
                 return;
         it = daemon_iface_get(d, netns, ifname);
         if (!it) {
-                response_errorf(resp, "document_not_found", "no classifier document for %s", ifname);
+                response_errorf(resp, ERROR_DOCUMENT_NOT_FOUND, "no classifier document for %s", ifname);
                 return;
         }
         if (daemon_iface_maps(d, it, &maps, &e) >= 0 &&
@@ -224,7 +224,7 @@ void route_policy_maps(Request *req, const char *name, const char *what, bool en
                 return;
         p = daemon_policy_get(d, name);
         if (!p) {
-                response_errorf(resp, "policy_not_found", "no policy %s", name);
+                response_errorf(resp, ERROR_POLICY_NOT_FOUND, "no policy %s", name);
                 return;
         }
         if (daemon_policy_maps(d, p, &maps, &e) < 0)
@@ -238,7 +238,7 @@ void route_policy_maps(Request *req, const char *name, const char *what, bool en
         } else if (!what) {
                 if (MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "cursor")) {
                         daemon_maps_done(&maps);
-                        response_errorf(resp, "invalid_value",
+                        response_errorf(resp, ERROR_INVALID_VALUE,
                                         "cursor= pages one map: GET /policies/{name}/maps/{map}?cursor=");
                         return;
                 }

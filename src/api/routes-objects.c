@@ -24,7 +24,7 @@ static void objects_post(Request *req, Response *resp) {
         size_t sig_size = 0;
 
         if (!request_header(req, "Content-Type")) {
-                response_errorf(resp, "unsupported_media_type",
+                response_errorf(resp, ERROR_UNSUPPORTED_MEDIA_TYPE,
                                 "send the object with Content-Type: application/octet-stream");
                 return;
         }
@@ -36,7 +36,7 @@ static void objects_post(Request *req, Response *resp) {
                 if (max > STORE_SIGNATURE_MAX || !(sig = malloc(max)) ||
                     sodium_base642bin((unsigned char *) sig, max, sig64, strlen(sig64), NULL, &sig_size,
                                       NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
-                        response_errorf(resp, "invalid_value",
+                        response_errorf(resp, ERROR_INVALID_VALUE,
                                         "Clsd-Signature: not a signature file in base64 (at most %d bytes)",
                                         STORE_SIGNATURE_MAX);
                         return;
@@ -65,7 +65,7 @@ static void object_one(Request *req, const char *digest, Response *resp) {
 
         if (streq(req->method, "GET") || streq(req->method, "HEAD")) {
                 if (!o) {
-                        response_errorf(resp, "object_not_found", "no object %s", digest);
+                        response_errorf(resp, ERROR_OBJECT_NOT_FOUND, "no object %s", digest);
                         return;
                 }
                 resp->status = 200;
@@ -94,7 +94,7 @@ void route_objects(Request *req, const char *rest, Response *resp) {
         }
         rest++;
         if (strchr(rest, '/')) {
-                response_errorf(resp, "route_not_found", "no route %s", req->url);
+                response_errorf(resp, ERROR_ROUTE_NOT_FOUND, "no route %s", req->url);
                 return;
         }
         object_one(req, rest, resp);

@@ -21,7 +21,8 @@ static json_t *render_policy_iface(const Iface *it, const Policy *p) {
                 json_object_set_new(j, ps == POLICY_IFACE_CONFLICT ? "with" : "by", json_string(whose));
         if (e)
                 json_object_set_new(j, "error",
-                                    json_pack("{s:s,s:s}", "code", e->code, "message", strna(e->message)));
+                                    json_pack("{s:s,s:s}", "code", error_code_to_string(e->code), "message",
+                                              strna(e->message)));
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
                 const char *by = NULL, *st = iface_policy_state(it, p, dir, &by);
                 if (!st)
@@ -99,7 +100,8 @@ static json_t *render_outcome(Manager *d, const PolicyOutcome *o) {
                                             json_string(r->by));
                 if (r->error.code)
                         json_object_set_new(rj, "error",
-                                            json_pack("{s:s,s:s}", "code", r->error.code, "message",
+                                            json_pack("{s:s,s:s}", "code",
+                                                      error_code_to_string(r->error.code), "message",
                                                       strna(r->error.message)));
                 if (o->dry_run && r->dry_run.doc) {
                         json_t *plan = render_dry_run(d, &r->dry_run);
@@ -183,7 +185,7 @@ void route_policies(Request *req, const char *rest, Response *resp) {
                 const char *maps = startswith(sub, "/maps"), *slash;
                 char pname[POLICY_NAME_MAX + 1], map[256];
                 if (!maps || (size_t) (sub - name) >= sizeof(pname) || (maps[0] && maps[0] != '/')) {
-                        response_errorf(resp, "route_not_found", "no route /policies%s", rest);
+                        response_errorf(resp, ERROR_ROUTE_NOT_FOUND, "no route /policies%s", rest);
                         return;
                 }
                 memcpy(pname, name, (size_t) (sub - name));
@@ -195,7 +197,7 @@ void route_policies(Request *req, const char *rest, Response *resp) {
                 slash = strchr(maps + 1, '/');
                 if ((slash && !streq(slash, "/entries")) || slash == maps + 1 ||
                     (size_t) ((slash ?: maps + strlen(maps)) - maps - 1) >= sizeof(map)) {
-                        response_errorf(resp, "route_not_found", "no route /policies%s", rest);
+                        response_errorf(resp, ERROR_ROUTE_NOT_FOUND, "no route /policies%s", rest);
                         return;
                 }
                 snprintf(map, sizeof(map), "%.*s", (int) ((slash ?: maps + strlen(maps)) - maps - 1),
@@ -205,7 +207,7 @@ void route_policies(Request *req, const char *rest, Response *resp) {
         }
         if (!policy_name_valid(name)) {
                 response_errorf(
-                        resp, "invalid_value",
+                        resp, ERROR_INVALID_VALUE,
                         "\"%s\" is not a valid policy name (1 to %d characters of A-Z a-z 0-9 _ . -)", name,
                         POLICY_NAME_MAX);
                 return;
@@ -226,7 +228,7 @@ void route_policies(Request *req, const char *rest, Response *resp) {
         }
         p = daemon_policy_get(d, name);
         if (!p) {
-                response_errorf(resp, "policy_not_found", "no policy %s", name);
+                response_errorf(resp, ERROR_POLICY_NOT_FOUND, "no policy %s", name);
                 return;
         }
         resp->status = 200;

@@ -26,7 +26,7 @@ MHD_RESULT api_dispatch(Request *req) {
                 if (streq(req->url, "/metrics"))
                         route_metrics(req, &resp);
                 else
-                        response_errorf(&resp, "route_not_found",
+                        response_errorf(&resp, ERROR_ROUTE_NOT_FOUND,
                                         "no route %s: this listener serves /metrics only", req->url);
         } else if (streq(req->url, "/metrics"))
                 route_metrics(req, &resp);
@@ -43,7 +43,7 @@ MHD_RESULT api_dispatch(Request *req) {
         else if ((rest = startswith(req->url, "/policies")) && (rest[0] == 0 || rest[0] == '/'))
                 route_policies(req, rest, &resp);
         else
-                response_errorf(&resp, "route_not_found", "no route %s", req->url);
+                response_errorf(&resp, ERROR_ROUTE_NOT_FOUND, "no route %s", req->url);
         if (req->deferring) {
                 /* The daemon answers (now, or later into req->deferred). */
                 if (req->answered)

@@ -23,9 +23,10 @@ int unix_listen(const char *path, Error *reterr) {
         char *slash;
 
         if (!dir)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         if (strlen(path) >= sizeof(sa.sun_path))
-                return error_set(reterr, ENAMETOOLONG, "invalid_value", "--socket %s: path too long", path);
+                return error_set(reterr, ENAMETOOLONG, ERROR_INVALID_VALUE, "--socket %s: path too long",
+                                 path);
         slash = strrchr(dir, '/');
         if (slash && slash != dir) {
                 *slash = 0;
@@ -34,29 +35,29 @@ int unix_listen(const char *path, Error *reterr) {
         strcpy(sa.sun_path, path);
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
-                return error_set(reterr, errno, "internal_error", "socket: %m");
+                return error_set(reterr, errno, ERROR_INTERNAL_ERROR, "socket: %m");
         /* A stale socket from an earlier run is replaced; one that still answers is another daemon's
          * (a second clsd on another state directory): taking it would steal its clients. Anything
          * else at the path is not ours. */
         if (lstat(path, &st) >= 0) {
                 if (!S_ISSOCK(st.st_mode))
-                        return error_set(reterr, EEXIST, "invalid_value",
+                        return error_set(reterr, EEXIST, ERROR_INVALID_VALUE,
                                          "--socket %s: exists and is not a socket", path);
                 /* non-blocking: a listener whose backlog is full answers EAGAIN at once, and is alive */
                 _cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
                 if (probe >= 0 &&
                     (connect(probe, (struct sockaddr *) &sa, sizeof(sa)) == 0 || errno == EAGAIN))
                         return error_set(
-                                reterr, EADDRINUSE, "invalid_value",
+                                reterr, EADDRINUSE, ERROR_INVALID_VALUE,
                                 "--socket %s: another process answers there (a clsd on another state "
                                 "directory?); give this one a --socket of its own",
                                 path);
                 (void) unlink(path);
         }
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
-                return error_set(reterr, errno, "internal_error", "cannot bind %s: %m", path);
+                return error_set(reterr, errno, ERROR_INTERNAL_ERROR, "cannot bind %s: %m", path);
         if (chmod(path, 0660) < 0 || listen(fd, LISTEN_BACKLOG) < 0)
-                return error_set(reterr, errno, "internal_error", "cannot listen on %s: %m", path);
+                return error_set(reterr, errno, ERROR_INTERNAL_ERROR, "cannot listen on %s: %m", path);
         return TAKE_FD(fd);
 }
 
@@ -115,33 +116,34 @@ int tcp_check(Api *a, Error *reterr) {
 
         if (a->config.metrics_listen && parse_listen(a->config.metrics_listen, &ss, &len, &loopback) < 0)
                 return error_set(
-                        reterr, EINVAL, "invalid_value",
+                        reterr, EINVAL, ERROR_INVALID_VALUE,
                         "--metrics-listen %s: expected ADDR:PORT or [ADDR6]:PORT with a numeric address",
                         a->config.metrics_listen);
         if (!a->config.tls_cert != !a->config.tls_key)
-                return error_set(reterr, EINVAL, "invalid_value", "--tls-cert and --tls-key go together");
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
+                                 "--tls-cert and --tls-key go together");
         if (a->config.client_ca && !a->config.tls_cert)
                 return error_set(
-                        reterr, EINVAL, "invalid_value",
+                        reterr, EINVAL, ERROR_INVALID_VALUE,
                         "--client-ca needs TLS (--tls-cert, --tls-key): client certificates are TLS's");
         if (a->config.tls_cert && !a->config.listen)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "--tls-cert is for --listen, which is not given");
         if (!a->config.listen)
                 return 0;
         if (parse_listen(a->config.listen, &ss, &len, &loopback) < 0)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "--listen %s: expected ADDR:PORT or [ADDR6]:PORT with a numeric address",
                                  a->config.listen);
         if (!loopback && !a->config.tls_cert)
                 return error_set(
-                        reterr, EPERM, "invalid_value",
+                        reterr, EPERM, ERROR_INVALID_VALUE,
                         "--listen %s: a non-loopback address needs TLS (--tls-cert, --tls-key): a token "
                         "would cross the network in clear text",
                         a->config.listen);
         if (!loopback && !a->config.token_file && !a->config.client_ca && !a->config.access_file)
                 return error_set(
-                        reterr, EPERM, "invalid_value",
+                        reterr, EPERM, ERROR_INVALID_VALUE,
                         "--listen %s: a non-loopback address needs a way to authenticate: --token-file, "
                         "--client-ca or --access-file (named tokens)",
                         a->config.listen);
@@ -155,14 +157,15 @@ int tcp_listen(const char *flag, const char *addr, Error *reterr) {
         int one = 1;
 
         if (parse_listen(addr, &ss, &len, &loopback) < 0)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s %s: expected ADDR:PORT or [ADDR6]:PORT with a numeric address", flag,
                                  addr);
         _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
-                return error_set(reterr, errno, "internal_error", "socket: %m");
+                return error_set(reterr, errno, ERROR_INTERNAL_ERROR, "socket: %m");
         (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         if (bind(fd, (struct sockaddr *) &ss, len) < 0 || listen(fd, LISTEN_BACKLOG) < 0)
-                return error_set(reterr, errno, "internal_error", "%s %s: cannot listen: %m", flag, addr);
+                return error_set(reterr, errno, ERROR_INTERNAL_ERROR, "%s %s: cannot listen: %m", flag,
+                                 addr);
         return TAKE_FD(fd);
 }

@@ -52,7 +52,7 @@ static Credentials *credentials_free(Credentials *c) {
 static int read_pem(const char *what, const char *path, char **ret, size_t *ret_size, Error *reterr) {
         int r = read_regular_file(path, PEM_MAX, ret, ret_size);
         if (r < 0)
-                return error_set(reterr, r, "invalid_config", "%s %s: %s", what, path, strerror(-r));
+                return error_set(reterr, r, ERROR_INVALID_CONFIG, "%s %s: %s", what, path, strerror(-r));
         return 0;
 }
 
@@ -68,14 +68,14 @@ static int credentials_load(const Tls *t, Credentials **ret, char **ret_ca_pem, 
             (t->client_ca_file && read_pem("--client-ca", t->client_ca_file, &ca, &ca_size, reterr) < 0))
                 return -EINVAL;
         if (!(c = calloc(1, sizeof(*c))))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         d = (gnutls_datum_t){ .data = (unsigned char *) cert, .size = (unsigned) cert_size };
         c->n_pcert = CHAIN_MAX;
         r = gnutls_pcert_list_import_x509_raw(c->pcert, &c->n_pcert, &d, GNUTLS_X509_FMT_PEM, 0);
         if (r < 0) {
                 c->n_pcert = 0;
                 credentials_free(c);
-                return error_set(reterr, EINVAL, "invalid_config", "--tls-cert %s: %s", t->cert_file,
+                return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG, "--tls-cert %s: %s", t->cert_file,
                                  gnutls_strerror(r));
         }
         d = (gnutls_datum_t){ .data = (unsigned char *) key, .size = (unsigned) key_size };
@@ -84,7 +84,7 @@ static int credentials_load(const Tls *t, Credentials **ret, char **ret_ca_pem, 
                 r = gnutls_privkey_import_x509_raw(c->key, &d, GNUTLS_X509_FMT_PEM, NULL, 0);
         if (r < 0) {
                 credentials_free(c);
-                return error_set(reterr, EINVAL, "invalid_config", "--tls-key %s: %s", t->key_file,
+                return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG, "--tls-key %s: %s", t->key_file,
                                  gnutls_strerror(r));
         }
         /* the key must be the certificate's: a mismatch found now, not at a client's handshake */
@@ -102,7 +102,7 @@ static int credentials_load(const Tls *t, Credentials **ret, char **ret_ca_pem, 
                         gnutls_pubkey_deinit(pub);
                 if (!same) {
                         credentials_free(c);
-                        return error_set(reterr, EINVAL, "invalid_config",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG,
                                          "--tls-key %s is not the key of --tls-cert %s", t->key_file,
                                          t->cert_file);
                 }
@@ -115,7 +115,7 @@ static int credentials_load(const Tls *t, Credentials **ret, char **ret_ca_pem, 
                                                                  0, 0);
                 if (r <= 0) {
                         credentials_free(c);
-                        return error_set(reterr, EINVAL, "invalid_config", "--client-ca %s: %s",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG, "--client-ca %s: %s",
                                          t->client_ca_file,
                                          r == 0 ? "no certificate in it" : gnutls_strerror(r));
                 }
@@ -134,7 +134,7 @@ int tls_new(const char *cert_file, const char *key_file, const char *client_ca_f
         if (!t || !(t->cert_file = strdup(cert_file)) || !(t->key_file = strdup(key_file)) ||
             (client_ca_file && !(t->client_ca_file = strdup(client_ca_file)))) {
                 tls_free(t);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         r = credentials_load(t, &t->current, &t->client_ca_pem, reterr);
         if (r < 0) {

@@ -22,14 +22,14 @@ static int open_one(const char *const *libraries, size_t n_libraries, const Symb
                 h = dlopen(libraries[i], RTLD_NOW | RTLD_LOCAL);
         if (!h)
                 return error_set(
-                        reterr, ENOENT, "internal_error",
+                        reterr, ENOENT, ERROR_INTERNAL_ERROR,
                         "talking to etcd or a registry needs libcurl (libcurl3-gnutls) and GnuTLS: %s",
                         dlerror());
         for (size_t i = 0; i < n_symbols; i++) {
                 void *f = dlsym(h, symbols[i].name);
                 if (!f) {
                         dlclose(h);
-                        return error_set(reterr, ENOENT, "internal_error", "%s has no %s", libraries[0],
+                        return error_set(reterr, ENOENT, ERROR_INTERNAL_ERROR, "%s has no %s", libraries[0],
                                          symbols[i].name);
                 }
                 *(void **) ((char *) api + symbols[i].offset) = f;
@@ -92,7 +92,7 @@ int dl_load_curl(Error *reterr) {
         gnutls_api = g;
         /* once, before any thread (a pull's) uses libcurl */
         if (curl_api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-                return error_set(reterr, ENOMEM, "internal_error", "libcurl cannot start");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "libcurl cannot start");
         loaded = true;
         return 0;
 }

@@ -5,18 +5,18 @@
 
 #include "error.h"
 
-int error_set(Error *e, int error, const char *code, const char *fmt, ...) {
+int error_set(Error *e, int error, ErrorCode code, const char *fmt, ...) {
         va_list ap;
 
         if (error < 0)
                 error = -error;
         if (error == 0)
                 error = EIO;
-        if (!e || e->code)
+        if (!e || e->code != ERROR_CODE_NONE)
                 return -error; /* keep the first, innermost explanation */
 
         e->error = error;
-        e->code = code;
+        e->code = code != ERROR_CODE_NONE ? code : ERROR_INTERNAL_ERROR;
         va_start(ap, fmt);
         if (vasprintf(&e->message, fmt, ap) < 0)
                 e->message = NULL;

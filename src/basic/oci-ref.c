@@ -6,7 +6,7 @@
 #include "oci-ref.h"
 
 static int bad(Error *reterr, const char *s, const char *why) {
-        return error_set(reterr, EINVAL, "invalid_value", "object %s: %s", s, why);
+        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "object %s: %s", s, why);
 }
 
 /* host[:port], a name of letters, digits, '.' and '-', or [IPv6]:port */

@@ -21,7 +21,7 @@ int cosign_key_check(const char *pem, size_t size, Error *reterr) {
         if (r < 0)
                 return r;
         if (gnutls_api.pubkey_init(&key) < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         r = gnutls_api.pubkey_import(key, &d, GNUTLS_X509_FMT_PEM);
         if (r >= 0 && gnutls_api.pubkey_get_pk_algorithm(key, &bits) != GNUTLS_PK_ECDSA)
                 r = -1;
@@ -78,11 +78,11 @@ int cosign_verify(const CosignKey *keys, size_t n_keys, const char *object_diges
                 snprintf(manifest, sizeof(manifest), "%s", m);
         if (!m || !object || !json_is_array(sigs)) {
                 json_decref(env);
-                return error_set(reterr, EPERM, "object_signature_invalid",
+                return error_set(reterr, EPERM, ERROR_OBJECT_SIGNATURE_INVALID,
                                  "%s: its cosign signature envelope is damaged", what);
         }
         if (!streq(object, object_digest)) {
-                error_set(reterr, EPERM, "object_signature_invalid",
+                error_set(reterr, EPERM, ERROR_OBJECT_SIGNATURE_INVALID,
                           "%s: its cosign signature is for object %s", what, object);
                 json_decref(env);
                 return -EPERM;
@@ -117,15 +117,15 @@ int cosign_verify(const CosignKey *keys, size_t n_keys, const char *object_diges
         json_decref(env);
         if (!right_digest && other[0])
                 return error_set(
-                        reterr, EPERM, "object_signature_invalid",
+                        reterr, EPERM, ERROR_OBJECT_SIGNATURE_INVALID,
                         "%s: its cosign signature signs image %s, not %s: a signature of another image",
                         what, other, manifest);
         if (!right_digest)
-                return error_set(reterr, EPERM, "object_signature_invalid",
+                return error_set(reterr, EPERM, ERROR_OBJECT_SIGNATURE_INVALID,
                                  "%s: its signature tag holds no cosign payload for image %s", what,
                                  manifest);
         return error_set(
-                reterr, EPERM, "object_signature_invalid",
+                reterr, EPERM, ERROR_OBJECT_SIGNATURE_INVALID,
                 "%s: its cosign signature of image %s is by no trusted key (%zu cosign key%s tried)", what,
                 manifest, n_keys, n_keys == 1 ? "" : "s");
 }

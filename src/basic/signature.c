@@ -110,10 +110,10 @@ int trusted_keys_load(const char *dir, TrustedKeys **ret, Error *reterr) {
         struct dirent *de;
 
         if (!k)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         if (!d) {
                 free(k);
-                return error_set(reterr, errno, "invalid_config", "--trusted-keys %s: %s", dir,
+                return error_set(reterr, errno, ERROR_INVALID_CONFIG, "--trusted-keys %s: %s", dir,
                                  strerror(errno));
         }
         while ((de = readdir(d))) {
@@ -127,7 +127,7 @@ int trusted_keys_load(const char *dir, TrustedKeys **ret, Error *reterr) {
                 if (asprintf(&path, "%s/%s", dir, de->d_name) < 0) {
                         path = NULL;
                         trusted_keys_free(k);
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 }
                 r = read_regular_file(path, KEY_FILE_MAX, &text, &size);
                 if (r >= 0 && startswith(text, PEM_PUBLIC_KEY)) {
@@ -142,7 +142,7 @@ int trusted_keys_load(const char *dir, TrustedKeys **ret, Error *reterr) {
                 if (r < 0) {
                         trusted_keys_free(k);
                         return error_set(
-                                reterr, EINVAL, "invalid_config", "--trusted-keys: %s: %s", path,
+                                reterr, EINVAL, ERROR_INVALID_CONFIG, "--trusted-keys: %s: %s", path,
                                 r == -EINVAL
                                         ? "not a minisign, signify or cosign (ECDSA, PEM) public key file"
                                 : r == -EEXIST ? "a key id another file holds"
@@ -153,7 +153,7 @@ int trusted_keys_load(const char *dir, TrustedKeys **ret, Error *reterr) {
                         k->keys = v;
                 if (!v || !(key.file = strdup(de->d_name))) {
                         trusted_keys_free(k);
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 }
                 k->keys = v;
                 k->keys[k->n++] = key;
@@ -190,7 +190,7 @@ int trusted_keys_verify(const TrustedKeys *k, const void *data, size_t size, con
         int n;
 
         if (!sig)
-                return error_set(reterr, EPERM, "object_unsigned",
+                return error_set(reterr, EPERM, ERROR_OBJECT_UNSIGNED,
                                  "%s is not signed, and only objects a trusted key signed are loaded "
                                  "(--trusted-keys)",
                                  what);
@@ -199,7 +199,7 @@ int trusted_keys_verify(const TrustedKeys *k, const void *data, size_t size, con
                 sha256_digest_string(data, size, digest);
                 if (!k || k->n_cosign == 0)
                         return error_set(
-                                reterr, EPERM, "object_signature_invalid",
+                                reterr, EPERM, ERROR_OBJECT_SIGNATURE_INVALID,
                                 "%s is signed with cosign, and no trusted key is a cosign key (an ECDSA "
                                 "public key in PEM, as cosign.pub)",
                                 what);
@@ -211,14 +211,14 @@ int trusted_keys_verify(const TrustedKeys *k, const void *data, size_t size, con
             (memcmp(raw, "Ed", 2) != 0 && memcmp(raw, "ED", 2) != 0) ||
             (n == 4 && (strncmp(lines[2], "trusted comment: ", 17) != 0 ||
                         !decode_exact(lines[3], global, sizeof(global)))))
-                return error_set(reterr, EPERM, "object_signature_invalid",
+                return error_set(reterr, EPERM, ERROR_OBJECT_SIGNATURE_INVALID,
                                  "%s: the signature is not a minisign or signify signature", what);
         key_id_string(raw + 2, id);
         for (size_t i = 0; k && i < k->n && !key; i++)
                 if (memcmp(k->keys[i].id, raw + 2, KEY_ID_SIZE) == 0)
                         key = &k->keys[i];
         if (!key)
-                return error_set(reterr, EPERM, "object_signature_invalid",
+                return error_set(reterr, EPERM, ERROR_OBJECT_SIGNATURE_INVALID,
                                  "%s is signed by key %s, which is not a trusted key", what, id);
         if (raw[1] == 'D') { /* minisign's prehashed signature: over the BLAKE2b-512 of the bytes */
                 crypto_generichash(hash, sizeof(hash), data, size, NULL, 0);
@@ -226,7 +226,7 @@ int trusted_keys_verify(const TrustedKeys *k, const void *data, size_t size, con
                 size = sizeof(hash);
         }
         if (crypto_sign_verify_detached(raw + 2 + KEY_ID_SIZE, data, size, key->pk) != 0)
-                return error_set(reterr, EPERM, "object_signature_invalid",
+                return error_set(reterr, EPERM, ERROR_OBJECT_SIGNATURE_INVALID,
                                  "%s: the signature by key %s (%s) does not match its bytes: altered, or "
                                  "signed as something else",
                                  what, id, key->file);
@@ -234,11 +234,11 @@ int trusted_keys_verify(const TrustedKeys *k, const void *data, size_t size, con
                 size_t clen = strlen(lines[2] + 17);
                 _cleanup_free_ unsigned char *m = malloc(crypto_sign_BYTES + clen);
                 if (!m)
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 memcpy(m, raw + 2 + KEY_ID_SIZE, crypto_sign_BYTES);
                 memcpy(m + crypto_sign_BYTES, lines[2] + 17, clen);
                 if (crypto_sign_verify_detached(global, m, crypto_sign_BYTES + clen, key->pk) != 0)
-                        return error_set(reterr, EPERM, "object_signature_invalid",
+                        return error_set(reterr, EPERM, ERROR_OBJECT_SIGNATURE_INVALID,
                                          "%s: the trusted comment of its signature by key %s was altered",
                                          what, id);
         }

@@ -46,13 +46,13 @@ static int signify_key(const unsigned char *b, size_t n, SecretKey *k, Error *re
                 return -EINVAL;
         if (b[4] | b[5] | b[6] | b[7])
                 return error_set(
-                        reterr, EINVAL, "invalid_value",
+                        reterr, EINVAL, ERROR_INVALID_VALUE,
                         "the signify key is encrypted: make one with signify -G -n (or decrypt a copy)");
         memcpy(k->id, b + 32, KEY_ID_SIZE);
         memcpy(k->sk, b + 40, sizeof(k->sk));
         crypto_hash_sha512(sum, k->sk, sizeof(k->sk));
         if (memcmp(sum, b + 24, 8) != 0)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "the signify key's checksum does not match");
         return 0;
 }
@@ -67,7 +67,7 @@ static int minisign_key(const unsigned char *b, size_t n, SecretKey *k, Error *r
                 return -EINVAL;
         if (b[2] | b[3])
                 return error_set(
-                        reterr, EINVAL, "invalid_value",
+                        reterr, EINVAL, ERROR_INVALID_VALUE,
                         "the minisign key is encrypted: make one with minisign -G -W (or decrypt a copy)");
         /* minisign writes no checksum (zeros) for a key without a password */
         static const unsigned char zero[32];
@@ -76,7 +76,7 @@ static int minisign_key(const unsigned char *b, size_t n, SecretKey *k, Error *r
         crypto_generichash(sum, sizeof(sum), in, sizeof(in), NULL, 0);
         const unsigned char *chk = kn + KEY_ID_SIZE + crypto_sign_SECRETKEYBYTES;
         if (memcmp(chk, zero, sizeof(zero)) != 0 && memcmp(sum, chk, sizeof(sum)) != 0)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "the minisign key's checksum does not match");
         memcpy(k->id, kn, KEY_ID_SIZE);
         memcpy(k->sk, kn + KEY_ID_SIZE, sizeof(k->sk));
@@ -92,12 +92,12 @@ int secret_key_load(const char *path, SecretKey **ret, Error *reterr) {
         int n, r;
 
         if (sodium_init() < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "libsodium cannot start");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "libsodium cannot start");
         r = read_full_file(path, KEY_FILE_MAX, &text, &size);
         if (r < 0)
-                return error_set(reterr, -r, "invalid_value", "%s: %s", path, strerror(-r));
+                return error_set(reterr, -r, ERROR_INVALID_VALUE, "%s: %s", path, strerror(-r));
         if (!(k = calloc(1, sizeof(*k))))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         n = key_bytes(text, size, b, sizeof(b));
         r = n == 104   ? signify_key(b, (size_t) n, k, &e)
             : n == 158 ? minisign_key(b, (size_t) n, k, &e)
@@ -108,13 +108,13 @@ int secret_key_load(const char *path, SecretKey **ret, Error *reterr) {
                 unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
                 if (crypto_sign_seed_keypair(pk, sk, k->sk) != 0 ||
                     memcmp(pk, k->sk + crypto_sign_SEEDBYTES, sizeof(pk)) != 0)
-                        r = error_set(&e, EINVAL, "invalid_value",
+                        r = error_set(&e, EINVAL, ERROR_INVALID_VALUE,
                                       "the key is damaged (its halves do not match)");
                 sodium_memzero(sk, sizeof(sk));
         }
         if (r < 0) {
                 secret_key_free(k);
-                r = error_set(reterr, EINVAL, "invalid_value", "%s: %s", path,
+                r = error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: %s", path,
                               e.message ?: "not a minisign or signify secret key");
                 error_done(&e);
                 return r;

@@ -76,7 +76,7 @@ static int cls_observe(AttachContext *c, void **ret, Error *reterr) {
         int r;
 
         if (!o)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         unsigned what = NL_DUMP_INGRESS | NL_DUMP_EGRESS | NL_DUMP_ROOT;
         if (c->fresh) {
                 what = 0;
@@ -111,7 +111,7 @@ static void cls_settle(AttachContext *c, const void *observed) {
 }
 
 static int conflict_error(const Iface *it, const NlFilter *have, Error *reterr) {
-        return error_set(reterr, EBUSY, "priority_taken",
+        return error_set(reterr, EBUSY, ERROR_PRIORITY_TAKEN,
                          "%s: %s priority %u is held by a foreign filter (%s%s%s, handle 0x%" PRIx32
                          "); clsd never changes filters it does not own",
                          it->ifname, cls_hook_name(have->hook), have->pref, have->kind,
@@ -141,7 +141,7 @@ static int cls_plan(AttachContext *c, const void *observed, void **ret, Error *r
 
         if (!pl || !(pl->desired = calloc(c->it->n_filters + 1, sizeof(DesiredFilter)))) {
                 free(pl);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         for (size_t i = 0; i < c->it->n_filters; i++) {
                 const Filter *f = &c->it->filters[i];
@@ -170,7 +170,7 @@ static int cls_plan(AttachContext *c, const void *observed, void **ret, Error *r
         pl->n_desired = k;
         if (reconcile_diff(pl->desired, pl->n_desired, o->filters, o->n, &pl->plan) < 0) {
                 cls_plan_free(pl);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         *ret = pl;
         return 0;
@@ -224,7 +224,7 @@ static int clsact_answer(ClsApply *a, int r, Error *e, Error *reterr) {
 
         if (r == -EEXIST && c->hooks_absent) {
                 error_done(e);
-                return error_set(reterr, ESTALE, "internal_error",
+                return error_set(reterr, ESTALE, ERROR_INTERNAL_ERROR,
                                  "%s: a clsact qdisc appeared before its event", c->it->ifname);
         }
         if (r < 0 && r != -EEXIST) {
@@ -311,7 +311,7 @@ static int parent_not_found(AttachContext *c, const NlBpfFilterSpec *spec, const
         snprintf(why, sizeof(why), "%s", strna(reterr->message));
         error_done(reterr);
         return error_set(
-                reterr, EINVAL, "parent_not_found",
+                reterr, EINVAL, ERROR_PARENT_NOT_FOUND,
                 "%s pref %u: parent %x:%x is not a qdisc or class of %s, or cannot hold a filter (%s)", hook,
                 spec->pref, spec->parent >> 16, spec->parent & 0xffff, c->it->ifname, why);
 }
@@ -394,7 +394,7 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
         int r;
 
         if (!a.st)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         for (size_t i = 0; i < pl->plan.n_steps; i++)
                 if (pl->plan.steps[i].action == PLAN_CONFLICT)
                         return conflict_error(c->it, &a.o->filters[pl->plan.steps[i].observed], reterr);
@@ -449,7 +449,7 @@ static int cls_verify(AttachContext *c, Error *reterr) {
                         continue;
                 observe_filter(f, all, n);
                 if (!f->observed.attached)
-                        return error_set(reterr, EIO, "kernel_error",
+                        return error_set(reterr, EIO, ERROR_KERNEL_ERROR,
                                          "%s: %s pref %u is not attached as requested after applying",
                                          c->it->ifname, direction_to_string(f->dir), f->spec->priority);
         }
@@ -511,7 +511,7 @@ static int cls_snapshot(AttachContext *c, const void *observed, void **ret, Erro
         int r;
 
         if (!s)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         r = snapshot_take(c->rtnl, c->it->ifindex, o->filters, o->n, &s->s, reterr);
         if (r < 0) {
                 free(s);
@@ -549,7 +549,7 @@ static int cls_remove_all(AttachContext *c, Error *reterr) {
                 return r;
         r = reconcile_diff(NULL, 0, all, n, &plan);
         if (r < 0)
-                return error_set(reterr, r, "internal_error", "out of memory");
+                return error_set(reterr, r, ERROR_INTERNAL_ERROR, "out of memory");
         for (size_t i = 0; i < plan.n_steps && r >= 0; i++) {
                 const PlanStep *s = &plan.steps[i];
                 if (s->action != PLAN_REMOVE)

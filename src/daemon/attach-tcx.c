@@ -76,7 +76,7 @@ static int tcx_observe(AttachContext *c, void **ret, Error *reterr) {
         int r;
 
         if (!o)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         /* A first reconcile (fresh) reads only what the interface's filters use, as cls_observe() does:
          * a link that a filter no longer tcx left behind is found by the next resync. */
         if (c->tcx && c->bpffs_dir && (!c->fresh || iface_uses_tcx(c->it))) {
@@ -106,7 +106,7 @@ static int tcx_check(AttachContext *c, const void *observed, Error *reterr) {
                 return 0;
         if (!c->tcx)
                 return error_set(
-                        reterr, EOPNOTSUPP, "tcx_unavailable",
+                        reterr, EOPNOTSUPP, ERROR_TCX_UNAVAILABLE,
                         "this kernel has no tcx (Linux 6.6+); use \"attach\": \"cls_bpf\" or \"auto\"");
         return 0;
 }
@@ -116,13 +116,13 @@ static int tcx_plan_make(AttachContext *c, const void *observed, void **ret, Err
         TcxPlanned *pl = calloc(1, sizeof(*pl));
 
         if (!pl)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         pl->want = calloc(c->it->n_filters + 1, sizeof(TcxWant));
         pl->want_filter = calloc(c->it->n_filters + 1, sizeof(Filter *));
         pl->have = calloc(o->n + 1, sizeof(TcxHave));
         if (!pl->want || !pl->want_filter || !pl->have) {
                 tcx_plan_free(pl);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         for (size_t i = 0; i < c->it->n_filters; i++) {
                 const Filter *f = &c->it->filters[i];
@@ -143,7 +143,7 @@ static int tcx_plan_make(AttachContext *c, const void *observed, void **ret, Err
                                                     .attached = o->ours[k].link.ifindex > 0 };
         if (tcx_plan(pl->want, pl->n_want, pl->have, pl->n_have, &pl->steps, &pl->n_steps) < 0) {
                 tcx_plan_free(pl);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         *ret = pl;
         return 0;
@@ -160,7 +160,7 @@ static int ours_remove(AttachContext *c, const char *dir, TcxOurs *o, Error *ret
         }
         r = nl_unpin(dir, o->pin);
         if (r < 0)
-                return error_set(reterr, -r, "kernel_error", "cannot unpin %s/%s: %s", dir, o->pin,
+                return error_set(reterr, -r, ERROR_KERNEL_ERROR, "cannot unpin %s/%s: %s", dir, o->pin,
                                  strerror(-r));
         log_info("%s: removed tcx %s link %u (%s, pref %u)", c->it->ifname, direction_to_string(o->dir),
                  o->link.link_id, o->name, o->pref);
@@ -192,21 +192,22 @@ static int tcx_ready(AttachContext *c, const char *dir, Error *reterr) {
 
         if (!c->tcx)
                 return error_set(
-                        reterr, EOPNOTSUPP, "tcx_unavailable",
+                        reterr, EOPNOTSUPP, ERROR_TCX_UNAVAILABLE,
                         "this kernel has no tcx (Linux 6.6+); use \"attach\": \"cls_bpf\" or \"auto\"");
         if (!c->bpffs_dir)
-                return error_set(reterr, EOPNOTSUPP, "tcx_unavailable",
+                return error_set(reterr, EOPNOTSUPP, ERROR_TCX_UNAVAILABLE,
                                  "no --bpffs-dir to pin tcx links in");
         r = nl_bpffs_check(c->bpffs_dir, NULL);
         if (r < 0 && (r = mkdir_p(c->bpffs_dir, 0700)) < 0)
-                return error_set(reterr, -r, "tcx_unavailable", "cannot create %s: %s", c->bpffs_dir,
+                return error_set(reterr, -r, ERROR_TCX_UNAVAILABLE, "cannot create %s: %s", c->bpffs_dir,
                                  strerror(-r));
         r = nl_bpffs_check(c->bpffs_dir, reterr);
         if (r < 0)
                 return r;
         r = mkdir_p(dir, 0700);
         if (r < 0)
-                return error_set(reterr, -r, "tcx_unavailable", "cannot create %s: %s", dir, strerror(-r));
+                return error_set(reterr, -r, ERROR_TCX_UNAVAILABLE, "cannot create %s: %s", dir,
+                                 strerror(-r));
         return 0;
 }
 
@@ -285,7 +286,7 @@ static int tcx_apply(AttachContext *c, const void *observed, const void *plan, E
         /* A working copy of ours (each with its own fd), so that new links are placed among them. */
         ours = calloc(n + pl->n_want + 1, sizeof(TcxOurs));
         if (!ours)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         for (size_t k = 0; k < n; k++) {
                 ours[k] = o->ours[k];
                 ours[k].fd = o->ours[k].fd >= 0 ? fcntl(o->ours[k].fd, F_DUPFD_CLOEXEC, 3) : -1;
@@ -373,14 +374,14 @@ static int tcx_verify(AttachContext *c, Error *reterr) {
                         pref = next->spec->priority;
                         if (tcx_find(c, next, &l) < 0 || l.prog_id != filter_want_id(next, -1))
                                 return error_set(
-                                        reterr, EIO, "kernel_error",
+                                        reterr, EIO, ERROR_KERNEL_ERROR,
                                         "%s: tcx %s pref %u is not attached as requested after applying",
                                         c->it->ifname, direction_to_string(dir), next->spec->priority);
                         for (at = 0; at < n_entries && entries[at].link_id != l.link_id; at++)
                                 ;
                         if (at == n_entries || (seen > 0 && at < last))
                                 return error_set(
-                                        reterr, EIO, "kernel_error",
+                                        reterr, EIO, ERROR_KERNEL_ERROR,
                                         "%s: tcx %s link %u (pref %u) is not where its priority puts it",
                                         c->it->ifname, direction_to_string(dir), l.link_id,
                                         next->spec->priority);
@@ -453,7 +454,7 @@ static int tcx_snapshot(AttachContext *c, const void *observed, void **ret, Erro
         (void) c;
         if (!s || !(s->link_ids = calloc(o->n + 1, sizeof(uint32_t)))) {
                 free(s);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         for (size_t i = 0; i < o->n; i++)
                 s->link_ids[s->n++] = o->ours[i].link.link_id;

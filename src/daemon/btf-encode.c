@@ -29,13 +29,13 @@ static int hex_bytes(const json_t *v, uint8_t *out, size_t size, const char *pat
         const char *s = json_string_value(v);
 
         if (!s || strlen(s) != size * 2)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: expected %zu bytes in hex (%zu digits)", path, size, size * 2);
         for (size_t i = 0; i < size; i++) {
                 unsigned x;
                 if (sscanf(s + 2 * i, "%2x", &x) != 1 || !isxdigit((unsigned char) s[2 * i]) ||
                     !isxdigit((unsigned char) s[2 * i + 1]))
-                        return error_set(reterr, EINVAL, "invalid_value", "%s: not hex", path);
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: not hex", path);
                 out[i] = (uint8_t) x;
         }
         return 0;
@@ -67,10 +67,10 @@ static int int_value(const json_t *v, uint32_t bits, bool is_signed, uint64_t *r
         }
 range:
         if (is_signed)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: expected an integer from %" PRId64 " to %" PRIu64, path, lo, hi);
-        return error_set(reterr, EINVAL, "invalid_value", "%s: expected an integer from 0 to %" PRIu64, path,
-                         hi);
+        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: expected an integer from 0 to %" PRIu64,
+                         path, hi);
 }
 
 static int encode(const struct btf *btf, uint32_t id, const json_t *v, uint8_t *data, uint32_t bit_off,
@@ -133,7 +133,7 @@ static int encode_members(const struct btf *btf, const struct btf_type *t, const
                                 union_members_given(btf, mt, obj, depth + 1, &first, &second);
                                 if (second)
                                         return error_set(
-                                                reterr, EINVAL, "invalid_value",
+                                                reterr, EINVAL, ERROR_INVALID_VALUE,
                                                 "%s: a union holds one of its members; %s and %s given",
                                                 path, first, second);
                         }
@@ -166,7 +166,7 @@ static int encode_int(const struct btf_type *t, const json_t *v, uint8_t *data, 
         bit_off += btf_int_offset(t);
         if (enc & BTF_INT_BOOL) {
                 if (!json_is_boolean(v))
-                        return error_set(reterr, EINVAL, "invalid_value", "%s: expected true or false",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: expected true or false",
                                          path);
                 store_bits(data, bit_off, 1, json_is_true(v));
                 return 0;
@@ -191,7 +191,7 @@ static int enum_value(const struct btf *btf, const struct btf_type *t, const cha
                         return 0;
                 }
         }
-        return error_set(reterr, EINVAL, "invalid_value", "%s: %s is not a name of the enum", path, s);
+        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: %s is not a name of the enum", path, s);
 }
 
 static int encode_enum(const struct btf *btf, const struct btf_type *t, const json_t *v, uint8_t *data,
@@ -214,7 +214,7 @@ static int encode_enum(const struct btf *btf, const struct btf_type *t, const js
                                                            (int64_t) x < (INT64_C(1) << (bits - 1))
                                                  : u < (UINT64_C(1) << bits);
                         if (!fits)
-                                return error_set(reterr, EINVAL, "invalid_value",
+                                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                                  "%s: %s (%" PRId64 ") does not fit the field's %u bits",
                                                  path, s, (int64_t) x, bits);
                 }
@@ -227,7 +227,7 @@ static int encode_enum(const struct btf *btf, const struct btf_type *t, const js
 static int encode_float(const struct btf_type *t, const json_t *v, uint8_t *data, uint32_t bit_off,
                         const char *path, Error *reterr) {
         if (!json_is_number(v))
-                return error_set(reterr, EINVAL, "invalid_value", "%s: expected a number", path);
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: expected a number", path);
         if (t->size == 4) {
                 float f = (float) json_number_value(v);
                 memcpy(data + bit_off / 8, &f, sizeof(f));
@@ -250,20 +250,21 @@ static int encode_array(const struct btf *btf, const struct btf_type *t, const j
         int r;
 
         if (esize <= 0)
-                return error_set(reterr, EINVAL, "map_unwritable", "%s: an array of unsized elements", path);
+                return error_set(reterr, EINVAL, ERROR_MAP_UNWRITABLE, "%s: an array of unsized elements",
+                                 path);
         if (s && btf_is_char(btf, a->type)) {
                 size_t len = strlen(s);
                 /* as reads show it: a string that fills every byte has no NUL (a fixed field, not a C
                  * string), as the decoder reads such an array back */
                 if (len > a->nelems)
-                        return error_set(reterr, EINVAL, "invalid_value", "%s: at most %u characters", path,
-                                         a->nelems);
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: at most %u characters",
+                                         path, a->nelems);
                 memset(data + bit_off / 8, 0, a->nelems);
                 memcpy(data + bit_off / 8, s, len);
                 return 0;
         }
         if (!json_is_array(v) || json_array_size(v) != a->nelems)
-                return error_set(reterr, EINVAL, "invalid_value", "%s: expected a list of %u elements%s",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: expected a list of %u elements%s",
                                  path, a->nelems, btf_is_char(btf, a->type) ? " or a string" : "");
         for (uint32_t i = 0; i < a->nelems; i++) {
                 snprintf(sub, sizeof(sub), "%s[%u]", path, i);
@@ -281,18 +282,18 @@ static int encode_composite(const struct btf *btf, const struct btf_type *t, con
         json_t *x;
 
         if (!json_is_object(v))
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: expected an object (the fields of %s)", path,
                                  btf__name_by_offset(btf, t->name_off) ?: "the struct");
         json_object_foreach ((json_t *) v, key, x)
                 if (!has_member(btf, t, key, depth))
-                        return error_set(reterr, EINVAL, "unknown_field", "%s: no field %s", path, key);
+                        return error_set(reterr, EINVAL, ERROR_UNKNOWN_FIELD, "%s: no field %s", path, key);
         if (btf_is_union(t)) {
                 /* its members share the bytes: two given would overwrite each other */
                 const char *first = NULL, *second = NULL;
                 union_members_given(btf, t, v, depth, &first, &second);
                 if (second)
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "%s: a union holds one of its members; %s and %s given", path,
                                          first, second);
         }
@@ -304,7 +305,8 @@ static int encode(const struct btf *btf, uint32_t id, const json_t *v, uint8_t *
         const struct btf_type *t;
 
         if (depth > BTF_DEPTH_MAX || !(t = btf_skip_mods(btf, &id)))
-                return error_set(reterr, EINVAL, "map_unwritable", "%s: a type clsd cannot follow", path);
+                return error_set(reterr, EINVAL, ERROR_MAP_UNWRITABLE, "%s: a type clsd cannot follow",
+                                 path);
         switch (btf_kind(t)) {
         case BTF_KIND_INT:
                 return encode_int(t, v, data, bit_off, bitfield_size, path, reterr);
@@ -319,8 +321,9 @@ static int encode(const struct btf *btf, uint32_t id, const json_t *v, uint8_t *
         case BTF_KIND_UNION:
                 return encode_composite(btf, t, v, data, bit_off, path, depth, reterr);
         default:
-                return error_set(reterr, EINVAL, "map_unwritable", "%s: a %s is not written through the API",
-                                 path, btf_kind(t) == BTF_KIND_PTR ? "pointer" : "value of this kind");
+                return error_set(reterr, EINVAL, ERROR_MAP_UNWRITABLE,
+                                 "%s: a %s is not written through the API", path,
+                                 btf_kind(t) == BTF_KIND_PTR ? "pointer" : "value of this kind");
         }
 }
 

@@ -67,7 +67,7 @@ static void rollback(Manager *m, Iface *it, AttachContext *ctx, const AttachSnap
         log_error("%s: rollback failed: %s", it->ifname, strna(e.message));
         if (it->visible) {
                 Error f = ERROR_NULL;
-                error_set(&f, e.error, "kernel_error", "rollback after a failed change failed: %s",
+                error_set(&f, e.error, ERROR_KERNEL_ERROR, "rollback after a failed change failed: %s",
                           strna(e.message));
                 iface_set_state(it, IFACE_FAILED, &f);
                 error_done(&f);

@@ -18,7 +18,7 @@ static int check_put(Change *c, const Iface *it, Error *reterr) {
                 return r;
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++)
                 if (hog_holds(it->hog, dir) && c->doc->n_filters[dir] > 0)
-                        return error_set(reterr, EBUSY, "hog_owned",
+                        return error_set(reterr, EBUSY, ERROR_HOG_OWNED,
                                          "%s: the %s hook of %s is declared by the hog %s; change that file "
                                          "and send clsd SIGHUP",
                                          direction_to_string(dir), direction_to_string(dir), it->ifname,
@@ -34,10 +34,10 @@ static int check_delete(Change *c, const Iface *it, Error *reterr) {
         if (r < 0)
                 return r;
         if (!it->visible)
-                return error_set(reterr, ENOENT, "document_not_found", "no classifier document for %s",
+                return error_set(reterr, ENOENT, ERROR_DOCUMENT_NOT_FOUND, "no classifier document for %s",
                                  it->ifname);
         if (!it->api && it->hog)
-                return error_set(reterr, EBUSY, "hog_owned",
+                return error_set(reterr, EBUSY, ERROR_HOG_OWNED,
                                  "%s is declared by the hog %s; remove that file and send clsd SIGHUP",
                                  it->ifname, it->hog_path);
         return 0;
@@ -166,7 +166,7 @@ int change_make_candidate(Change *c, Iface *it, Error *reterr) {
                                         m->kernel.tcx, m->registry);
         document_facts_done(&api_facts);
         if (r < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         c->candidate->ifindex = it->ifindex;
         c->candidate->repairs = it->repairs;
         share_programs(c->candidate, it);

@@ -41,7 +41,7 @@ int daemon_new(const DaemonConfig *config, sd_event *event, Manager **ret, Error
         int r;
 
         if (!m)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         m->config = *config;
         m->trust.keys = config->trusted_keys;
         m->trust.on_trusted_again = ifaces_recompose;
@@ -59,7 +59,7 @@ int daemon_new(const DaemonConfig *config, sd_event *event, Manager **ret, Error
             map_config_new(&m->map_config) < 0 ||
             request_queue_new(event, m, reconcile_process_request, &m->queue) < 0 ||
             workers_new(event, config->worker_exe ?: "/proc/self/exe", &m->workers) < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         r = netns_set_new(event, config->netns_dir, events_on_netns_event, events_on_netns_change, m,
                           &m->netns, reterr);
         if (r < 0)
@@ -152,7 +152,7 @@ static int load_documents(Manager *m, StoreLoad *load, Error *reterr) {
                                         m->registry) < 0) {
                         iface_free(it, m->registry);
                         stored_documents_free(docs, n);
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 }
                 if (iface_table_get(m->ifaces, d->netns, d->ifname)) {
                         iface_free(it, m->registry);
@@ -249,9 +249,9 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
         r = registry_new(m->config.bpffs_dir, m->config.passed, m->config.n_passed, &m->registry);
         m->config.passed = NULL, m->config.n_passed = 0;
         if (r < 0)
-                r = error_set(reterr, r, "internal_error", "out of memory");
+                r = error_set(reterr, r, ERROR_INTERNAL_ERROR, "out of memory");
         else if ((r = objects_load(m)) < 0)
-                r = error_set(reterr, r, "store_error", "cannot load objects: %s", strerror(-r));
+                r = error_set(reterr, r, ERROR_STORE_ERROR, "cannot load objects: %s", strerror(-r));
         /* Subscribed before the dump, so that no change falls between the two. */
         if (r >= 0)
                 r = netns_set_start(m->netns, reterr);
@@ -276,13 +276,13 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
                 log_info("%zu polic%s", m->policies.n, m->policies.n == 1 ? "y" : "ies");
         r = hogs_load(m);
         if (r < 0)
-                return error_set(reterr, r, "internal_error", "cannot load hogs: %s", strerror(-r));
+                return error_set(reterr, r, ERROR_INTERNAL_ERROR, "cannot load hogs: %s", strerror(-r));
         r = map_config_load(m, reterr);
         if (r < 0)
                 return r;
         r = daemon_add_change_listener(m, map_config_on_change, m);
         if (r < 0)
-                return error_set(reterr, r, "internal_error", "out of memory");
+                return error_set(reterr, r, ERROR_INTERNAL_ERROR, "out of memory");
         r = events_resync_start(m, reterr);
         if (r < 0)
                 return r;
@@ -295,7 +295,8 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
         if (r >= 0)
                 r = sd_event_add_defer(m->event, NULL, on_started_check, m);
         if (r < 0)
-                return error_set(reterr, r, "internal_error", "cannot watch the queue: %s", strerror(-r));
+                return error_set(reterr, r, ERROR_INTERNAL_ERROR, "cannot watch the queue: %s",
+                                 strerror(-r));
         return 0;
 }
 

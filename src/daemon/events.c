@@ -67,7 +67,7 @@ static void tc_event(Manager *m, const char *netns, const struct nlmsghdr *nlh) 
         if (it->state == IFACE_CONFIGURED && (!is_new_filter || new_filter_matters(it, &f)))
                 request_queue_reconcile(m->queue, it, REASON_TC);
         else if (it->state == IFACE_FAILED && nlh->nlmsg_type == RTM_DELTFILTER &&
-                 streq_ptr(it->error.code, "priority_taken")) {
+                 it->error.code == ERROR_PRIORITY_TAKEN) {
                 request_queue_reconcile(m->queue, it, REASON_TC);
                 request_queue_expedite(m->queue, it);
         }
@@ -235,7 +235,7 @@ int events_resync_start(Manager *m, Error *reterr) {
         if (r >= 0)
                 r = sd_event_source_set_enabled(m->resync_source, SD_EVENT_ON);
         if (r < 0)
-                return error_set(reterr, r, "internal_error", "cannot set the resync timer: %s",
+                return error_set(reterr, r, ERROR_INTERNAL_ERROR, "cannot set the resync timer: %s",
                                  strerror(-r));
         return 0;
 }

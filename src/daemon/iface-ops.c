@@ -11,13 +11,13 @@
 
 static int check_names(const char *netns, const char *ifname, Error *reterr) {
         if (netns && !netns_name_valid(netns))
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "\"%s\" is not a valid network namespace name (1 to %d characters of A-Z "
                                  "a-z 0-9 _ . -)",
                                  netns, NETNS_NAME_MAX);
         if (!ifname_valid(ifname))
                 return error_set(
-                        reterr, EINVAL, "invalid_value",
+                        reterr, EINVAL, ERROR_INVALID_VALUE,
                         "\"%s\" is not a valid interface name (1 to 15 characters, no '/', ':' or space)",
                         ifname);
         return 0;
@@ -36,7 +36,7 @@ static int check_documents_quota(Manager *m, const char *netns, const char *ifna
         }
         if (n >= m->config.documents_max)
                 return error_set(
-                        reterr, ENOSPC, "quota_exceeded",
+                        reterr, ENOSPC, ERROR_QUOTA_EXCEEDED,
                         "%zu documents are stored, the most --max-documents allows; delete one first", n);
         return 0;
 }
@@ -53,13 +53,13 @@ static void put_or_dry_run(Manager *m, ChangeKind kind, const char *netns, const
         if (r >= 0)
                 r = document_from_json(ifname, body, &doc, &e);
         if (r >= 0 && netns && !(doc->netns = strdup(netns)))
-                r = error_set(&e, ENOMEM, "internal_error", "out of memory");
+                r = error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         if (r >= 0) /* a dry run says what the PUT would: refused */
                 r = iface_check_owner(m, netns, ifname, &e);
         if (r >= 0)
                 r = check_documents_quota(m, netns, ifname, &e);
         if (r >= 0 && !(c = change_new(m, kind, expect)))
-                r = error_set(&e, ENOMEM, "internal_error", "out of memory");
+                r = error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         if (r < 0) {
                 document_unref(doc);
                 if (kind == CHANGE_DRY_RUN)
@@ -93,14 +93,14 @@ void daemon_iface_delete(Manager *m, const char *netns, const char *ifname, cons
         Change *c;
 
         if (!it || !it->visible || (!it->api && !it->hog)) {
-                error_set(&e, ENOENT, "document_not_found", "no classifier document for %s", ifname);
+                error_set(&e, ENOENT, ERROR_DOCUMENT_NOT_FOUND, "no classifier document for %s", ifname);
                 done(m, NULL, &e, userdata);
                 error_done(&e);
                 return;
         }
         c = change_new(m, CHANGE_DELETE, expect);
         if (!c) {
-                error_set(&e, ENOMEM, "internal_error", "out of memory");
+                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 done(m, NULL, &e, userdata);
                 error_done(&e);
                 return;
@@ -141,7 +141,7 @@ void iface_hog_change(Manager *m, const char *netns, const char *ifname, Documen
                 if (h)
                         free(h->ifname);
                 free(h);
-                error_set(&e, ENOMEM, "internal_error", "out of memory");
+                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 if (done)
                         done(m, NULL, &e, userdata);
                 error_done(&e);

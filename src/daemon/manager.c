@@ -174,11 +174,11 @@ void manager_store_problem(const char *path, const char *reason, void *userdata)
         log_error("%s: set aside: %s", path, reason);
 }
 
-void error_counts_add(DaemonErrorCount *v, size_t *n, size_t max, const char *code) {
-        if (!code)
+void error_counts_add(DaemonErrorCount *v, size_t *n, size_t max, ErrorCode code) {
+        if (code == ERROR_CODE_NONE)
                 return;
         for (size_t i = 0; i < *n; i++)
-                if (streq(v[i].code, code)) {
+                if (v[i].code == code) {
                         v[i].n++;
                         return;
                 }
@@ -186,7 +186,7 @@ void error_counts_add(DaemonErrorCount *v, size_t *n, size_t max, const char *co
                 v[(*n)++] = (DaemonErrorCount){ .code = code, .n = 1 };
 }
 
-void daemon_count_error(Manager *m, const char *code) {
+void daemon_count_error(Manager *m, ErrorCode code) {
         error_counts_add(m->counters.errors, &m->counters.n_errors, ELEMENTSOF(m->counters.errors), code);
 }
 

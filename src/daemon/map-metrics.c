@@ -397,14 +397,14 @@ int daemon_policy_metric_sum(Manager *m, const char *policy, const char *metric,
         int r;
 
         if (!p)
-                return error_set(reterr, ENOENT, "policy_not_found", "no policy %s here", policy);
+                return error_set(reterr, ENOENT, ERROR_POLICY_NOT_FOUND, "no policy %s here", policy);
         r = daemon_policy_maps(m, p, &maps, reterr);
         if (r < 0)
                 return r;
         map_metrics_emit(m, &w, &maps);
         daemon_maps_done(&maps);
         if (sum.samples == 0)
-                return error_set(reterr, ENOENT, "metric_not_found",
+                return error_set(reterr, ENOENT, ERROR_METRIC_NOT_FOUND,
                                  "policy %s: no metric %s (its filters' \"metrics\", from maps of programs "
                                  "attached here)",
                                  policy, metric);

@@ -13,7 +13,7 @@ static int encode_entry(const DaemonMap *m, const json_t *key, const json_t *val
         int r;
 
         if (!k || (value && !(v = calloc(1, m->map.value_size ?: 1))))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         r = btf_json_encode(m->btf, m->map.btf_key_type_id, key, k, m->map.key_size, "key", reterr);
         if (r >= 0 && value)
                 r = btf_json_encode(m->btf, m->map.btf_value_type_id, value, v, m->map.value_size, "value",
@@ -31,7 +31,7 @@ int daemon_map_write(Manager *d, const DaemonMap *m, const json_t *key, const js
         int r;
 
         if (!nl_map_writable(m->map.type))
-                return error_set(reterr, EOPNOTSUPP, "map_unwritable",
+                return error_set(reterr, EOPNOTSUPP, ERROR_MAP_UNWRITABLE,
                                  "map %s (%s): its entries are not written", m->map.name,
                                  nl_map_type_name(m->map.type));
         r = encode_entry(m, key, value, &k, &v, reterr);
@@ -86,7 +86,7 @@ int daemon_policy_map_write(Manager *m, const Policy *p, const DaemonMaps *maps,
                 if (r < 0)
                         return r;
                 return done > 0 || r > 0 ? 0
-                                         : error_set(reterr, ENOENT, "entry_not_found",
+                                         : error_set(reterr, ENOENT, ERROR_ENTRY_NOT_FOUND,
                                                      "policy %s: no map %s has that key", p->name, what);
         }
         r = daemon_maps_lookup(maps, p->name, what, &one, reterr);

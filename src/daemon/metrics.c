@@ -249,7 +249,8 @@ static void emit_own(Manager *d, const MetricWriter *w) {
                   "Failed reconciles and requests, by error code");
         for (size_t i = 0; i < c->n_errors; i++)
                 w->sample(w->userdata, "clsd_errors_total",
-                          (const char *const[]){ "code", c->errors[i].code }, 1, (double) c->errors[i].n);
+                          (const char *const[]){ "code", error_code_to_string(c->errors[i].code) }, 1,
+                          (double) c->errors[i].n);
         for (size_t i = 0; i < n_ifaces; i++) {
                 const Iface *it = ifaces[i];
                 by_state[it->state][iface_source(it)]++;

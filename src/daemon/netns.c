@@ -75,7 +75,7 @@ static int events_start(NetnsSet *s, Netns *ns, Error *reterr) {
                 return r;
         r = sd_event_add_io(s->event, &ns->events_source, nl_socket_fd(ns->events), EPOLLIN, on_events, ns);
         if (r < 0)
-                return error_set(reterr, r, "internal_error", "cannot watch rtnetlink events: %s",
+                return error_set(reterr, r, ERROR_INTERNAL_ERROR, "cannot watch rtnetlink events: %s",
                                  strerror(-r));
         return 0;
 }
@@ -100,7 +100,7 @@ int netns_set_new(sd_event *event, const char *dir, NetnsEventFunc on_event, Net
 
         if (!s || !(s->dir = strdup(dir))) {
                 free(s);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         s->event = sd_event_ref(event);
         s->own = (Netns){ .set = s, .fd = -1 };
@@ -159,7 +159,7 @@ static int netns_follow(NetnsSet *s, const char *name, Netns **ret, Error *reter
         ns = calloc(1, sizeof(*ns));
         if (!ns || !(ns->name = strdup(name))) {
                 free(ns);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         ns->set = s;
         ns->fd = -1;
@@ -169,7 +169,7 @@ static int netns_follow(NetnsSet *s, const char *name, Netns **ret, Error *reter
         if (r >= 0)
                 r = events_start(s, ns, reterr);
         if (r >= 0 && !(v = realloc(s->named, (s->n_named + 1) * sizeof(Netns *))))
-                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         if (r < 0) {
                 netns_free(ns);
                 return r;
@@ -216,10 +216,10 @@ int netns_set_enter(NetnsSet *s, const char *name, int *ret_saved, Error *reterr
                 return 0;
         ns = netns_find(s, name);
         if (!ns)
-                return error_set(reterr, ENOENT, "kernel_error", "netns %s is not followed", name);
+                return error_set(reterr, ENOENT, ERROR_KERNEL_ERROR, "netns %s is not followed", name);
         r = nl_netns_enter(ns->fd, ret_saved);
         if (r < 0)
-                return error_set(reterr, -r, "kernel_error", "cannot enter netns %s: %s", name,
+                return error_set(reterr, -r, ERROR_KERNEL_ERROR, "cannot enter netns %s: %s", name,
                                  strerror(-r));
         return 0;
 }
@@ -336,7 +336,8 @@ int netns_set_start(NetnsSet *s, Error *reterr) {
         /* ip-netns creates it too; made here, it can be watched before the first namespace exists. */
         r = mkdir_p(s->dir, 0755);
         if (r < 0)
-                return error_set(reterr, -r, "internal_error", "cannot create %s: %s", s->dir, strerror(-r));
+                return error_set(reterr, -r, ERROR_INTERNAL_ERROR, "cannot create %s: %s", s->dir,
+                                 strerror(-r));
         s->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         if (s->watch_fd < 0 && errno == EMFILE) {
                 /* the user's inotify instances (each clsd takes one), not its files: say which limit */
@@ -345,19 +346,20 @@ int netns_set_start(NetnsSet *s, Error *reterr) {
                 (void) read_full_file("/proc/sys/fs/inotify/max_user_instances", 32, &max, &n);
                 while (n > 0 && max[n - 1] == '\n')
                         max[--n] = 0;
-                return error_set(reterr, EMFILE, "internal_error",
+                return error_set(reterr, EMFILE, ERROR_INTERNAL_ERROR,
                                  "cannot watch %s: this user has all the inotify instances it may have "
                                  "(fs.inotify.max_user_instances is %s; each clsd takes one)",
                                  s->dir, n ? max : "unknown");
         }
         if (s->watch_fd < 0)
-                return error_set(reterr, errno, "internal_error", "inotify: %m");
+                return error_set(reterr, errno, ERROR_INTERNAL_ERROR, "inotify: %m");
         if (inotify_add_watch(s->watch_fd, s->dir,
                               IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF) < 0)
-                return error_set(reterr, errno, "internal_error", "cannot watch %s: %m", s->dir);
+                return error_set(reterr, errno, ERROR_INTERNAL_ERROR, "cannot watch %s: %m", s->dir);
         r = sd_event_add_io(s->event, &s->watch_source, s->watch_fd, EPOLLIN, on_watch, s);
         if (r < 0)
-                return error_set(reterr, r, "internal_error", "cannot watch %s: %s", s->dir, strerror(-r));
+                return error_set(reterr, r, ERROR_INTERNAL_ERROR, "cannot watch %s: %s", s->dir,
+                                 strerror(-r));
         return 0;
 }
 

@@ -76,12 +76,12 @@ int daemon_object_quota_check(Manager *m, const char *digest, size_t size, Error
                 bytes += object_cache_at(m->objects, i)->size;
         if (m->config.objects_max && n >= m->config.objects_max)
                 return error_set(
-                        reterr, ENOSPC, "quota_exceeded",
+                        reterr, ENOSPC, ERROR_QUOTA_EXCEEDED,
                         "%zu objects are stored, the most --max-objects allows; remove one no document "
                         "uses (DELETE /objects/DIGEST) first",
                         n);
         if (m->config.objects_bytes_max && bytes > m->config.objects_bytes_max)
-                return error_set(reterr, ENOSPC, "quota_exceeded",
+                return error_set(reterr, ENOSPC, ERROR_QUOTA_EXCEEDED,
                                  "this object (%zu bytes) would bring the objects stored to %" PRIu64
                                  " bytes, over --max-objects-size %zu",
                                  size, bytes, m->config.objects_bytes_max);
@@ -132,7 +132,7 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
                                 break;
                         l += (size_t) n;
                 }
-                error_set(&e, EINVAL, "invalid_object",
+                error_set(&e, EINVAL, ERROR_INVALID_OBJECT,
                           "the object has no program tc can run (sched_cls, sched_act, or in a section of "
                           "its own): %s",
                           result->info->n_programs ? list : "no programs at all");
@@ -160,7 +160,7 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
         if (!o) {
                 r = object_cache_add(m->objects, u->digest, u->size, TAKE_PTR(result->info), &o);
                 if (r < 0) {
-                        error_set(&e, -r, "internal_error", "out of memory");
+                        error_set(&e, -r, ERROR_INTERNAL_ERROR, "out of memory");
                         upload_finish(u, NULL, false, &e);
                         error_done(&e);
                         return;
@@ -179,7 +179,8 @@ void daemon_object_add(Manager *m, const void *data, size_t size, const char *si
         int r;
 
         if (size == 0) {
-                error_set(&e, EINVAL, "invalid_object", "the body is empty; send the object's ELF bytes");
+                error_set(&e, EINVAL, ERROR_INVALID_OBJECT,
+                          "the body is empty; send the object's ELF bytes");
                 done(m, NULL, false, &e, userdata);
                 error_done(&e);
                 free(u);
@@ -187,7 +188,7 @@ void daemon_object_add(Manager *m, const void *data, size_t size, const char *si
         }
         if (!u || !(u->data = malloc(size))) {
                 free(u);
-                error_set(&e, ENOMEM, "internal_error", "out of memory");
+                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 done(m, NULL, false, &e, userdata);
                 error_done(&e);
                 return;
@@ -203,7 +204,7 @@ void daemon_object_add(Manager *m, const void *data, size_t size, const char *si
                         return;
                 }
                 if (sig && !(u->sig = strndup(sig, sig_size))) {
-                        error_set(&e, ENOMEM, "internal_error", "out of memory");
+                        error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                         upload_finish(u, NULL, false, &e);
                         error_done(&e);
                         return;
@@ -218,7 +219,7 @@ void daemon_object_add(Manager *m, const void *data, size_t size, const char *si
         }
         r = worker_inspect(m->workers, u->data, size, on_upload_inspected, u, NULL);
         if (r < 0) {
-                error_set(&e, -r, "internal_error", "cannot start a worker: %s", strerror(-r));
+                error_set(&e, -r, ERROR_INTERNAL_ERROR, "cannot start a worker: %s", strerror(-r));
                 upload_finish(u, NULL, false, &e);
                 error_done(&e);
                 return;
@@ -261,16 +262,17 @@ int daemon_object_remove(Manager *m, const char *digest, Error *reterr) {
         int r;
 
         if (!object_cache_get(m->objects, digest))
-                return error_set(reterr, ENOENT, "object_not_found", "no object %s", digest);
+                return error_set(reterr, ENOENT, ERROR_OBJECT_NOT_FOUND, "no object %s", digest);
         r = daemon_object_users(m, digest, &users);
         if (r < 0)
-                return error_set(reterr, r, "internal_error", "out of memory");
+                return error_set(reterr, r, ERROR_INTERNAL_ERROR, "out of memory");
         if (users[0])
-                return error_set(reterr, EBUSY, "object_in_use", "object %s is used by the document of %s%s",
-                                 digest, users[0], users[1] ? " and others" : "");
+                return error_set(reterr, EBUSY, ERROR_OBJECT_IN_USE,
+                                 "object %s is used by the document of %s%s", digest, users[0],
+                                 users[1] ? " and others" : "");
         for (size_t i = 0; i < m->policies.n; i++)
                 if (document_uses(m->policies.v[i]->doc, digest))
-                        return error_set(reterr, EBUSY, "object_in_use",
+                        return error_set(reterr, EBUSY, ERROR_OBJECT_IN_USE,
                                          "object %s is used by the policy %s", digest,
                                          m->policies.v[i]->name);
         r = store_object_remove(m->store, digest, reterr);

@@ -260,7 +260,7 @@ static void txn_apply(PolicyTxn *txn) {
                               .userdata = txn };
 
         if (txn_set(txn, &set.v, &set.n) < 0) {
-                error_set(&e, ENOMEM, "internal_error", "out of memory");
+                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 txn_fail(txn, &e);
                 error_done(&e);
                 return;
@@ -314,7 +314,7 @@ static int item_acquire(PolicyTxn *txn, TxnItem *item, Error *reterr) {
                         r = iface_set_documents(item->probe, NULL, NULL, NULL, NULL, NULL, m->kernel.tcx,
                                                 m->registry);
                 if (r < 0)
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 item->probe->on_resume = on_probe_resume;
                 item->probe->on_resume_userdata = txn;
         }
@@ -378,7 +378,7 @@ static void txn_step(PolicyTxn *txn) {
         put = calloc(txn->n_items, sizeof(Policy *));
         removed = calloc(txn->n_items, sizeof(char *));
         if (!put || !removed) {
-                error_set(&e, ENOMEM, "internal_error", "out of memory");
+                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 txn_fail(txn, &e);
                 error_done(&e);
                 return;
@@ -414,7 +414,7 @@ static PolicyTxn *txn_new(Manager *m, size_t n, bool dry_run, PolicyDoneFunc don
 
         if (!txn || !(txn->items = calloc(n, sizeof(TxnItem)))) {
                 free(txn);
-                error_set(&e, ENOMEM, "internal_error", "out of memory");
+                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 daemon_count_error(m, e.code);
                 done(m, NULL, &e, userdata);
                 error_done(&e);
@@ -437,7 +437,7 @@ static TxnItem *txn_add(PolicyTxn *txn, const char *name, const DaemonExpect *ex
         TxnItem *item = &txn->items[txn->n_items];
 
         if (!(item->name = strdup(name))) {
-                error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 return NULL;
         }
         txn->n_items++;
@@ -447,16 +447,16 @@ static TxnItem *txn_add(PolicyTxn *txn, const char *name, const DaemonExpect *ex
 
         item->old = policy_ref(daemon_policy_get(m, name));
         if (item->old && item->old->hog_path)
-                error_set(reterr, EBUSY, "hog_owned",
+                error_set(reterr, EBUSY, ERROR_HOG_OWNED,
                           "policy %s is declared by the hog %s; %s that file and send clsd SIGHUP", name,
                           item->old->hog_path, fix);
         else if (item->old && !fleet && item->old->fleet_revision)
-                error_set(reterr, EBUSY, "fleet_owned",
+                error_set(reterr, EBUSY, ERROR_FLEET_OWNED,
                           "policy %s comes from the fleet (etcd revision %" PRIu64 "); %s it there "
                           "(clsctl fleet)",
                           name, item->old->fleet_revision, fix);
         else if (item->old && fleet && !item->old->fleet_revision)
-                error_set(reterr, EBUSY, "name_taken",
+                error_set(reterr, EBUSY, ERROR_NAME_TAKEN,
                           "a local policy %s (the API's) holds the name; the fleet's is not applied here",
                           name);
         if (reterr->code ||
@@ -469,7 +469,7 @@ static TxnItem *txn_add(PolicyTxn *txn, const char *name, const DaemonExpect *ex
 static int item_set(TxnItem *item, json_t *body, uint64_t fleet_revision, Error *reterr) {
         if (!body) {
                 if (!item->old)
-                        return error_set(reterr, ENOENT, "policy_not_found", "no policy %s", item->name);
+                        return error_set(reterr, ENOENT, ERROR_POLICY_NOT_FOUND, "no policy %s", item->name);
                 return 0;
         }
         if (policy_from_json(item->name, body, &item->policy, reterr) < 0)
@@ -493,7 +493,7 @@ static void policy_change(Manager *m, const char *name, json_t *body, const Daem
                 size_t n = policy_set_count_local(&m->policies);
                 if (n >= m->config.policies_max)
                         error_set(
-                                &e, ENOSPC, "quota_exceeded",
+                                &e, ENOSPC, ERROR_QUOTA_EXCEEDED,
                                 "%zu policies are stored, the most --max-policies allows; delete one first",
                                 n);
         }

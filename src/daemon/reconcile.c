@@ -68,7 +68,7 @@ int iface_check_owner(Manager *m, const char *netns, const char *ifname, Error *
                 Iface *other = iface_table_get(m->ifaces, NULL, ifname);
                 if (other && other->visible)
                         return error_set(
-                                reterr, EEXIST, "device_taken",
+                                reterr, EEXIST, ERROR_DEVICE_TAKEN,
                                 "%s: netns %s is clsd's own namespace, and the document of %s there already "
                                 "declares this device; one device has one document",
                                 ifname, netns, ifname);
@@ -79,7 +79,7 @@ int iface_check_owner(Manager *m, const char *netns, const char *ifname, Error *
                         if (o->netns && o->visible && streq(o->ifname, ifname) &&
                             netns_set_is_own(m->netns, o->netns))
                                 return error_set(
-                                        reterr, EEXIST, "device_taken",
+                                        reterr, EEXIST, ERROR_DEVICE_TAKEN,
                                         "%s: the document of %s in netns %s (clsd's own namespace) already "
                                         "declares this device; one device has one document",
                                         ifname, ifname, o->netns);
@@ -163,7 +163,7 @@ again:
         manager_save_facts(m, it);
         if (changes > 0)
                 manager_changed(m, it, IFACE_CHANGED_FILTERS);
-        bool in_loop = it->state == IFACE_FAILED && streq_ptr(it->error.code, "repair_loop");
+        bool in_loop = it->state == IFACE_FAILED && it->error.code == ERROR_REPAIR_LOOP;
         if (changes > 0 && !it->changing && (it->state == IFACE_CONFIGURED || in_loop)) {
                 /* The kernel had drifted from a document it matched: that is a repair. */
                 count_repair(m, it, what);
@@ -179,7 +179,7 @@ again:
                                             (unsigned long long) (REPAIR_WINDOW_USEC / 1000000));
                         }
                         return error_set(
-                                reterr, EBUSY, "repair_loop",
+                                reterr, EBUSY, ERROR_REPAIR_LOOP,
                                 "%s: another program keeps changing clsd's filters (%u repairs within %llu "
                                 "s, the last: %s); clsd backs off and repairs on retries only",
                                 it->ifname, it->repair_window_count,
@@ -227,7 +227,7 @@ int iface_reconcile_and_report(Manager *m, Iface *it) {
         } else if (it->untrusted) {
                 /* What is trusted stands; the rest was removed, and stays so until a key that signed it
                  * comes back (SIGHUP): failed, not retried. */
-                error_set(&e, EPERM, "object_untrusted",
+                error_set(&e, EPERM, ERROR_OBJECT_UNTRUSTED,
                           "%s: not applied (signed by no key of --trusted-keys any more; its filters were "
                           "removed): %s",
                           it->ifname, it->untrusted);

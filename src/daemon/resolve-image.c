@@ -17,34 +17,34 @@ int resolve_image(Resolver *rs, char **object, char **digest, const char *who, E
                 if (*digest && resolver_info(rs, *digest)) {
                         const char *why = registry_revoked(rs->registry, *digest);
                         if (why)
-                                return error_set(reterr, EPERM, "object_untrusted", "%s: object %s (%s): %s",
-                                                 who, *digest, *object, why);
+                                return error_set(reterr, EPERM, ERROR_OBJECT_UNTRUSTED,
+                                                 "%s: object %s (%s): %s", who, *digest, *object, why);
                         return 0;
                 }
                 return resolver_pull_add(rs, *object) < 0
-                               ? error_set(reterr, ENOMEM, "internal_error", "out of memory")
+                               ? error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory")
                                : 1;
         }
         if (*digest && !streq(*digest, p->digest))
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: %s holds object %s, the document pins %s", who, p->pinned, p->digest,
                                  *digest);
         if (!streq(*object, p->pinned)) {
                 char *pinned = strdup(p->pinned);
                 if (!pinned)
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 free(*object);
                 *object = pinned;
         }
         if (!*digest && !(*digest = strdup(p->digest)))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         if (resolver_info(rs, p->digest))
                 return 0;
         if (resolver_pending_has(rs, p->digest))
                 return 1;
         if (!p->data) /* handed on before, and not stored since: inspected and refused */
-                return error_set(reterr, EINVAL, "invalid_object", "%s: object %s of %s was refused", who,
-                                 p->digest, p->pinned);
+                return error_set(reterr, EINVAL, ERROR_INVALID_OBJECT, "%s: object %s of %s was refused",
+                                 who, p->digest, p->pinned);
         if (rs->trusted) {
                 r = trusted_keys_verify(rs->trusted, p->data, p->size, p->sig, p->sig_size, p->pinned,
                                         reterr);
@@ -52,6 +52,6 @@ int resolve_image(Resolver *rs, char **object, char **digest, const char *who, E
                         return r;
         }
         if (resolver_pending_add(rs, p->digest, &p->data, p->size, &p->sig, p->sig_size) < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         return 1;
 }

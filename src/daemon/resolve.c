@@ -46,17 +46,17 @@ static int resolve_program(const NlObjectInfo *info, const char *digest, const c
                         if (n > 1) {
                                 program_list(info, list, sizeof(list));
                                 return error_set(
-                                        reterr, EINVAL, "program_ambiguous",
+                                        reterr, EINVAL, ERROR_PROGRAM_AMBIGUOUS,
                                         "%s: object %s has %zu programs that could run as the %s; name "
                                         "one in \"program\": %s",
                                         who, digest, n, nl_prog_kind_to_string(kind), list);
                         }
                         if (!(*program = strdup(only)))
-                                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                         return 0;
                 }
                 program_list(info, list, sizeof(list));
-                return error_set(reterr, EINVAL, "wrong_program_type",
+                return error_set(reterr, EINVAL, ERROR_WRONG_PROGRAM_TYPE,
                                  "%s: object %s has no program tc can run as the %s: %s", who, digest,
                                  nl_prog_kind_to_string(kind), list);
         }
@@ -65,13 +65,13 @@ static int resolve_program(const NlObjectInfo *info, const char *digest, const c
                 if (!streq(pi->name, *program))
                         continue;
                 if (nl_program_tc_rank(pi, kind) < 0)
-                        return error_set(reterr, EINVAL, "wrong_program_type",
+                        return error_set(reterr, EINVAL, ERROR_WRONG_PROGRAM_TYPE,
                                          "%s: program \"%s\" is of type %s (section %s): %s", who, *program,
                                          pi->type, pi->section, nl_program_tc_note(pi));
                 return 0;
         }
         program_list(info, list, sizeof(list));
-        return error_set(reterr, ENOENT, "program_not_found",
+        return error_set(reterr, ENOENT, ERROR_PROGRAM_NOT_FOUND,
                          "%s: program \"%s\" is not in object %s, which has %s", who, *program, digest,
                          list);
 }
@@ -92,7 +92,7 @@ static int resolve_maps(const Resolver *rs, const FilterSpec *f, Error *reterr) 
                                                true);
                 if (!found)
                         return error_set(
-                                reterr, ENOENT, "map_not_found",
+                                reterr, ENOENT, ERROR_MAP_NOT_FOUND,
                                 "filter \"%s\": \"maps\" names \"%s\", which object %s does not have",
                                 f->name, f->maps[i].name, f->digest);
         }
@@ -103,7 +103,7 @@ static int resolve_maps(const Resolver *rs, const FilterSpec *f, Error *reterr) 
                                                false);
                 if (!found)
                         return error_set(
-                                reterr, ENOENT, "map_not_found",
+                                reterr, ENOENT, ERROR_MAP_NOT_FOUND,
                                 "filter \"%s\": metric %s reads map \"%s\", which object %s does not have",
                                 f->name, f->metrics[i].name, f->metrics[i].map, f->digest);
         }
@@ -143,10 +143,10 @@ static int resolve_object(Resolver *rs, char **object_field, char **digest, cons
         if (object[0] != '/') {
                 const char *why = registry_revoked(rs->registry, object);
                 if (why)
-                        return error_set(reterr, EPERM, "object_untrusted", "%s: object %s: %s", who, object,
-                                         why);
+                        return error_set(reterr, EPERM, ERROR_OBJECT_UNTRUSTED, "%s: object %s: %s", who,
+                                         object, why);
                 if (!resolver_info(rs, *digest) || !streq(object, *digest))
-                        return error_set(reterr, ENOENT, "object_not_found",
+                        return error_set(reterr, ENOENT, ERROR_OBJECT_NOT_FOUND,
                                          "%s: no object %s; upload it with POST /objects", who, object);
                 return 0;
         }
@@ -159,29 +159,29 @@ static int resolve_object(Resolver *rs, char **object_field, char **digest, cons
         if (r == -EACCES && rs->object_dirs)
                 /* one answer whatever the file is: nothing of it is told */
                 return error_set(
-                        reterr, EACCES, "object_path_refused",
+                        reterr, EACCES, ERROR_OBJECT_PATH_REFUSED,
                         "%s.object %s: over the API an object is named by digest (POST /objects) or by a "
                         "path under an object directory (--object-dir)",
                         who, object);
         if (r == -EFBIG)
-                return error_set(reterr, r, "payload_too_large", "%s: object file larger than %zu bytes",
+                return error_set(reterr, r, ERROR_PAYLOAD_TOO_LARGE, "%s: object file larger than %zu bytes",
                                  object, rs->object_size_max);
         if (r < 0)
-                return error_set(reterr, r, r == -ENOENT ? "object_file_not_found" : "invalid_value",
+                return error_set(reterr, r, r == -ENOENT ? ERROR_OBJECT_FILE_NOT_FOUND : ERROR_INVALID_VALUE,
                                  "%s: cannot read object file %s: %s", who, object,
                                  r == -EBADFD ? "not a regular file" : strerror(-r));
         sha256_digest_string(data, size, got);
         if (*digest && !streq(*digest, got))
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: %s has digest %s, the document pins %s", who, object, got, *digest);
         if (!*digest && !(*digest = strdup(got)))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         if (resolver_info(rs, got) || resolver_pending_has(rs, got))
                 return resolver_info(rs, got) ? 0 : 1;
         if (rs->trusted) {
                 r = read_signature(rs, object, &sig, &sig_size);
                 if (r < 0)
-                        return error_set(reterr, EPERM, "object_signature_invalid",
+                        return error_set(reterr, EPERM, ERROR_OBJECT_SIGNATURE_INVALID,
                                          "%s: cannot read the signature of %s: %s", who, object,
                                          r == -EFBIG ? "too large" : strerror(-r));
                 r = trusted_keys_verify(rs->trusted, data, size, sig, sig_size, object, reterr);
@@ -189,7 +189,7 @@ static int resolve_object(Resolver *rs, char **object_field, char **digest, cons
                         return r;
         }
         if (resolver_pending_add(rs, got, &data, size, &sig, sig_size) < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         return 1;
 }
 
@@ -200,7 +200,7 @@ static int resolve_filter(Resolver *rs, FilterSpec *f, Error *reterr) {
 
         if (f->n_actions > 0 && !rs->act_bpf)
                 return error_set(
-                        reterr, EOPNOTSUPP, "act_bpf_unavailable",
+                        reterr, EOPNOTSUPP, ERROR_ACT_BPF_UNAVAILABLE,
                         "filter \"%s\": this kernel has no act_bpf (CONFIG_NET_ACT_BPF), so \"actions\" "
                         "cannot run; use direct_action (the default): the classifier's return code "
                         "is the verdict",
@@ -240,7 +240,7 @@ static int check_tcx(const Resolver *rs, const Document *doc, Error *reterr) {
                 for (size_t i = 0; i < doc->n_filters[dir]; i++) {
                         const FilterSpec *b = &doc->filters[dir][i];
                         if (b->attach == ATTACH_TCX && !rs->tcx)
-                                return error_set(reterr, EOPNOTSUPP, "tcx_unavailable",
+                                return error_set(reterr, EOPNOTSUPP, ERROR_TCX_UNAVAILABLE,
                                                  "this kernel has no tcx (Linux 6.6+); use \"attach\": "
                                                  "\"cls_bpf\" or \"auto\"");
                         for (size_t k = 0; k < i; k++) {
@@ -249,7 +249,7 @@ static int check_tcx(const Resolver *rs, const Document *doc, Error *reterr) {
                                     streq_ptr(a->digest, b->digest) && streq_ptr(a->program, b->program) &&
                                     !filter_has_own_maps(a) && !filter_has_own_maps(b))
                                         return error_set(
-                                                reterr, EEXIST, "duplicate_program",
+                                                reterr, EEXIST, ERROR_DUPLICATE_PROGRAM,
                                                 "%s[%zu]: tcx runs a program at most once per hook, and "
                                                 "\"%s\" runs %s of %s already; attach one of them as "
                                                 "cls_bpf, or give one maps of its own (\"shared\": false)",

@@ -56,11 +56,11 @@ int tcx_ours_list(const char *dir, int ifindex, TcxOurs **ret, size_t *ret_n, Er
 
         r = nl_pins_list(dir, &names, &n);
         if (r < 0)
-                return error_set(reterr, -r, "kernel_error", "cannot list %s: %s", dir, strerror(-r));
+                return error_set(reterr, -r, ERROR_KERNEL_ERROR, "cannot list %s: %s", dir, strerror(-r));
         v = calloc(n + 1, sizeof(TcxOurs));
         if (!v) {
                 strv_free_n(names, n);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         for (size_t i = 0; i < n; i++) {
                 TcxOurs o = { .fd = -1 };

@@ -21,7 +21,7 @@ static int stored_object_verify(Manager *m, const char *digest, const void *data
                 return 0;
         k = store_object_signature_read(m->store, digest, &sig, &sig_size);
         if (k < 0 && k != -ENOENT)
-                return error_set(reterr, -k, "object_untrusted", "its signature cannot be read: %s",
+                return error_set(reterr, -k, ERROR_OBJECT_UNTRUSTED, "its signature cannot be read: %s",
                                  strerror(-k));
         return trusted_keys_verify(m->trust.keys, data, size, k < 0 ? NULL : sig, sig_size, digest, reterr);
 }

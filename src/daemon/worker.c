@@ -192,14 +192,14 @@ static void job_finish(WorkerJob *j) {
                 /* It ended without answering: its input killed it (or a limit did). */
                 if (j->signal) {
                         j->workers->n_crashes++;
-                        error_set(&j->result.error, EINVAL, "invalid_object",
+                        error_set(&j->result.error, EINVAL, ERROR_INVALID_OBJECT,
                                   "the %s died of signal %d (%s) on this object: not an object clsd can use",
                                   j->kind == NL_JOB_INSPECT ? "object's parser" : "program's loader",
                                   j->signal, strsignal(j->signal));
                         log_warning("worker %d: killed by signal %d while %s an object", (int) j->pid,
                                     j->signal, j->kind == NL_JOB_INSPECT ? "inspecting" : "loading");
                 } else
-                        error_set(&j->result.error, EIO, "internal_error",
+                        error_set(&j->result.error, EIO, ERROR_INTERNAL_ERROR,
                                   "the worker exited %d without answering", j->exit_code);
                 j->result.r = -j->result.error.error;
         }
@@ -265,7 +265,7 @@ static int on_answer(sd_event_source *s, int fd, uint32_t revents, void *userdat
         } else if (r != -ECONNRESET) {
                 j->answered = true;
                 j->result.r = r;
-                error_set(&j->result.error, -r, "internal_error", "the worker answered nonsense: %s",
+                error_set(&j->result.error, -r, ERROR_INTERNAL_ERROR, "the worker answered nonsense: %s",
                           strerror(-r));
         }
         if (r >= 0 && j->kind == NL_JOB_LOAD && !j->exited) {

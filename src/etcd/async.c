@@ -62,7 +62,7 @@ int etcd_async_new(sd_event *event, const char *urls, const EtcdCredentials *cre
         EtcdAsync *a = calloc(1, sizeof(*a));
 
         if (!a)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         a->event = sd_event_ref(event);
         if (etcd_endpoints_parse(urls, &a->urls, &a->n_urls, reterr) < 0) {
                 etcd_async_free(a);
@@ -78,7 +78,7 @@ int etcd_async_new(sd_event *event, const char *urls, const EtcdCredentials *cre
             (creds->user && !(a->creds.user = strdup(creds->user))) ||
             (creds->password_file && !(a->creds.password_file = strdup(creds->password_file)))) {
                 etcd_async_free(a);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         if (dl_load_curl(reterr) < 0) {
                 etcd_async_free(a);
@@ -86,7 +86,7 @@ int etcd_async_new(sd_event *event, const char *urls, const EtcdCredentials *cre
         }
         if (curl_loop_new(event, &a->loop) < 0) {
                 etcd_async_free(a);
-                return error_set(reterr, ENOMEM, "internal_error", "cannot set up libcurl");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "cannot set up libcurl");
         }
         *ret = a;
         return 0;
@@ -246,7 +246,7 @@ static int on_again(sd_event_source *s, uint64_t usec, void *userdata) {
                 /* out of memory: answered as a failure, as any that cannot be made */
                 EtcdAsync *a = c->a;
                 call_unlink(a, c);
-                error_set(&e, ENOMEM, "internal_error", "out of memory");
+                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 c->done(a, NULL, &e, c->userdata);
                 error_done(&e);
                 call_free(c);
@@ -286,7 +286,7 @@ static void on_call_done(CurlLoop *l, CURL *easy, CURLcode result, void *userdat
 
         (void) l;
         (void) etcd_transfer_answer(easy, result, &c->answer, c->url, &answer, &e);
-        if (streq_ptr(e.code, ETCD_OVERLOADED) && now_usec(a) - c->first_usec < ETCD_BUSY_RETRY_USEC) {
+        if (e.code == ERROR_ETCD_OVERLOADED && now_usec(a) - c->first_usec < ETCD_BUSY_RETRY_USEC) {
                 /* the same request later: a busy etcd gets it again once, not a new connection's many */
                 uint64_t delay = busy(a, etcd_transfer_retry_after_usec(easy));
                 c->fresh = result == CURLE_OPERATION_TIMEDOUT;
@@ -299,7 +299,7 @@ static void on_call_done(CurlLoop *l, CURL *easy, CURLcode result, void *userdat
                 a->retries++;
                 if (call_later(c, delay) >= 0)
                         return;
-                error_set(&e, ENOMEM, "internal_error", "out of memory");
+                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         call_unlink(a, c);
         if (!e.code) {

@@ -131,8 +131,8 @@ int etcd_answer_token(json_t *answer, char **token, Error *reterr) {
         free(*token);
         *token = t && *t ? strdup(t) : NULL;
         if (!*token)
-                return t && *t ? error_set(reterr, ENOMEM, "internal_error", "out of memory")
-                               : error_set(reterr, EPROTO, "etcd_error",
+                return t && *t ? error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory")
+                               : error_set(reterr, EPROTO, ERROR_ETCD_ERROR,
                                            "etcd gave no token (is its authentication on?)");
         return 0;
 }
@@ -187,11 +187,12 @@ static int kv_parse(json_t *j, EtcdKv *ret, Error *reterr) {
         size_t n;
 
         if (!key || etcd_b64_decode(key, &kv.key, &n) < 0)
-                return error_set(reterr, EPROTO, "etcd_error", "etcd answered a key that is not base64");
+                return error_set(reterr, EPROTO, ERROR_ETCD_ERROR, "etcd answered a key that is not base64");
         kv.key_size = n;
         if (etcd_b64_decode(value ?: "", &kv.value, &kv.value_size) < 0) {
                 free(kv.key);
-                return error_set(reterr, EPROTO, "etcd_error", "etcd answered a value that is not base64");
+                return error_set(reterr, EPROTO, ERROR_ETCD_ERROR,
+                                 "etcd answered a value that is not base64");
         }
         kv.create_revision = number(json_object_get(j, "create_revision"));
         kv.mod_revision = number(json_object_get(j, "mod_revision"));
@@ -206,7 +207,7 @@ int etcd_range_parse(json_t *answer, EtcdKv **ret, size_t *ret_n, uint64_t *ret_
         EtcdKv *v = calloc(n + 1, sizeof(EtcdKv));
 
         if (!v)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         for (size_t i = 0; i < n; i++)
                 if (kv_parse(json_array_get(kvs, i), &v[i], reterr) < 0) {
                         etcd_kvs_free(v, i);
@@ -226,7 +227,7 @@ int etcd_watch_parse(json_t *msg, EtcdWatchMessage *ret, Error *reterr) {
 
         if (!result) {
                 json_t *error = json_object_get(msg, "error");
-                return error_set(reterr, EPROTO, "etcd_error", "watch: %s",
+                return error_set(reterr, EPROTO, ERROR_ETCD_ERROR, "watch: %s",
                                  json_string_value(json_object_get(error, "message"))
                                          ?: "an answer without a result");
         }
@@ -243,7 +244,7 @@ int etcd_watch_parse(json_t *msg, EtcdWatchMessage *ret, Error *reterr) {
         m.deleted = calloc(n + 1, sizeof(bool));
         if (!m.events || !m.deleted) {
                 etcd_watch_message_done(&m);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         for (size_t i = 0; i < n; i++) {
                 json_t *ev = json_array_get(events, i);
@@ -274,27 +275,28 @@ int etcd_answer_error(long http_status, json_t *answer, Error *reterr) {
         /* gRPC's codes: 7 permission denied; 16 unauthenticated (a token etcd no longer knows); 3 with
          * these messages: a user or password it does not know, or no token where it wants one */
         if (message && code == 7)
-                return error_set(reterr, EACCES, ETCD_PERMISSION_DENIED, "etcd: %s (HTTP %ld)", message,
-                                 http_status);
+                return error_set(reterr, EACCES, ERROR_ETCD_PERMISSION_DENIED, "etcd: %s (HTTP %ld)",
+                                 message, http_status);
         if (message && (code == 16 || http_status == 401 || strstr(message, "user name is empty") ||
                         strstr(message, "invalid auth token")))
-                return error_set(reterr, EKEYEXPIRED, ETCD_TOKEN_INVALID, "etcd: %s (HTTP %ld)", message,
-                                 http_status);
+                return error_set(reterr, EKEYEXPIRED, ERROR_ETCD_TOKEN_INVALID, "etcd: %s (HTTP %ld)",
+                                 message, http_status);
         if (message && strstr(message, "authentication failed"))
-                return error_set(reterr, EACCES, ETCD_AUTH_FAILED, "etcd: %s (HTTP %ld)", message,
+                return error_set(reterr, EACCES, ERROR_ETCD_AUTH_FAILED, "etcd: %s (HTTP %ld)", message,
                                  http_status);
         if (message && strstr(message, "requested lease not found"))
-                return error_set(reterr, ENOENT, ETCD_LEASE_NOT_FOUND, "etcd: %s (HTTP %ld)", message,
+                return error_set(reterr, ENOENT, ERROR_ETCD_LEASE_NOT_FOUND, "etcd: %s (HTTP %ld)", message,
                                  http_status);
         /* gRPC's 4 deadline exceeded ("request timed out"), 8 resource exhausted ("too many requests"),
          * 14 unavailable (no leader, leader changed), or the gateway's 429 and 503: etcd is there and
          * busy: a later try of the same request, never a new connection (that is more load) */
         if (code == 4 || code == 8 || code == 14 || http_status == 429 || http_status == 503)
-                return error_set(reterr, EAGAIN, ETCD_OVERLOADED, "etcd: %s (HTTP %ld)", strna(message),
-                                 http_status);
+                return error_set(reterr, EAGAIN, ERROR_ETCD_OVERLOADED, "etcd: %s (HTTP %ld)",
+                                 strna(message), http_status);
         if (message)
-                return error_set(reterr, EPROTO, "etcd_error", "etcd: %s (HTTP %ld)", message, http_status);
-        return error_set(reterr, EPROTO, "etcd_error", "etcd answered HTTP %ld without an error message",
+                return error_set(reterr, EPROTO, ERROR_ETCD_ERROR, "etcd: %s (HTTP %ld)", message,
+                                 http_status);
+        return error_set(reterr, EPROTO, ERROR_ETCD_ERROR, "etcd answered HTTP %ld without an error message",
                          http_status);
 }
 

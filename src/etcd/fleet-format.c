@@ -37,18 +37,18 @@ static int label_add(FleetLabel **v, size_t *n, const char *key, const char *val
         FleetLabel *nv;
 
         if (!name_valid(key, FLEET_LABEL_MAX) || !(value[0] == 0 || name_valid(value, FLEET_LABEL_MAX)))
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "label %s=%s: keys and values are 1 to %d characters of A-Z a-z 0-9 - _ . "
                                  "(a value may be empty)",
                                  key, value, FLEET_LABEL_MAX);
         for (size_t i = 0; i < *n; i++)
                 if (streq((*v)[i].key, key))
-                        return error_set(reterr, EINVAL, "invalid_value", "label %s: given twice", key);
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "label %s: given twice", key);
         if (*n >= FLEET_LABELS_MAX)
-                return error_set(reterr, EINVAL, "invalid_value", "at most %d labels", FLEET_LABELS_MAX);
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "at most %d labels", FLEET_LABELS_MAX);
         nv = realloc(*v, (*n + 1) * sizeof(FleetLabel));
         if (!nv)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         *v = nv;
         snprintf(nv[*n].key, sizeof(nv[*n].key), "%s", key);
         snprintf(nv[*n].value, sizeof(nv[*n].value), "%s", value);
@@ -63,12 +63,12 @@ int fleet_labels_parse(const char *s, FleetLabel **ret, size_t *ret_n, Error *re
         char *save = NULL;
 
         if (!copy)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
                 char *eq = strchr(item, '=');
                 if (!eq)
-                        return error_set(reterr, EINVAL, "invalid_value", "label \"%s\": expected KEY=VALUE",
-                                         item);
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
+                                         "label \"%s\": expected KEY=VALUE", item);
                 *eq = 0;
                 if (label_add(&v, &n, item, eq + 1, reterr) < 0)
                         return -EINVAL;
@@ -112,44 +112,45 @@ static int parse_nodes(json_t *nodes, FleetPolicy *p, Error *reterr) {
                 return 0;
         }
         if (!json_is_object(nodes))
-                return error_set(reterr, EINVAL, "wrong_type", "nodes: expected an object");
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "nodes: expected an object");
         json_object_foreach (nodes, key, v)
                 if (!streq(key, "labels") && !streq(key, "names") && !streq(key, "kernel") &&
                     !streq(key, "features"))
-                        return error_set(reterr, EINVAL, "unknown_field", "nodes.%s: unknown field", key);
+                        return error_set(reterr, EINVAL, ERROR_UNKNOWN_FIELD, "nodes.%s: unknown field",
+                                         key);
         if (fleet_gates_parse(nodes, p, reterr) < 0)
                 return -EINVAL;
         json_t *labels = json_object_get(nodes, "labels"), *names = json_object_get(nodes, "names");
         if (labels && !json_is_object(labels))
-                return error_set(reterr, EINVAL, "wrong_type", "nodes.labels: expected an object");
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "nodes.labels: expected an object");
         json_object_foreach (labels, key, v) {
                 if (!json_is_string(v))
-                        return error_set(reterr, EINVAL, "wrong_type", "nodes.labels.%s: expected a string",
-                                         key);
+                        return error_set(reterr, EINVAL, ERROR_WRONG_TYPE,
+                                         "nodes.labels.%s: expected a string", key);
                 if (label_add(&p->labels, &p->n_labels, key, json_string_value(v), reterr) < 0)
                         return -EINVAL;
         }
         if (names && !json_is_array(names))
-                return error_set(reterr, EINVAL, "wrong_type", "nodes.names: expected an array");
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "nodes.names: expected an array");
         p->names = calloc(json_array_size(names) + 1, sizeof(char *));
         if (!p->names)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         for (size_t i = 0; i < json_array_size(names); i++) {
                 const char *s = json_string_value(json_array_get(names, i));
                 if (!fleet_node_name_valid(s))
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "nodes.names[%zu]: expected a node name (1 to %d characters of "
                                          "A-Z a-z 0-9 - _ .)",
                                          i, FLEET_NODE_NAME_MAX);
                 if (!(p->names[p->n_names++] = strdup(s)))
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         if (p->n_labels == 0 && p->n_names == 0) {
                 if (p->kernel_cmp != FLEET_CMP_NONE || p->need_tcx || p->need_act_bpf) {
                         p->any_node = true; /* every node the gates let in */
                         return 0;
                 }
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "nodes: give \"labels\", \"names\", \"kernel\" or \"features\" (or leave "
                                  "\"nodes\" out for every node)");
         }
@@ -164,7 +165,7 @@ static int removal_check(json_t *j, Error *reterr) {
         json_object_foreach (j, key, v)
                 if (!streq(key, "name") && !streq(key, "removed") && !streq(key, "signed"))
                         return error_set(
-                                reterr, EINVAL, "unknown_field",
+                                reterr, EINVAL, ERROR_UNKNOWN_FIELD,
                                 "%s: a removal (\"removed\": true) has only \"name\" and \"signed\"", key);
         return 0;
 }
@@ -182,10 +183,10 @@ int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
         int r;
 
         if (!json_is_object(j))
-                return error_set(reterr, EINVAL, "wrong_type", "a fleet policy is a JSON object");
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "a fleet policy is a JSON object");
         v = json_object_get(j, "name");
         if (!json_is_string(v) || !name_valid(json_string_value(v), 64))
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "name: required, 1 to 64 characters of A-Z a-z 0-9 - _ .");
         const char *name = json_string_value(v);
         p.removed = p.any_node = json_is_true(json_object_get(j, "removed"));
@@ -199,7 +200,7 @@ int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
                         r = fleet_health_parse(json_object_get(j, "health"), &p.health, &p.n_health, reterr);
                 v = json_object_get(j, "selected");
                 if (r >= 0 && v && (!json_is_integer(v) || json_integer_value(v) < 0))
-                        r = error_set(reterr, EINVAL, "invalid_value",
+                        r = error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                       "selected: the count of nodes it selected when applied");
                 else if (v)
                         p.selected = (uint64_t) json_integer_value(v);
@@ -207,11 +208,11 @@ int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
         if (r >= 0)
                 r = fleet_signed_parse(j, &p, reterr);
         if (r >= 0 && (!(p.name = strdup(name)) || !(p.policy = json_object())))
-                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         /* the policy as clsd's API takes it: the envelope's fields left out */
         json_object_foreach (j, key, v)
                 if (r >= 0 && !envelope_field(key, p.removed) && json_object_set(p.policy, key, v) < 0)
-                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         if (r >= 0)
                 r = fleet_health_check_metrics(p.health, p.n_health, p.policy, reterr);
         if (r < 0) {
@@ -249,7 +250,7 @@ static int digest_add(const char ***v, size_t *n, json_t *object, const char *wh
         if (!object || oci_ref_is(s)) /* an image: each node pulls it from its registry */
                 return 0;
         if (!s || !sha256_digest_string_valid(s))
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s.object: a fleet policy names its objects by digest or by image "
                                  "(clsctl fleet apply uploads a file it names and writes its digest)",
                                  where);
@@ -258,7 +259,7 @@ static int digest_add(const char ***v, size_t *n, json_t *object, const char *wh
                         return 0;
         nv = realloc(*v, (*n + 2) * sizeof(char *));
         if (!nv)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         nv[(*n)++] = s;
         nv[*n] = NULL;
         *v = nv;
@@ -270,11 +271,11 @@ int fleet_policy_read(const char *name, const char *value, size_t size, FleetPol
         _cleanup_(json_decrefp) json_t *j = json_loadb(value, size, JSON_REJECT_DUPLICATES, &jerr);
 
         if (!j)
-                return error_set(reterr, EINVAL, "invalid_value", "not JSON: %s", jerr.text);
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "not JSON: %s", jerr.text);
         if (fleet_policy_parse(j, ret, reterr) < 0)
                 return -EINVAL;
         if (!streq(ret->name, name)) {
-                error_set(reterr, EINVAL, "invalid_value", "its name \"%s\" is not its key's \"%s\"",
+                error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "its name \"%s\" is not its key's \"%s\"",
                           ret->name, name);
                 fleet_policy_done(ret);
                 return -EINVAL;
@@ -289,7 +290,7 @@ int fleet_policy_digests(const FleetPolicy *p, const char ***ret, Error *reterr)
         char where[64];
 
         if (!v)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         for (size_t h = 0; h < ELEMENTSOF(hooks); h++) {
                 json_t *filters = json_object_get(p->policy, hooks[h]);
                 for (size_t i = 0; i < json_array_size(filters); i++) {

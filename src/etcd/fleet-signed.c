@@ -46,16 +46,17 @@ int fleet_signed_parse(json_t *envelope, FleetPolicy *p, Error *reterr) {
         sig = json_object_get(s, "signature");
         if (!json_is_object(s) || !json_is_integer(serial) || json_integer_value(serial) <= 0 ||
             !json_is_string(sig) || json_string_length(sig) > SIGNATURE_TEXT_MAX)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "signed: {\"serial\": a positive integer, \"signature\": a minisign or "
                                  "signify signature (clsctl fleet apply --sign)}");
         json_object_foreach (s, key, v)
                 if (!streq(key, "serial") && !streq(key, "signature"))
-                        return error_set(reterr, EINVAL, "unknown_field", "signed.%s: unknown field", key);
+                        return error_set(reterr, EINVAL, ERROR_UNKNOWN_FIELD, "signed.%s: unknown field",
+                                         key);
         p->serial = (uint64_t) json_integer_value(serial);
         if (!(p->signature = strdup(json_string_value(sig))) ||
             !(p->signed_text = fleet_signed_message(envelope, p->serial, &p->signed_size)))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         return 0;
 }
 
@@ -65,13 +66,13 @@ int fleet_policy_sign(json_t *envelope, const SecretKey *k, uint64_t serial, Err
         size_t size = 0;
 
         if (!name)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "a fleet policy needs its name to be signed");
         if (!(text = fleet_signed_message(envelope, serial, &size)) ||
             asprintf(&comment, "clsd fleet policy %s serial %" PRIu64, name, serial) < 0 ||
             !(sig = secret_key_sign(k, text, size, comment)) ||
             json_object_set_new(envelope, "signed",
                                 json_pack("{s:I,s:s}", "serial", (json_int_t) serial, "signature", sig)) < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         return 0;
 }

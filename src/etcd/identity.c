@@ -59,20 +59,20 @@ int etcd_password_read(const EtcdCredentials *creds, char **ret, Error *reterr) 
         if (!creds->user && !creds->password_file)
                 return 0;
         if (!creds->user || !*creds->user || !creds->password_file)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  creds->user && *creds->user
                                          ? "an etcd user (%s) needs its password's file too"
                                          : "an etcd password file (%s) needs its user too",
                                  creds->user && *creds->user ? creds->user : creds->password_file);
         f = fopen(creds->password_file, "re");
         if (!f)
-                return error_set(reterr, errno, "invalid_value", "%s: %m", creds->password_file);
+                return error_set(reterr, errno, ERROR_INVALID_VALUE, "%s: %m", creds->password_file);
         len = getline(&line, &n, f);
         fclose(f);
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
                 line[--len] = 0;
         if (len <= 0)
-                return error_set(reterr, EINVAL, "invalid_value", "%s: no password in its first line",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: no password in its first line",
                                  creds->password_file);
         *ret = TAKE_PTR(line);
         return 0;

@@ -80,20 +80,20 @@ static int wave_parse(json_t *j, const char *s, FleetWave *ret) {
  * follows "100%". */
 static int waves_check(const FleetWave *v, size_t n, Error *reterr) {
         if (n == 0 || n > FLEET_WAVES_MAX)
-                return error_set(reterr, EINVAL, "invalid_value", "rollout.waves: 1 to %d waves",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "rollout.waves: 1 to %d waves",
                                  FLEET_WAVES_MAX);
         for (size_t i = 1; i < n; i++) {
                 if (v[i - 1].percent && v[i - 1].value == 100)
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "rollout.waves[%zu]: \"100%%\" is the last wave (every node)", i);
                 if (v[i - 1].percent && !v[i].percent)
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "rollout.waves[%zu]: a count after a percentage may reach fewer "
                                          "nodes than it; counts come first (1, 5, \"50%%\", \"100%%\")",
                                          i);
                 if (v[i].percent == v[i - 1].percent && v[i].value <= v[i - 1].value)
                         return error_set(
-                                reterr, EINVAL, "invalid_value",
+                                reterr, EINVAL, ERROR_INVALID_VALUE,
                                 "rollout.waves[%zu]: each wave reaches more nodes than the one before", i);
         }
         return 0;
@@ -107,13 +107,13 @@ int fleet_waves_parse(const char *s, FleetWave **ret, size_t *ret_n, Error *rete
 
         if (!copy || !v) {
                 free(v);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
                 if (n == FLEET_WAVES_MAX || wave_parse(NULL, item, &v[n]) < 0) {
                         free(v);
                         return error_set(
-                                reterr, EINVAL, "invalid_value",
+                                reterr, EINVAL, ERROR_INVALID_VALUE,
                                 "--waves %s: expected 1 to %d counts or percentages (\"1,10%%,100%%\")", s,
                                 FLEET_WAVES_MAX);
                 }
@@ -159,24 +159,24 @@ int fleet_rollout_parse(json_t *j, FleetRollout *ret, Error *reterr) {
         if (!j || json_is_null(j))
                 return 0;
         if (!json_is_object(j))
-                return error_set(reterr, EINVAL, "wrong_type", "rollout: expected an object");
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "rollout: expected an object");
         json_object_foreach (j, key, v) {
                 if (streq(key, "waves")) {
                         if (!json_is_array(v) || json_array_size(v) == 0 ||
                             json_array_size(v) > FLEET_WAVES_MAX)
-                                return error_set(reterr, EINVAL, "invalid_value",
+                                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                                  "rollout.waves: a list of 1 to %d counts or percentages",
                                                  FLEET_WAVES_MAX);
                         free(r.waves);
                         r.waves = calloc(json_array_size(v), sizeof(FleetWave));
                         if (!r.waves)
-                                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                         r.n_waves = json_array_size(v);
                         for (size_t i = 0; i < r.n_waves; i++)
                                 if (wave_parse(json_array_get(v, i), NULL, &r.waves[i]) < 0) {
                                         free(r.waves);
                                         return error_set(
-                                                reterr, EINVAL, "invalid_value",
+                                                reterr, EINVAL, ERROR_INVALID_VALUE,
                                                 "rollout.waves[%zu]: a count (1, 2, …: a number) or a "
                                                 "percentage (\"10%%\": a string)",
                                                 i);
@@ -186,13 +186,13 @@ int fleet_rollout_parse(json_t *j, FleetRollout *ret, Error *reterr) {
                         if (fleet_duration_parse(v, dst) < 0) {
                                 free(r.waves);
                                 return error_set(
-                                        reterr, EINVAL, "invalid_value",
+                                        reterr, EINVAL, ERROR_INVALID_VALUE,
                                         "rollout.%s: a duration (\"60s\", \"500ms\", \"2m\") up to a day",
                                         key);
                         }
                         if (dst == &r.confirm_usec && *dst > 0 && *dst < CONFIRM_MIN_USEC) {
                                 free(r.waves);
-                                return error_set(reterr, EINVAL, "invalid_value",
+                                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                                  "rollout.confirm: 0 (no dead-man switch) or at least 1s: "
                                                  "a healthy node must hear from etcd within it");
                         }
@@ -200,34 +200,35 @@ int fleet_rollout_parse(json_t *j, FleetRollout *ret, Error *reterr) {
                         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
                             json_integer_value(v) > 1000000) {
                                 free(r.waves);
-                                return error_set(reterr, EINVAL, "invalid_value",
+                                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                                  "rollout.max_unhealthy: a count of nodes (0 or more)");
                         }
                         r.max_unhealthy = (unsigned) json_integer_value(v);
                 } else if (streq(key, "spread")) {
                         if (!json_is_string(v) || !name_valid(json_string_value(v), FLEET_LABEL_MAX)) {
                                 free(r.waves);
-                                return error_set(reterr, EINVAL, "invalid_value",
+                                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                                  "rollout.spread: a label's name");
                         }
                         snprintf(r.spread, sizeof(r.spread), "%s", json_string_value(v));
                 } else if (streq(key, "id")) {
                         if (!json_is_string(v) || !id_valid(json_string_value(v))) {
                                 free(r.waves);
-                                return error_set(reterr, EINVAL, "invalid_value",
+                                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                                  "rollout.id: 1 to %d characters of A-Z a-z 0-9 - _ .",
                                                  FLEET_ROLLOUT_ID_MAX);
                         }
                         snprintf(r.id, sizeof(r.id), "%s", json_string_value(v));
                 } else {
                         free(r.waves);
-                        return error_set(reterr, EINVAL, "unknown_field", "rollout.%s: unknown field", key);
+                        return error_set(reterr, EINVAL, ERROR_UNKNOWN_FIELD, "rollout.%s: unknown field",
+                                         key);
                 }
         }
         if (!r.waves) {
                 r.waves = malloc(sizeof(defaults));
                 if (!r.waves)
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 memcpy(r.waves, defaults, sizeof(defaults));
                 r.n_waves = ELEMENTSOF(defaults);
         }
@@ -257,7 +258,7 @@ static bool policy_has_metric(json_t *policy, const char *metric) {
 int fleet_health_check_metrics(const FleetHealthCheck *v, size_t n, json_t *policy, Error *reterr) {
         for (size_t i = 0; i < n; i++)
                 if (!policy_has_metric(policy, v[i].metric))
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "health[%zu].metric: the policy's filters have no metric %s "
                                          "(their \"metrics\": [{\"name\": …}])",
                                          i, v[i].metric);
@@ -273,11 +274,11 @@ int fleet_health_parse(json_t *j, FleetHealthCheck **ret, size_t *ret_n, Error *
         if (!j || json_is_null(j))
                 return 0;
         if (!json_is_array(j) || json_array_size(j) > 16)
-                return error_set(reterr, EINVAL, "wrong_type", "health: a list of up to 16 checks");
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "health: a list of up to 16 checks");
         n = json_array_size(j);
         v = calloc(n + 1, sizeof(FleetHealthCheck));
         if (!v)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         for (size_t i = 0; i < n; i++) {
                 json_t *c = json_array_get(j, i), *x;
                 const char *key, *metric = json_string_value(json_object_get(c, "metric"));
@@ -285,13 +286,13 @@ int fleet_health_parse(json_t *j, FleetHealthCheck **ret, size_t *ret_n, Error *
 
                 if (!json_is_object(c) || !metric || !metric[0] || strlen(metric) >= sizeof(v[i].metric))
                         r = error_set(
-                                reterr, EINVAL, "invalid_value",
+                                reterr, EINVAL, ERROR_INVALID_VALUE,
                                 "health[%zu]: {\"metric\": NAME, \"max_rate\": N and/or \"min_rate\": N}",
                                 i);
                 json_object_foreach (c, key, x)
                         if (r >= 0 && !streq(key, "metric") && !streq(key, "max_rate") &&
                             !streq(key, "min_rate"))
-                                r = error_set(reterr, EINVAL, "unknown_field",
+                                r = error_set(reterr, EINVAL, ERROR_UNKNOWN_FIELD,
                                               "health[%zu].%s: unknown field", i, key);
                 if (r < 0) {
                         free(v);
@@ -304,7 +305,7 @@ int fleet_health_parse(json_t *j, FleetHealthCheck **ret, size_t *ret_n, Error *
                                 continue;
                         if (!json_is_number(rate) || json_number_value(rate) < 0) {
                                 free(v);
-                                return error_set(reterr, EINVAL, "invalid_value",
+                                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                                  "health[%zu].%s: a rate per second (0 or more)", i,
                                                  k == 0 ? "max_rate" : "min_rate");
                         }
@@ -315,14 +316,14 @@ int fleet_health_parse(json_t *j, FleetHealthCheck **ret, size_t *ret_n, Error *
                 }
                 if (!v[i].has_max && !v[i].has_min) {
                         free(v);
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "health[%zu]: give \"max_rate\" or \"min_rate\"", i);
                 }
                 if (v[i].has_max && v[i].has_min && v[i].min_rate > v[i].max_rate) {
                         double min = v[i].min_rate, max = v[i].max_rate;
 
                         free(v);
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "health[%zu]: min_rate %g is above max_rate %g: no rate meets both",
                                          i, min, max);
                 }
@@ -373,12 +374,12 @@ int fleet_gates_parse(json_t *nodes, FleetPolicy *p, Error *reterr) {
                                 kernel += strlen(cmp_names[order[i]]);
                         }
                 if (p->kernel_cmp == FLEET_CMP_NONE || version_parse(kernel, p->kernel) < 0)
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "nodes.kernel: a comparison and a version (\">=6.6\", \"<6.1\", "
                                          "\"=6.1.0\")");
         }
         if (features && !json_is_array(features))
-                return error_set(reterr, EINVAL, "wrong_type",
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE,
                                  "nodes.features: a list (\"tcx\", \"act_bpf\")");
         for (size_t i = 0; i < json_array_size(features); i++) {
                 const char *s = json_string_value(json_array_get(features, i));
@@ -387,7 +388,7 @@ int fleet_gates_parse(json_t *nodes, FleetPolicy *p, Error *reterr) {
                 else if (streq_ptr(s, "act_bpf"))
                         p->need_act_bpf = true;
                 else
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "nodes.features[%zu]: \"tcx\" or \"act_bpf\" (what a node records)",
                                          i);
         }

@@ -75,7 +75,7 @@ static size_t *wave_ends(const FleetRollout *r, size_t n, size_t *ret_n) {
 
 static int plan_oom(FleetRolloutPlan *p, Error *reterr) {
         fleet_rollout_plan_done(p);
-        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
 }
 
 int fleet_rollout_plan_make(const FleetPolicy *p, const FleetNodeInfo *nodes, size_t n,
@@ -186,7 +186,8 @@ int fleet_rollout_plan_parse(json_t *j, FleetRolloutPlan *ret, Error *reterr) {
 
         if (!policy || !id || !name_valid(id, FLEET_ROLLOUT_ID_MAX) || !json_is_array(waves) ||
             json_array_size(waves) > 10000 || hold < 0 || confirm < 0 || max_unhealthy < 0)
-                return error_set(reterr, EINVAL, "invalid_value", "a rollout plan needs policy, id, waves");
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
+                                 "a rollout plan needs policy, id, waves");
         snprintf(plan.id, sizeof(plan.id), "%s", id);
         plan.hold_usec = (uint64_t) hold * 1000;
         plan.confirm_usec = (uint64_t) confirm * 1000;
@@ -202,7 +203,7 @@ int fleet_rollout_plan_parse(json_t *j, FleetRolloutPlan *ret, Error *reterr) {
                 json_t *a = json_array_get(waves, w);
                 if (!json_is_array(a)) {
                         fleet_rollout_plan_done(&plan);
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "a rollout plan's wave is a list of nodes");
                 }
                 if (!(plan.waves[w] = calloc(json_array_size(a) + 1, sizeof(char *))))
@@ -212,7 +213,7 @@ int fleet_rollout_plan_parse(json_t *j, FleetRolloutPlan *ret, Error *reterr) {
                         const char *s = json_string_value(json_array_get(a, i));
                         if (!fleet_node_name_valid(s)) {
                                 fleet_rollout_plan_done(&plan);
-                                return error_set(reterr, EINVAL, "invalid_value",
+                                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                                  "a rollout plan names a node badly");
                         }
                         if (!(plan.waves[w][i] = strdup(s)))
@@ -274,7 +275,7 @@ int fleet_rollout_state_parse(json_t *j, FleetRolloutState *ret, Error *reterr) 
                         ;
                 if (!phase || i == _ROLLOUT_PHASE_MAX || wave < 0 || confirmed < 0 || since < 0 ||
                     wave > FLEET_WAVES_MAX * 1000 || confirmed > FLEET_WAVES_MAX * 1000)
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "a rollout state needs state, wave, confirmed");
                 s.phase = (FleetRolloutPhase) i;
                 s.wave = (unsigned) wave;

@@ -81,13 +81,13 @@ int etcd_transfer_answer(CURL *easy, CURLcode result, const EtcdBuffer *b, const
                 long made = 0; /* connections this transfer made: none, it used one kept */
                 curl_api.easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &made);
                 if (connected > 0 || made == 0)
-                        return error_set(reterr, EAGAIN, ETCD_OVERLOADED, "%s: no answer within %ld ms", url,
-                                         (long) ETCD_CALL_TIMEOUT_MS);
+                        return error_set(reterr, EAGAIN, ERROR_ETCD_OVERLOADED,
+                                         "%s: no answer within %ld ms", url, (long) ETCD_CALL_TIMEOUT_MS);
         }
         if (result != CURLE_OK) {
                 char why[128];
                 return error_set(reterr, b->over ? EFBIG : EHOSTUNREACH,
-                                 b->over ? "etcd_error" : "etcd_unreachable", "%s: %s", url,
+                                 b->over ? ERROR_ETCD_ERROR : ERROR_ETCD_UNREACHABLE, "%s: %s", url,
                                  etcd_transfer_error(b, curl_api.easy_strerror(result), why, sizeof(why)));
         }
         curl_api.easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
@@ -101,7 +101,7 @@ int etcd_transfer_answer(CURL *easy, CURLcode result, const EtcdBuffer *b, const
                 return r;
         }
         if (!answer)
-                return error_set(reterr, EPROTO, "etcd_error", "%s: the answer is not JSON: %s", url,
+                return error_set(reterr, EPROTO, ERROR_ETCD_ERROR, "%s: the answer is not JSON: %s", url,
                                  jerr.text);
         *ret = answer;
         return 0;
@@ -121,11 +121,11 @@ int etcd_endpoints_parse(const char *urls, char ***ret, size_t *ret_n, Error *re
         int r = 0;
 
         if (n == 0)
-                r = error_set(reterr, EINVAL, "invalid_value", "no etcd endpoint given (URL[,URL…])");
+                r = error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "no etcd endpoint given (URL[,URL…])");
         for (size_t i = 0; i < n && r >= 0; i++)
                 if (!(strncmp(v[i], "http://", 7) == 0 && v[i][7]) &&
                     !(strncmp(v[i], "https://", 8) == 0 && v[i][8]))
-                        r = error_set(reterr, EINVAL, "invalid_value",
+                        r = error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                       "%s: expected http://HOST:PORT or https://HOST:PORT", v[i]);
         if (r < 0) {
                 for (size_t i = 0; i < n; i++)

@@ -39,7 +39,7 @@ static void group_done(Fleet *f, const Error *e) {
                         w->retry_delay_usec = 0;
                         continue;
                 }
-                w->error = strdup(e->message ?: e->code);
+                w->error = strdup(e->message ?: error_code_to_string(e->code));
                 w->error_revision = w->revision;
                 /* tried again later (what was in the way, a local policy or an object, may go), less
                  * often each time */
@@ -134,11 +134,11 @@ static int object_of(const ObjectFetch *x, json_t *answer, EtcdKv **ret_kvs, siz
                         obj = kv;
         }
         if (!obj)
-                return error_set(reterr, ENOENT, "object_not_found", "object %s is not in etcd (%s)",
+                return error_set(reterr, ENOENT, ERROR_OBJECT_NOT_FOUND, "object %s is not in etcd (%s)",
                                  x->digest, "clsctl fleet apply uploads the objects a policy names");
         sha256_digest_string(obj->value, obj->value_size, digest);
         if (!streq(digest, x->digest))
-                return error_set(reterr, EBADMSG, "object_corrupt",
+                return error_set(reterr, EBADMSG, ERROR_OBJECT_CORRUPT,
                                  "etcd's object %s has the digest %s: not used", x->digest, digest);
         *ret_obj = obj;
         return 0;

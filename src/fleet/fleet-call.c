@@ -37,19 +37,19 @@ void fleet_call(Fleet *f, const char *path, json_t *body, EtcdCallDone done, voi
 #define RESYNC_USEC (1000 * 1000ULL)
 
 void fleet_call_failed(Fleet *f, const Error *e) {
-        if (streq_ptr(e->code, ETCD_TOKEN_INVALID)) {
+        if (e->code == ERROR_ETCD_TOKEN_INVALID) {
                 etcd_async_forget_token(f->etcd); /* the next connection logs in again */
                 fleet_lost(f, "%s", e->message);
                 return;
         }
-        if (streq_ptr(e->code, ETCD_LEASE_NOT_FOUND)) {
+        if (e->code == ERROR_ETCD_LEASE_NOT_FOUND) {
                 /* the lease expired (etcd busy or out of reach longer than its time): a new one, and the
                  * node's keys written again under it; the watch and the connection stay */
                 f->lease_lost = true;
                 fleet_timer_once(f, &f->resync, 0, NULL);
                 return;
         }
-        if (!streq_ptr(e->code, ETCD_OVERLOADED)) {
+        if (e->code != ERROR_ETCD_OVERLOADED) {
                 fleet_lost(f, "%s", e->message);
                 return;
         }

@@ -24,18 +24,19 @@ static int node_name(const FleetConfig *c, char **ret, Error *reterr) {
 
         if (!c->node) {
                 if (gethostname(host, sizeof(host)) < 0)
-                        return error_set(reterr, errno, "internal_error", "cannot read the host name: %m");
+                        return error_set(reterr, errno, ERROR_INTERNAL_ERROR,
+                                         "cannot read the host name: %m");
                 host[sizeof(host) - 1] = 0;
                 char *dot = strchr(host, '.');
                 if (dot)
                         *dot = 0;
         }
         if (!fleet_node_name_valid(c->node ?: host))
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "--node %s: 1 to %d characters of A-Z a-z 0-9 - _ . (give --node)",
                                  c->node ?: host, FLEET_NODE_NAME_MAX);
         if (!(*ret = strdup(c->node ?: host)))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         return 0;
 }
 
@@ -45,11 +46,11 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
         int r;
 
         if (!f)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         f->m = m;
         f->event = sd_event_ref(event);
         if (c->prefix && !fleet_prefix_valid(c->prefix))
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "--fleet-prefix %s: expected a path that starts and ends with \"/\"",
                                  c->prefix);
         r = node_name(c, &f->node, reterr);
@@ -61,21 +62,21 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
                 const char *rest =
                         startswith(c->advertise, "https://") ?: startswith(c->advertise, "http://");
                 if (!rest || !*rest || strlen(c->advertise) > 256 || strpbrk(c->advertise, " \"\\?#"))
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "--advertise %s: expected the URL this node's API is reached at, "
                                          "https://HOST:PORT",
                                          c->advertise);
                 if (!(f->advertise = strdup(c->advertise)))
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         if (!(f->prefix = strdup(c->prefix ?: ETCD_PREFIX_DEFAULT)))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         f->ttl = c->lease_ttl ?: FLEET_LEASE_TTL_DEFAULT;
         f->allow_writer = c->allow_writer;
         f->require_signed = c->require_signed;
         f->trusted_keys = c->trusted_keys;
         if (!(f->accepted = json_object()))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         r = etcd_async_new(event, c->urls, &c->creds, &f->etcd, &e);
         if (r < 0) {
                 r = r == -EINVAL ? error_set(reterr, EINVAL, e.code, "--fleet: %s", strna(e.message))
@@ -85,7 +86,7 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
         }
         srandom((unsigned) (getpid() ^ (uintptr_t) f ^ (uint64_t) time(NULL)));
         if (daemon_add_change_listener(m, on_daemon_change, f) < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         f->status.enabled = true;
         f->status.revision = daemon_fleet_revision(m);
         snprintf(f->status.node, sizeof(f->status.node), "%s", f->node);

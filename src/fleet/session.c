@@ -52,7 +52,7 @@ static void lose(Fleet *f, const char *why) {
 /* A call of the connection's making failed: it is made again from the start after a backoff (with a
  * login first, if etcd forgot the token). */
 static void connect_failed(Fleet *f, const Error *e) {
-        if (streq_ptr(e->code, ETCD_TOKEN_INVALID))
+        if (e->code == ERROR_ETCD_TOKEN_INVALID)
                 etcd_async_forget_token(f->etcd);
         fleet_lost(f, "%s", e->message);
 }
@@ -215,7 +215,7 @@ static void on_probed(EtcdAsync *a, json_t *answer, const Error *e, void *userda
         const char *user = etcd_async_user(a);
 
         (void) answer;
-        if (e && !streq(e->code, ETCD_PERMISSION_DENIED)) {
+        if (e && e->code != ERROR_ETCD_PERMISSION_DENIED) {
                 connect_failed(f, e);
                 return;
         }

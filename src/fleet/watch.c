@@ -85,7 +85,7 @@ static void on_listed(EtcdAsync *a, json_t *answer, const Error *e, void *userda
 
         (void) a;
         if (e) {
-                if (streq_ptr(e->code, ETCD_TOKEN_INVALID))
+                if (e->code == ERROR_ETCD_TOKEN_INVALID)
                         etcd_async_forget_token(f->etcd);
                 fleet_lost(f, "%s", e->message);
                 return;

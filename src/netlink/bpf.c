@@ -67,7 +67,7 @@ static struct bpf_object *open_mem(const void *data, size_t size, const char *na
                 int e = errno;
                 /* libbpf has error numbers of its own (LIBBPF_ERRNO__*): strerror() does not know them. */
                 libbpf_strerror(e, msg, sizeof(msg));
-                error_set(reterr, e, "invalid_object", "not a BPF object file libbpf can open: %s", msg);
+                error_set(reterr, e, ERROR_INVALID_OBJECT, "not a BPF object file libbpf can open: %s", msg);
                 return NULL;
         }
         return obj;
@@ -81,7 +81,7 @@ int nl_object_inspect(const void *data, size_t size, NlObjectInfo **ret, Error *
         size_t np = 0, nm = 0;
 
         if (!info)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         obj = open_mem(data, size, "inspect", reterr);
         if (!obj)
                 return -EINVAL;
@@ -93,7 +93,7 @@ int nl_object_inspect(const void *data, size_t size, NlObjectInfo **ret, Error *
         info->maps = calloc(nm + 1, sizeof(NlMapInfo));
         if (!info->programs || !info->maps) {
                 bpf_object__close(obj);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         bpf_object__for_each_program (p, obj) {
                 NlProgramInfo *pi = &info->programs[info->n_programs++];
@@ -183,7 +183,7 @@ static int fill_info(NlProgram *p, Error *reterr) {
         uint32_t len = sizeof(info);
 
         if (bpf_obj_get_info_by_fd(p->fd, &info, &len) < 0)
-                return error_set(reterr, errno, "kernel_error", "cannot read program info: %m");
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot read program info: %m");
         p->id = info.id;
         p->type = info.type;
         for (int i = 0; i < 8; i++)
@@ -207,7 +207,7 @@ static struct bpf_object *open_for_program(const void *data, size_t size, const 
                 bpf_program__set_autoload(p, want);
         }
         if (!target) {
-                error_set(reterr, ENOENT, "program_not_found", "program \"%s\" is not in the object",
+                error_set(reterr, ENOENT, ERROR_PROGRAM_NOT_FOUND, "program \"%s\" is not in the object",
                           program);
                 bpf_object__close(obj);
                 return NULL;
@@ -217,7 +217,7 @@ static struct bpf_object *open_for_program(const void *data, size_t size, const 
         if ((t != BPF_PROG_TYPE_UNSPEC && t != BPF_PROG_TYPE_SCHED_CLS && t != BPF_PROG_TYPE_SCHED_ACT) ||
             bpf_program__set_type(target, kind_type(kind)) < 0) {
                 const char *name = libbpf_bpf_prog_type_str(t);
-                error_set(reterr, EINVAL, "wrong_program_type",
+                error_set(reterr, EINVAL, ERROR_WRONG_PROGRAM_TYPE,
                           "program \"%s\" is of type %s; tc runs sched_cls and sched_act programs "
                           "(SEC(\"tc\"), "
                           "SEC(\"action\"), or a section of its own)",
@@ -250,7 +250,7 @@ static int reuse_compatible(const char *name, const NlMap *old, uint32_t type, u
             old->max_entries == max_entries && old->flags == flags)
                 return 0;
         return error_set(
-                reterr, EINVAL, "map_incompatible",
+                reterr, EINVAL, ERROR_MAP_INCOMPATIBLE,
                 "map \"%s\" cannot keep its contents: the attached one (id %u) is %s, key %u, value %u "
                 "bytes, max_entries %u, flags 0x%x; the new object's is %s, key %u, value %u bytes, "
                 "max_entries %u, flags 0x%x. Set \"maps\": {\"%s\": {\"reuse\": false}} on the filter "
@@ -295,8 +295,8 @@ static int reuse_maps(struct bpf_object *obj, const NlMap *reuse, size_t n_reuse
                         return r;
                 r = bpf_map__reuse_fd(m, old->fd);
                 if (r < 0)
-                        return error_set(reterr, r, "kernel_error", "cannot reuse map \"%s\" (id %u): %s",
-                                         name, old->id, strerror(-r));
+                        return error_set(reterr, r, ERROR_KERNEL_ERROR,
+                                         "cannot reuse map \"%s\" (id %u): %s", name, old->id, strerror(-r));
                 log_info("map %s keeps its contents: reusing map id %u", name, old->id);
         }
         return 0;
@@ -310,7 +310,7 @@ int nl_program_load(const void *data, size_t size, const char *object_name, cons
         int r;
 
         if (!np)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         np->fd = -1;
         np->obj = open_for_program(data, size, object_name, program, kind, &p, reterr);
         if (!np->obj)
@@ -322,14 +322,14 @@ int nl_program_load(const void *data, size_t size, const char *object_name, cons
          * rejection once more with this buffer, which bounds the log (it is the 422's detail). */
         log = calloc(1, NL_VERIFIER_LOG_MAX);
         if (!log)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         bpf_program__set_log_buf(p, log, NL_VERIFIER_LOG_MAX);
         r = bpf_object__load(np->obj);
         if (r < 0) {
                 if (log[0]) {
                         bool cut =
                                 strnlen(log, NL_VERIFIER_LOG_MAX) >= NL_VERIFIER_LOG_MAX - 1 || r == -ENOSPC;
-                        error_set(reterr, r, "verifier_rejected",
+                        error_set(reterr, r, ERROR_VERIFIER_REJECTED,
                                   "program \"%s\" was rejected by the verifier: %s%s", program,
                                   strerror(r == -ENOSPC ? EACCES : -r),
                                   cut ? " (the log in detail is its first 4 MiB)" : "");
@@ -341,14 +341,14 @@ int nl_program_load(const void *data, size_t size, const char *object_name, cons
                 } else {
                         char msg[128];
                         libbpf_strerror(r, msg, sizeof(msg));
-                        error_set(reterr, r, "invalid_object", "cannot load program \"%s\": %s", program,
+                        error_set(reterr, r, ERROR_INVALID_OBJECT, "cannot load program \"%s\": %s", program,
                                   msg);
                 }
                 return r;
         }
         np->fd = fcntl(bpf_program__fd(p), F_DUPFD_CLOEXEC, 3);
         if (np->fd < 0)
-                return error_set(reterr, errno, "internal_error", "cannot duplicate program fd: %m");
+                return error_set(reterr, errno, ERROR_INTERNAL_ERROR, "cannot duplicate program fd: %m");
         r = fill_info(np, reterr);
         if (r < 0)
                 return r;
@@ -361,10 +361,10 @@ int nl_program_open_id(uint32_t id, NlProgram **ret, Error *reterr) {
         int r;
 
         if (!np)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         np->fd = bpf_prog_get_fd_by_id(id);
         if (np->fd < 0)
-                return error_set(reterr, errno, "kernel_error", "cannot open program id %u: %m", id);
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot open program id %u: %m", id);
         r = fill_info(np, reterr);
         if (r < 0)
                 return r;
@@ -378,14 +378,14 @@ static int program_from_fd(int fd, NlProgKind kind, NlProgram **ret, Error *rete
 
         if (!np) {
                 safe_close(fd);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         np->fd = fd;
         r = fill_info(np, reterr);
         if (r < 0)
                 return r;
         if (np->type != (uint32_t) kind_type(kind))
-                return error_set(reterr, EINVAL, "wrong_program_type", "program id %u is not %s", np->id,
+                return error_set(reterr, EINVAL, ERROR_WRONG_PROGRAM_TYPE, "program id %u is not %s", np->id,
                                  kind == NL_PROG_ACTION ? "sched_act" : "sched_cls");
         *ret = TAKE_PTR(np);
         return 0;
@@ -397,14 +397,14 @@ int nl_program_take_fd(int fd, NlProgram **ret, Error *reterr) {
 
         if (!np) {
                 safe_close(fd);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         np->fd = fd;
         r = fill_info(np, reterr);
         if (r < 0)
                 return r;
         if (np->type != BPF_PROG_TYPE_SCHED_CLS && np->type != BPF_PROG_TYPE_SCHED_ACT)
-                return error_set(reterr, EINVAL, "wrong_program_type", "program id %u is no tc program",
+                return error_set(reterr, EINVAL, ERROR_WRONG_PROGRAM_TYPE, "program id %u is no tc program",
                                  np->id);
         *ret = TAKE_PTR(np);
         return 0;
@@ -414,7 +414,7 @@ int nl_program_from_fd(int fd, NlProgKind kind, NlProgram **ret, Error *reterr) 
         int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 
         if (copy < 0)
-                return error_set(reterr, errno, "internal_error", "cannot duplicate fd %d: %m", fd);
+                return error_set(reterr, errno, ERROR_INTERNAL_ERROR, "cannot duplicate fd %d: %m", fd);
         return program_from_fd(copy, kind, ret, reterr);
 }
 
@@ -423,14 +423,15 @@ int nl_program_pin(const NlProgram *p, const char *path, Error *reterr) {
                 return 0;
         if (errno == EEXIST && unlink(path) == 0 && bpf_obj_pin(p->fd, path) == 0)
                 return 0;
-        return error_set(reterr, errno, "kernel_error", "cannot pin program id %u at %s: %m", p->id, path);
+        return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot pin program id %u at %s: %m", p->id,
+                         path);
 }
 
 int nl_program_open_pinned(const char *path, NlProgKind kind, NlProgram **ret, Error *reterr) {
         int fd = bpf_obj_get(path);
 
         if (fd < 0)
-                return error_set(reterr, errno, "kernel_error", "cannot open pinned %s: %m", path);
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot open pinned %s: %m", path);
         return program_from_fd(fd, kind, ret, reterr);
 }
 
@@ -439,7 +440,7 @@ static int map_fill(int fd, NlMap *ret, Error *reterr) {
         uint32_t len = sizeof(info);
 
         if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
-                return error_set(reterr, errno, "kernel_error", "cannot read map info: %m");
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot read map info: %m");
         *ret = (NlMap){ .fd = fd,
                         .id = info.id,
                         .type = info.type,
@@ -458,7 +459,7 @@ int nl_map_from_fd(int fd, NlMap *ret, Error *reterr) {
         int copy = fcntl(fd, F_DUPFD_CLOEXEC, 3), r;
 
         if (copy < 0)
-                return error_set(reterr, errno, "internal_error", "cannot duplicate fd %d: %m", fd);
+                return error_set(reterr, errno, ERROR_INTERNAL_ERROR, "cannot duplicate fd %d: %m", fd);
         r = map_fill(copy, ret, reterr);
         if (r < 0)
                 safe_close(copy);
@@ -479,19 +480,19 @@ int nl_program_maps(int prog_fd, NlMap **ret, size_t *ret_n, Error *reterr) {
         size_t k = 0;
 
         if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) < 0)
-                return error_set(reterr, errno, "kernel_error", "cannot read program info: %m");
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot read program info: %m");
         n = info.nr_map_ids;
         ids = calloc(n + 1, sizeof(uint32_t));
         maps = calloc(n + 1, sizeof(NlMap));
         if (!ids || !maps) {
                 free(maps);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         info = (struct bpf_prog_info){ .nr_map_ids = n, .map_ids = (uint64_t) (uintptr_t) ids };
         len = sizeof(info);
         if (bpf_obj_get_info_by_fd(prog_fd, &info, &len) < 0) {
                 free(maps);
-                return error_set(reterr, errno, "kernel_error", "cannot read the program's maps: %m");
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot read the program's maps: %m");
         }
         for (uint32_t i = 0; i < MIN(n, info.nr_map_ids); i++) {
                 int fd = bpf_map_get_fd_by_id(ids[i]);

@@ -217,23 +217,24 @@ int nl_map_read(const NlMap *m, const uint8_t *cursor, size_t cursor_size, size_
         int r;
 
         if (!nl_map_readable(m->type))
-                return error_set(reterr, EOPNOTSUPP, "map_unreadable",
+                return error_set(reterr, EOPNOTSUPP, ERROR_MAP_UNREADABLE,
                                  "map %s is a %s map: the kernel does not let user space read its entries",
                                  m->name, nl_map_type_name(m->type));
         if (m->key_size == 0 || m->key_size > NL_MAP_CURSOR_MAX - 1)
-                return error_set(reterr, EOPNOTSUPP, "map_unreadable",
+                return error_set(reterr, EOPNOTSUPP, ERROR_MAP_UNREADABLE,
                                  "map %s has %u-byte keys; clsd reads maps with keys of 1 to %u bytes",
                                  m->name, m->key_size, NL_MAP_CURSOR_MAX - 1);
         if (cursor && (cursor_size != 1 + (batch ? batch_token_size(m) + sizeof(uint32_t) : m->key_size) ||
                        cursor[0] != (batch ? CURSOR_BATCH : CURSOR_KEY)))
-                return error_set(reterr, EINVAL, "bad_cursor", "the cursor is not one of map %s's", m->name);
+                return error_set(reterr, EINVAL, ERROR_BAD_CURSOR, "the cursor is not one of map %s's",
+                                 m->name);
         if (limit == 0 || limit > NL_MAP_PAGE_MAX)
                 limit = NL_MAP_PAGE_MAX;
         p.value_stride = m->value_size;
         if (nl_map_percpu(m->type)) {
                 r = libbpf_num_possible_cpus();
                 if (r < 0)
-                        return error_set(reterr, -r, "internal_error", "cannot count the possible CPUs");
+                        return error_set(reterr, -r, ERROR_INTERNAL_ERROR, "cannot count the possible CPUs");
                 p.n_cpus = (unsigned) r;
                 p.value_stride = ((m->value_size + 7) / 8) * 8 * p.n_cpus;
         }
@@ -247,13 +248,13 @@ int nl_map_read(const NlMap *m, const uint8_t *cursor, size_t cursor_size, size_
                   : read_by_key(m, cursor ? cursor + 1 : NULL, limit, &p, &capacity);
         if (r == -EOPNOTSUPP || r == -ENOTSUPP_KERNEL) {
                 nl_map_page_done(&p);
-                return error_set(reterr, EOPNOTSUPP, "map_unreadable",
+                return error_set(reterr, EOPNOTSUPP, ERROR_MAP_UNREADABLE,
                                  "map %s (%s): the kernel does not let user space read its entries", m->name,
                                  nl_map_type_name(m->type));
         }
         if (r < 0) {
                 nl_map_page_done(&p);
-                return error_set(reterr, -r, "kernel_error", "cannot read map %s (id %u): %s", m->name,
+                return error_set(reterr, -r, ERROR_KERNEL_ERROR, "cannot read map %s (id %u): %s", m->name,
                                  m->id, strerror(-r));
         }
         *ret = p;
@@ -271,7 +272,7 @@ int nl_program_stats_fd(int fd, NlProgramStats *ret, Error *reterr) {
         uint32_t len = sizeof(info);
 
         if (bpf_obj_get_info_by_fd(fd, &info, &len) < 0)
-                return error_set(reterr, errno, "kernel_error", "cannot read a program's info: %m");
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot read a program's info: %m");
         *ret = (NlProgramStats){ .id = info.id,
                                  .run_count = info.run_cnt,
                                  .run_time_ns = info.run_time_ns,
@@ -283,7 +284,7 @@ int nl_program_stats(uint32_t prog_id, NlProgramStats *ret, Error *reterr) {
         _cleanup_close_ int fd = bpf_prog_get_fd_by_id(prog_id);
 
         if (fd < 0)
-                return error_set(reterr, errno, "kernel_error", "cannot open program %u: %m", prog_id);
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot open program %u: %m", prog_id);
         return nl_program_stats_fd(fd, ret, reterr);
 }
 
@@ -291,7 +292,8 @@ int nl_bpf_stats_enable(int *ret_fd, Error *reterr) {
         int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 
         if (fd < 0)
-                return error_set(reterr, errno, "kernel_error", "cannot enable BPF run-time statistics: %m");
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR,
+                                 "cannot enable BPF run-time statistics: %m");
         *ret_fd = fd;
         return 0;
 }
@@ -300,7 +302,7 @@ int nl_program_maps_by_id(uint32_t prog_id, NlMap **ret, size_t *ret_n, Error *r
         _cleanup_close_ int fd = bpf_prog_get_fd_by_id(prog_id);
 
         if (fd < 0)
-                return error_set(reterr, errno, "kernel_error", "cannot open program %u: %m", prog_id);
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot open program %u: %m", prog_id);
         return nl_program_maps(fd, ret, ret_n, reterr);
 }
 
@@ -332,14 +334,14 @@ int nl_map_update(const NlMap *m, const void *key, const void *value, Error *ret
         const void *v = value;
 
         if (!nl_map_writable(m->type))
-                return error_set(reterr, EOPNOTSUPP, "map_unwritable",
+                return error_set(reterr, EOPNOTSUPP, ERROR_MAP_UNWRITABLE,
                                  "map %s (%s): its entries are not written", m->name,
                                  nl_map_type_name(m->type));
         if (nl_map_percpu(m->type)) {
                 int ncpus = libbpf_num_possible_cpus();
                 size_t stride = (m->value_size + 7) / 8 * 8;
                 if (ncpus <= 0 || !(all = calloc((size_t) ncpus, stride)))
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 for (int i = 0; i < ncpus; i++)
                         memcpy(all + (size_t) i * stride, value, m->value_size);
                 v = all;
@@ -348,14 +350,14 @@ int nl_map_update(const NlMap *m, const void *key, const void *value, Error *ret
                 int e = errno;
                 bool array = m->type == BPF_MAP_TYPE_ARRAY || m->type == BPF_MAP_TYPE_PERCPU_ARRAY;
                 if (array && (e == E2BIG || e == EINVAL))
-                        return error_set(reterr, e, "invalid_value",
+                        return error_set(reterr, e, ERROR_INVALID_VALUE,
                                          "key: map %s is an array of keys 0 to %u", m->name,
                                          m->max_entries - 1);
                 if (e == E2BIG || e == ENOSPC)
-                        return error_set(reterr, e, "map_full", "map %s is full (%u entries)", m->name,
+                        return error_set(reterr, e, ERROR_MAP_FULL, "map %s is full (%u entries)", m->name,
                                          m->max_entries);
-                return error_set(reterr, e, "kernel_error", "map %s: cannot write the entry: %s", m->name,
-                                 strerror(e));
+                return error_set(reterr, e, ERROR_KERNEL_ERROR, "map %s: cannot write the entry: %s",
+                                 m->name, strerror(e));
         }
         return 0;
 }
@@ -364,13 +366,14 @@ int nl_map_delete(const NlMap *m, const void *key, Error *reterr) {
         if (!nl_map_writable(m->type) || m->type == BPF_MAP_TYPE_ARRAY ||
             m->type == BPF_MAP_TYPE_PERCPU_ARRAY)
                 return error_set(
-                        reterr, EOPNOTSUPP, "map_unwritable",
+                        reterr, EOPNOTSUPP, ERROR_MAP_UNWRITABLE,
                         "map %s (%s): its entries cannot be deleted (an array's are written instead)",
                         m->name, nl_map_type_name(m->type));
         if (bpf_map_delete_elem(m->fd, key) < 0) {
                 int e = errno;
-                return error_set(reterr, e, e == ENOENT ? "entry_not_found" : "kernel_error", "map %s: %s",
-                                 m->name, e == ENOENT ? "no entry with that key" : strerror(e));
+                return error_set(reterr, e, e == ENOENT ? ERROR_ENTRY_NOT_FOUND : ERROR_KERNEL_ERROR,
+                                 "map %s: %s", m->name,
+                                 e == ENOENT ? "no entry with that key" : strerror(e));
         }
         return 0;
 }

@@ -24,7 +24,7 @@ int nl_netns_open(const char *dir, const char *name, int *ret_fd, Error *reterr)
         if (fd < 0)
                 return errno == ENOENT
                                ? -ENOENT
-                               : error_set(reterr, errno, "kernel_error", "cannot open %s: %m", path);
+                               : error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot open %s: %m", path);
         /* Until ip-netns has bind-mounted the namespace there, the file is an empty placeholder. */
         if (fstatfs(fd, &sfs) < 0 || (uint32_t) sfs.f_type != NSFS_MAGIC_VALUE) {
                 close(fd);
@@ -64,7 +64,7 @@ int nl_socket_open_in(int netns_fd, unsigned groups, NlSocket **ret, Error *rete
         if (netns_fd >= 0) {
                 r = nl_netns_enter(netns_fd, &saved);
                 if (r < 0)
-                        return error_set(reterr, -r, "kernel_error",
+                        return error_set(reterr, -r, ERROR_KERNEL_ERROR,
                                          "cannot enter the network namespace: %s", strerror(-r));
         }
         r = nl_socket_open(groups, ret, reterr);

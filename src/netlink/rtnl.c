@@ -37,10 +37,10 @@ int nl_socket_open(unsigned groups, NlSocket **ret, Error *reterr) {
         int one = 1;
 
         if (!s || !(s->buf = malloc(NL_RECV_BUFFER_SIZE)))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         s->mnl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC | (groups ? SOCK_NONBLOCK : 0));
         if (!s->mnl)
-                return error_set(reterr, errno, "kernel_error", "cannot open rtnetlink socket: %m");
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot open rtnetlink socket: %m");
         (void) mnl_socket_setsockopt(s->mnl, NETLINK_EXT_ACK, &one, sizeof(one));
         (void) mnl_socket_setsockopt(s->mnl, NETLINK_CAP_ACK, &one, sizeof(one));
         (void) mnl_socket_setsockopt(s->mnl, NETLINK_GET_STRICT_CHK, &one, sizeof(one));
@@ -53,7 +53,7 @@ int nl_socket_open(unsigned groups, NlSocket **ret, Error *reterr) {
                 (void) setsockopt(nl_socket_fd(s), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         }
         if (mnl_socket_bind(s->mnl, groups, MNL_SOCKET_AUTOPID) < 0)
-                return error_set(reterr, errno, "kernel_error", "cannot bind rtnetlink socket: %m");
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot bind rtnetlink socket: %m");
         s->portid = mnl_socket_get_portid(s->mnl);
         s->seq = (uint32_t) time(NULL);
         *ret = TAKE_PTR(s);
@@ -158,7 +158,7 @@ static int read_answer(NlSocket *s, uint32_t seq, mnl_cb_t cb, void *userdata, c
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
-                        return error_set(reterr, errno == EAGAIN ? ETIMEDOUT : errno, "kernel_error",
+                        return error_set(reterr, errno == EAGAIN ? ETIMEDOUT : errno, ERROR_KERNEL_ERROR,
                                          "%s: no answer from rtnetlink: %m", what);
                 }
                 /* An answer to an earlier request (one that timed out, or a dump we stopped reading) has
@@ -176,9 +176,9 @@ static int read_answer(NlSocket *s, uint32_t seq, mnl_cb_t cb, void *userdata, c
                         log_debug("%s: %s%s%s", what, strerror(e), rc.ack.extack[0] ? ": " : "",
                                   rc.ack.extack);
                         if (rc.ack.extack[0])
-                                return error_set(reterr, e, "kernel_error", "%s: %s (%s)", what,
+                                return error_set(reterr, e, ERROR_KERNEL_ERROR, "%s: %s (%s)", what,
                                                  rc.ack.extack, strerror(e));
-                        return error_set(reterr, e, "kernel_error", "%s: %s", what, strerror(e));
+                        return error_set(reterr, e, ERROR_KERNEL_ERROR, "%s: %s", what, strerror(e));
                 }
                 if (r == MNL_CB_STOP)
                         return 0;
@@ -221,8 +221,8 @@ static void deferred_answer(NlSocket *s, int send_error) {
         s->has_deferred = false;
         s->deferred_len = 0;
         if (send_error)
-                *d.ret = error_set(d.error, send_error, "kernel_error", "%s: cannot send to rtnetlink: %s",
-                                   d.what, strerror(send_error));
+                *d.ret = error_set(d.error, send_error, ERROR_KERNEL_ERROR,
+                                   "%s: cannot send to rtnetlink: %s", d.what, strerror(send_error));
         else
                 *d.ret = read_answer(s, d.seq, NULL, NULL, d.what, d.error);
 }
@@ -261,7 +261,8 @@ int nl_request(NlSocket *s, struct nlmsghdr *nlh, mnl_cb_t cb, void *userdata, c
         } else
                 sent = mnl_socket_sendto(s->mnl, nlh, nlh->nlmsg_len);
         if (sent < 0)
-                return error_set(reterr, errno, "kernel_error", "%s: cannot send to rtnetlink: %m", what);
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR, "%s: cannot send to rtnetlink: %m",
+                                 what);
         return read_answer(s, nlh->nlmsg_seq, cb, userdata, what, reterr);
 }
 

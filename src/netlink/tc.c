@@ -208,7 +208,8 @@ int nl_bpf_filter_set_echo(NlSocket *s, const NlBpfFilterSpec *f, bool replace, 
         if (r < 0)
                 return r;
         if (!e.found)
-                return error_set(reterr, EIO, "kernel_error", "the kernel did not echo the filter it made");
+                return error_set(reterr, EIO, ERROR_KERNEL_ERROR,
+                                 "the kernel did not echo the filter it made");
         return 0;
 }
 

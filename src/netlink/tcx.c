@@ -86,11 +86,11 @@ int nl_tcx_query(int ifindex, NlHook hook, NlTcxEntry **ret, size_t *ret_n, Erro
         a.count = NL_TCX_MAX;
         r = sys_bpf(BPF_PROG_QUERY, &a, sizeof(a));
         if (r < 0)
-                return error_set(reterr, -r, "kernel_error", "ifindex %d: cannot query tcx %s: %s", ifindex,
-                                 hook == NL_HOOK_INGRESS ? "ingress" : "egress", strerror(-r));
+                return error_set(reterr, -r, ERROR_KERNEL_ERROR, "ifindex %d: cannot query tcx %s: %s",
+                                 ifindex, hook == NL_HOOK_INGRESS ? "ingress" : "egress", strerror(-r));
         v = calloc(a.count + 1, sizeof(NlTcxEntry));
         if (!v)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         for (uint32_t i = 0; i < a.count && i < NL_TCX_MAX; i++)
                 v[i] = (NlTcxEntry){ .prog_id = prog_ids[i], .link_id = link_ids[i] };
         *ret = v;
@@ -124,8 +124,9 @@ int nl_tcx_attach(int prog_fd, int ifindex, NlHook hook, int relative_link_fd, b
         }
         fd = sys_bpf(BPF_LINK_CREATE, &a, sizeof(a));
         if (fd < 0)
-                return error_set(reterr, -fd, "kernel_error", "ifindex %d: cannot attach a tcx %s link: %s",
-                                 ifindex, hook == NL_HOOK_INGRESS ? "ingress" : "egress", strerror(-fd));
+                return error_set(reterr, -fd, ERROR_KERNEL_ERROR,
+                                 "ifindex %d: cannot attach a tcx %s link: %s", ifindex,
+                                 hook == NL_HOOK_INGRESS ? "ingress" : "egress", strerror(-fd));
         *ret_link_fd = fd;
         return 0;
 }
@@ -133,15 +134,16 @@ int nl_tcx_attach(int prog_fd, int ifindex, NlHook hook, int relative_link_fd, b
 int nl_tcx_update(int link_fd, int prog_fd, Error *reterr) {
         int r = bpf_link_update(link_fd, prog_fd, NULL);
         if (r < 0)
-                return error_set(reterr, -r, "kernel_error", "cannot replace the program of a tcx link: %s",
-                                 strerror(-r));
+                return error_set(reterr, -r, ERROR_KERNEL_ERROR,
+                                 "cannot replace the program of a tcx link: %s", strerror(-r));
         return 0;
 }
 
 int nl_tcx_detach(int link_fd, Error *reterr) {
         int r = bpf_link_detach(link_fd);
         if (r < 0 && r != -ENOLINK && r != -EINVAL)
-                return error_set(reterr, -r, "kernel_error", "cannot detach a tcx link: %s", strerror(-r));
+                return error_set(reterr, -r, ERROR_KERNEL_ERROR, "cannot detach a tcx link: %s",
+                                 strerror(-r));
         return 0;
 }
 
@@ -168,11 +170,11 @@ int nl_bpffs_check(const char *dir, Error *reterr) {
         struct statfs sfs;
 
         if (statfs(dir, &sfs) < 0)
-                return error_set(reterr, errno, "tcx_unavailable", "%s: %m (tcx links are pinned there)",
+                return error_set(reterr, errno, ERROR_TCX_UNAVAILABLE, "%s: %m (tcx links are pinned there)",
                                  dir);
         if ((uint32_t) sfs.f_type != BPF_FS_MAGIC_VALUE)
                 return error_set(
-                        reterr, ENOTSUP, "tcx_unavailable",
+                        reterr, ENOTSUP, ERROR_TCX_UNAVAILABLE,
                         "%s is not on a bpf filesystem (mount -t bpf bpf /sys/fs/bpf); tcx links are "
                         "pinned there so that they outlive clsd",
                         dir);
@@ -185,10 +187,10 @@ int nl_pin(int fd, const char *dir, const char *name, Error *reterr) {
 
         snprintf(path, sizeof(path), "%s/%s", dir, name);
         if (unlink(path) < 0 && errno != ENOENT)
-                return error_set(reterr, errno, "kernel_error", "cannot replace the pin %s: %m", path);
+                return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot replace the pin %s: %m", path);
         r = bpf_obj_pin(fd, path);
         if (r < 0)
-                return error_set(reterr, -r, "kernel_error", "cannot pin %s: %s", path, strerror(-r));
+                return error_set(reterr, -r, ERROR_KERNEL_ERROR, "cannot pin %s: %s", path, strerror(-r));
         return 0;
 }
 

@@ -40,7 +40,7 @@ static int reply(int sock, int r, const Error *e, int program_fd, const void *pa
         int fds[2], n = 0, payload_fd = -1, k;
 
         if (e && e->code)
-                snprintf(h.code, sizeof(h.code), "%s", e->code);
+                snprintf(h.code, sizeof(h.code), "%s", error_code_to_string(e->code));
         if (e && e->message)
                 snprintf(h.message, sizeof(h.message), "%s", e->message);
         if (program_fd >= 0) {
@@ -214,7 +214,7 @@ static int serve_inspect(int sock, const char *data, size_t size) {
 
         r = nl_inspect_confine(sock);
         if (r < 0) {
-                error_set(&e, -r, "internal_error", "cannot confine the inspection: %s", strerror(-r));
+                error_set(&e, -r, ERROR_INTERNAL_ERROR, "cannot confine the inspection: %s", strerror(-r));
                 return reply(sock, r, &e, -1, NULL, 0);
         }
         r = nl_object_inspect(data, size, &info, &e);
@@ -222,7 +222,7 @@ static int serve_inspect(int sock, const char *data, size_t size) {
                 r = nl_object_info_serialize(info, &out, &out_size);
         if (r < 0) {
                 if (!e.code)
-                        error_set(&e, -r, "internal_error", "out of memory");
+                        error_set(&e, -r, ERROR_INTERNAL_ERROR, "out of memory");
                 r = reply(sock, r, &e, -1, NULL, 0);
                 error_done(&e);
                 return r;
@@ -241,7 +241,7 @@ static int serve_load(int sock, const JobRequest *req, const char *data, size_t 
         r = confined ? 0 : load_confine();
         confined = confined || r >= 0;
         if (r < 0) {
-                error_set(&e, -r, "internal_error", "cannot confine the load: %s", strerror(-r));
+                error_set(&e, -r, ERROR_INTERNAL_ERROR, "cannot confine the load: %s", strerror(-r));
                 return reply(sock, r, &e, -1, NULL, 0);
         }
         for (size_t i = 0; i < n_reuse; i++) {
@@ -310,7 +310,7 @@ static int serve_one(int sock, bool after_load, NlJobKind *ret_kind, int *ret_ne
         close(fds[0]);
         if (r < 0) {
                 Error e = ERROR_NULL;
-                error_set(&e, -r, r == -EFBIG ? "payload_too_large" : "internal_error",
+                error_set(&e, -r, r == -EFBIG ? ERROR_PAYLOAD_TOO_LARGE : ERROR_INTERNAL_ERROR,
                           "cannot read the object: %s", strerror(-r));
                 (void) reply(sock, r, &e, -1, NULL, 0);
                 error_done(&e);
@@ -356,13 +356,13 @@ int nl_object_inspect_forked(const void *data, size_t size, NlObjectInfo **ret, 
         pid_t pid;
 
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-                return error_set(reterr, errno, "internal_error", "socketpair: %m");
+                return error_set(reterr, errno, ERROR_INTERNAL_ERROR, "socketpair: %m");
         pid = fork();
         if (pid < 0) {
                 r = -errno;
                 close(sv[0]);
                 close(sv[1]);
-                return error_set(reterr, -r, "internal_error", "fork: %s", strerror(-r));
+                return error_set(reterr, -r, ERROR_INTERNAL_ERROR, "fork: %s", strerror(-r));
         }
         if (pid == 0) {
                 /* A parser that crashes dies of its signal, as a worker started afresh does (a sanitizer's
@@ -385,11 +385,12 @@ int nl_object_inspect_forked(const void *data, size_t size, NlObjectInfo **ret, 
                 ;
         if (r < 0) {
                 if (WIFSIGNALED(status))
-                        return error_set(reterr, EINVAL, "invalid_object",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_OBJECT,
                                          "the object's parser crashed on it (signal %d, %s): not an object "
                                          "libbpf can read",
                                          WTERMSIG(status), strsignal(WTERMSIG(status)));
-                return error_set(reterr, -r, "internal_error", "the inspection failed: %s", strerror(-r));
+                return error_set(reterr, -r, ERROR_INTERNAL_ERROR, "the inspection failed: %s",
+                                 strerror(-r));
         }
         if (rep.r < 0) {
                 r = rep.r;

@@ -66,17 +66,20 @@ void nl_job_reply_done(NlJobReply *r) {
         r->program = nl_program_free(r->program);
 }
 
-/* An error code as the worker names it, made clsd's own (Error.code is static): one a worker cannot
- * send is an internal error. */
-static const char *code_known(const char *s) {
-        static const char *const codes[] = {
-                "invalid_object",   "verifier_rejected", "wrong_program_type", "program_not_found",
-                "map_incompatible", "kernel_error",      "internal_error",     "program_ambiguous",
+/* An error code as the worker names it (text on the socket), made clsd's own: one a worker cannot send is
+ * an internal error, so that a worker that misbehaves cannot answer, say, 404 or 409 through clsd. */
+static ErrorCode code_known(const char *s) {
+        static const ErrorCode codes[] = {
+                ERROR_INVALID_OBJECT,    ERROR_VERIFIER_REJECTED, ERROR_WRONG_PROGRAM_TYPE,
+                ERROR_PROGRAM_NOT_FOUND, ERROR_MAP_INCOMPATIBLE,  ERROR_KERNEL_ERROR,
+                ERROR_INTERNAL_ERROR,    ERROR_PROGRAM_AMBIGUOUS,
         };
+        ErrorCode c = error_code_from_string(s);
+
         for (size_t i = 0; i < ELEMENTSOF(codes); i++)
-                if (streq(s, codes[i]))
-                        return codes[i];
-        return "internal_error";
+                if (c == codes[i])
+                        return c;
+        return ERROR_INTERNAL_ERROR;
 }
 
 /* The system call an inspection's filter trapped (its number in text, from on_sigsys()), named: a defect of
@@ -87,7 +90,7 @@ static void sandbox_refused(Error *e, const char *number) {
         _cleanup_free_ char *name =
                 *number && !*end ? seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, (int) nr) : NULL;
 
-        error_set(e, ENOSYS, "internal_error",
+        error_set(e, ENOSYS, ERROR_INTERNAL_ERROR,
                   "the inspection's sandbox refused system call %s (%s), which libbpf or glibc made while "
                   "reading this object: a defect of clsd's sandbox, not of the object (please report it)",
                   name ? name : "?", number);

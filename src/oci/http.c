@@ -86,9 +86,9 @@ int oci_session_open(OciSession *s, const char *ref, const OciPullOptions *o, Er
                 return r;
         s->easy = curl_api.easy_init();
         if (!s->easy)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         if (o->registry && o->registry->token && !(s->bearer = strdup(o->registry->token)))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         /* credentials the registries file gives this registry go with the first request: the anonymous one
          * before them cost every pull a 401 (a request in four, and a round trip); a registry of bearer
          * tokens answers it with its challenge all the same */
@@ -141,10 +141,10 @@ static void setup(OciSession *s, const char *url, OciAnswer *a, struct curl_slis
 
 static int transfer_error(OciSession *s, CURLcode c, const OciAnswer *a, const char *url, Error *reterr) {
         if (a->body.over)
-                return error_set(reterr, EFBIG, "payload_too_large", "%s: more than %zu bytes", url,
+                return error_set(reterr, EFBIG, ERROR_PAYLOAD_TOO_LARGE, "%s: more than %zu bytes", url,
                                  a->body.max);
-        return error_set(reterr, EHOSTUNREACH, "registry_unreachable", "registry %s: %s", s->ref.registry,
-                         s->errbuf[0] ? s->errbuf : curl_api.easy_strerror(c));
+        return error_set(reterr, EHOSTUNREACH, ERROR_REGISTRY_UNREACHABLE, "registry %s: %s",
+                         s->ref.registry, s->errbuf[0] ? s->errbuf : curl_api.easy_strerror(c));
 }
 
 /* One request: 0 with the answer, or <0 (the transfer failed). */
@@ -167,7 +167,7 @@ static int request(OciSession *s, const char *url, const char *accept, size_t ma
                 h = NULL;
         if (!h) {
                 curl_api.slist_free_all(headers);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         headers = h;
         setup(s, url, a, headers, basic);
@@ -233,7 +233,7 @@ static int token_get(OciSession *s, const char *challenge, Error *reterr) {
         int r;
 
         if (!realm || !(startswith(realm, "https://") || startswith(realm, "http://")))
-                return error_set(reterr, EPROTO, "registry_error",
+                return error_set(reterr, EPROTO, ERROR_REGISTRY_ERROR,
                                  "registry %s: a bearer challenge without a realm to ask for a token",
                                  s->ref.registry);
         if (service)
@@ -245,18 +245,18 @@ static int token_get(OciSession *s, const char *challenge, Error *reterr) {
         curl_api.free(es);
         curl_api.free(esc);
         if (r < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         r = request(s, url, "application/json", TOKEN_ANSWER_MAX, true, &a, reterr);
         if (r < 0)
                 return r;
         if (a.status == 401 || a.status == 403)
-                return error_set(reterr, EACCES, "registry_auth_failed",
+                return error_set(reterr, EACCES, ERROR_REGISTRY_AUTH_FAILED,
                                  "registry %s: its token service refused %s (%ld)", s->ref.registry,
                                  s->o->registry && s->o->registry->username ? "the credentials"
                                                                             : "an anonymous request",
                                  a.status);
         if (a.status != 200)
-                return error_set(reterr, EPROTO, "registry_error",
+                return error_set(reterr, EPROTO, ERROR_REGISTRY_ERROR,
                                  "registry %s: its token service answered %ld", s->ref.registry, a.status);
         j = json_loadb(a.body.data ?: "", a.body.size, 0, NULL);
         t = json_object_get(j, "token");
@@ -264,13 +264,13 @@ static int token_get(OciSession *s, const char *challenge, Error *reterr) {
                 t = json_object_get(j, "access_token");
         if (!json_is_string(t) || json_string_length(t) == 0) {
                 json_decref(j);
-                return error_set(reterr, EPROTO, "registry_error",
+                return error_set(reterr, EPROTO, ERROR_REGISTRY_ERROR,
                                  "registry %s: its token service gave no token", s->ref.registry);
         }
         free(s->bearer);
         s->bearer = strdup(json_string_value(t));
         json_decref(j);
-        return s->bearer ? 0 : error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        return s->bearer ? 0 : error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
 }
 
 int oci_get(OciSession *s, const char *what, const char *accept, size_t max, OciAnswer *a, Error *reterr) {
@@ -280,7 +280,7 @@ int oci_get(OciSession *s, const char *what, const char *accept, size_t max, Oci
 
         if (asprintf(&url, "%s://%s/v2/%s/%s", reg && reg->plain_http ? "http" : "https", s->ref.registry,
                      s->ref.repository, what) < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         for (int attempt = 0;; attempt++) {
                 r = request_paced(s, url, accept, max, s->basic, a, reterr);
                 if (r < 0 || a->status != 401)
@@ -297,7 +297,7 @@ int oci_get(OciSession *s, const char *what, const char *accept, size_t max, Oci
                 else
                         break;
         }
-        return error_set(reterr, EACCES, "registry_auth_failed", "registry %s refused %s (401)",
+        return error_set(reterr, EACCES, ERROR_REGISTRY_AUTH_FAILED, "registry %s refused %s (401)",
                          s->ref.registry,
                          reg && (reg->username || reg->token)
                                  ? "the credentials of the registries file"
@@ -309,26 +309,27 @@ int oci_answer_check(OciSession *s, const OciAnswer *a, const char *what, const 
         char got[SHA256_DIGEST_STRING_MAX];
 
         if (a->status == 404)
-                return error_set(reterr, ENOENT, "image_not_found", "registry %s has no %s in %s",
+                return error_set(reterr, ENOENT, ERROR_IMAGE_NOT_FOUND, "registry %s has no %s in %s",
                                  s->ref.registry, what, s->ref.repository);
         if (a->status == 403)
-                return error_set(reterr, EACCES, "registry_auth_failed",
+                return error_set(reterr, EACCES, ERROR_REGISTRY_AUTH_FAILED,
                                  "registry %s: %s in %s is forbidden (403)", s->ref.registry, what,
                                  s->ref.repository);
         if (a->status == 429 || a->status == 503)
-                return error_set(reterr, EAGAIN, "registry_error",
+                return error_set(reterr, EAGAIN, ERROR_REGISTRY_ERROR,
                                  "registry %s was busy (%ld) for %s in %s for %d s: asked again later",
                                  s->ref.registry, a->status, what, s->ref.repository,
                                  OCI_RETRY_AFTER_MAX_SEC);
         if (a->status != 200)
-                return error_set(reterr, EPROTO, "registry_error", "registry %s answered %ld for %s in %s",
-                                 s->ref.registry, a->status, what, s->ref.repository);
+                return error_set(reterr, EPROTO, ERROR_REGISTRY_ERROR,
+                                 "registry %s answered %ld for %s in %s", s->ref.registry, a->status, what,
+                                 s->ref.repository);
         if (!digest)
                 return 0;
         sha256_digest_string(a->body.data ?: "", a->body.size, got);
         if (!streq(got, digest))
                 return error_set(
-                        reterr, EBADMSG, "image_digest_mismatch",
+                        reterr, EBADMSG, ERROR_IMAGE_DIGEST_MISMATCH,
                         "registry %s: %s in %s has digest %s, not %s: its bytes are not what was named",
                         s->ref.registry, what, s->ref.repository, got, digest);
         return 0;

@@ -22,7 +22,7 @@ static int gunzip(const char *data, size_t size, size_t max, char **ret, size_t 
 
         if (!out || inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
                 free(out);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         z.next_in = (Bytef *) data;
         z.avail_in = size;
@@ -35,7 +35,7 @@ static int gunzip(const char *data, size_t size, size_t max, char **ret, size_t 
                         if (!(v = realloc(out, cap))) {
                                 inflateEnd(&z);
                                 free(out);
-                                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                         }
                         out = v;
                 }
@@ -49,13 +49,13 @@ static int gunzip(const char *data, size_t size, size_t max, char **ret, size_t 
         inflateEnd(&z);
         if (z.total_out > max) {
                 free(out);
-                return error_set(reterr, EFBIG, "payload_too_large",
+                return error_set(reterr, EFBIG, ERROR_PAYLOAD_TOO_LARGE,
                                  "the layer inflates to more than %zu bytes (the object limit)", max);
         }
         if (r != Z_STREAM_END) {
                 free(out);
-                return error_set(reterr, EINVAL, "image_invalid", "the layer is not a whole gzip stream: %s",
-                                 z.msg ?: "truncated");
+                return error_set(reterr, EINVAL, ERROR_IMAGE_INVALID,
+                                 "the layer is not a whole gzip stream: %s", z.msg ?: "truncated");
         }
         *ret = out;
         *ret_size = z.total_out;
@@ -126,7 +126,7 @@ static int tar_find(const char *tar, size_t size, const char *filename, const ch
                 if (all_zero(h, TAR_BLOCK))
                         break;
                 if (!octal(h + 124, 12, &len) || len > size - off - TAR_BLOCK)
-                        return error_set(reterr, EINVAL, "image_invalid",
+                        return error_set(reterr, EINVAL, ERROR_IMAGE_INVALID,
                                          "the layer's tar archive is damaged");
                 if (memcmp(h + 257, "ustar", 5) == 0 && h[345])
                         snprintf(name, sizeof(name), "%.155s/%.100s", h + 345, h);
@@ -152,13 +152,13 @@ static int tar_find(const char *tar, size_t size, const char *filename, const ch
                 off += TAR_BLOCK + (len + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
         }
         if (n_objects == 0)
-                return error_set(reterr, ENOENT, "image_invalid",
+                return error_set(reterr, ENOENT, ERROR_IMAGE_INVALID,
                                  filename ? "the image's layer has no file %s (its io.ebpf.filename label)"
                                           : "the image's layer has no .o file at its root%s",
                                  filename ?: "");
         if (n_objects > 1)
                 return error_set(
-                        reterr, EINVAL, "image_invalid",
+                        reterr, EINVAL, ERROR_IMAGE_INVALID,
                         "the image's layer has %zu .o files (%s): name one with the io.ebpf.filename "
                         "label",
                         n_objects, names);
@@ -187,13 +187,14 @@ int oci_layer_object(const char *media_type, const char *data, size_t size, cons
                         return r;
         }
         if (obj_size > max)
-                return error_set(reterr, EFBIG, "payload_too_large",
+                return error_set(reterr, EFBIG, ERROR_PAYLOAD_TOO_LARGE,
                                  "the image's object is %zu bytes, over %zu", obj_size, max);
         if (obj_size < 4 || memcmp(obj, "\177ELF", 4) != 0)
-                return error_set(reterr, EINVAL, "image_invalid", "the image's object is not an ELF file");
+                return error_set(reterr, EINVAL, ERROR_IMAGE_INVALID,
+                                 "the image's object is not an ELF file");
         *ret = malloc(obj_size + 1);
         if (!*ret)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         memcpy(*ret, obj, obj_size);
         *ret_size = obj_size;
         return 0;

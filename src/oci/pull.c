@@ -39,7 +39,7 @@ static int descriptor(json_t *d, const char *what, const char **digest, uint64_t
         *digest = json_string_value(json_object_get(d, "digest"));
         if (!*digest || !sha256_digest_string_valid(*digest) || !json_is_integer(s) ||
             json_integer_value(s) < 0)
-                return error_set(reterr, EINVAL, "image_invalid",
+                return error_set(reterr, EINVAL, ERROR_IMAGE_INVALID,
                                  "the manifest's %s has no sha256 digest and size (clsd takes sha256 only)",
                                  what);
         *size = json_integer_value(s);
@@ -71,14 +71,14 @@ static int manifest_get(OciSession *s, json_t **ret, char ret_digest[SHA256_DIGE
         int r;
 
         if (asprintf(&what, "manifests/%s", want ?: s->ref.tag) < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         r = oci_get(s, what, ACCEPT_MANIFESTS, MANIFEST_MAX, &a, reterr);
         if (r == -EFBIG)
-                return error_set(reterr, EFBIG, "image_invalid", "the manifest is larger than 4 MiB");
+                return error_set(reterr, EFBIG, ERROR_IMAGE_INVALID, "the manifest is larger than 4 MiB");
         if (r < 0)
                 return r;
         if (a.status == 404)
-                return error_set(reterr, ENOENT, "image_not_found", "registry %s has no %s%s in %s",
+                return error_set(reterr, ENOENT, ERROR_IMAGE_NOT_FOUND, "registry %s has no %s%s in %s",
                                  s->ref.registry, want ? "manifest " : "tag ", want ?: s->ref.tag,
                                  s->ref.repository);
         if (!want && a.docker_digest[0] && sha256_digest_string_valid(a.docker_digest))
@@ -90,7 +90,7 @@ static int manifest_get(OciSession *s, json_t **ret, char ret_digest[SHA256_DIGE
         m = json_loadb(a.body.data ?: "", a.body.size, 0, NULL);
         if (!json_is_object(m)) {
                 json_decref(m);
-                return error_set(reterr, EINVAL, "image_invalid",
+                return error_set(reterr, EINVAL, ERROR_IMAGE_INVALID,
                                  "registry %s: the manifest of %s is not JSON", s->ref.registry,
                                  s->ref.repository);
         }
@@ -118,14 +118,14 @@ static int index_pick(OciSession *s, json_t *index, json_t **ret, Error *reterr)
         if (!pick && json_array_size(list) == 1)
                 pick = json_array_get(list, 0);
         if (!pick)
-                return error_set(reterr, ENOENT, "image_not_found",
+                return error_set(reterr, ENOENT, ERROR_IMAGE_NOT_FOUND,
                                  "registry %s: the index of %s has no manifest for linux/%s",
                                  s->ref.registry, s->ref.repository, arch);
         r = descriptor(pick, "index entry", &digest, &size, reterr);
         if (r < 0)
                 return r;
         if (asprintf(&what, "manifests/%s", digest) < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         r = oci_get(s, what, ACCEPT_MANIFESTS, MANIFEST_MAX, &a, reterr);
         if (r >= 0)
                 r = oci_answer_check(s, &a, "the platform's manifest", digest, reterr);
@@ -133,7 +133,7 @@ static int index_pick(OciSession *s, json_t *index, json_t **ret, Error *reterr)
                 return r;
         *ret = json_loadb(a.body.data ?: "", a.body.size, 0, NULL);
         if (!json_is_object(*ret) || json_object_get(*ret, "manifests"))
-                return error_set(reterr, EINVAL, "image_invalid",
+                return error_set(reterr, EINVAL, ERROR_IMAGE_INVALID,
                                  "registry %s: the platform's manifest is not one", s->ref.registry);
         return 0;
 }
@@ -144,14 +144,14 @@ static int blob_get(OciSession *s, const char *digest, uint64_t size, size_t max
         int r;
 
         if (size > max)
-                return error_set(reterr, EFBIG, "payload_too_large",
+                return error_set(reterr, EFBIG, ERROR_PAYLOAD_TOO_LARGE,
                                  "registry %s: %s of %s is %llu bytes, over the limit of %zu",
                                  s->ref.registry, what, s->ref.repository, (unsigned long long) size, max);
         if (asprintf(&path, "blobs/%s", digest) < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         r = oci_get(s, path, NULL, size, a, reterr);
         if (r == -EFBIG)
-                return error_set(reterr, EBADMSG, "image_digest_mismatch",
+                return error_set(reterr, EBADMSG, ERROR_IMAGE_DIGEST_MISMATCH,
                                  "registry %s: %s of %s is longer than the %llu bytes its manifest says",
                                  s->ref.registry, what, s->ref.repository, (unsigned long long) size);
         if (r < 0)
@@ -188,7 +188,7 @@ static int config_labels(OciSession *s, json_t *manifest, OciImage *img, char **
                         r = -ENOMEM;
         }
         json_decref(j);
-        return r < 0 ? error_set(reterr, ENOMEM, "internal_error", "out of memory") : 0;
+        return r < 0 ? error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory") : 0;
 }
 
 static int layer_get(OciSession *s, json_t *manifest, const char *filename, OciImage *img, Error *reterr) {
@@ -199,7 +199,7 @@ static int layer_get(OciSession *s, json_t *manifest, const char *filename, OciI
         int r;
 
         if (json_array_size(layers) != 1)
-                return error_set(reterr, EINVAL, "image_invalid",
+                return error_set(reterr, EINVAL, ERROR_IMAGE_INVALID,
                                  "registry %s: the image %s has %zu layers; an eBPF image has exactly one",
                                  s->ref.registry, s->ref.repository, json_array_size(layers));
         l = json_array_get(layers, 0);
@@ -227,7 +227,7 @@ static int signature_get(OciSession *s, OciImage *img, Error *reterr) {
         int r;
 
         if (asprintf(&what, "manifests/sha256-%s.sig", img->manifest_digest + 7) < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         r = oci_get(s, what, MT_OCI_MANIFEST ", " MT_DOCKER_MANIFEST, MANIFEST_MAX, &a, reterr);
         if (r < 0)
                 return r;
@@ -243,7 +243,7 @@ static int signature_get(OciSession *s, OciImage *img, Error *reterr) {
         sigs = json_object_get(env, "signatures");
         if (!env) {
                 json_decref(m);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         json_array_foreach (layers, i, l) {
                 _cleanup_(oci_answer_done) OciAnswer p = { 0 };
@@ -262,7 +262,7 @@ static int signature_get(OciSession *s, OciImage *img, Error *reterr) {
                         break;
                 in = (gnutls_datum_t){ (unsigned char *) p.body.data, p.body.size };
                 if (gnutls_api.base64_encode2(&in, &out) < 0) {
-                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                         break;
                 }
                 json_array_append_new(sigs, json_pack("{s:s%, s:s}", "payload", (char *) out.data,
@@ -273,7 +273,7 @@ static int signature_get(OciSession *s, OciImage *img, Error *reterr) {
         if (r >= 0 && json_array_size(sigs) > 0) {
                 img->envelope = json_dumps(env, JSON_COMPACT | JSON_SORT_KEYS);
                 if (!img->envelope)
-                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 else
                         img->envelope_size = strlen(img->envelope);
         }
@@ -305,7 +305,7 @@ int oci_pull(const char *ref, const OciPullOptions *o, OciImage *ret, Error *ret
         if (r >= 0 && o->signature)
                 r = signature_get(&s, &img, reterr);
         if (r >= 0 && oci_ref_pinned(&s.ref, img.manifest_digest, &img.pinned) < 0)
-                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         json_decref(m);
         json_decref(platform);
         img.requests = s.requests;

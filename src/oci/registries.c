@@ -41,8 +41,8 @@ static int string_field(json_t *e, const char *key, char **ret, const char *path
         if (!v || json_is_null(v))
                 return 0;
         if (!json_is_string(v) || json_string_length(v) == 0)
-                return error_set(reterr, EINVAL, "invalid_value", "%s: registry %s: \"%s\" must be a string",
-                                 path, host, key);
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
+                                 "%s: registry %s: \"%s\" must be a string", path, host, key);
         *ret = strdup(json_string_value(v));
         return *ret ? 0 : -ENOMEM;
 }
@@ -58,17 +58,17 @@ static int registry_parse(const char *path, const char *host, json_t *e, OciRegi
 
         snprintf(ref, sizeof(ref), OCI_REF_PREFIX "%s/x:x", host);
         if (oci_ref_parse(ref, &probe, NULL) < 0 || !streq(probe.registry, host))
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: \"%s\" is not a registry (host[:port])", path, host);
         if (!json_is_object(e))
-                return error_set(reterr, EINVAL, "invalid_value", "%s: registry %s: expected an object",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: registry %s: expected an object",
                                  path, host);
         json_object_foreach (e, key, v) {
                 bool known = false;
                 for (size_t i = 0; i < ELEMENTSOF(keys); i++)
                         known = known || streq(keys[i], key);
                 if (!known)
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "%s: registry %s: unknown key \"%s\"", path, host, key);
         }
         if (!(r->host = strdup(host)) || string_field(e, "username", &r->username, path, host, reterr) < 0 ||
@@ -76,15 +76,15 @@ static int registry_parse(const char *path, const char *host, json_t *e, OciRegi
             string_field(e, "password_file", &password_file, path, host, reterr) < 0 ||
             string_field(e, "token", &r->token, path, host, reterr) < 0 ||
             string_field(e, "ca_file", &r->ca_file, path, host, reterr) < 0)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         v = json_object_get(e, "plain_http");
         if (v && !json_is_boolean(v))
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: registry %s: \"plain_http\" is true or false", path, host);
         r->plain_http = json_is_true(v);
         v = json_object_get(e, "pulls_per_second");
         if (v && (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 100000))
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: registry %s: \"pulls_per_second\" is a count from 1 to 100000", path,
                                  host);
         r->pulls_per_second = v ? (unsigned) json_integer_value(v) : 0;
@@ -92,21 +92,22 @@ static int registry_parse(const char *path, const char *host, json_t *e, OciRegi
                 size_t size;
                 int k;
                 if (r->password)
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "%s: registry %s: \"password\" or \"password_file\", not both",
                                          path, host);
                 k = read_regular_file(password_file, 4096, &r->password, &size);
                 if (k < 0)
-                        return error_set(reterr, -k, "invalid_value", "%s: registry %s: cannot read %s: %s",
-                                         path, host, password_file, strerror(-k));
+                        return error_set(reterr, -k, ERROR_INVALID_VALUE,
+                                         "%s: registry %s: cannot read %s: %s", path, host, password_file,
+                                         strerror(-k));
                 while (size > 0 && (r->password[size - 1] == '\n' || r->password[size - 1] == '\r'))
                         r->password[--size] = 0;
         }
         if (!!r->username != !!r->password)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: registry %s: \"username\" and a password go together", path, host);
         if (r->token && r->username)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: registry %s: a \"token\" or a username and password, not both", path,
                                  host);
         return 0;
@@ -128,17 +129,17 @@ int oci_registries_load(const char *path, bool required, OciRegistries **ret, Er
                 return 0;
         }
         if (k < 0)
-                return error_set(reterr, -k, "invalid_value", "cannot read the registries file %s: %s", path,
-                                 strerror(-k));
+                return error_set(reterr, -k, ERROR_INVALID_VALUE, "cannot read the registries file %s: %s",
+                                 path, strerror(-k));
         j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
         explicit_bzero(text, size);
         if (!j)
-                return error_set(reterr, EINVAL, "invalid_value", "%s: line %d: %s", path, jerr.line,
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: line %d: %s", path, jerr.line,
                                  jerr.text);
         regs = json_object_get(j, "registries");
         if (!json_is_object(j) || json_object_size(j) != 1 || !json_is_object(regs)) {
                 json_decref(j);
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: expected {\"registries\": {\"HOST[:PORT]\": {...}}}", path);
         }
         r = calloc(1, sizeof(*r));
@@ -147,14 +148,14 @@ int oci_registries_load(const char *path, bool required, OciRegistries **ret, Er
         if (!r || !r->v) {
                 json_decref(j);
                 oci_registries_free(r);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         json_object_foreach (regs, host, e) {
                 k = registry_parse(path, host, e, &r->v[r->n++], reterr);
                 if (k < 0) {
                         json_decref(j);
                         oci_registries_free(r);
-                        return error_set(reterr, -k, "internal_error", "out of memory");
+                        return error_set(reterr, -k, ERROR_INTERNAL_ERROR, "out of memory");
                 }
         }
         json_decref(j);

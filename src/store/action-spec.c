@@ -19,45 +19,46 @@ static int parse_one(json_t *j, const char *path, ActionSpec *a, Error *reterr) 
         json_t *v;
 
         if (!json_is_object(j))
-                return error_set(reterr, EINVAL, "wrong_type", "%s: expected an object", path);
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "%s: expected an object", path);
         json_object_foreach (j, key, v)
                 if (!streq(key, "object") && !streq(key, "program") && !streq(key, "digest"))
-                        return error_set(reterr, EINVAL, "unknown_field", "%s.%.64s: unknown field", path,
-                                         key);
+                        return error_set(reterr, EINVAL, ERROR_UNKNOWN_FIELD, "%s.%.64s: unknown field",
+                                         path, key);
         v = json_object_get(j, "object");
         if (!v)
-                return error_set(reterr, EINVAL, "missing_field", "%s.object: required", path);
+                return error_set(reterr, EINVAL, ERROR_MISSING_FIELD, "%s.object: required", path);
         if (!json_is_string(v))
-                return error_set(reterr, EINVAL, "wrong_type", "%s.object: expected a string", path);
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "%s.object: expected a string", path);
         o = json_string_value(v);
         snprintf(p, sizeof(p), "%.150s.object", path);
         if (object_name_check(o, p, reterr) < 0)
                 return -EINVAL;
         if (!(a->object = strdup(o)) || (sha256_digest_string_valid(o) && !(a->digest = strdup(o))))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
 
         v = json_object_get(j, "digest");
         if (v && !json_is_null(v)) {
                 if (!json_is_string(v) || !sha256_digest_string_valid(json_string_value(v)))
-                        return error_set(reterr, EINVAL, json_is_string(v) ? "invalid_value" : "wrong_type",
+                        return error_set(reterr, EINVAL,
+                                         json_is_string(v) ? ERROR_INVALID_VALUE : ERROR_WRONG_TYPE,
                                          "%s.digest: expected \"sha256:<64 lowercase hex>\"", path);
                 if (a->digest && !streq(a->digest, json_string_value(v)))
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "%s.digest: differs from \"object\"", path);
                 if (!a->digest && !(a->digest = strdup(json_string_value(v))))
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
 
         v = json_object_get(j, "program");
         if (v && !json_is_null(v)) {
                 if (!json_is_string(v))
-                        return error_set(reterr, EINVAL, "wrong_type", "%s.program: expected a string",
+                        return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "%s.program: expected a string",
                                          path);
                 if (strlen(json_string_value(v)) == 0 || strlen(json_string_value(v)) > PROGRAM_NAME_MAX)
-                        return error_set(reterr, EINVAL, "invalid_value",
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "%s.program: must be 1 to %d characters", path, PROGRAM_NAME_MAX);
                 if (!(a->program = strdup(json_string_value(v))))
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         return 0;
 }
@@ -68,13 +69,13 @@ int action_specs_parse(json_t *j, const char *path, ActionSpec **ret, size_t *re
         size_t k;
 
         if (!json_is_array(j))
-                return error_set(reterr, EINVAL, "wrong_type", "%s: expected an array", path);
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "%s: expected an array", path);
         if (json_array_size(j) > ACTIONS_PER_FILTER_MAX)
-                return error_set(reterr, EINVAL, "invalid_value", "%s: at most %d actions per filter", path,
-                                 ACTIONS_PER_FILTER_MAX);
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: at most %d actions per filter",
+                                 path, ACTIONS_PER_FILTER_MAX);
         v = calloc(json_array_size(j) + 1, sizeof(ActionSpec));
         if (!v)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         json_array_foreach (j, k, item) {
                 char p[160];
                 int r;

@@ -115,12 +115,12 @@ int store_document_save(Store *s, const Document *d, const DocumentFacts *facts,
 
         json_decref(j);
         if (!text)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         document_file_name(d->netns, d->ifname, name);
         r = write_file_atomic(fd, name, text, strlen(text));
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot write %s/%s/%s: %s", s->dir, subdir, name,
-                                 strerror(-r));
+                return error_set(reterr, r, ERROR_STORE_ERROR, "cannot write %s/%s/%s: %s", s->dir, subdir,
+                                 name, strerror(-r));
         return 0;
 }
 
@@ -134,11 +134,11 @@ int store_document_remove(Store *s, DocumentSource source, const char *netns, co
         if (unlinkat(fd, name, 0) < 0) {
                 if (errno == ENOENT)
                         return 0;
-                return error_set(reterr, errno, "store_error", "cannot remove %s/%s/%s: %m", s->dir, subdir,
-                                 name);
+                return error_set(reterr, errno, ERROR_STORE_ERROR, "cannot remove %s/%s/%s: %m", s->dir,
+                                 subdir, name);
         }
         if (fsync(fd) < 0)
-                return error_set(reterr, errno, "store_error", "cannot sync %s/%s: %m", s->dir, subdir);
+                return error_set(reterr, errno, ERROR_STORE_ERROR, "cannot sync %s/%s: %m", s->dir, subdir);
         return 0;
 }
 
@@ -157,12 +157,12 @@ int store_document_load(Store *s, DocumentSource source, const char *netns, cons
         file_fd = openat(fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (file_fd < 0)
                 return errno == ENOENT ? -ENOENT
-                                       : error_set(reterr, errno, "store_error", "cannot open %s/%s/%s: %m",
-                                                   s->dir, subdir, name);
+                                       : error_set(reterr, errno, ERROR_STORE_ERROR,
+                                                   "cannot open %s/%s/%s: %m", s->dir, subdir, name);
         r = read_full_fd(file_fd, DOCUMENT_FILE_MAX, &text, &size);
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot read %s/%s/%s: %s", s->dir, subdir, name,
-                                 strerror(-r));
+                return error_set(reterr, r, ERROR_STORE_ERROR, "cannot read %s/%s/%s: %s", s->dir, subdir,
+                                 name, strerror(-r));
         r = document_file_parse(text, size, &d, reterr);
         if (r < 0)
                 return r;
@@ -198,30 +198,30 @@ int document_file_parse(const char *text, size_t size, StoredDocument *ret, Erro
         int r = 0;
 
         if (!j)
-                return error_set(reterr, EINVAL, "corrupt", "malformed JSON at line %d: %s", jerr.line,
+                return error_set(reterr, EINVAL, ERROR_CORRUPT, "malformed JSON at line %d: %s", jerr.line,
                                  jerr.text);
         v = json_object_get(j, "format");
         if (!json_is_integer(v))
-                r = error_set(reterr, EINVAL, "corrupt", "no \"format\" field");
+                r = error_set(reterr, EINVAL, ERROR_CORRUPT, "no \"format\" field");
         else if (json_integer_value(v) > STORE_FORMAT)
-                r = error_set(reterr, EPROTONOSUPPORT, "format_too_new",
+                r = error_set(reterr, EPROTONOSUPPORT, ERROR_FORMAT_TOO_NEW,
                               "format %" JSON_INTEGER_FORMAT " is newer than this clsd understands (%d)",
                               json_integer_value(v), STORE_FORMAT);
         else if (!json_is_string(json_object_get(j, "ifname")) ||
                  !ifname_valid(json_string_value(json_object_get(j, "ifname"))))
-                r = error_set(reterr, EINVAL, "corrupt", "missing or invalid \"ifname\"");
+                r = error_set(reterr, EINVAL, ERROR_CORRUPT, "missing or invalid \"ifname\"");
         else if (json_object_get(j, "netns") &&
                  (!json_is_string(json_object_get(j, "netns")) ||
                   !netns_name_valid(json_string_value(json_object_get(j, "netns")))))
-                r = error_set(reterr, EINVAL, "corrupt", "invalid \"netns\"");
+                r = error_set(reterr, EINVAL, ERROR_CORRUPT, "invalid \"netns\"");
         else if (!json_is_integer(json_object_get(j, "generation")))
-                r = error_set(reterr, EINVAL, "corrupt", "missing \"generation\"");
+                r = error_set(reterr, EINVAL, ERROR_CORRUPT, "missing \"generation\"");
         else {
                 Error e = ERROR_NULL;
                 r = document_from_json(json_string_value(json_object_get(j, "ifname")),
                                        json_object_get(j, "spec"), &d, &e);
                 if (r < 0) {
-                        error_set(reterr, r, "corrupt", "spec: %s", strna(e.message));
+                        error_set(reterr, r, ERROR_CORRUPT, "spec: %s", strna(e.message));
                         error_done(&e);
                 }
         }
@@ -239,7 +239,7 @@ int document_file_parse(const char *text, size_t size, StoredDocument *ret, Erro
                                 resolved = resolved && f->actions[k].digest && f->actions[k].program;
                         if (!resolved) {
                                 json_decref(j);
-                                return error_set(reterr, EINVAL, "corrupt",
+                                return error_set(reterr, EINVAL, ERROR_CORRUPT,
                                                  "spec: %s[%zu]: a stored filter and its actions need "
                                                  "\"digest\" and \"program\"",
                                                  direction_to_string(dir), i);
@@ -248,7 +248,7 @@ int document_file_parse(const char *text, size_t size, StoredDocument *ret, Erro
         if (json_is_string(json_object_get(j, "netns")) &&
             !(d->netns = strdup(json_string_value(json_object_get(j, "netns"))))) {
                 json_decref(j);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         d->generation = (uint64_t) json_integer_value(json_object_get(j, "generation"));
         facts.clsact_created = json_is_true(json_object_get(j, "clsact_created"));
@@ -271,7 +271,7 @@ int document_file_parse(const char *text, size_t size, StoredDocument *ret, Erro
                         if (document_facts_set(&facts, &ff) < 0) {
                                 document_facts_done(&facts);
                                 json_decref(j);
-                                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                         }
                 }
         json_decref(j);
@@ -308,7 +308,7 @@ static void load_one(int dir_fd, LoadSlot *slot) {
         r = fd < 0 ? -errno : read_full_fd(fd, DOCUMENT_FILE_MAX, &text, &size);
         if (r < 0)
                 /* Too big is corrupt; anything else (EMFILE, EIO, ENOMEM) says nothing of the file. */
-                error_set(&slot->e, r, r == -EFBIG ? "corrupt" : "unreadable", "cannot read: %s",
+                error_set(&slot->e, r, r == -EFBIG ? ERROR_CORRUPT : ERROR_UNREADABLE, "cannot read: %s",
                           strerror(-r));
         else
                 r = document_file_parse(text, size, &slot->d, &slot->e);
@@ -336,18 +336,18 @@ int store_documents_load_begin(Store *s, DocumentSource source, StoreLoad **ret,
         int r;
 
         if (!l)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         l->store = s;
         l->source = source;
         l->dir_fd = source_fd(s, source, &l->subdir);
         r = store_list_dir(l->dir_fd, ".json", &names, &n);
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot list %s/%s: %s", s->dir, l->subdir,
+                return error_set(reterr, r, ERROR_STORE_ERROR, "cannot list %s/%s: %s", s->dir, l->subdir,
                                  strerror(-r));
         l->slots = calloc(n + 1, sizeof(LoadSlot));
         if (!l->slots) {
                 strv_free_n(names, n);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         for (size_t i = 0; i < n; i++)
                 l->slots[i].name = names[i];
@@ -380,7 +380,7 @@ int store_documents_load_end(StoreLoad *l, StoredDocument **ret, size_t *ret_n, 
                                 path = NULL;
                         /* Only a file known to be corrupt moves; one from a newer clsd stays for that clsd.
                          */
-                        if (streq(slot->e.code, "corrupt") &&
+                        if (slot->e.code == ERROR_CORRUPT &&
                             store_quarantine(l->store, l->dir_fd, slot->name, &qpath) >= 0)
                                 log_problem(problem, userdata, path, slot->e.message, qpath);
                         else
@@ -392,7 +392,7 @@ int store_documents_load_end(StoreLoad *l, StoredDocument **ret, size_t *ret_n, 
         free(l->slots);
         free(l);
         if (!docs)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         *ret = docs;
         *ret_n = n_docs;
         return 0;

@@ -68,7 +68,7 @@ Document *document_unref(Document *d) {
         return NULL;
 }
 
-static int field_error(Error *e, const char *code, const char *path, const char *fmt, const char *what) {
+static int field_error(Error *e, ErrorCode code, const char *path, const char *fmt, const char *what) {
         return error_set(e, EINVAL, code, "%s: %s%s", path, fmt, what ? what : "");
 }
 
@@ -76,64 +76,64 @@ static int field_error(Error *e, const char *code, const char *path, const char 
 
 static int parse_name(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
         if (!json_is_string(v))
-                return field_error(reterr, "wrong_type", p, "expected a string", NULL);
+                return field_error(reterr, ERROR_WRONG_TYPE, p, "expected a string", NULL);
         if (!filter_name_valid(json_string_value(v)))
-                return field_error(reterr, "invalid_value", p,
+                return field_error(reterr, ERROR_INVALID_VALUE, p,
                                    "must be 1 to 32 characters of A-Z a-z 0-9 _ . -", NULL);
         f->name = strdup(json_string_value(v));
-        return f->name ? 0 : error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        return f->name ? 0 : error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
 }
 
 static int parse_object(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
         const char *o;
 
         if (!json_is_string(v))
-                return field_error(reterr, "wrong_type", p, "expected a string", NULL);
+                return field_error(reterr, ERROR_WRONG_TYPE, p, "expected a string", NULL);
         o = json_string_value(v);
         if (object_name_check(o, p, reterr) < 0)
                 return -EINVAL;
         if (sha256_digest_string_valid(o) && !(f->digest = strdup(o)))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         f->object = strdup(o);
-        return f->object ? 0 : error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        return f->object ? 0 : error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
 }
 
 /* "digest" pins the content of an object given by path; GET answers carry it, so a GET body can be PUT
  * back as it is. */
 static int parse_digest(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
         if (!json_is_string(v))
-                return field_error(reterr, "wrong_type", p, "expected a string", NULL);
+                return field_error(reterr, ERROR_WRONG_TYPE, p, "expected a string", NULL);
         if (!sha256_digest_string_valid(json_string_value(v)))
-                return field_error(reterr, "invalid_value", p, "expected \"sha256:<64 lowercase hex>\"",
+                return field_error(reterr, ERROR_INVALID_VALUE, p, "expected \"sha256:<64 lowercase hex>\"",
                                    NULL);
         if (f->digest && !streq(f->digest, json_string_value(v)))
-                return field_error(reterr, "invalid_value", p, "differs from \"object\"", NULL);
+                return field_error(reterr, ERROR_INVALID_VALUE, p, "differs from \"object\"", NULL);
         if (!f->digest && !(f->digest = strdup(json_string_value(v))))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         return 0;
 }
 
 static int parse_program(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
         if (!json_is_string(v))
-                return field_error(reterr, "wrong_type", p, "expected a string", NULL);
+                return field_error(reterr, ERROR_WRONG_TYPE, p, "expected a string", NULL);
         if (strlen(json_string_value(v)) == 0 || strlen(json_string_value(v)) > PROGRAM_NAME_MAX)
-                return field_error(reterr, "invalid_value", p, "must be 1 to 64 characters", NULL);
+                return field_error(reterr, ERROR_INVALID_VALUE, p, "must be 1 to 64 characters", NULL);
         f->program = strdup(json_string_value(v));
-        return f->program ? 0 : error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        return f->program ? 0 : error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
 }
 
 static int parse_priority(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
         if (!json_is_integer(v))
-                return field_error(reterr, "wrong_type", p, "expected an integer", NULL);
+                return field_error(reterr, ERROR_WRONG_TYPE, p, "expected an integer", NULL);
         if (json_integer_value(v) < PRIORITY_MIN || json_integer_value(v) > PRIORITY_MAX)
-                return field_error(reterr, "invalid_value", p, "must be between 1 and 65535", NULL);
+                return field_error(reterr, ERROR_INVALID_VALUE, p, "must be between 1 and 65535", NULL);
         f->priority = (uint32_t) json_integer_value(v);
         return 0;
 }
 
 static int parse_direct_action(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
         if (!json_is_boolean(v))
-                return field_error(reterr, "wrong_type", p, "expected a boolean", NULL);
+                return field_error(reterr, ERROR_WRONG_TYPE, p, "expected a boolean", NULL);
         f->direct_action = json_is_true(v);
         return 0;
 }
@@ -148,16 +148,16 @@ static int parse_parent(json_t *v, const char *p, FilterSpec *f, Error *reterr) 
         int r;
 
         if (!json_is_string(v))
-                return field_error(reterr, "wrong_type", p, "expected a string like \"1:\"", NULL);
+                return field_error(reterr, ERROR_WRONG_TYPE, p, "expected a string like \"1:\"", NULL);
         r = parent_parse(json_string_value(v), &f->parent);
         if (r == -ERANGE)
                 return field_error(
-                        reterr, "invalid_value", p,
+                        reterr, ERROR_INVALID_VALUE, p,
                         "must name a classful qdisc or class, not 0: or ffff: (the clsact hooks are "
                         "\"ingress\" and \"egress\")",
                         NULL);
         if (r < 0)
-                return field_error(reterr, "invalid_value", p, "expected \"MAJ:\" or \"MAJ:MIN\" in hex",
+                return field_error(reterr, ERROR_INVALID_VALUE, p, "expected \"MAJ:\" or \"MAJ:MIN\" in hex",
                                    NULL);
         f->has_parent = true;
         return 0;
@@ -165,10 +165,10 @@ static int parse_parent(json_t *v, const char *p, FilterSpec *f, Error *reterr) 
 
 static int parse_classid(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
         if (!json_is_string(v))
-                return field_error(reterr, "wrong_type", p, "expected a string like \"1:10\"", NULL);
+                return field_error(reterr, ERROR_WRONG_TYPE, p, "expected a string like \"1:10\"", NULL);
         if (classid_parse(json_string_value(v), &f->classid) < 0)
-                return field_error(reterr, "invalid_value", p, "expected \"MAJ:MIN\" in hex, like \"1:10\"",
-                                   NULL);
+                return field_error(reterr, ERROR_INVALID_VALUE, p,
+                                   "expected \"MAJ:MIN\" in hex, like \"1:10\"", NULL);
         f->has_classid = true;
         return 0;
 }
@@ -177,11 +177,11 @@ static int parse_attach(json_t *v, const char *p, FilterSpec *f, Error *reterr) 
         int a;
 
         if (!json_is_string(v))
-                return field_error(reterr, "wrong_type", p, "expected a string", NULL);
+                return field_error(reterr, ERROR_WRONG_TYPE, p, "expected a string", NULL);
         a = filter_attach_from_string(json_string_value(v));
         if (a < 0)
-                return field_error(reterr, "invalid_value", p, "expected \"cls_bpf\", \"tcx\" or \"auto\"",
-                                   NULL);
+                return field_error(reterr, ERROR_INVALID_VALUE, p,
+                                   "expected \"cls_bpf\", \"tcx\" or \"auto\"", NULL);
         f->attach = (FilterAttach) a;
         return 0;
 }
@@ -226,7 +226,7 @@ static int check_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
         if (f->n_actions > 0) {
                 if (json_is_true(json_object_get(j, "direct_action"))) {
                         snprintf(p, sizeof(p), "%s.direct_action", path);
-                        return field_error(reterr, "invalid_value", p,
+                        return field_error(reterr, ERROR_INVALID_VALUE, p,
                                            "actions run only after a classifier in classic mode: leave "
                                            "\"direct_action\" out, or false, with \"actions\"",
                                            NULL);
@@ -238,7 +238,7 @@ static int check_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
             (!f->direct_action || f->has_classid || f->has_parent || f->n_actions)) {
                 snprintf(p, sizeof(p), "%s.attach", path);
                 return field_error(
-                        reterr, "invalid_value", p,
+                        reterr, ERROR_INVALID_VALUE, p,
                         "tcx runs direct-action programs on the ingress and egress hooks: no "
                         "\"direct_action\": false, \"classid\", \"parent\" or \"actions\" with it",
                         NULL);
@@ -253,14 +253,14 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
         int r;
 
         if (!json_is_object(j))
-                return field_error(reterr, "wrong_type", path, "expected an object", NULL);
+                return field_error(reterr, ERROR_WRONG_TYPE, path, "expected an object", NULL);
         json_object_foreach (j, key, v) {
                 bool known = false;
                 for (size_t i = 0; i < ELEMENTSOF(filter_fields) && !known; i++)
                         known = streq(key, filter_fields[i].name);
                 if (!known) {
                         snprintf(p, sizeof(p), "%s.%s", path, key);
-                        return field_error(reterr, "unknown_field", p, "unknown field", NULL);
+                        return field_error(reterr, ERROR_UNKNOWN_FIELD, p, "unknown field", NULL);
                 }
         }
         f->direct_action = true;
@@ -270,7 +270,7 @@ static int parse_filter(json_t *j, const char *path, FilterSpec *f, Error *reter
                 snprintf(p, sizeof(p), "%s.%s", path, ff->name);
                 if (!v || (ff->null_is_absent && json_is_null(v))) {
                         if (ff->required)
-                                return field_error(reterr, "missing_field", p, "required", NULL);
+                                return field_error(reterr, ERROR_MISSING_FIELD, p, "required", NULL);
                         continue;
                 }
                 r = ff->parse(v, p, f, reterr);
@@ -288,7 +288,7 @@ static int assign_priorities(Document *d, Error *reterr) {
                         FilterSpec *f = &d->filters[dir][i];
                         if (f->priority == 0) {
                                 if (prev >= PRIORITY_MAX)
-                                        return error_set(reterr, EINVAL, "invalid_value",
+                                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                                          "%s[%zu].priority: no priority left after %" PRIu32,
                                                          direction_to_string(dir), i, prev);
                                 f->priority = prev + 1;
@@ -296,7 +296,7 @@ static int assign_priorities(Document *d, Error *reterr) {
                         prev = f->priority;
                         for (size_t k = 0; k < i; k++)
                                 if (d->filters[dir][k].priority == f->priority)
-                                        return error_set(reterr, EINVAL, "duplicate_priority",
+                                        return error_set(reterr, EINVAL, ERROR_DUPLICATE_PRIORITY,
                                                          "%s[%zu].priority: %" PRIu32 " is already used by "
                                                          "filter \"%s\"",
                                                          direction_to_string(dir), i, f->priority,
@@ -313,7 +313,7 @@ static int check_names(const Document *d, Error *reterr) {
                                 for (size_t k = 0; k < (dir2 == dir ? i : d->n_filters[dir2]); k++)
                                         if (streq(d->filters[dir][i].name, d->filters[dir2][k].name))
                                                 return error_set(
-                                                        reterr, EINVAL, "duplicate_name",
+                                                        reterr, EINVAL, ERROR_DUPLICATE_NAME,
                                                         "%s[%zu].name: \"%s\" is already used in %s",
                                                         direction_to_string(dir), i, d->filters[dir][i].name,
                                                         direction_to_string(dir2));
@@ -327,17 +327,17 @@ int document_from_json(const char *ifname, json_t *spec, Document **ret, Error *
         int r;
 
         if (!json_is_object(spec))
-                return error_set(reterr, EINVAL, "wrong_type", "document: expected a JSON object");
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "document: expected a JSON object");
         json_object_foreach (spec, key, v)
                 if (!streq(key, "ingress") && !streq(key, "egress"))
-                        return error_set(reterr, EINVAL, "unknown_field", "%s: unknown field", key);
+                        return error_set(reterr, EINVAL, ERROR_UNKNOWN_FIELD, "%s: unknown field", key);
 
         d = calloc(1, sizeof(*d));
         if (!d)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         d->n_ref = 1;
         if (!(d->ifname = strdup(ifname)))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
 
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
                 json_t *list = json_object_get(spec, direction_to_string(dir)), *item;
@@ -346,14 +346,15 @@ int document_from_json(const char *ifname, json_t *spec, Document **ret, Error *
                 if (!list || json_is_null(list))
                         continue;
                 if (!json_is_array(list))
-                        return error_set(reterr, EINVAL, "wrong_type", "%s: expected an array",
+                        return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "%s: expected an array",
                                          direction_to_string(dir));
                 if (json_array_size(list) > FILTERS_PER_HOOK_MAX)
-                        return error_set(reterr, EINVAL, "invalid_value", "%s: at most %d filters per hook",
-                                         direction_to_string(dir), FILTERS_PER_HOOK_MAX);
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
+                                         "%s: at most %d filters per hook", direction_to_string(dir),
+                                         FILTERS_PER_HOOK_MAX);
                 d->filters[dir] = calloc(json_array_size(list) + 1, sizeof(FilterSpec));
                 if (!d->filters[dir])
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 json_array_foreach (list, i, item) {
                         char path[64];
                         snprintf(path, sizeof(path), "%s[%zu]", direction_to_string(dir), i);
@@ -367,7 +368,7 @@ int document_from_json(const char *ifname, json_t *spec, Document **ret, Error *
         for (size_t i = 0; i < d->n_filters[DIRECTION_INGRESS]; i++)
                 if (d->filters[DIRECTION_INGRESS][i].has_parent)
                         return error_set(
-                                reterr, EINVAL, "invalid_value",
+                                reterr, EINVAL, ERROR_INVALID_VALUE,
                                 "ingress[%zu].parent: classful qdiscs classify on egress; put the filter "
                                 "under \"egress\"",
                                 i);
@@ -388,7 +389,7 @@ int document_from_string(const char *ifname, const char *text, size_t size, Docu
         int r;
 
         if (!j)
-                return error_set(reterr, EINVAL, "malformed_json",
+                return error_set(reterr, EINVAL, ERROR_MALFORMED_JSON,
                                  "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
                                  jerr.text);
         r = document_from_json(ifname, j, ret, reterr);
@@ -413,17 +414,17 @@ int document_hog_from_string(const char *text, size_t size, Document **ret, Erro
 
         /* what jansson quotes of the text is not said: a hog is read as root, whatever file it is */
         if (!j)
-                return error_set(reterr, EINVAL, "malformed_json",
+                return error_set(reterr, EINVAL, ERROR_MALFORMED_JSON,
                                  "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
                                  json_error_reason(&jerr, why, sizeof(why)));
         ifname = json_string_value(json_object_get(j, "ifname"));
         if (!json_is_object(j) || !ifname) {
                 json_decref(j);
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "ifname: a hog names its interface with \"ifname\"");
         }
         if (!ifname_valid(ifname)) {
-                r = error_set(reterr, EINVAL, "invalid_value",
+                r = error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                               "ifname: \"%s\" is not a valid interface name (1 to 15 characters, no '/', "
                               "':' or space)",
                               ifname);
@@ -434,7 +435,7 @@ int document_hog_from_string(const char *text, size_t size, Document **ret, Erro
         if (netns && !json_is_null(netns) &&
             (!json_is_string(netns) || !netns_name_valid(json_string_value(netns)))) {
                 json_decref(j);
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "netns: expected the name of a network namespace in /run/netns (1 to %d "
                                  "characters of A-Z a-z 0-9 _ . -)",
                                  NETNS_NAME_MAX);
@@ -442,14 +443,14 @@ int document_hog_from_string(const char *text, size_t size, Document **ret, Erro
         spec = json_deep_copy(j);
         if (!spec) {
                 json_decref(j);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         (void) json_object_del(spec, "ifname");
         (void) json_object_del(spec, "netns");
         r = document_from_json(ifname, spec, &d, reterr);
         json_decref(spec);
         if (r >= 0 && json_is_string(netns) && !(d->netns = strdup(json_string_value(netns))))
-                r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         json_decref(j);
         if (r < 0)
                 return r;
@@ -458,14 +459,14 @@ int document_hog_from_string(const char *text, size_t size, Document **ret, Erro
                 for (size_t i = 0; i < d->n_filters[dir]; i++) {
                         const FilterSpec *f = &d->filters[dir][i];
                         if (f->object[0] != '/' && !oci_ref_is(f->object))
-                                return error_set(reterr, EINVAL, "invalid_value",
+                                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                                  "%s[%zu].object: a hog names its object by absolute path "
                                                  "or by image (oci://)",
                                                  direction_to_string(dir), i);
                         for (size_t k = 0; k < f->n_actions; k++)
                                 if (f->actions[k].object[0] != '/' && !oci_ref_is(f->actions[k].object))
                                         return error_set(
-                                                reterr, EINVAL, "invalid_value",
+                                                reterr, EINVAL, ERROR_INVALID_VALUE,
                                                 "%s[%zu].actions[%zu].object: a hog names its object by "
                                                 "absolute path or by image (oci://)",
                                                 direction_to_string(dir), i, k);

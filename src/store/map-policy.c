@@ -34,10 +34,11 @@ int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret
         size_t n = 0;
 
         if (!json_is_object(j))
-                return error_set(reterr, EINVAL, "wrong_type", "%s: expected an object of map names", path);
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "%s: expected an object of map names",
+                                 path);
         v = calloc(json_object_size(j) + 1, sizeof(MapPolicy));
         if (!v)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         json_object_foreach (j, name, m) {
                 json_t *reuse = json_object_get(m, "reuse"), *shared = json_object_get(m, "shared"),
                        *config = json_object_get(m, "config");
@@ -48,27 +49,27 @@ int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret
                 int r = 0;
 
                 if (!map_name_valid(name))
-                        r = error_set(reterr, EINVAL, "invalid_value",
+                        r = error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                       "%s: \"%.64s\" is not a map name (1 to 255 of A-Z a-z 0-9 _ .)", path,
                                       name);
                 else if (!json_is_object(m))
                         r = error_set(
-                                reterr, EINVAL, "wrong_type",
+                                reterr, EINVAL, ERROR_WRONG_TYPE,
                                 "%s.%s: expected {\"reuse\": BOOL, \"shared\": BOOL, \"config\": BOOL}",
                                 path, name);
                 else if (json_object_size(m) != (reuse ? 1u : 0u) + (shared ? 1u : 0u) + (config ? 1u : 0u))
-                        r = error_set(reterr, EINVAL, "unknown_field",
+                        r = error_set(reterr, EINVAL, ERROR_UNKNOWN_FIELD,
                                       "%s.%s: only \"reuse\", \"shared\" and \"config\" are known", path,
                                       name);
                 else if (!reuse && !shared && !config)
-                        r = error_set(reterr, EINVAL, "missing_field",
+                        r = error_set(reterr, EINVAL, ERROR_MISSING_FIELD,
                                       "%s.%s: expected \"reuse\", \"shared\" or \"config\" (true or false)",
                                       path, name);
                 else if (bad)
-                        r = error_set(reterr, EINVAL, "wrong_type", "%s.%s.%s: expected true or false", path,
-                                      name, bad);
+                        r = error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "%s.%s.%s: expected true or false",
+                                      path, name, bad);
                 else if (!(v[n].name = strdup(name)))
-                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 if (r < 0) {
                         map_policies_free(v, n);
                         return r;

@@ -80,7 +80,7 @@ static bool field_path_valid(const char *s, bool key) {
         return true;
 }
 
-static int bad(Error *reterr, const char *code, const char *path, const char *what) {
+static int bad(Error *reterr, ErrorCode code, const char *path, const char *what) {
         return error_set(reterr, EINVAL, code, "%s: %s", path, what);
 }
 
@@ -91,11 +91,11 @@ static int string_field(json_t *m, const char *field, const char *path, bool req
 
         pathf(p, sizeof(p), "%s.%s", path, field);
         if (!v || json_is_null(v))
-                return required ? bad(reterr, "missing_field", p, "is required") : 0;
+                return required ? bad(reterr, ERROR_MISSING_FIELD, p, "is required") : 0;
         if (!json_is_string(v))
-                return bad(reterr, "wrong_type", p, "expected a string");
+                return bad(reterr, ERROR_WRONG_TYPE, p, "expected a string");
         *ret = strdup(json_string_value(v));
-        return *ret ? 0 : error_set(reterr, ENOMEM, "internal_error", "out of memory");
+        return *ret ? 0 : error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
 }
 
 static int parse_labels(json_t *j, const char *path, MetricSpec *s, Error *reterr) {
@@ -104,12 +104,12 @@ static int parse_labels(json_t *j, const char *path, MetricSpec *s, Error *reter
         json_t *l;
 
         if (!json_is_array(j))
-                return bad(reterr, "wrong_type", path, "expected an array of {\"name\", \"from\"}");
+                return bad(reterr, ERROR_WRONG_TYPE, path, "expected an array of {\"name\", \"from\"}");
         if (json_array_size(j) > METRIC_LABELS_MAX)
-                return bad(reterr, "invalid_value", path, "at most 8 labels");
+                return bad(reterr, ERROR_INVALID_VALUE, path, "at most 8 labels");
         s->labels = calloc(json_array_size(j) + 1, sizeof(MetricLabel));
         if (!s->labels)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         json_array_foreach (j, i, l) {
                 MetricLabel *ml = &s->labels[s->n_labels];
                 const char *k;
@@ -118,10 +118,10 @@ static int parse_labels(json_t *j, const char *path, MetricSpec *s, Error *reter
 
                 pathf(p, sizeof(p), "%s[%zu]", path, i);
                 if (!json_is_object(l))
-                        return bad(reterr, "wrong_type", p, "expected {\"name\", \"from\"}");
+                        return bad(reterr, ERROR_WRONG_TYPE, p, "expected {\"name\", \"from\"}");
                 json_object_foreach (l, k, x)
                         if (!streq(k, "name") && !streq(k, "from"))
-                                return error_set(reterr, EINVAL, "unknown_field",
+                                return error_set(reterr, EINVAL, ERROR_UNKNOWN_FIELD,
                                                  "%s.%s: unknown field (known: name, from)", p, k);
                 s->n_labels++;
                 r = string_field(l, "name", p, true, &ml->name, reterr);
@@ -131,19 +131,19 @@ static int parse_labels(json_t *j, const char *path, MetricSpec *s, Error *reter
                         return r;
                 pathf(p, sizeof(p), "%s[%zu].name", path, i);
                 if (!label_name_valid(ml->name))
-                        return bad(reterr, "invalid_value", p,
+                        return bad(reterr, ERROR_INVALID_VALUE, p,
                                    "not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not __*)");
                 for (const char *const *rl = reserved_labels; *rl; rl++)
                         if (streq(ml->name, *rl))
                                 return bad(
-                                        reterr, "invalid_value", p,
+                                        reterr, ERROR_INVALID_VALUE, p,
                                         "netns, ifname, direction, name, pref and le are clsd's own labels");
                 for (size_t k2 = 0; k2 + 1 < s->n_labels; k2++)
                         if (streq(s->labels[k2].name, ml->name))
-                                return bad(reterr, "invalid_value", p, "two labels of this name");
+                                return bad(reterr, ERROR_INVALID_VALUE, p, "two labels of this name");
                 pathf(p, sizeof(p), "%s[%zu].from", path, i);
                 if (!field_path_valid(ml->from, true))
-                        return bad(reterr, "invalid_value", p,
+                        return bad(reterr, ERROR_INVALID_VALUE, p,
                                    "expected \"key\" or \"key.FIELD[.FIELD...]\"");
         }
         return 0;
@@ -154,18 +154,19 @@ static int parse_buckets(json_t *j, const char *path, MetricSpec *s, Error *rete
         json_t *b;
 
         if (!json_is_array(j) || json_array_size(j) == 0)
-                return bad(reterr, "wrong_type", path, "expected a non-empty array of bucket upper bounds");
+                return bad(reterr, ERROR_WRONG_TYPE, path,
+                           "expected a non-empty array of bucket upper bounds");
         if (json_array_size(j) > METRIC_BUCKETS_MAX)
-                return bad(reterr, "invalid_value", path, "at most 64 buckets");
+                return bad(reterr, ERROR_INVALID_VALUE, path, "at most 64 buckets");
         s->buckets = calloc(json_array_size(j) + 1, sizeof(double));
         if (!s->buckets)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         json_array_foreach (j, i, b) {
                 if (!json_is_number(b))
-                        return bad(reterr, "wrong_type", path, "bucket bounds are numbers");
+                        return bad(reterr, ERROR_WRONG_TYPE, path, "bucket bounds are numbers");
                 s->buckets[i] = json_number_value(b);
                 if (i > 0 && s->buckets[i] <= s->buckets[i - 1])
-                        return bad(reterr, "invalid_value", path, "bucket bounds must increase");
+                        return bad(reterr, ERROR_INVALID_VALUE, path, "bucket bounds must increase");
                 s->n_buckets++;
         }
         return 0;
@@ -181,14 +182,14 @@ static int parse_one(json_t *m, const char *path, MetricSpec *s, Error *reterr) 
         int r;
 
         if (!json_is_object(m))
-                return bad(reterr, "wrong_type", path, "expected an object");
+                return bad(reterr, ERROR_WRONG_TYPE, path, "expected an object");
         json_object_foreach (m, k, x) {
                 bool ok = false;
                 for (const char *const *kn = known; *kn; kn++)
                         ok = ok || streq(*kn, k);
                 if (!ok)
                         return error_set(
-                                reterr, EINVAL, "unknown_field",
+                                reterr, EINVAL, ERROR_UNKNOWN_FIELD,
                                 "%s.%s: unknown field (known: map, name, type, help, labels, value, "
                                 "buckets, bucket)",
                                 path, k);
@@ -202,25 +203,27 @@ static int parse_one(json_t *m, const char *path, MetricSpec *s, Error *reterr) 
                 return r;
         pathf(p, sizeof(p), "%s.name", path);
         if (strlen(s->name) > METRIC_NAME_MAX)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: %zu characters, more than the %d a metric name "
                                  "may have here",
                                  p, strlen(s->name), METRIC_NAME_MAX);
         if (!metric_name_valid(s->name))
-                return bad(reterr, "invalid_value", p,
+                return bad(reterr, ERROR_INVALID_VALUE, p,
                            "not a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)");
         if (strncmp(s->name, "clsd_", 5) == 0)
-                return bad(reterr, "invalid_value", p, "names starting with clsd_ are clsd's own metrics");
+                return bad(reterr, ERROR_INVALID_VALUE, p,
+                           "names starting with clsd_ are clsd's own metrics");
         pathf(p, sizeof(p), "%s.type", path);
         s->type = _METRIC_TYPE_MAX;
         for (MetricType t = 0; t < _METRIC_TYPE_MAX; t++)
                 if (streq(type, metric_types[t]))
                         s->type = t;
         if (s->type == _METRIC_TYPE_MAX)
-                return bad(reterr, "invalid_value", p, "expected \"counter\", \"gauge\" or \"histogram\"");
+                return bad(reterr, ERROR_INVALID_VALUE, p,
+                           "expected \"counter\", \"gauge\" or \"histogram\"");
         pathf(p, sizeof(p), "%s.value", path);
         if (s->value && !field_path_valid(s->value, false))
-                return bad(reterr, "invalid_value", p,
+                return bad(reterr, ERROR_INVALID_VALUE, p,
                            "expected a field of the map's value, like \"bytes\"");
         x = json_object_get(m, "labels");
         pathf(p, sizeof(p), "%s.labels", path);
@@ -230,15 +233,15 @@ static int parse_one(json_t *m, const char *path, MetricSpec *s, Error *reterr) 
         pathf(p, sizeof(p), "%s.buckets", path);
         if (s->type == METRIC_HISTOGRAM) {
                 if (!x || json_is_null(x))
-                        return bad(reterr, "missing_field", p,
+                        return bad(reterr, ERROR_MISSING_FIELD, p,
                                    "a histogram needs the upper bound of each bucket (its key's index)");
                 if ((r = parse_buckets(x, p, s, reterr)) < 0)
                         return r;
                 pathf(p, sizeof(p), "%s.bucket", path);
                 if (s->bucket && !field_path_valid(s->bucket, true))
-                        return bad(reterr, "invalid_value", p, "expected \"key\" or \"key.FIELD\"");
+                        return bad(reterr, ERROR_INVALID_VALUE, p, "expected \"key\" or \"key.FIELD\"");
         } else if ((x && !json_is_null(x)) || s->bucket)
-                return bad(reterr, "invalid_value", p, "buckets and bucket are for histograms");
+                return bad(reterr, ERROR_INVALID_VALUE, p, "buckets and bucket are for histograms");
         return 0;
 }
 
@@ -249,12 +252,12 @@ int metric_specs_parse(json_t *j, const char *path, MetricSpec **ret, size_t *re
         json_t *m;
 
         if (!json_is_array(j))
-                return bad(reterr, "wrong_type", path, "expected an array of metrics");
+                return bad(reterr, ERROR_WRONG_TYPE, path, "expected an array of metrics");
         if (json_array_size(j) > METRICS_PER_FILTER_MAX)
-                return bad(reterr, "invalid_value", path, "at most 16 metrics per filter");
+                return bad(reterr, ERROR_INVALID_VALUE, path, "at most 16 metrics per filter");
         v = calloc(json_array_size(j) + 1, sizeof(MetricSpec));
         if (!v)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         json_array_foreach (j, i, m) {
                 int r;
 
@@ -263,7 +266,7 @@ int metric_specs_parse(json_t *j, const char *path, MetricSpec **ret, size_t *re
                 r = parse_one(m, p, &v[i], reterr);
                 for (size_t k = 0; r >= 0 && k < i; k++)
                         if (streq(v[k].name, v[i].name))
-                                r = bad(reterr, "invalid_value", p,
+                                r = bad(reterr, ERROR_INVALID_VALUE, p,
                                         "two metrics of this name in one filter");
                 if (r < 0) {
                         metric_specs_free(v, n);

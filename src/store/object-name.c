@@ -9,18 +9,18 @@ int object_name_check(const char *o, const char *path, Error *reterr) {
         if (oci_ref_is(o)) {
                 Error e = ERROR_NULL;
                 if (oci_ref_parse(o, &ref, &e) < 0) {
-                        error_set(reterr, EINVAL, "invalid_value", "%s: %s", path, e.message);
+                        error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: %s", path, e.message);
                         error_done(&e);
                         return -EINVAL;
                 }
                 return 0;
         }
         if (!sha256_digest_string_valid(o) && o[0] != '/')
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: expected \"sha256:<64 lowercase hex>\", an absolute path or "
                                  "\"oci://REGISTRY/REPOSITORY[:TAG][@sha256:DIGEST]\"",
                                  path);
         if (strlen(o) > 4096)
-                return error_set(reterr, EINVAL, "invalid_value", "%s: path too long", path);
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: path too long", path);
         return 0;
 }

@@ -33,17 +33,17 @@ int store_object_put_hashed(Store *s, const void *data, size_t size, const char 
         int r;
 
         if (!sha256_digest_string_valid(digest))
-                return error_set(reterr, EINVAL, "internal_error", "not a digest: %s", digest);
+                return error_set(reterr, EINVAL, ERROR_INTERNAL_ERROR, "not a digest: %s", digest);
         object_file_name(digest, name);
         r = store_object_exists(s, digest);
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot check %s/objects/%s: %s", s->dir, name,
-                                 strerror(-r));
+                return error_set(reterr, r, ERROR_STORE_ERROR, "cannot check %s/objects/%s: %s", s->dir,
+                                 name, strerror(-r));
         if (r == 0) {
                 r = write_file_atomic(s->objects_fd, name, data, size);
                 if (r < 0)
-                        return error_set(reterr, r, "store_error", "cannot write %s/objects/%s: %s", s->dir,
-                                         name, strerror(-r));
+                        return error_set(reterr, r, ERROR_STORE_ERROR, "cannot write %s/objects/%s: %s",
+                                         s->dir, name, strerror(-r));
         }
         if (ret_created)
                 *ret_created = r == 0;
@@ -55,12 +55,12 @@ int store_object_signature_put(Store *s, const char *digest, const char *sig, si
         int r;
 
         if (!sha256_digest_string_valid(digest))
-                return error_set(reterr, EINVAL, "invalid_value", "%s: not a sha256 digest", digest);
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: not a sha256 digest", digest);
         snprintf(name, sizeof(name), "%s.o.sig", digest_hex(digest));
         r = write_file_atomic(s->objects_fd, name, sig, size);
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot write %s/objects/%s: %s", s->dir, name,
-                                 strerror(-r));
+                return error_set(reterr, r, ERROR_STORE_ERROR, "cannot write %s/objects/%s: %s", s->dir,
+                                 name, strerror(-r));
         return 0;
 }
 
@@ -135,17 +135,17 @@ int store_object_remove(Store *s, const char *digest, Error *reterr) {
         char name[80];
 
         if (!sha256_digest_string_valid(digest))
-                return error_set(reterr, EINVAL, "invalid_value", "%s: not a sha256 digest", digest);
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: not a sha256 digest", digest);
         object_file_name(digest, name);
         if (unlinkat(s->objects_fd, name, 0) < 0)
-                return error_set(reterr, errno, errno == ENOENT ? "object_not_found" : "store_error",
+                return error_set(reterr, errno, errno == ENOENT ? ERROR_OBJECT_NOT_FOUND : ERROR_STORE_ERROR,
                                  "cannot remove object %s: %m", digest);
         snprintf(name, sizeof(name), "%s.o.sig", digest_hex(digest));
         if (unlinkat(s->objects_fd, name, 0) < 0 && errno != ENOENT)
-                return error_set(reterr, errno, "store_error",
+                return error_set(reterr, errno, ERROR_STORE_ERROR,
                                  "cannot remove the signature of object %s: %m", digest);
         if (fsync(s->objects_fd) < 0)
-                return error_set(reterr, errno, "store_error", "cannot sync %s/objects: %m", s->dir);
+                return error_set(reterr, errno, ERROR_STORE_ERROR, "cannot sync %s/objects: %m", s->dir);
         return 0;
 }
 

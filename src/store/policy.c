@@ -69,25 +69,27 @@ static int parse_list(json_t *j, const char *path, bool (*valid)(const char *), 
         char **list;
 
         if (!json_is_array(j))
-                return error_set(reterr, EINVAL, "wrong_type", "%s: expected an array of strings", path);
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "%s: expected an array of strings", path);
         n = json_array_size(j);
         if (n == 0)
-                return error_set(reterr, EINVAL, "invalid_value", "%s: at least one %s", path, what);
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: at least one %s", path, what);
         if (n > POLICY_GLOBS_MAX)
-                return error_set(reterr, EINVAL, "invalid_value", "%s: at most %d entries", path,
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: at most %d entries", path,
                                  POLICY_GLOBS_MAX);
         list = calloc(n + 1, sizeof(char *));
         if (!list)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         json_array_foreach (j, i, v) {
                 int r = 0;
                 if (!json_is_string(v))
-                        r = error_set(reterr, EINVAL, "wrong_type", "%s[%zu]: expected a string", path, i);
+                        r = error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "%s[%zu]: expected a string", path,
+                                      i);
                 else if (!valid(json_string_value(v)))
-                        r = error_set(reterr, EINVAL, "invalid_value", "%s[%zu]: \"%s\" is not a valid %s",
-                                      path, i, json_string_value(v), what);
+                        r = error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
+                                      "%s[%zu]: \"%s\" is not a valid %s", path, i, json_string_value(v),
+                                      what);
                 else if (!(list[i] = strdup(json_string_value(v))))
-                        r = error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
                 if (r < 0) {
                         strv_free_n(list, i);
                         return r;
@@ -112,14 +114,15 @@ static int parse_match(json_t *j, PolicyMatch *m, Error *reterr) {
         int r;
 
         if (!json_is_object(j))
-                return error_set(reterr, EINVAL, "wrong_type", "match: expected an object");
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "match: expected an object");
         json_object_foreach (j, key, v)
                 if (!streq(key, "ifname") && !streq(key, "netns") && !streq(key, "kind") &&
                     !streq(key, "master"))
-                        return error_set(reterr, EINVAL, "unknown_field", "match.%s: unknown field", key);
+                        return error_set(reterr, EINVAL, ERROR_UNKNOWN_FIELD, "match.%s: unknown field",
+                                         key);
         v = json_object_get(j, "ifname");
         if (!v)
-                return error_set(reterr, EINVAL, "missing_field", "match.ifname: required");
+                return error_set(reterr, EINVAL, ERROR_MISSING_FIELD, "match.ifname: required");
         r = parse_list(v, "match.ifname", ifname_glob_valid, "interface name glob", &m->ifname, &m->n_ifname,
                        reterr);
         if (r < 0)
@@ -154,22 +157,22 @@ int policy_from_json(const char *name, json_t *j, Policy **ret, Error *reterr) {
 
         if (!policy_name_valid(name))
                 return error_set(
-                        reterr, EINVAL, "invalid_value",
+                        reterr, EINVAL, ERROR_INVALID_VALUE,
                         "\"%s\" is not a valid policy name (1 to %d characters of A-Z a-z 0-9 _ . -)",
                         strna(name), POLICY_NAME_MAX);
         if (!json_is_object(j))
-                return error_set(reterr, EINVAL, "wrong_type", "policy: expected a JSON object");
+                return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "policy: expected a JSON object");
         json_object_foreach (j, key, v)
                 if (!streq(key, "match") && !streq(key, "order") && !streq(key, "ingress") &&
                     !streq(key, "egress"))
-                        return error_set(reterr, EINVAL, "unknown_field", "%s: unknown field", key);
+                        return error_set(reterr, EINVAL, ERROR_UNKNOWN_FIELD, "%s: unknown field", key);
         p = calloc(1, sizeof(*p));
         if (!p || !(p->name = strdup(name)))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         p->n_ref = 1;
         v = json_object_get(j, "match");
         if (!v)
-                return error_set(reterr, EINVAL, "missing_field",
+                return error_set(reterr, EINVAL, ERROR_MISSING_FIELD,
                                  "match: required (which interfaces the policy is for)");
         r = parse_match(v, &p->match, reterr);
         if (r < 0)
@@ -177,15 +180,16 @@ int policy_from_json(const char *name, json_t *j, Policy **ret, Error *reterr) {
         v = json_object_get(j, "order");
         if (v && !json_is_null(v)) {
                 if (!json_is_integer(v))
-                        return error_set(reterr, EINVAL, "wrong_type", "order: expected an integer");
+                        return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "order: expected an integer");
                 if (json_integer_value(v) < POLICY_ORDER_MIN || json_integer_value(v) > POLICY_ORDER_MAX)
-                        return error_set(reterr, EINVAL, "invalid_value", "order: must be between %d and %d",
-                                         POLICY_ORDER_MIN, POLICY_ORDER_MAX);
+                        return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
+                                         "order: must be between %d and %d", POLICY_ORDER_MIN,
+                                         POLICY_ORDER_MAX);
                 p->order = (int32_t) json_integer_value(v);
         }
         spec = json_object();
         if (!spec)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         if ((v = json_object_get(j, "ingress")))
                 json_object_set(spec, "ingress", v);
         if ((v = json_object_get(j, "egress")))
@@ -196,7 +200,7 @@ int policy_from_json(const char *name, json_t *j, Policy **ret, Error *reterr) {
                 return r;
         p->doc->source = SOURCE_POLICY;
         if (p->doc->n_filters[DIRECTION_INGRESS] + p->doc->n_filters[DIRECTION_EGRESS] == 0)
-                return error_set(reterr, EINVAL, "invalid_value",
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "a policy declares at least one filter, under \"ingress\" or \"egress\"");
         *ret = TAKE_PTR(p);
         return 0;
@@ -280,12 +284,12 @@ static int policy_file_write(Store *s, const char *name, json_t *j, Error *reter
         int r;
 
         if (!text)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         snprintf(file, sizeof(file), "%s.json", name);
         r = write_file_atomic(policies_fd(s), file, text, strlen(text));
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot write %s/policies/%s: %s", s->dir, file,
-                                 strerror(-r));
+                return error_set(reterr, r, ERROR_STORE_ERROR, "cannot write %s/policies/%s: %s", s->dir,
+                                 file, strerror(-r));
         return 0;
 }
 
@@ -303,10 +307,10 @@ static int policy_file_unlink(Store *s, const char *name, bool sync, Error *rete
 
         snprintf(file, sizeof(file), "%s.json", name);
         if (unlinkat(policies_fd(s), file, 0) < 0 && errno != ENOENT)
-                return error_set(reterr, errno, "store_error", "cannot remove %s/policies/%s: %m", s->dir,
-                                 file);
+                return error_set(reterr, errno, ERROR_STORE_ERROR, "cannot remove %s/policies/%s: %m",
+                                 s->dir, file);
         if (sync && fsync(policies_fd(s)) < 0)
-                return error_set(reterr, errno, "store_error", "cannot sync %s/policies: %m", s->dir);
+                return error_set(reterr, errno, ERROR_STORE_ERROR, "cannot sync %s/policies: %m", s->dir);
         return 0;
 }
 
@@ -334,15 +338,17 @@ int store_policies_commit_end(Store *s, json_t *j, Error *reterr) {
         if (!json_is_integer(json_object_get(j, "format")) ||
             json_integer_value(json_object_get(j, "format")) != 1 || !json_is_array(put) ||
             !json_is_array(remove))
-                return error_set(reterr, EINVAL, "store_error", "format: expected 1, with put and remove");
+                return error_set(reterr, EINVAL, ERROR_STORE_ERROR,
+                                 "format: expected 1, with put and remove");
         json_array_foreach (put, i, v) {
                 const char *name = json_string_value(json_object_get(v, "name"));
                 if (!name || !policy_name_valid(name))
-                        return error_set(reterr, EINVAL, "store_error", "put[%zu]: no valid name", i);
+                        return error_set(reterr, EINVAL, ERROR_STORE_ERROR, "put[%zu]: no valid name", i);
         }
         json_array_foreach (remove, i, v)
                 if (!json_is_string(v) || !policy_name_valid(json_string_value(v)))
-                        return error_set(reterr, EINVAL, "store_error", "remove[%zu]: not a policy name", i);
+                        return error_set(reterr, EINVAL, ERROR_STORE_ERROR, "remove[%zu]: not a policy name",
+                                         i);
         json_array_foreach (put, i, v) {
                 r = policy_file_write(s, json_string_value(json_object_get(v, "name")), v, reterr);
                 if (r < 0)
@@ -354,7 +360,7 @@ int store_policies_commit_end(Store *s, json_t *j, Error *reterr) {
                         return r;
         }
         if (unlinkat(s->dir_fd, COMMIT_FILE, 0) < 0 || fsync(s->dir_fd) < 0)
-                return error_set(reterr, errno, "store_error", "cannot remove %s/%s: %m", s->dir,
+                return error_set(reterr, errno, ERROR_STORE_ERROR, "cannot remove %s/%s: %m", s->dir,
                                  COMMIT_FILE);
         return 0;
 }
@@ -366,20 +372,20 @@ int store_policies_commit_begin(Store *s, Policy *const *put, size_t n_put, char
         int r;
 
         if (!j)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         if (commit_settle(s, reterr) < 0)
                 return -reterr->error;
         for (size_t i = 0; i < n_put; i++)
                 if (json_array_append_new(json_object_get(j, "put"), policy_file_json(put[i])) < 0)
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         for (size_t i = 0; i < n_remove; i++)
                 if (json_array_append_new(json_object_get(j, "remove"), json_string(remove[i])) < 0)
-                        return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         if (!(text = json_dumps(j, JSON_COMPACT)))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         r = write_file_atomic(s->dir_fd, COMMIT_FILE, text, strlen(text));
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot write %s/%s: %s", s->dir, COMMIT_FILE,
+                return error_set(reterr, r, ERROR_STORE_ERROR, "cannot write %s/%s: %s", s->dir, COMMIT_FILE,
                                  strerror(-r));
         *ret = TAKE_PTR(j);
         return 0;
@@ -414,10 +420,11 @@ static int commit_pending(Store *s, int *ret_what, char **ret_moved, Error *rete
         if (fd < 0)
                 return 0;
         if (read_full_fd(fd, 64u * POLICY_FILE_MAX, &text, &size) < 0)
-                return error_set(reterr, EIO, "store_error", "%s/%s cannot be read", s->dir, COMMIT_FILE);
+                return error_set(reterr, EIO, ERROR_STORE_ERROR, "%s/%s cannot be read", s->dir,
+                                 COMMIT_FILE);
         j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
         r = j ? store_policies_commit_end(s, j, reterr)
-              : error_set(reterr, EINVAL, "store_error", "malformed JSON: %s", jerr.text);
+              : error_set(reterr, EINVAL, ERROR_STORE_ERROR, "malformed JSON: %s", jerr.text);
         if (r >= 0) {
                 *ret_what = 1;
                 return 0;
@@ -452,7 +459,7 @@ static int commit_settle(Store *s, Error *reterr) {
         int what, r = commit_pending(s, &what, &moved, &e);
 
         if (r < 0) {
-                error_set(reterr, e.error, "store_error",
+                error_set(reterr, e.error, ERROR_STORE_ERROR,
                           "an earlier change of several policies is not complete (%s): nothing else is "
                           "written "
                           "until it is",
@@ -472,15 +479,15 @@ int policy_file_parse(const char *text, size_t size, Policy **ret, Error *reterr
         int r;
 
         if (!j)
-                return error_set(reterr, EINVAL, "store_error", "malformed JSON at line %d: %s", jerr.line,
-                                 jerr.text);
+                return error_set(reterr, EINVAL, ERROR_STORE_ERROR, "malformed JSON at line %d: %s",
+                                 jerr.line, jerr.text);
         format = json_object_get(j, "format");
         name = json_object_get(j, "name");
         generation = json_object_get(j, "generation");
         if (!json_is_integer(format) || json_integer_value(format) != 1)
-                return error_set(reterr, EINVAL, "store_error", "format: expected 1");
+                return error_set(reterr, EINVAL, ERROR_STORE_ERROR, "format: expected 1");
         if (!json_is_string(name) || !json_is_integer(generation) || json_integer_value(generation) < 1)
-                return error_set(reterr, EINVAL, "store_error", "name or generation missing");
+                return error_set(reterr, EINVAL, ERROR_STORE_ERROR, "name or generation missing");
         r = policy_from_json(json_string_value(name), json_object_get(j, "spec"), &p, reterr);
         if (r < 0)
                 return r;
@@ -488,7 +495,7 @@ int policy_file_parse(const char *text, size_t size, Policy **ret, Error *reterr
         json_t *fleet = json_object_get(j, "fleet_revision");
         if (fleet && (!json_is_integer(fleet) || json_integer_value(fleet) < 1)) {
                 policy_unref(p);
-                return error_set(reterr, EINVAL, "store_error",
+                return error_set(reterr, EINVAL, ERROR_STORE_ERROR,
                                  "fleet_revision: expected a positive integer");
         }
         p->fleet_revision = fleet ? (uint64_t) json_integer_value(fleet) : 0;
@@ -500,7 +507,7 @@ int policy_file_parse(const char *text, size_t size, Policy **ret, Error *reterr
                                 unresolved = unresolved || !f->actions[k].digest || !f->actions[k].program;
                         if (unresolved) {
                                 policy_unref(p);
-                                return error_set(reterr, EINVAL, "store_error",
+                                return error_set(reterr, EINVAL, ERROR_STORE_ERROR,
                                                  "%s[%zu]: a stored filter names its object by digest and "
                                                  "its program",
                                                  direction_to_string(dir), i);
@@ -520,12 +527,12 @@ int store_policies_load(Store *s, Policy ***ret, size_t *ret_n, StoreProblemFunc
         commit_recover(s, problem, userdata);
         r = store_list_dir(policies_fd(s), ".json", &names, &n_names);
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot list %s/policies: %s", s->dir,
+                return error_set(reterr, r, ERROR_STORE_ERROR, "cannot list %s/policies: %s", s->dir,
                                  strerror(-r));
         v = calloc(n_names + 1, sizeof(Policy *));
         if (!v) {
                 strv_free_n(names, n_names);
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         for (size_t i = 0; i < n_names; i++) {
                 _cleanup_free_ char *text = NULL, *moved = NULL;
@@ -545,7 +552,7 @@ int store_policies_load(Store *s, Policy ***ret, size_t *ret_n, StoreProblemFunc
                                strncmp(names[i], p->name, strlen(p->name)))) {
                         policy_unref(p);
                         p = NULL;
-                        r = error_set(&e, EINVAL, "store_error", "the file's name is not the policy's");
+                        r = error_set(&e, EINVAL, ERROR_STORE_ERROR, "the file's name is not the policy's");
                 }
                 if (r < 0) {
                         (void) store_quarantine(s, policies_fd(s), names[i], &moved);

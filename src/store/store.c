@@ -47,45 +47,46 @@ int store_open(const char *dir, Store **ret, Error *reterr) {
         int r;
 
         if (!s || !(s->dir = strdup(dir)))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         s->dir_fd = s->documents_fd = s->hogs_fd = s->objects_fd = s->policies_fd = s->lock_fd = -1;
 
         r = mkdir_p(dir, 0750);
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot create state directory %s: %s", dir,
+                return error_set(reterr, r, ERROR_STORE_ERROR, "cannot create state directory %s: %s", dir,
                                  strerror(-r));
         s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (s->dir_fd < 0)
-                return error_set(reterr, errno, "store_error", "cannot open state directory %s: %m", dir);
+                return error_set(reterr, errno, ERROR_STORE_ERROR, "cannot open state directory %s: %m",
+                                 dir);
         /* One clsd per state directory: a second would fight the first over the same filters. */
         s->lock_fd = openat(s->dir_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (s->lock_fd < 0)
-                return error_set(reterr, errno, "store_error", "cannot open %s/lock: %m", dir);
+                return error_set(reterr, errno, ERROR_STORE_ERROR, "cannot open %s/lock: %m", dir);
         /* A clsd killed while it spawned a worker leaves the child holding its descriptors until the
          * child's exec closes them: a start right after (a restart) waits that long, up to a second. */
         for (int tries = 0; flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK && tries < 50;
              tries++)
                 (void) usleep(20 * 1000);
         if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0)
-                return error_set(reterr, errno, errno == EWOULDBLOCK ? "store_busy" : "store_error",
+                return error_set(reterr, errno, errno == EWOULDBLOCK ? ERROR_STORE_BUSY : ERROR_STORE_ERROR,
                                  "%s is in use by a running clsd%s", dir,
                                  errno == EWOULDBLOCK ? " (stop it first: systemctl stop clsd)" : "");
         s->documents_fd = open_subdir(s->dir_fd, "documents");
         if (s->documents_fd < 0)
-                return error_set(reterr, s->documents_fd, "store_error", "cannot open %s/documents: %s", dir,
-                                 strerror(-s->documents_fd));
+                return error_set(reterr, s->documents_fd, ERROR_STORE_ERROR, "cannot open %s/documents: %s",
+                                 dir, strerror(-s->documents_fd));
         s->hogs_fd = open_subdir(s->dir_fd, "hogs");
         if (s->hogs_fd < 0)
-                return error_set(reterr, s->hogs_fd, "store_error", "cannot open %s/hogs: %s", dir,
+                return error_set(reterr, s->hogs_fd, ERROR_STORE_ERROR, "cannot open %s/hogs: %s", dir,
                                  strerror(-s->hogs_fd));
         s->objects_fd = open_subdir(s->dir_fd, "objects");
         if (s->objects_fd < 0)
-                return error_set(reterr, s->objects_fd, "store_error", "cannot open %s/objects: %s", dir,
+                return error_set(reterr, s->objects_fd, ERROR_STORE_ERROR, "cannot open %s/objects: %s", dir,
                                  strerror(-s->objects_fd));
         s->policies_fd = open_subdir(s->dir_fd, "policies");
         if (s->policies_fd < 0)
-                return error_set(reterr, s->policies_fd, "store_error", "cannot open %s/policies: %s", dir,
-                                 strerror(-s->policies_fd));
+                return error_set(reterr, s->policies_fd, ERROR_STORE_ERROR, "cannot open %s/policies: %s",
+                                 dir, strerror(-s->policies_fd));
         *ret = TAKE_PTR(s);
         return 0;
 }
@@ -172,7 +173,7 @@ int store_fleet_revision_save(Store *s, uint64_t revision, Error *reterr) {
         snprintf(text, sizeof(text), "{\"format\": 1, \"revision\": %" PRIu64 "}\n", revision);
         r = write_file_atomic(s->dir_fd, "fleet.json", text, strlen(text));
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot write %s/fleet.json: %s", s->dir,
+                return error_set(reterr, r, ERROR_STORE_ERROR, "cannot write %s/fleet.json: %s", s->dir,
                                  strerror(-r));
         return 0;
 }
@@ -184,17 +185,17 @@ int store_fleet_keep_save(Store *s, json_t *keep, Error *reterr) {
 
         if (!keep || json_object_size(keep) == 0) {
                 if (unlinkat(s->dir_fd, "fleet-rollouts.json", 0) < 0 && errno != ENOENT)
-                        return error_set(reterr, errno, "store_error",
+                        return error_set(reterr, errno, ERROR_STORE_ERROR,
                                          "cannot remove %s/fleet-rollouts.json: %m", s->dir);
                 return 0;
         }
         j = json_pack("{s:i,s:O}", "format", 1, "rollouts", keep);
         if (!j || !(text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS)))
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         r = write_file_atomic(s->dir_fd, "fleet-rollouts.json", text, strlen(text));
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot write %s/fleet-rollouts.json: %s", s->dir,
-                                 strerror(-r));
+                return error_set(reterr, r, ERROR_STORE_ERROR, "cannot write %s/fleet-rollouts.json: %s",
+                                 s->dir, strerror(-r));
         return 0;
 }
 
@@ -248,11 +249,11 @@ int store_map_entries_save(Store *s, const json_t *entries, Error *reterr) {
         int r;
 
         if (!text)
-                return error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         r = write_file_atomic(s->dir_fd, "map-entries.json", text, strlen(text));
         if (r < 0)
-                return error_set(reterr, r, "store_error", "cannot write %s/map-entries.json: %s", s->dir,
-                                 strerror(-r));
+                return error_set(reterr, r, ERROR_STORE_ERROR, "cannot write %s/map-entries.json: %s",
+                                 s->dir, strerror(-r));
         return 0;
 }
 
@@ -267,7 +268,7 @@ int store_map_entries_load(Store *s, json_t **ret, Error *reterr) {
 
         if (fd < 0 && errno == ENOENT) {
                 *ret = json_object();
-                return *ret ? 0 : error_set(reterr, ENOMEM, "internal_error", "out of memory");
+                return *ret ? 0 : error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
         }
         r = fd < 0 ? -errno : read_full_fd(fd, STORE_MAP_ENTRIES_MAX, &text, &size);
         if (r < 0) {
@@ -276,7 +277,7 @@ int store_map_entries_load(Store *s, json_t **ret, Error *reterr) {
                 (void) store_quarantine(s, s->dir_fd, "map-entries.json", &moved);
                 *ret = json_object();
                 return error_set(
-                        reterr, r, "store_error",
+                        reterr, r, ERROR_STORE_ERROR,
                         "cannot read %s/map-entries.json: %s; moved to %s, configuration maps start "
                         "with no stored entries",
                         s->dir, strerror(-r), strna(moved));
@@ -288,7 +289,7 @@ int store_map_entries_load(Store *s, json_t **ret, Error *reterr) {
                 _cleanup_free_ char *moved = NULL;
                 (void) store_quarantine(s, s->dir_fd, "map-entries.json", &moved);
                 *ret = json_object();
-                return error_set(reterr, EINVAL, "store_error",
+                return error_set(reterr, EINVAL, ERROR_STORE_ERROR,
                                  "%s/map-entries.json: not a map entries file of format 1%s%s; moved to %s, "
                                  "configuration maps start with no stored entries",
                                  s->dir, j ? "" : ": ", j ? "" : jerr.text, strna(moved));

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "error-code.h"
+#include "error.h"
 #include "hashmap.h"
 #include "oci-ref.h"
 
@@ -194,11 +194,30 @@ static void test_error_codes(void **state) {
         assert_int_equal(error_code_status(ERROR_ETCD_OVERLOADED), 503);
 }
 
+static void test_error_set(void **state) {
+        Error e = ERROR_NULL;
+
+        (void) state;
+        assert_false(error_is_set(&e));
+        assert_int_equal(error_set(&e, EINVAL, ERROR_INVALID_VALUE, "first %d", 1), -EINVAL);
+        assert_int_equal(error_set(&e, -ENOENT, ERROR_DOCUMENT_NOT_FOUND, "second"), -ENOENT);
+        assert_true(error_is_set(&e));
+        assert_int_equal(e.code, ERROR_INVALID_VALUE); /* the first, innermost explanation stays */
+        assert_string_equal(e.message, "first 1");
+        error_done(&e);
+        assert_false(error_is_set(&e));
+        /* no code is still an error: an internal one */
+        assert_int_equal(error_set(&e, 0, ERROR_CODE_NONE, "x"), -EIO);
+        assert_int_equal(e.code, ERROR_INTERNAL_ERROR);
+        error_done(&e);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_put_get_remove), cmocka_unit_test(test_churn_does_not_grow),
                 cmocka_unit_test(test_reserve),        cmocka_unit_test(test_greedy_realloc),
                 cmocka_unit_test(test_oci_references), cmocka_unit_test(test_error_codes),
+                cmocka_unit_test(test_error_set),
         };
         return cmocka_run_group_tests_name("basic", tests, NULL, NULL);
 }

@@ -83,7 +83,7 @@ static int answered, answered_error;
                 answers[i] = 0; \
                 snprintf(trace + strlen(trace), sizeof(trace) - strlen(trace), "%d", i); \
                 if (r < 0 && r != -EAGAIN) \
-                        return error_set(reterr, -r, "test_failed", "phase %d failed", i); \
+                        return error_set(reterr, -r, ERROR_KERNEL_ERROR, "phase %d failed", i); \
                 if (r == CHANGE_ANSWERED) \
                         change_finish(c, it, NULL); \
                 return r; \
@@ -171,7 +171,7 @@ static void test_a_failure_is_answered_once_counted_and_ends_the_change(void **s
         assert_int_equal(answered, 1);
         assert_int_equal(answered_error, 1);
         assert_int_equal(m->counters.n_errors, 1);
-        assert_string_equal(m->counters.errors[0].code, "test_failed");
+        assert_int_equal(m->counters.errors[0].code, ERROR_KERNEL_ERROR);
         /* a new interface the change left nothing in: forgotten */
         assert_null(iface_table_get(m->ifaces, NULL, "eth0"));
         assert_int_equal(request_queue_length(m->queue), 0);
@@ -221,7 +221,7 @@ static void test_if_match_is_checked_against_the_document(void **state) {
         it = iface_with_api(m, NULL);
         c->doc = doc_make("eth0", 10);
         assert_int_equal(change_types[CHANGE_PUT].check(c, it, &e), -EEXIST);
-        assert_string_equal(e.code, "precondition_failed");
+        assert_int_equal(e.code, ERROR_PRECONDITION_FAILED);
         assert_non_null(strstr(e.message, "no document"));
         error_done(&e);
         change_free(&c->op);
@@ -286,7 +286,7 @@ static void test_a_hogs_hook_and_a_missing_document_are_refused(void **state) {
         /* nothing stored: nothing to delete */
         c = change_new(m, CHANGE_DELETE, NULL);
         assert_int_equal(change_types[CHANGE_DELETE].check(c, it, &e), -ENOENT);
-        assert_string_equal(e.code, "document_not_found");
+        assert_int_equal(e.code, ERROR_DOCUMENT_NOT_FOUND);
         error_done(&e);
         change_free(&c->op);
         /* a hog holds ingress: a PUT there, or a DELETE of the hog's document, is the hog's */
@@ -296,12 +296,12 @@ static void test_a_hogs_hook_and_a_missing_document_are_refused(void **state) {
         c = change_new(m, CHANGE_PUT, NULL);
         c->doc = doc_make("eth0", 20);
         assert_int_equal(change_types[CHANGE_PUT].check(c, it, &e), -EBUSY);
-        assert_string_equal(e.code, "hog_owned");
+        assert_int_equal(e.code, ERROR_HOG_OWNED);
         error_done(&e);
         change_free(&c->op);
         c = change_new(m, CHANGE_DELETE, NULL);
         assert_int_equal(change_types[CHANGE_DELETE].check(c, it, &e), -EBUSY);
-        assert_string_equal(e.code, "hog_owned");
+        assert_int_equal(e.code, ERROR_HOG_OWNED);
         error_done(&e);
         change_free(&c->op);
         document_unref(hog);

@@ -11,15 +11,16 @@
 
 #define D1 "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-static void expect_error(const char *text, const char *code, const char *in_message) {
+static void expect_error(const char *text, ErrorCode code, const char *in_message) {
         Document *d = NULL;
         Error e = ERROR_NULL;
 
         assert_true(document_from_string("eth0", text, strlen(text), &d, &e) < 0);
         assert_null(d);
-        assert_non_null(e.code);
-        if (strcmp(e.code, code) != 0)
-                fail_msg("for %s: expected %s, got %s (%s)", text, code, e.code, e.message);
+        assert_true(error_is_set(&e));
+        if (e.code != code)
+                fail_msg("for %s: expected %s, got %s (%s)", text, error_code_to_string(code),
+                         error_code_to_string(e.code), e.message);
         if (in_message && !strstr(e.message, in_message))
                 fail_msg("for %s: message \"%s\" does not name \"%s\"", text, e.message, in_message);
         error_done(&e);
@@ -79,46 +80,47 @@ static void test_roundtrip(void **state) {
 
 static void test_errors(void **state) {
         (void) state;
-        expect_error("{\"ingress\":[", "malformed_json", "line 1");
-        expect_error("[]", "wrong_type", "document");
-        expect_error("{\"ingres\":[]}", "unknown_field", "ingres");
-        expect_error("{\"ingress\":{}}", "wrong_type", "ingress");
-        expect_error("{\"ingress\":[1]}", "wrong_type", "ingress[0]");
-        expect_error("{\"ingress\":[{\"object\":\"" D1 "\"}]}", "missing_field", "ingress[0].name");
-        expect_error("{\"ingress\":[{\"name\":\"a\"}]}", "missing_field", "ingress[0].object");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"x\":1}]}", "unknown_field",
+        expect_error("{\"ingress\":[", ERROR_MALFORMED_JSON, "line 1");
+        expect_error("[]", ERROR_WRONG_TYPE, "document");
+        expect_error("{\"ingres\":[]}", ERROR_UNKNOWN_FIELD, "ingres");
+        expect_error("{\"ingress\":{}}", ERROR_WRONG_TYPE, "ingress");
+        expect_error("{\"ingress\":[1]}", ERROR_WRONG_TYPE, "ingress[0]");
+        expect_error("{\"ingress\":[{\"object\":\"" D1 "\"}]}", ERROR_MISSING_FIELD, "ingress[0].name");
+        expect_error("{\"ingress\":[{\"name\":\"a\"}]}", ERROR_MISSING_FIELD, "ingress[0].object");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"x\":1}]}", ERROR_UNKNOWN_FIELD,
                      "ingress[0].x");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":\"1\"}]}",
-                     "wrong_type", "ingress[0].priority");
+                     ERROR_WRONG_TYPE, "ingress[0].priority");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":0}]}",
-                     "invalid_value", "priority");
+                     ERROR_INVALID_VALUE, "priority");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"priority\":65536}]}",
-                     "invalid_value", "priority");
+                     ERROR_INVALID_VALUE, "priority");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"direct_action\":1}]}",
-                     "wrong_type", "direct_action");
-        expect_error("{\"ingress\":[{\"name\":\"a b\",\"object\":\"" D1 "\"}]}", "invalid_value", "name");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"relative.o\"}]}", "invalid_value",
+                     ERROR_WRONG_TYPE, "direct_action");
+        expect_error("{\"ingress\":[{\"name\":\"a b\",\"object\":\"" D1 "\"}]}", ERROR_INVALID_VALUE,
+                     "name");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"relative.o\"}]}", ERROR_INVALID_VALUE,
                      "object");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"sha256:XYZ\"}]}", "invalid_value",
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"sha256:XYZ\"}]}", ERROR_INVALID_VALUE,
                      "object");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"classid\":\"1\"}]}",
-                     "invalid_value", "classid");
+                     ERROR_INVALID_VALUE, "classid");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\"},{\"name\":\"a\",\"object\":\"" D1
                      "\"}]}",
-                     "duplicate_name", "ingress[1].name");
+                     ERROR_DUPLICATE_NAME, "ingress[1].name");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1
                      "\"}],\"egress\":[{\"name\":\"a\",\"object\":\"" D1 "\"}]}",
-                     "duplicate_name", "egress[0].name");
+                     ERROR_DUPLICATE_NAME, "egress[0].name");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1
                      "\",\"priority\":3},{\"name\":\"b\",\"object\":\"" D1 "\",\"priority\":3}]}",
-                     "duplicate_priority", "ingress[1].priority");
+                     ERROR_DUPLICATE_PRIORITY, "ingress[1].priority");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"digest\":\"sha256:"
                      "1123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}]}",
-                     "invalid_value", "digest");
+                     ERROR_INVALID_VALUE, "digest");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1
                      "\",\"priority\":65535},{\"name\":\"b\","
                      "\"object\":\"" D1 "\"}]}",
-                     "invalid_value", "ingress[1].priority");
+                     ERROR_INVALID_VALUE, "ingress[1].priority");
 }
 
 #define F_MAPS(m) "{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"maps\":" m "}]}"
@@ -178,16 +180,16 @@ static void test_maps_shared(void **state) {
                 a, "{\"counters\":{\"reuse\":true,\"shared\":false},\"seen_by_port\":{\"config\":true,"
                    "\"reuse\":true}}");
 
-        expect_error(F_MAPS("[]"), "wrong_type", "ingress[0].maps");
-        expect_error(F_MAPS("{\"c\":true}"), "wrong_type", "ingress[0].maps.c");
-        expect_error(F_MAPS("{\"c\":{}}"), "missing_field",
+        expect_error(F_MAPS("[]"), ERROR_WRONG_TYPE, "ingress[0].maps");
+        expect_error(F_MAPS("{\"c\":true}"), ERROR_WRONG_TYPE, "ingress[0].maps.c");
+        expect_error(F_MAPS("{\"c\":{}}"), ERROR_MISSING_FIELD,
                      "ingress[0].maps.c: expected \"reuse\", \"shared\" or \"config\"");
-        expect_error(F_MAPS("{\"c\":{\"config\":\"yes\"}}"), "wrong_type", "ingress[0].maps.c.config");
-        expect_error(F_MAPS("{\"c\":{\"shared\":1}}"), "wrong_type", "ingress[0].maps.c.shared");
-        expect_error(F_MAPS("{\"c\":{\"reuse\":0}}"), "wrong_type", "ingress[0].maps.c.reuse");
-        expect_error(F_MAPS("{\"c\":{\"reuse\":true,\"x\":1}}"), "unknown_field", "ingress[0].maps.c");
-        expect_error(F_MAPS("{\"a b\":{\"reuse\":true}}"), "invalid_value", "ingress[0].maps");
-        expect_error(F_MAPS("{\"\":{\"reuse\":true}}"), "invalid_value", "ingress[0].maps");
+        expect_error(F_MAPS("{\"c\":{\"config\":\"yes\"}}"), ERROR_WRONG_TYPE, "ingress[0].maps.c.config");
+        expect_error(F_MAPS("{\"c\":{\"shared\":1}}"), ERROR_WRONG_TYPE, "ingress[0].maps.c.shared");
+        expect_error(F_MAPS("{\"c\":{\"reuse\":0}}"), ERROR_WRONG_TYPE, "ingress[0].maps.c.reuse");
+        expect_error(F_MAPS("{\"c\":{\"reuse\":true,\"x\":1}}"), ERROR_UNKNOWN_FIELD, "ingress[0].maps.c");
+        expect_error(F_MAPS("{\"a b\":{\"reuse\":true}}"), ERROR_INVALID_VALUE, "ingress[0].maps");
+        expect_error(F_MAPS("{\"\":{\"reuse\":true}}"), ERROR_INVALID_VALUE, "ingress[0].maps");
 }
 
 #define F_METRICS(m) "{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"metrics\":" m "}]}"
@@ -224,21 +226,21 @@ static void test_metrics(void **state) {
                                "\"value\":\"bytes\"},{\"buckets\":[1.0,2.5],\"map\":\"h\",\"name\":\"size\","
                                "\"type\":\"histogram\"}]");
 
-        expect_error(F_METRICS("{}"), "wrong_type", "ingress[0].metrics");
-        expect_error(F_METRICS("[{\"map\":\"m\",\"type\":\"gauge\"}]"), "missing_field",
+        expect_error(F_METRICS("{}"), ERROR_WRONG_TYPE, "ingress[0].metrics");
+        expect_error(F_METRICS("[{\"map\":\"m\",\"type\":\"gauge\"}]"), ERROR_MISSING_FIELD,
                      "ingress[0].metrics[0].name");
-        expect_error(F_METRICS("[{\"map\":\"m\",\"name\":\"a-b\",\"type\":\"gauge\"}]"), "invalid_value",
+        expect_error(F_METRICS("[{\"map\":\"m\",\"name\":\"a-b\",\"type\":\"gauge\"}]"), ERROR_INVALID_VALUE,
                      "ingress[0].metrics[0].name");
         expect_error(F_METRICS("[{\"map\":\"m\",\"name\":\"a\",\"type\":\"gauge\",\"value\":\"a..b\"}]"),
-                     "invalid_value", "ingress[0].metrics[0].value");
+                     ERROR_INVALID_VALUE, "ingress[0].metrics[0].value");
         expect_error(F_METRICS("[{\"map\":\"m\",\"name\":\"a\",\"type\":\"gauge\",\"labels\":"
                                "[{\"name\":\"__x\",\"from\":\"key\"}]}]"),
-                     "invalid_value", "ingress[0].metrics[0].labels[0].name");
+                     ERROR_INVALID_VALUE, "ingress[0].metrics[0].labels[0].name");
         expect_error(F_METRICS("[{\"map\":\"m\",\"name\":\"a\",\"type\":\"gauge\",\"labels\":"
                                "[{\"name\":\"x\",\"from\":\"keys\"}]}]"),
-                     "invalid_value", "ingress[0].metrics[0].labels[0].from");
+                     ERROR_INVALID_VALUE, "ingress[0].metrics[0].labels[0].from");
         expect_error(F_METRICS("[{\"map\":\"m\",\"name\":\"a\",\"type\":\"histogram\",\"buckets\":[]}]"),
-                     "wrong_type", "ingress[0].metrics[0].buckets");
+                     ERROR_WRONG_TYPE, "ingress[0].metrics[0].buckets");
 }
 
 static void test_actions_shape(void **state) {
@@ -274,29 +276,29 @@ static void test_actions_shape(void **state) {
         }
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1
                      "\",\"direct_action\":true,\"actions\":[{\"object\":\"" D1 "\"}]}]}",
-                     "invalid_value",
+                     ERROR_INVALID_VALUE,
                      "ingress[0].direct_action: actions run only after a classifier in classic mode");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1
                      "\",\"actions\":[{\"object\":\"a.o\"}]}]}",
-                     "invalid_value", "ingress[0].actions[0].object");
+                     ERROR_INVALID_VALUE, "ingress[0].actions[0].object");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{\"object\":\"" D1
                      "\",\"digest\":\"sha256:"
                      "1123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}]}]}",
-                     "invalid_value", "ingress[0].actions[0].digest: differs");
+                     ERROR_INVALID_VALUE, "ingress[0].actions[0].digest: differs");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{\"object\":\"" D1
                      "\",\"program\":7}]}]}",
-                     "wrong_type", "ingress[0].actions[0].program");
+                     ERROR_WRONG_TYPE, "ingress[0].actions[0].program");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{\"object\":\"" D1
                      "\"},{\"object\":\"" D1 "\"},{\"object\":\"" D1 "\"},{\"object\":\"" D1
                      "\"},{\"object\":\"" D1 "\"},{\"object\":\"" D1 "\"},{\"object\":\"" D1
                      "\"},{\"object\":\"" D1 "\"},{\"object\":\"" D1 "\"}]}]}",
-                     "invalid_value", "at most 8 actions");
-        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":{}}]}", "wrong_type",
-                     "ingress[0].actions");
+                     ERROR_INVALID_VALUE, "at most 8 actions");
+        expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":{}}]}",
+                     ERROR_WRONG_TYPE, "ingress[0].actions");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{\"x\":1}]}]}",
-                     "unknown_field", "ingress[0].actions[0].x");
+                     ERROR_UNKNOWN_FIELD, "ingress[0].actions[0].x");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"actions\":[{}]}]}",
-                     "missing_field", "ingress[0].actions[0]");
+                     ERROR_MISSING_FIELD, "ingress[0].actions[0]");
 }
 
 static void test_ifname_valid(void **state) {
@@ -348,9 +350,9 @@ static void test_parent(void **state) {
         parent_format(0x10020, buf);
         assert_string_equal(buf, "1:20");
         expect_error("{\"ingress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"parent\":\"1:\"}]}",
-                     "invalid_value", "ingress[0].parent");
+                     ERROR_INVALID_VALUE, "ingress[0].parent");
         expect_error("{\"egress\":[{\"name\":\"a\",\"object\":\"" D1 "\",\"parent\":\"ffff:\"}]}",
-                     "invalid_value", "egress[0].parent");
+                     ERROR_INVALID_VALUE, "egress[0].parent");
 }
 
 static void test_too_many_filters(void **state) {
@@ -361,7 +363,7 @@ static void test_too_many_filters(void **state) {
         for (int i = 0; i <= FILTERS_PER_HOOK_MAX; i++)
                 p += sprintf(p, "%s{\"name\":\"f%d\",\"object\":\"" D1 "\"}", i ? "," : "", i);
         sprintf(p, "]}");
-        expect_error(text, "invalid_value", "at most");
+        expect_error(text, ERROR_INVALID_VALUE, "at most");
 }
 
 static void expect_hog_error(const char *text, const char *in_message) {

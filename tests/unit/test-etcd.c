@@ -218,19 +218,19 @@ static void test_auth_and_signed(void **state) {
         j = load("{\"error\":\"etcdserver: permission denied\",\"code\":7,\"message\":\"etcdserver: "
                  "permission denied\"}");
         assert_int_equal(etcd_answer_error(403, j, &e), -EACCES);
-        assert_string_equal(e.code, ETCD_PERMISSION_DENIED);
+        assert_int_equal(e.code, ERROR_ETCD_PERMISSION_DENIED);
         error_done(&e);
         json_decref(j);
         j = load("{\"error\":\"etcdserver: invalid auth token\",\"code\":16,\"message\":\"etcdserver: "
                  "invalid auth token\"}");
         assert_int_equal(etcd_answer_error(401, j, &e), -EKEYEXPIRED);
-        assert_string_equal(e.code, ETCD_TOKEN_INVALID);
+        assert_int_equal(e.code, ERROR_ETCD_TOKEN_INVALID);
         error_done(&e);
         json_decref(j);
         j = load("{\"code\":3,\"message\":\"etcdserver: authentication failed, invalid user ID or "
                  "password\"}");
         assert_int_equal(etcd_answer_error(400, j, &e), -EACCES);
-        assert_string_equal(e.code, ETCD_AUTH_FAILED);
+        assert_int_equal(e.code, ERROR_ETCD_AUTH_FAILED);
         error_done(&e);
         json_decref(j);
         /* the probe: a never-true compare around a put */
@@ -267,12 +267,12 @@ static void test_auth_and_signed(void **state) {
         json_decref(j);
         j = load("{\"name\":\"p\",\"removed\":true,\"match\":{}}");
         assert_int_equal(fleet_policy_parse(j, &p, &e), -EINVAL);
-        assert_string_equal(e.code, "unknown_field");
+        assert_int_equal(e.code, ERROR_UNKNOWN_FIELD);
         error_done(&e);
         json_decref(j);
         j = load("{\"signed\":{\"serial\":1,\"signature\":\"x\",\"by\":1},\"name\":\"p\"}");
         assert_int_equal(fleet_policy_parse(j, &p, &e), -EINVAL);
-        assert_string_equal(e.code, "unknown_field");
+        assert_int_equal(e.code, ERROR_UNKNOWN_FIELD);
         error_done(&e);
         json_decref(j);
 }

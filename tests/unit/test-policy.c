@@ -168,7 +168,7 @@ static void test_precedence_hog_then_document_then_lowest_order(void **state) {
         /* the hook p1 holds is what the interface is: a failed interface (a priority a foreign filter
          * holds) is a failed hook, not an applied one */
         Error e = ERROR_NULL;
-        error_set(&e, EBUSY, "priority_taken", "priority 10 is taken");
+        error_set(&e, EBUSY, ERROR_PRIORITY_TAKEN, "priority 10 is taken");
         iface_set_state(it, IFACE_FAILED, &e);
         error_done(&e);
         assert_string_equal(iface_policy_state(it, p1, DIRECTION_INGRESS, &by), "failed");

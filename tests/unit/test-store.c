@@ -301,7 +301,7 @@ static void test_objects(void **state) {
         assert_int_equal(store_object_remove(s, digest, &e), 0);
         assert_int_equal(store_object_exists(s, digest), 0);
         assert_true(store_object_remove(s, digest, &e) < 0);
-        assert_string_equal(e.code, "object_not_found");
+        assert_int_equal(e.code, ERROR_OBJECT_NOT_FOUND);
         error_done(&e);
 }
 

@@ -533,7 +533,7 @@ typedef struct MetricWriter {
 } MetricWriter;
 
 typedef struct DaemonErrorCount {
-        const char *code; /* static */
+        ErrorCode code;
         uint64_t n;
 } DaemonErrorCount;
 
@@ -552,9 +552,9 @@ typedef struct DaemonCounters {
  * state and run statistics, and the documents' map-derived metrics. */
 int daemon_metrics(Manager *m, const MetricWriter *w);
 /* Counts one more of code in v (n entries, room for max). */
-void error_counts_add(DaemonErrorCount *v, size_t *n, size_t max, const char *code);
+void error_counts_add(DaemonErrorCount *v, size_t *n, size_t max, ErrorCode code);
 /* Counts a failure by its error code (clsd_errors_total). */
-void daemon_count_error(Manager *m, const char *code);
+void daemon_count_error(Manager *m, ErrorCode code);
 
 const char *daemon_kernel_release(Manager *m);
 bool daemon_has_act_bpf(Manager *m);

@@ -202,15 +202,16 @@ json_t *etcd_authenticate_body(const char *user, const char *password);
 /* The token of an authenticate answer into *token (the one there freed; NULL on failure): EPROTO when
  * the answer has none (etcd's authentication is off), ENOMEM. */
 int etcd_answer_token(json_t *answer, char **token, Error *reterr);
-/* etcd's gateway errors that a client acts on (etcd_answer_error() sets them as the Error's code). */
-#define ETCD_PERMISSION_DENIED "etcd_permission_denied" /* EACCES: the user may not */
-#define ETCD_AUTH_FAILED "etcd_auth_failed" /* EACCES: a user or password etcd does not know */
-#define ETCD_TOKEN_INVALID "etcd_token_invalid" /* EKEYEXPIRED: authenticate again (expired, or none) */
-/* EAGAIN: etcd is there but cannot serve it now (too many requests, no leader, the request timed out in
- * etcd or took longer than the call may): the same request later, not another connection */
-#define ETCD_OVERLOADED "etcd_overloaded"
-/* ENOENT: a put under a lease etcd no longer has (it expired): a new lease, not a new connection */
-#define ETCD_LEASE_NOT_FOUND "etcd_lease_not_found"
+/* etcd's gateway errors that a client acts on, which etcd_answer_error() sets as the Error's code (entries
+ * of error-code.h's one list):
+ * - ERROR_ETCD_PERMISSION_DENIED (EACCES): the user may not;
+ * - ERROR_ETCD_AUTH_FAILED (EACCES): a user or password etcd does not know;
+ * - ERROR_ETCD_TOKEN_INVALID (EKEYEXPIRED): authenticate again (expired, or none);
+ * - ERROR_ETCD_OVERLOADED (EAGAIN): etcd is there but cannot serve it now (too many requests, no leader, the
+ *   request timed out in etcd or took longer than the call may): the same request later, not another
+ *   connection;
+ * - ERROR_ETCD_LEASE_NOT_FOUND (ENOENT): a put under a lease etcd no longer has (it expired): a new lease,
+ *   not a new connection. */
 /* A transaction that changes nothing (its compare is never true) but whose put under key etcd checks
  * the permission of all the same: whether a client may write key (etcd answers permission denied). */
 json_t *etcd_write_probe_body(const char *key);
