@@ -136,7 +136,7 @@ static int grant_parse(json_t *o, size_t i, Grant *g, Error *reterr) {
                 return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG, "grants[%zu].%s: expected a string",
                                  i, kinds[g->kind]);
         if (!(g->name = strdup(json_string_value(which))))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         return 0;
 }
 
@@ -184,7 +184,7 @@ int access_policy_load(const char *path, AccessPolicy **ret, Error *reterr) {
             !(p->grants = calloc(json_array_size(grants) + 1, sizeof(Grant)))) {
                 free(p);
                 json_decref(j);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         for (size_t i = 0; i < json_array_size(grants); i++) {
                 Error e = ERROR_NULL;

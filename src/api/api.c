@@ -87,7 +87,7 @@ int api_new(Manager *d, sd_event *event, const ApiConfig *config, Api **ret, Err
         int r, fd;
 
         if (!a)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         a->daemon = d;
         a->event = event;
         a->config = *config;

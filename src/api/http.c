@@ -437,7 +437,7 @@ int listener_new(Api *a, int fd, bool tcp, bool tls, Listener **ret, Error *rete
 
         if (!l) {
                 safe_close(fd);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         l->api = a;
         l->tcp = tcp;

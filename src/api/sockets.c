@@ -23,7 +23,7 @@ int unix_listen(const char *path, Error *reterr) {
         char *slash;
 
         if (!dir)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         if (strlen(path) >= sizeof(sa.sun_path))
                 return error_set(reterr, ENAMETOOLONG, ERROR_INVALID_VALUE, "--socket %s: path too long",
                                  path);

@@ -68,7 +68,7 @@ static int credentials_load(const Tls *t, Credentials **ret, char **ret_ca_pem, 
             (t->client_ca_file && read_pem("--client-ca", t->client_ca_file, &ca, &ca_size, reterr) < 0))
                 return -EINVAL;
         if (!(c = calloc(1, sizeof(*c))))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         d = (gnutls_datum_t){ .data = (unsigned char *) cert, .size = (unsigned) cert_size };
         c->n_pcert = CHAIN_MAX;
         r = gnutls_pcert_list_import_x509_raw(c->pcert, &c->n_pcert, &d, GNUTLS_X509_FMT_PEM, 0);
@@ -134,7 +134,7 @@ int tls_new(const char *cert_file, const char *key_file, const char *client_ca_f
         if (!t || !(t->cert_file = strdup(cert_file)) || !(t->key_file = strdup(key_file)) ||
             (client_ca_file && !(t->client_ca_file = strdup(client_ca_file)))) {
                 tls_free(t);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         r = credentials_load(t, &t->current, &t->client_ca_pem, reterr);
         if (r < 0) {

@@ -40,3 +40,7 @@ void error_done(Error *e) {
         free(e->detail);
         *e = ERROR_NULL;
 }
+
+int error_oom(Error *e) {
+        return error_set(e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+}

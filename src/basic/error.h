@@ -18,6 +18,10 @@ int error_set(Error *e, int error, ErrorCode code, const char *fmt, ...) _printf
 /* Takes ownership of detail. */
 void error_set_detail(Error *e, char *detail);
 void error_done(Error *e);
+/* The one out-of-memory error: ENOMEM, internal_error, "out of memory". */
+int error_oom(Error *e);
+/* An Error on the stack, done when it goes out of scope: _cleanup_error_ Error e = ERROR_NULL; */
+#define _cleanup_error_ _cleanup_(error_done)
 static inline int error_is_set(const Error *e) {
         return e && e->code != ERROR_CODE_NONE;
 }

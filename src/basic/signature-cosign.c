@@ -21,7 +21,7 @@ int cosign_key_check(const char *pem, size_t size, Error *reterr) {
         if (r < 0)
                 return r;
         if (gnutls_api.pubkey_init(&key) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = gnutls_api.pubkey_import(key, &d, GNUTLS_X509_FMT_PEM);
         if (r >= 0 && gnutls_api.pubkey_get_pk_algorithm(key, &bits) != GNUTLS_PK_ECDSA)
                 r = -1;

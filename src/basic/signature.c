@@ -110,7 +110,7 @@ int trusted_keys_load(const char *dir, TrustedKeys **ret, Error *reterr) {
         struct dirent *de;
 
         if (!k)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         if (!d) {
                 free(k);
                 return error_set(reterr, errno, ERROR_INVALID_CONFIG, "--trusted-keys %s: %s", dir,
@@ -127,7 +127,7 @@ int trusted_keys_load(const char *dir, TrustedKeys **ret, Error *reterr) {
                 if (asprintf(&path, "%s/%s", dir, de->d_name) < 0) {
                         path = NULL;
                         trusted_keys_free(k);
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 }
                 r = read_regular_file(path, KEY_FILE_MAX, &text, &size);
                 if (r >= 0 && startswith(text, PEM_PUBLIC_KEY)) {
@@ -153,7 +153,7 @@ int trusted_keys_load(const char *dir, TrustedKeys **ret, Error *reterr) {
                         k->keys = v;
                 if (!v || !(key.file = strdup(de->d_name))) {
                         trusted_keys_free(k);
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 }
                 k->keys = v;
                 k->keys[k->n++] = key;
@@ -234,7 +234,7 @@ int trusted_keys_verify(const TrustedKeys *k, const void *data, size_t size, con
                 size_t clen = strlen(lines[2] + 17);
                 _cleanup_free_ unsigned char *m = malloc(crypto_sign_BYTES + clen);
                 if (!m)
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 memcpy(m, raw + 2 + KEY_ID_SIZE, crypto_sign_BYTES);
                 memcpy(m + crypto_sign_BYTES, lines[2] + 17, clen);
                 if (crypto_sign_verify_detached(global, m, crypto_sign_BYTES + clen, key->pk) != 0)

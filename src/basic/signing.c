@@ -97,7 +97,7 @@ int secret_key_load(const char *path, SecretKey **ret, Error *reterr) {
         if (r < 0)
                 return error_set(reterr, -r, ERROR_INVALID_VALUE, "%s: %s", path, strerror(-r));
         if (!(k = calloc(1, sizeof(*k))))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         n = key_bytes(text, size, b, sizeof(b));
         r = n == 104   ? signify_key(b, (size_t) n, k, &e)
             : n == 158 ? minisign_key(b, (size_t) n, k, &e)

@@ -76,7 +76,7 @@ static int cls_observe(AttachContext *c, void **ret, Error *reterr) {
         int r;
 
         if (!o)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         unsigned what = NL_DUMP_INGRESS | NL_DUMP_EGRESS | NL_DUMP_ROOT;
         if (c->fresh) {
                 what = 0;
@@ -141,7 +141,7 @@ static int cls_plan(AttachContext *c, const void *observed, void **ret, Error *r
 
         if (!pl || !(pl->desired = calloc(c->it->n_filters + 1, sizeof(DesiredFilter)))) {
                 free(pl);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         for (size_t i = 0; i < c->it->n_filters; i++) {
                 const Filter *f = &c->it->filters[i];
@@ -170,7 +170,7 @@ static int cls_plan(AttachContext *c, const void *observed, void **ret, Error *r
         pl->n_desired = k;
         if (reconcile_diff(pl->desired, pl->n_desired, o->filters, o->n, &pl->plan) < 0) {
                 cls_plan_free(pl);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         *ret = pl;
         return 0;
@@ -394,7 +394,7 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
         int r;
 
         if (!a.st)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         for (size_t i = 0; i < pl->plan.n_steps; i++)
                 if (pl->plan.steps[i].action == PLAN_CONFLICT)
                         return conflict_error(c->it, &a.o->filters[pl->plan.steps[i].observed], reterr);
@@ -511,7 +511,7 @@ static int cls_snapshot(AttachContext *c, const void *observed, void **ret, Erro
         int r;
 
         if (!s)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = snapshot_take(c->rtnl, c->it->ifindex, o->filters, o->n, &s->s, reterr);
         if (r < 0) {
                 free(s);

@@ -76,7 +76,7 @@ static int tcx_observe(AttachContext *c, void **ret, Error *reterr) {
         int r;
 
         if (!o)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         /* A first reconcile (fresh) reads only what the interface's filters use, as cls_observe() does:
          * a link that a filter no longer tcx left behind is found by the next resync. */
         if (c->tcx && c->bpffs_dir && (!c->fresh || iface_uses_tcx(c->it))) {
@@ -116,13 +116,13 @@ static int tcx_plan_make(AttachContext *c, const void *observed, void **ret, Err
         TcxPlanned *pl = calloc(1, sizeof(*pl));
 
         if (!pl)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         pl->want = calloc(c->it->n_filters + 1, sizeof(TcxWant));
         pl->want_filter = calloc(c->it->n_filters + 1, sizeof(Filter *));
         pl->have = calloc(o->n + 1, sizeof(TcxHave));
         if (!pl->want || !pl->want_filter || !pl->have) {
                 tcx_plan_free(pl);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         for (size_t i = 0; i < c->it->n_filters; i++) {
                 const Filter *f = &c->it->filters[i];
@@ -143,7 +143,7 @@ static int tcx_plan_make(AttachContext *c, const void *observed, void **ret, Err
                                                     .attached = o->ours[k].link.ifindex > 0 };
         if (tcx_plan(pl->want, pl->n_want, pl->have, pl->n_have, &pl->steps, &pl->n_steps) < 0) {
                 tcx_plan_free(pl);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         *ret = pl;
         return 0;
@@ -286,7 +286,7 @@ static int tcx_apply(AttachContext *c, const void *observed, const void *plan, E
         /* A working copy of ours (each with its own fd), so that new links are placed among them. */
         ours = calloc(n + pl->n_want + 1, sizeof(TcxOurs));
         if (!ours)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         for (size_t k = 0; k < n; k++) {
                 ours[k] = o->ours[k];
                 ours[k].fd = o->ours[k].fd >= 0 ? fcntl(o->ours[k].fd, F_DUPFD_CLOEXEC, 3) : -1;
@@ -454,7 +454,7 @@ static int tcx_snapshot(AttachContext *c, const void *observed, void **ret, Erro
         (void) c;
         if (!s || !(s->link_ids = calloc(o->n + 1, sizeof(uint32_t)))) {
                 free(s);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         for (size_t i = 0; i < o->n; i++)
                 s->link_ids[s->n++] = o->ours[i].link.link_id;

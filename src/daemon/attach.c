@@ -93,7 +93,7 @@ int attach_describe_all(AttachContext *c, const AttachObserved *o, DryRunStep **
 
                 r = k->plan(c, o->of[i], &plan, reterr);
                 if (r >= 0 && k->describe(c, o->of[i], plan, steps, n) < 0)
-                        r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        r = error_oom(reterr);
                 k->plan_free(plan);
                 if (r < 0)
                         return r;

@@ -166,7 +166,7 @@ int change_make_candidate(Change *c, Iface *it, Error *reterr) {
                                         m->kernel.tcx, m->registry);
         document_facts_done(&api_facts);
         if (r < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         c->candidate->ifindex = it->ifindex;
         c->candidate->repairs = it->repairs;
         share_programs(c->candidate, it);

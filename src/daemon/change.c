@@ -133,7 +133,7 @@ void change_queue(Manager *m, Change *c, const char *netns, const char *ifname) 
 
         if (iface_table_ensure(m->ifaces, netns, ifname, &it) < 0) {
                 Error e = ERROR_NULL;
-                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                error_oom(&e);
                 change_finish(c, NULL, &e);
                 error_done(&e);
                 change_free(&c->op);

@@ -41,7 +41,7 @@ int daemon_new(const DaemonConfig *config, sd_event *event, Manager **ret, Error
         int r;
 
         if (!m)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         m->config = *config;
         m->trust.keys = config->trusted_keys;
         m->trust.on_trusted_again = ifaces_recompose;
@@ -59,7 +59,7 @@ int daemon_new(const DaemonConfig *config, sd_event *event, Manager **ret, Error
             map_config_new(&m->map_config) < 0 ||
             request_queue_new(event, m, reconcile_process_request, &m->queue) < 0 ||
             workers_new(event, config->worker_exe ?: "/proc/self/exe", &m->workers) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = netns_set_new(event, config->netns_dir, events_on_netns_event, events_on_netns_change, m,
                           &m->netns, reterr);
         if (r < 0)
@@ -152,7 +152,7 @@ static int load_documents(Manager *m, StoreLoad *load, Error *reterr) {
                                         m->registry) < 0) {
                         iface_free(it, m->registry);
                         stored_documents_free(docs, n);
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 }
                 if (iface_table_get(m->ifaces, d->netns, d->ifname)) {
                         iface_free(it, m->registry);

@@ -45,7 +45,7 @@ static void plan_programs(Change *c, Iface *it, Error *reterr, int *ret) {
                 n += 1 + cand->filters[i].spec->n_actions;
         dr->programs = calloc(n + 1, sizeof(DryRunProgram));
         if (!dr->programs) {
-                *ret = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                *ret = error_oom(reterr);
                 return;
         }
         for (size_t i = 0; i < cand->n_filters && r >= 0; i++) {

@@ -73,7 +73,7 @@ static int hog_pull(Manager *m, Resolver *rs, Error *reterr) {
                 resolution_pull_options(m, rs->pulls[i], &o);
                 r = oci_pull(rs->pulls[i], &o, &img, reterr);
                 if (r >= 0 && resolver_add_pulled(rs, rs->pulls[i], &img) < 0)
-                        r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        r = error_oom(reterr);
                 oci_image_done(&img);
                 if (r < 0)
                         return r;
@@ -123,7 +123,7 @@ static int hog_resolve(Manager *m, ObjectCache *cache, Store *store, Document *d
                         else
                                 k = resolver_add_extra(&rs, p->digest, p->size, info);
                         if (k < 0 && k != -EEXIST) {
-                                r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                                r = error_oom(reterr);
                                 break;
                         }
                         if (k == -EEXIST)
@@ -150,7 +150,7 @@ static int hog_policy_read(Manager *m, ObjectCache *cache, Store *store, const c
 
         name = strndup(base, strlen(base) - 5);
         if (!name)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = policy_from_json(name, j, &p, reterr);
         if (r < 0)
                 return r;
@@ -160,7 +160,7 @@ static int hog_policy_read(Manager *m, ObjectCache *cache, Store *store, const c
         p->generation = 1;
         p->doc->generation = 1;
         if (!(p->hog_path = strdup(path)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         *ret = TAKE_PTR(p);
         return 0;
 }
@@ -235,7 +235,7 @@ static int hogs_read(Manager *m, ObjectCache *cache, Store *store, const char *d
                 if (asprintf(&path, "%s/%s", dir, entries[i]->d_name) < 0 || !s.hogs || !s.bad_paths ||
                     !s.policies) {
                         path = NULL;
-                        error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        error_oom(&e);
                         r = -ENOMEM;
                 } else
                         r = hog_read(m, cache, store, path, &doc, &policy, &e);

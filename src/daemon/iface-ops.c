@@ -53,13 +53,13 @@ static void put_or_dry_run(Manager *m, ChangeKind kind, const char *netns, const
         if (r >= 0)
                 r = document_from_json(ifname, body, &doc, &e);
         if (r >= 0 && netns && !(doc->netns = strdup(netns)))
-                r = error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                r = error_oom(&e);
         if (r >= 0) /* a dry run says what the PUT would: refused */
                 r = iface_check_owner(m, netns, ifname, &e);
         if (r >= 0)
                 r = check_documents_quota(m, netns, ifname, &e);
         if (r >= 0 && !(c = change_new(m, kind, expect)))
-                r = error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                r = error_oom(&e);
         if (r < 0) {
                 document_unref(doc);
                 if (kind == CHANGE_DRY_RUN)
@@ -100,7 +100,7 @@ void daemon_iface_delete(Manager *m, const char *netns, const char *ifname, cons
         }
         c = change_new(m, CHANGE_DELETE, expect);
         if (!c) {
-                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                error_oom(&e);
                 done(m, NULL, &e, userdata);
                 error_done(&e);
                 return;
@@ -141,7 +141,7 @@ void iface_hog_change(Manager *m, const char *netns, const char *ifname, Documen
                 if (h)
                         free(h->ifname);
                 free(h);
-                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                error_oom(&e);
                 if (done)
                         done(m, NULL, &e, userdata);
                 error_done(&e);

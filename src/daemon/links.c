@@ -244,7 +244,7 @@ static int ns_load(LinksNs *ns, NlSocket *rtnl, Error *reterr) {
         for (size_t i = 0; i < n; i++)
                 if (ns_upsert(ns, &links[i]) < 0) {
                         ns_clear(ns);
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 }
         ns->known = true;
         return 0;
@@ -256,7 +256,7 @@ int links_get(Links *l, NlSocket *rtnl, const char *netns, bool with_filters, co
         int r;
 
         if (!ns)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         if (!ns->known)
                 l->version++;
         r = ns_load(ns, rtnl, reterr);

@@ -224,12 +224,12 @@ int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *w
                 x = load_find_sibling(m->loads, ref);
         if (x) {
                 if (add_waiter(x, waiter, resume, !streq_ptr(x->instance, ref->instance)) < 0)
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 return -EAGAIN;
         }
 
         if (store_object_path(m->store, ref->digest, &path) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return error_set(reterr, errno, errno == ENOENT ? ERROR_OBJECT_NOT_FOUND : ERROR_STORE_ERROR,
@@ -242,7 +242,7 @@ int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *w
                         free(x->program);
                 }
                 free(x);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         x->m = m;
         x->kind = ref->kind;
@@ -251,11 +251,11 @@ int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *w
         m->loads->loads = x;
         if (add_waiter(x, waiter, resume, false) < 0) {
                 load_free(m->loads, x);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         if (registry_reuse_candidates(m->registry, ref, reuse_id, true, &reuse, &n_reuse) < 0) {
                 load_free(m->loads, x);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         /* libbpf names maps after the object: a short digest keeps them recognisable in bpftool. */
         snprintf(object_name, sizeof(object_name), "clsd_%.8s", ref->digest + strlen("sha256:"));

@@ -47,7 +47,7 @@ int map_config_load(Manager *m, Error *reterr) {
                 log_warning("%s", strna(e.message));
         error_done(&e);
         if (!entries)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         json_decref(m->map_config->entries);
         m->map_config->entries = entries;
         map_config_prune(m);
@@ -123,7 +123,7 @@ static int encode(const DaemonMap *m, const json_t *j, bool key, uint8_t **ret, 
         int r;
 
         if (!b)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = btf_json_encode(m->btf, key ? m->map.btf_key_type_id : m->map.btf_value_type_id, j, b, size,
                             key ? "key" : "value", reterr);
         if (r < 0) {
@@ -155,13 +155,13 @@ static int entry_set(const DaemonMap *dm, json_t *v, const uint8_t *k, const jso
         ssize_t at;
 
         if (!v)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         at = entry_find(dm, v, k);
         if (value) {
                 json_t *e = json_pack("{s:O,s:O}", "key", key, "value", value);
                 if (!e ||
                     (at >= 0 ? json_array_set_new(v, (size_t) at, e) : json_array_append_new(v, e)) < 0)
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 *changed = true;
         } else if (at >= 0) {
                 json_array_remove(v, (size_t) at);
@@ -226,7 +226,7 @@ int map_config_record_policy(Manager *m, const Policy *p, const DaemonMap *dm, c
         int r;
 
         if (asprintf(&owner, "policy:%s", p->name) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = encode(dm, key, true, &k, reterr);
         for (Direction dir = 0; r >= 0 && dir < _DIRECTION_MAX; dir++)
                 for (size_t i = 0; r >= 0 && i < p->doc->n_filters[dir]; i++) {

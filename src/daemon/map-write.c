@@ -13,7 +13,7 @@ static int encode_entry(const DaemonMap *m, const json_t *key, const json_t *val
         int r;
 
         if (!k || (value && !(v = calloc(1, m->map.value_size ?: 1))))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = btf_json_encode(m->btf, m->map.btf_key_type_id, key, k, m->map.key_size, "key", reterr);
         if (r >= 0 && value)
                 r = btf_json_encode(m->btf, m->map.btf_value_type_id, value, v, m->map.value_size, "value",

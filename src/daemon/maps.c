@@ -84,7 +84,7 @@ static int maps_add_program(DaemonMaps *m, uint32_t prog_id, const Iface *it, co
                 for (size_t k = 0; k < seen->n_maps; k++) {
                         DaemonMap *dm = maps_find_id(m, seen->map_ids[k]);
                         if (dm && map_add_user(dm, it, f) < 0)
-                                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                                return error_oom(reterr);
                 }
                 return 0;
         }
@@ -98,13 +98,13 @@ static int maps_add_program(DaemonMaps *m, uint32_t prog_id, const Iface *it, co
         v = realloc(m->maps, (m->n + n + 1) * sizeof(*v));
         if (!v) {
                 nl_maps_free(maps, n);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         m->maps = v;
         pv = realloc(m->programs, (m->n_programs + 1) * sizeof(*pv));
         if (!pv) {
                 nl_maps_free(maps, n);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         m->programs = pv;
         pv = &m->programs[m->n_programs++];
@@ -124,7 +124,7 @@ static int maps_add_program(DaemonMaps *m, uint32_t prog_id, const Iface *it, co
                         for (size_t j = k + 1; j < n; j++)
                                 safe_close(maps[j].fd);
                         free(maps);
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 }
         }
         free(maps); /* the fds now belong to m */

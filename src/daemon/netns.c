@@ -100,7 +100,7 @@ int netns_set_new(sd_event *event, const char *dir, NetnsEventFunc on_event, Net
 
         if (!s || !(s->dir = strdup(dir))) {
                 free(s);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         s->event = sd_event_ref(event);
         s->own = (Netns){ .set = s, .fd = -1 };
@@ -159,7 +159,7 @@ static int netns_follow(NetnsSet *s, const char *name, Netns **ret, Error *reter
         ns = calloc(1, sizeof(*ns));
         if (!ns || !(ns->name = strdup(name))) {
                 free(ns);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         ns->set = s;
         ns->fd = -1;
@@ -169,7 +169,7 @@ static int netns_follow(NetnsSet *s, const char *name, Netns **ret, Error *reter
         if (r >= 0)
                 r = events_start(s, ns, reterr);
         if (r >= 0 && !(v = realloc(s->named, (s->n_named + 1) * sizeof(Netns *))))
-                r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                r = error_oom(reterr);
         if (r < 0) {
                 netns_free(ns);
                 return r;

@@ -188,7 +188,7 @@ void daemon_object_add(Manager *m, const void *data, size_t size, const char *si
         }
         if (!u || !(u->data = malloc(size))) {
                 free(u);
-                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                error_oom(&e);
                 done(m, NULL, false, &e, userdata);
                 error_done(&e);
                 return;
@@ -204,7 +204,7 @@ void daemon_object_add(Manager *m, const void *data, size_t size, const char *si
                         return;
                 }
                 if (sig && !(u->sig = strndup(sig, sig_size))) {
-                        error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        error_oom(&e);
                         upload_finish(u, NULL, false, &e);
                         error_done(&e);
                         return;

@@ -260,7 +260,7 @@ static void txn_apply(PolicyTxn *txn) {
                               .userdata = txn };
 
         if (txn_set(txn, &set.v, &set.n) < 0) {
-                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                error_oom(&e);
                 txn_fail(txn, &e);
                 error_done(&e);
                 return;
@@ -314,7 +314,7 @@ static int item_acquire(PolicyTxn *txn, TxnItem *item, Error *reterr) {
                         r = iface_set_documents(item->probe, NULL, NULL, NULL, NULL, NULL, m->kernel.tcx,
                                                 m->registry);
                 if (r < 0)
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 item->probe->on_resume = on_probe_resume;
                 item->probe->on_resume_userdata = txn;
         }
@@ -378,7 +378,7 @@ static void txn_step(PolicyTxn *txn) {
         put = calloc(txn->n_items, sizeof(Policy *));
         removed = calloc(txn->n_items, sizeof(char *));
         if (!put || !removed) {
-                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                error_oom(&e);
                 txn_fail(txn, &e);
                 error_done(&e);
                 return;
@@ -414,7 +414,7 @@ static PolicyTxn *txn_new(Manager *m, size_t n, bool dry_run, PolicyDoneFunc don
 
         if (!txn || !(txn->items = calloc(n, sizeof(TxnItem)))) {
                 free(txn);
-                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                error_oom(&e);
                 daemon_count_error(m, e.code);
                 done(m, NULL, &e, userdata);
                 error_done(&e);
@@ -437,7 +437,7 @@ static TxnItem *txn_add(PolicyTxn *txn, const char *name, const DaemonExpect *ex
         TxnItem *item = &txn->items[txn->n_items];
 
         if (!(item->name = strdup(name))) {
-                error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                error_oom(reterr);
                 return NULL;
         }
         txn->n_items++;

@@ -81,7 +81,7 @@ static int recompose_run(Manager *m, Operation *op) {
                 r = compose(rc, it);
                 if (r < 0) {
                         Error e = ERROR_NULL;
-                        error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        error_oom(&e);
                         recompose_finish(rc, it, &e);
                         error_done(&e);
                         return manager_forget_unused(m, it) ? -ESRCH : 0;

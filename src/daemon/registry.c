@@ -278,7 +278,7 @@ int registry_check_reuse(Registry *r, const ProgramRef *ref, const NlObjectInfo 
         if (!info || !reuse_id)
                 return 0; /* an object not stored yet is only inspected by a dry run */
         if (registry_reuse_candidates(r, ref, reuse_id, false, &reuse, &n_reuse) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         k = nl_maps_check_reuse(info, reuse, n_reuse, reterr);
         nl_maps_free(reuse, n_reuse);
         return k;
@@ -361,7 +361,7 @@ int registry_acquire(Registry *r, const ProgramRef *ref, uint32_t adopt_id, Prog
                  ref->instance ? ", instance " : "", strempty(ref->instance), nl_program_id(np),
                  nl_program_tag(np), ref->digest, how);
         if (program_add(r, ref, TAKE_PTR(np), from_store, ret) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         return 0;
 }
 
@@ -379,7 +379,7 @@ int registry_add(Registry *r, const ProgramRef *ref, NlProgram *np, Program **re
                  ref->kind == NL_PROG_ACTION ? " as an action" : "", ref->instance ? ", instance " : "",
                  strempty(ref->instance), nl_program_id(np), nl_program_tag(np), ref->digest);
         if (program_add(r, ref, np, false, ret) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         return 0;
 }
 

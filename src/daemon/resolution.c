@@ -93,7 +93,7 @@ static void on_one_inspected(WorkerResult *result, void *userdata) {
                 } else if (resolver_add_extra(&c->resolver, p->digest, p->size, TAKE_PTR(result->info)) <
                            0) {
                         result->r = -ENOMEM;
-                        error_set(&result->error, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        error_oom(&result->error);
                 }
         }
         on_inspected(result, c);
@@ -104,13 +104,13 @@ static int start_inspections(ObjectResolution *c, Error *reterr) {
 
         c->jobs = calloc(c->resolver.n_pending + 1, sizeof(WorkerJob *));
         if (!c->jobs)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         c->n_jobs = c->resolver.n_pending;
         for (size_t i = 0; i < c->resolver.n_pending; i++) {
                 Inspected *in = calloc(1, sizeof(*in));
                 int r;
                 if (!in)
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 *in = (Inspected){ .c = c, .index = i };
                 r = worker_inspect(m->workers, c->resolver.pending[i].data, c->resolver.pending[i].size,
                                    on_one_inspected, in, &c->jobs[i]);
@@ -158,7 +158,7 @@ static void on_pulled(int r, OciImage *img, Error *error, void *userdata) {
                 log_info("pulled %s: object %s (%zu bytes, %s image, %u requests)", img->pinned, img->digest,
                          img->size, img->format, img->requests);
                 if (resolver_add_pulled(&c->resolver, ref, img) < 0 && !c->error.code)
-                        error_set(&c->error, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        error_oom(&c->error);
         }
         c->inspecting--;
         if (c->inspecting == 0)
@@ -171,14 +171,14 @@ static int start_pulls(ObjectResolution *c, Error *reterr) {
 
         c->pulls = calloc(rs->n_pulls + 1, sizeof(OciPullJob *));
         if (!c->pulls)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         c->n_pulls = rs->n_pulls;
         for (size_t i = 0; i < rs->n_pulls; i++) {
                 Pulling *p = calloc(1, sizeof(*p));
                 OciPullOptions o;
                 int r;
                 if (!p)
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 *p = (Pulling){ .c = c, .index = i };
                 resolution_pull_options(m, rs->pulls[i], &o);
                 o.jitter_msec = c->pull_nodes ? oci_pull_spread_msec(o.registry, c->pull_nodes) : 0;

@@ -21,9 +21,7 @@ int resolve_image(Resolver *rs, char **object, char **digest, const char *who, E
                                                  "%s: object %s (%s): %s", who, *digest, *object, why);
                         return 0;
                 }
-                return resolver_pull_add(rs, *object) < 0
-                               ? error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory")
-                               : 1;
+                return resolver_pull_add(rs, *object) < 0 ? error_oom(reterr) : 1;
         }
         if (*digest && !streq(*digest, p->digest))
                 return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
@@ -32,12 +30,12 @@ int resolve_image(Resolver *rs, char **object, char **digest, const char *who, E
         if (!streq(*object, p->pinned)) {
                 char *pinned = strdup(p->pinned);
                 if (!pinned)
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 free(*object);
                 *object = pinned;
         }
         if (!*digest && !(*digest = strdup(p->digest)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         if (resolver_info(rs, p->digest))
                 return 0;
         if (resolver_pending_has(rs, p->digest))
@@ -52,6 +50,6 @@ int resolve_image(Resolver *rs, char **object, char **digest, const char *who, E
                         return r;
         }
         if (resolver_pending_add(rs, p->digest, &p->data, p->size, &p->sig, p->sig_size) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         return 1;
 }

@@ -52,7 +52,7 @@ static int resolve_program(const NlObjectInfo *info, const char *digest, const c
                                         who, digest, n, nl_prog_kind_to_string(kind), list);
                         }
                         if (!(*program = strdup(only)))
-                                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                                return error_oom(reterr);
                         return 0;
                 }
                 program_list(info, list, sizeof(list));
@@ -175,7 +175,7 @@ static int resolve_object(Resolver *rs, char **object_field, char **digest, cons
                 return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                  "%s: %s has digest %s, the document pins %s", who, object, got, *digest);
         if (!*digest && !(*digest = strdup(got)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         if (resolver_info(rs, got) || resolver_pending_has(rs, got))
                 return resolver_info(rs, got) ? 0 : 1;
         if (rs->trusted) {
@@ -189,7 +189,7 @@ static int resolve_object(Resolver *rs, char **object_field, char **digest, cons
                         return r;
         }
         if (resolver_pending_add(rs, got, &data, size, &sig, sig_size) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         return 1;
 }
 

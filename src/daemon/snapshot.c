@@ -33,7 +33,7 @@ int snapshot_take(NlSocket *rtnl, int ifindex, const NlFilter *all, size_t n_all
         s.action_programs = calloc((n_all + 1) * NL_ACTIONS_MAX, sizeof(NlProgram *));
         if (!s.filters || !s.programs || !s.action_programs) {
                 snapshot_done(&s);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         for (size_t i = 0; i < n_all; i++) {
                 if (!all[i].clsd_owned)

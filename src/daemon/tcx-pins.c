@@ -60,7 +60,7 @@ int tcx_ours_list(const char *dir, int ifindex, TcxOurs **ret, size_t *ret_n, Er
         v = calloc(n + 1, sizeof(TcxOurs));
         if (!v) {
                 strv_free_n(names, n);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         for (size_t i = 0; i < n; i++) {
                 TcxOurs o = { .fd = -1 };

@@ -170,7 +170,7 @@ int daemon_iface_status(Manager *m, const Iface *it, IfaceStatus *ret, Error *re
 
         s.filters = calloc(it->n_filters + 1, sizeof(FilterStatus));
         if (!s.filters)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         if (it->ifindex <= 0) {
                 *ret = s; /* pending: nothing is attached */
                 return 0;
@@ -209,7 +209,7 @@ int daemon_links(Manager *m, const char *netns, LinkView **ret, size_t *ret_n, E
                 r = links_get(m->links, rtnl, netns, true, &links, &n, reterr);
         }
         if (r >= 0 && !(v = calloc(n + 1, sizeof(LinkView))))
-                r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                r = error_oom(reterr);
         if (r < 0) {
                 daemon_links_done(m, netns, NULL);
                 return r;
@@ -259,7 +259,7 @@ int daemon_netns_list(Manager *m, NetnsView **ret, size_t *ret_n, Error *reterr)
         int k = 0;
 
         if (netns_set_list_present(m->netns, &present, &n_present) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         for (size_t i = 0; i < n_present && k >= 0; i++)
                 if ((k = netns_view_add(&v, &n, present[i])) >= 0)
                         v[k].present = true;
@@ -273,7 +273,7 @@ int daemon_netns_list(Manager *m, NetnsView **ret, size_t *ret_n, Error *reterr)
         }
         if (k < 0) {
                 free(v);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         for (size_t i = 0; i < n; i++)
                 v[i].followed = netns_set_follows(m->netns, v[i].name);

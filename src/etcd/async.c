@@ -62,7 +62,7 @@ int etcd_async_new(sd_event *event, const char *urls, const EtcdCredentials *cre
         EtcdAsync *a = calloc(1, sizeof(*a));
 
         if (!a)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         a->event = sd_event_ref(event);
         if (etcd_endpoints_parse(urls, &a->urls, &a->n_urls, reterr) < 0) {
                 etcd_async_free(a);
@@ -78,7 +78,7 @@ int etcd_async_new(sd_event *event, const char *urls, const EtcdCredentials *cre
             (creds->user && !(a->creds.user = strdup(creds->user))) ||
             (creds->password_file && !(a->creds.password_file = strdup(creds->password_file)))) {
                 etcd_async_free(a);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         if (dl_load_curl(reterr) < 0) {
                 etcd_async_free(a);
@@ -246,7 +246,7 @@ static int on_again(sd_event_source *s, uint64_t usec, void *userdata) {
                 /* out of memory: answered as a failure, as any that cannot be made */
                 EtcdAsync *a = c->a;
                 call_unlink(a, c);
-                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                error_oom(&e);
                 c->done(a, NULL, &e, c->userdata);
                 error_done(&e);
                 call_free(c);
@@ -299,7 +299,7 @@ static void on_call_done(CurlLoop *l, CURL *easy, CURLcode result, void *userdat
                 a->retries++;
                 if (call_later(c, delay) >= 0)
                         return;
-                error_set(&e, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                error_oom(&e);
         }
         call_unlink(a, c);
         if (!e.code) {

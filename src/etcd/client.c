@@ -22,7 +22,7 @@ int etcd_client_new(const char *urls, const EtcdCredentials *creds, EtcdClient *
         EtcdClient *c = calloc(1, sizeof(*c));
 
         if (!c)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         if (creds)
                 c->creds = *creds;
         if (etcd_endpoints_parse(urls, &c->urls, &c->n_urls, reterr) < 0 ||
@@ -65,7 +65,7 @@ static int call_one(EtcdClient *c, const char *url, const char *text, json_t **r
         curl_api.easy_reset(c->curl);
         if (etcd_transfer_setup(c->curl, url, text, &c->creds, c->token, &headers, &b) < 0) {
                 curl_api.slist_free_all(headers);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         cr = curl_api.easy_perform(c->curl);
         curl_api.slist_free_all(headers);
@@ -95,7 +95,7 @@ static int call_any(EtcdClient *c, const char *path, const char *text, json_t **
                 Error e = ERROR_NULL;
 
                 if (asprintf(&url, "%s%s", c->urls[i], path) < 0)
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 r = call_one(c, url, text, ret, &e);
                 if (r >= 0) {
                         c->current = i;
@@ -121,7 +121,7 @@ static int call_body(EtcdClient *c, const char *path, json_t *body, json_t **ret
 
         json_decref(body);
         if (!text)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         return call_any(c, path, text, ret, reterr);
 }
 
@@ -149,7 +149,7 @@ int etcd_call(EtcdClient *c, const char *path, json_t *body, json_t **ret, Error
         int r;
 
         if (!taken)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         if (c->password && !c->token && (r = authenticate(c, reterr)) < 0)
                 return r;
         r = call_body(c, path, json_incref(body), ret, &e);

@@ -131,7 +131,7 @@ int etcd_answer_token(json_t *answer, char **token, Error *reterr) {
         free(*token);
         *token = t && *t ? strdup(t) : NULL;
         if (!*token)
-                return t && *t ? error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory")
+                return t && *t ? error_oom(reterr)
                                : error_set(reterr, EPROTO, ERROR_ETCD_ERROR,
                                            "etcd gave no token (is its authentication on?)");
         return 0;
@@ -207,7 +207,7 @@ int etcd_range_parse(json_t *answer, EtcdKv **ret, size_t *ret_n, uint64_t *ret_
         EtcdKv *v = calloc(n + 1, sizeof(EtcdKv));
 
         if (!v)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         for (size_t i = 0; i < n; i++)
                 if (kv_parse(json_array_get(kvs, i), &v[i], reterr) < 0) {
                         etcd_kvs_free(v, i);
@@ -244,7 +244,7 @@ int etcd_watch_parse(json_t *msg, EtcdWatchMessage *ret, Error *reterr) {
         m.deleted = calloc(n + 1, sizeof(bool));
         if (!m.events || !m.deleted) {
                 etcd_watch_message_done(&m);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         for (size_t i = 0; i < n; i++) {
                 json_t *ev = json_array_get(events, i);

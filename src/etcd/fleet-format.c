@@ -48,7 +48,7 @@ static int label_add(FleetLabel **v, size_t *n, const char *key, const char *val
                 return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "at most %d labels", FLEET_LABELS_MAX);
         nv = realloc(*v, (*n + 1) * sizeof(FleetLabel));
         if (!nv)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         *v = nv;
         snprintf(nv[*n].key, sizeof(nv[*n].key), "%s", key);
         snprintf(nv[*n].value, sizeof(nv[*n].value), "%s", value);
@@ -63,7 +63,7 @@ int fleet_labels_parse(const char *s, FleetLabel **ret, size_t *ret_n, Error *re
         char *save = NULL;
 
         if (!copy)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
                 char *eq = strchr(item, '=');
                 if (!eq)
@@ -134,7 +134,7 @@ static int parse_nodes(json_t *nodes, FleetPolicy *p, Error *reterr) {
                 return error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "nodes.names: expected an array");
         p->names = calloc(json_array_size(names) + 1, sizeof(char *));
         if (!p->names)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         for (size_t i = 0; i < json_array_size(names); i++) {
                 const char *s = json_string_value(json_array_get(names, i));
                 if (!fleet_node_name_valid(s))
@@ -143,7 +143,7 @@ static int parse_nodes(json_t *nodes, FleetPolicy *p, Error *reterr) {
                                          "A-Z a-z 0-9 - _ .)",
                                          i, FLEET_NODE_NAME_MAX);
                 if (!(p->names[p->n_names++] = strdup(s)))
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
         }
         if (p->n_labels == 0 && p->n_names == 0) {
                 if (p->kernel_cmp != FLEET_CMP_NONE || p->need_tcx || p->need_act_bpf) {
@@ -208,11 +208,11 @@ int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
         if (r >= 0)
                 r = fleet_signed_parse(j, &p, reterr);
         if (r >= 0 && (!(p.name = strdup(name)) || !(p.policy = json_object())))
-                r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                r = error_oom(reterr);
         /* the policy as clsd's API takes it: the envelope's fields left out */
         json_object_foreach (j, key, v)
                 if (r >= 0 && !envelope_field(key, p.removed) && json_object_set(p.policy, key, v) < 0)
-                        r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        r = error_oom(reterr);
         if (r >= 0)
                 r = fleet_health_check_metrics(p.health, p.n_health, p.policy, reterr);
         if (r < 0) {
@@ -259,7 +259,7 @@ static int digest_add(const char ***v, size_t *n, json_t *object, const char *wh
                         return 0;
         nv = realloc(*v, (*n + 2) * sizeof(char *));
         if (!nv)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         nv[(*n)++] = s;
         nv[*n] = NULL;
         *v = nv;
@@ -290,7 +290,7 @@ int fleet_policy_digests(const FleetPolicy *p, const char ***ret, Error *reterr)
         char where[64];
 
         if (!v)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         for (size_t h = 0; h < ELEMENTSOF(hooks); h++) {
                 json_t *filters = json_object_get(p->policy, hooks[h]);
                 for (size_t i = 0; i < json_array_size(filters); i++) {

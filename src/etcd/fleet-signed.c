@@ -56,7 +56,7 @@ int fleet_signed_parse(json_t *envelope, FleetPolicy *p, Error *reterr) {
         p->serial = (uint64_t) json_integer_value(serial);
         if (!(p->signature = strdup(json_string_value(sig))) ||
             !(p->signed_text = fleet_signed_message(envelope, p->serial, &p->signed_size)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         return 0;
 }
 
@@ -73,6 +73,6 @@ int fleet_policy_sign(json_t *envelope, const SecretKey *k, uint64_t serial, Err
             !(sig = secret_key_sign(k, text, size, comment)) ||
             json_object_set_new(envelope, "signed",
                                 json_pack("{s:I,s:s}", "serial", (json_int_t) serial, "signature", sig)) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         return 0;
 }

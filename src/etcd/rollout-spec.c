@@ -107,7 +107,7 @@ int fleet_waves_parse(const char *s, FleetWave **ret, size_t *ret_n, Error *rete
 
         if (!copy || !v) {
                 free(v);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
                 if (n == FLEET_WAVES_MAX || wave_parse(NULL, item, &v[n]) < 0) {
@@ -170,7 +170,7 @@ int fleet_rollout_parse(json_t *j, FleetRollout *ret, Error *reterr) {
                         free(r.waves);
                         r.waves = calloc(json_array_size(v), sizeof(FleetWave));
                         if (!r.waves)
-                                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                                return error_oom(reterr);
                         r.n_waves = json_array_size(v);
                         for (size_t i = 0; i < r.n_waves; i++)
                                 if (wave_parse(json_array_get(v, i), NULL, &r.waves[i]) < 0) {
@@ -228,7 +228,7 @@ int fleet_rollout_parse(json_t *j, FleetRollout *ret, Error *reterr) {
         if (!r.waves) {
                 r.waves = malloc(sizeof(defaults));
                 if (!r.waves)
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 memcpy(r.waves, defaults, sizeof(defaults));
                 r.n_waves = ELEMENTSOF(defaults);
         }
@@ -278,7 +278,7 @@ int fleet_health_parse(json_t *j, FleetHealthCheck **ret, size_t *ret_n, Error *
         n = json_array_size(j);
         v = calloc(n + 1, sizeof(FleetHealthCheck));
         if (!v)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         for (size_t i = 0; i < n; i++) {
                 json_t *c = json_array_get(j, i), *x;
                 const char *key, *metric = json_string_value(json_object_get(c, "metric"));

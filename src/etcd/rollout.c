@@ -75,7 +75,7 @@ static size_t *wave_ends(const FleetRollout *r, size_t n, size_t *ret_n) {
 
 static int plan_oom(FleetRolloutPlan *p, Error *reterr) {
         fleet_rollout_plan_done(p);
-        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+        return error_oom(reterr);
 }
 
 int fleet_rollout_plan_make(const FleetPolicy *p, const FleetNodeInfo *nodes, size_t n,

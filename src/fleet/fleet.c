@@ -36,7 +36,7 @@ static int node_name(const FleetConfig *c, char **ret, Error *reterr) {
                                  "--node %s: 1 to %d characters of A-Z a-z 0-9 - _ . (give --node)",
                                  c->node ?: host, FLEET_NODE_NAME_MAX);
         if (!(*ret = strdup(c->node ?: host)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         return 0;
 }
 
@@ -46,7 +46,7 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
         int r;
 
         if (!f)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         f->m = m;
         f->event = sd_event_ref(event);
         if (c->prefix && !fleet_prefix_valid(c->prefix))
@@ -67,16 +67,16 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
                                          "https://HOST:PORT",
                                          c->advertise);
                 if (!(f->advertise = strdup(c->advertise)))
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
         }
         if (!(f->prefix = strdup(c->prefix ?: ETCD_PREFIX_DEFAULT)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         f->ttl = c->lease_ttl ?: FLEET_LEASE_TTL_DEFAULT;
         f->allow_writer = c->allow_writer;
         f->require_signed = c->require_signed;
         f->trusted_keys = c->trusted_keys;
         if (!(f->accepted = json_object()))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = etcd_async_new(event, c->urls, &c->creds, &f->etcd, &e);
         if (r < 0) {
                 r = r == -EINVAL ? error_set(reterr, EINVAL, e.code, "--fleet: %s", strna(e.message))
@@ -86,7 +86,7 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
         }
         srandom((unsigned) (getpid() ^ (uintptr_t) f ^ (uint64_t) time(NULL)));
         if (daemon_add_change_listener(m, on_daemon_change, f) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         f->status.enabled = true;
         f->status.revision = daemon_fleet_revision(m);
         snprintf(f->status.node, sizeof(f->status.node), "%s", f->node);

@@ -81,7 +81,7 @@ int nl_object_inspect(const void *data, size_t size, NlObjectInfo **ret, Error *
         size_t np = 0, nm = 0;
 
         if (!info)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         obj = open_mem(data, size, "inspect", reterr);
         if (!obj)
                 return -EINVAL;
@@ -93,7 +93,7 @@ int nl_object_inspect(const void *data, size_t size, NlObjectInfo **ret, Error *
         info->maps = calloc(nm + 1, sizeof(NlMapInfo));
         if (!info->programs || !info->maps) {
                 bpf_object__close(obj);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         bpf_object__for_each_program (p, obj) {
                 NlProgramInfo *pi = &info->programs[info->n_programs++];
@@ -310,7 +310,7 @@ int nl_program_load(const void *data, size_t size, const char *object_name, cons
         int r;
 
         if (!np)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         np->fd = -1;
         np->obj = open_for_program(data, size, object_name, program, kind, &p, reterr);
         if (!np->obj)
@@ -322,7 +322,7 @@ int nl_program_load(const void *data, size_t size, const char *object_name, cons
          * rejection once more with this buffer, which bounds the log (it is the 422's detail). */
         log = calloc(1, NL_VERIFIER_LOG_MAX);
         if (!log)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         bpf_program__set_log_buf(p, log, NL_VERIFIER_LOG_MAX);
         r = bpf_object__load(np->obj);
         if (r < 0) {
@@ -361,7 +361,7 @@ int nl_program_open_id(uint32_t id, NlProgram **ret, Error *reterr) {
         int r;
 
         if (!np)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         np->fd = bpf_prog_get_fd_by_id(id);
         if (np->fd < 0)
                 return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot open program id %u: %m", id);
@@ -378,7 +378,7 @@ static int program_from_fd(int fd, NlProgKind kind, NlProgram **ret, Error *rete
 
         if (!np) {
                 safe_close(fd);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         np->fd = fd;
         r = fill_info(np, reterr);
@@ -397,7 +397,7 @@ int nl_program_take_fd(int fd, NlProgram **ret, Error *reterr) {
 
         if (!np) {
                 safe_close(fd);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         np->fd = fd;
         r = fill_info(np, reterr);
@@ -486,7 +486,7 @@ int nl_program_maps(int prog_fd, NlMap **ret, size_t *ret_n, Error *reterr) {
         maps = calloc(n + 1, sizeof(NlMap));
         if (!ids || !maps) {
                 free(maps);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         info = (struct bpf_prog_info){ .nr_map_ids = n, .map_ids = (uint64_t) (uintptr_t) ids };
         len = sizeof(info);

@@ -341,7 +341,7 @@ int nl_map_update(const NlMap *m, const void *key, const void *value, Error *ret
                 int ncpus = libbpf_num_possible_cpus();
                 size_t stride = (m->value_size + 7) / 8 * 8;
                 if (ncpus <= 0 || !(all = calloc((size_t) ncpus, stride)))
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 for (int i = 0; i < ncpus; i++)
                         memcpy(all + (size_t) i * stride, value, m->value_size);
                 v = all;

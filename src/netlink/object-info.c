@@ -113,7 +113,7 @@ int nl_object_info_parse(const void *buf, size_t size, NlObjectInfo **ret, Error
         int r;
 
         if (!info)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = get_u32(&rd, &n);
         if (r >= 0 && n > NL_OBJECT_PROGRAMS_MAX)
                 r = -E2BIG;
@@ -121,7 +121,7 @@ int nl_object_info_parse(const void *buf, size_t size, NlObjectInfo **ret, Error
                 goto bad;
         info->programs = calloc(n + 1, sizeof(NlProgramInfo));
         if (!info->programs)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         for (uint32_t i = 0; i < n; i++) {
                 NlProgramInfo *p = &info->programs[info->n_programs];
                 if ((r = get_name(&rd, 255, &p->name)) < 0 || (r = get_name(&rd, 255, &p->section)) < 0 ||
@@ -144,7 +144,7 @@ int nl_object_info_parse(const void *buf, size_t size, NlObjectInfo **ret, Error
                 goto bad;
         info->maps = calloc(n + 1, sizeof(NlMapInfo));
         if (!info->maps)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         for (uint32_t i = 0; i < n; i++) {
                 NlMapInfo *m = &info->maps[info->n_maps];
                 uint32_t internal = 0;
@@ -168,7 +168,7 @@ int nl_object_info_parse(const void *buf, size_t size, NlObjectInfo **ret, Error
         return 0;
 bad:
         if (r == -ENOMEM)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         if (r == -EILSEQ)
                 return error_set(reterr, EINVAL, ERROR_INVALID_OBJECT,
                                  "a program, section or map name of the object is not printable ASCII");

@@ -37,7 +37,7 @@ int nl_socket_open(unsigned groups, NlSocket **ret, Error *reterr) {
         int one = 1;
 
         if (!s || !(s->buf = malloc(NL_RECV_BUFFER_SIZE)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         s->mnl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC | (groups ? SOCK_NONBLOCK : 0));
         if (!s->mnl)
                 return error_set(reterr, errno, ERROR_KERNEL_ERROR, "cannot open rtnetlink socket: %m");

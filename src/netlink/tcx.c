@@ -90,7 +90,7 @@ int nl_tcx_query(int ifindex, NlHook hook, NlTcxEntry **ret, size_t *ret_n, Erro
                                  ifindex, hook == NL_HOOK_INGRESS ? "ingress" : "egress", strerror(-r));
         v = calloc(a.count + 1, sizeof(NlTcxEntry));
         if (!v)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         for (uint32_t i = 0; i < a.count && i < NL_TCX_MAX; i++)
                 v[i] = (NlTcxEntry){ .prog_id = prog_ids[i], .link_id = link_ids[i] };
         *ret = v;

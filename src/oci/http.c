@@ -86,9 +86,9 @@ int oci_session_open(OciSession *s, const char *ref, const OciPullOptions *o, Er
                 return r;
         s->easy = curl_api.easy_init();
         if (!s->easy)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         if (o->registry && o->registry->token && !(s->bearer = strdup(o->registry->token)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         /* credentials the registries file gives this registry go with the first request: the anonymous one
          * before them cost every pull a 401 (a request in four, and a round trip); a registry of bearer
          * tokens answers it with its challenge all the same */
@@ -167,7 +167,7 @@ static int request(OciSession *s, const char *url, const char *accept, size_t ma
                 h = NULL;
         if (!h) {
                 curl_api.slist_free_all(headers);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         headers = h;
         setup(s, url, a, headers, basic);
@@ -245,7 +245,7 @@ static int token_get(OciSession *s, const char *challenge, Error *reterr) {
         curl_api.free(es);
         curl_api.free(esc);
         if (r < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = request(s, url, "application/json", TOKEN_ANSWER_MAX, true, &a, reterr);
         if (r < 0)
                 return r;
@@ -270,7 +270,7 @@ static int token_get(OciSession *s, const char *challenge, Error *reterr) {
         free(s->bearer);
         s->bearer = strdup(json_string_value(t));
         json_decref(j);
-        return s->bearer ? 0 : error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+        return s->bearer ? 0 : error_oom(reterr);
 }
 
 int oci_get(OciSession *s, const char *what, const char *accept, size_t max, OciAnswer *a, Error *reterr) {
@@ -280,7 +280,7 @@ int oci_get(OciSession *s, const char *what, const char *accept, size_t max, Oci
 
         if (asprintf(&url, "%s://%s/v2/%s/%s", reg && reg->plain_http ? "http" : "https", s->ref.registry,
                      s->ref.repository, what) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         for (int attempt = 0;; attempt++) {
                 r = request_paced(s, url, accept, max, s->basic, a, reterr);
                 if (r < 0 || a->status != 401)

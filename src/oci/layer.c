@@ -22,7 +22,7 @@ static int gunzip(const char *data, size_t size, size_t max, char **ret, size_t 
 
         if (!out || inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
                 free(out);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         z.next_in = (Bytef *) data;
         z.avail_in = size;
@@ -35,7 +35,7 @@ static int gunzip(const char *data, size_t size, size_t max, char **ret, size_t 
                         if (!(v = realloc(out, cap))) {
                                 inflateEnd(&z);
                                 free(out);
-                                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                                return error_oom(reterr);
                         }
                         out = v;
                 }
@@ -194,7 +194,7 @@ int oci_layer_object(const char *media_type, const char *data, size_t size, cons
                                  "the image's object is not an ELF file");
         *ret = malloc(obj_size + 1);
         if (!*ret)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         memcpy(*ret, obj, obj_size);
         *ret_size = obj_size;
         return 0;

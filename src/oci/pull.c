@@ -71,7 +71,7 @@ static int manifest_get(OciSession *s, json_t **ret, char ret_digest[SHA256_DIGE
         int r;
 
         if (asprintf(&what, "manifests/%s", want ?: s->ref.tag) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = oci_get(s, what, ACCEPT_MANIFESTS, MANIFEST_MAX, &a, reterr);
         if (r == -EFBIG)
                 return error_set(reterr, EFBIG, ERROR_IMAGE_INVALID, "the manifest is larger than 4 MiB");
@@ -125,7 +125,7 @@ static int index_pick(OciSession *s, json_t *index, json_t **ret, Error *reterr)
         if (r < 0)
                 return r;
         if (asprintf(&what, "manifests/%s", digest) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = oci_get(s, what, ACCEPT_MANIFESTS, MANIFEST_MAX, &a, reterr);
         if (r >= 0)
                 r = oci_answer_check(s, &a, "the platform's manifest", digest, reterr);
@@ -148,7 +148,7 @@ static int blob_get(OciSession *s, const char *digest, uint64_t size, size_t max
                                  "registry %s: %s of %s is %llu bytes, over the limit of %zu",
                                  s->ref.registry, what, s->ref.repository, (unsigned long long) size, max);
         if (asprintf(&path, "blobs/%s", digest) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = oci_get(s, path, NULL, size, a, reterr);
         if (r == -EFBIG)
                 return error_set(reterr, EBADMSG, ERROR_IMAGE_DIGEST_MISMATCH,
@@ -188,7 +188,7 @@ static int config_labels(OciSession *s, json_t *manifest, OciImage *img, char **
                         r = -ENOMEM;
         }
         json_decref(j);
-        return r < 0 ? error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory") : 0;
+        return r < 0 ? error_oom(reterr) : 0;
 }
 
 static int layer_get(OciSession *s, json_t *manifest, const char *filename, OciImage *img, Error *reterr) {
@@ -227,7 +227,7 @@ static int signature_get(OciSession *s, OciImage *img, Error *reterr) {
         int r;
 
         if (asprintf(&what, "manifests/sha256-%s.sig", img->manifest_digest + 7) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = oci_get(s, what, MT_OCI_MANIFEST ", " MT_DOCKER_MANIFEST, MANIFEST_MAX, &a, reterr);
         if (r < 0)
                 return r;
@@ -243,7 +243,7 @@ static int signature_get(OciSession *s, OciImage *img, Error *reterr) {
         sigs = json_object_get(env, "signatures");
         if (!env) {
                 json_decref(m);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         json_array_foreach (layers, i, l) {
                 _cleanup_(oci_answer_done) OciAnswer p = { 0 };
@@ -262,7 +262,7 @@ static int signature_get(OciSession *s, OciImage *img, Error *reterr) {
                         break;
                 in = (gnutls_datum_t){ (unsigned char *) p.body.data, p.body.size };
                 if (gnutls_api.base64_encode2(&in, &out) < 0) {
-                        r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        r = error_oom(reterr);
                         break;
                 }
                 json_array_append_new(sigs, json_pack("{s:s%, s:s}", "payload", (char *) out.data,
@@ -273,7 +273,7 @@ static int signature_get(OciSession *s, OciImage *img, Error *reterr) {
         if (r >= 0 && json_array_size(sigs) > 0) {
                 img->envelope = json_dumps(env, JSON_COMPACT | JSON_SORT_KEYS);
                 if (!img->envelope)
-                        r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        r = error_oom(reterr);
                 else
                         img->envelope_size = strlen(img->envelope);
         }
@@ -305,7 +305,7 @@ int oci_pull(const char *ref, const OciPullOptions *o, OciImage *ret, Error *ret
         if (r >= 0 && o->signature)
                 r = signature_get(&s, &img, reterr);
         if (r >= 0 && oci_ref_pinned(&s.ref, img.manifest_digest, &img.pinned) < 0)
-                r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                r = error_oom(reterr);
         json_decref(m);
         json_decref(platform);
         img.requests = s.requests;

@@ -76,7 +76,7 @@ static int registry_parse(const char *path, const char *host, json_t *e, OciRegi
             string_field(e, "password_file", &password_file, path, host, reterr) < 0 ||
             string_field(e, "token", &r->token, path, host, reterr) < 0 ||
             string_field(e, "ca_file", &r->ca_file, path, host, reterr) < 0)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         v = json_object_get(e, "plain_http");
         if (v && !json_is_boolean(v))
                 return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
@@ -148,7 +148,7 @@ int oci_registries_load(const char *path, bool required, OciRegistries **ret, Er
         if (!r || !r->v) {
                 json_decref(j);
                 oci_registries_free(r);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         json_object_foreach (regs, host, e) {
                 k = registry_parse(path, host, e, &r->v[r->n++], reterr);

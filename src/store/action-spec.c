@@ -34,7 +34,7 @@ static int parse_one(json_t *j, const char *path, ActionSpec *a, Error *reterr) 
         if (object_name_check(o, p, reterr) < 0)
                 return -EINVAL;
         if (!(a->object = strdup(o)) || (sha256_digest_string_valid(o) && !(a->digest = strdup(o))))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
 
         v = json_object_get(j, "digest");
         if (v && !json_is_null(v)) {
@@ -46,7 +46,7 @@ static int parse_one(json_t *j, const char *path, ActionSpec *a, Error *reterr) 
                         return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "%s.digest: differs from \"object\"", path);
                 if (!a->digest && !(a->digest = strdup(json_string_value(v))))
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
         }
 
         v = json_object_get(j, "program");
@@ -58,7 +58,7 @@ static int parse_one(json_t *j, const char *path, ActionSpec *a, Error *reterr) 
                         return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
                                          "%s.program: must be 1 to %d characters", path, PROGRAM_NAME_MAX);
                 if (!(a->program = strdup(json_string_value(v))))
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
         }
         return 0;
 }
@@ -75,7 +75,7 @@ int action_specs_parse(json_t *j, const char *path, ActionSpec **ret, size_t *re
                                  path, ACTIONS_PER_FILTER_MAX);
         v = calloc(json_array_size(j) + 1, sizeof(ActionSpec));
         if (!v)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         json_array_foreach (j, k, item) {
                 char p[160];
                 int r;

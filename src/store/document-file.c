@@ -115,7 +115,7 @@ int store_document_save(Store *s, const Document *d, const DocumentFacts *facts,
 
         json_decref(j);
         if (!text)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         document_file_name(d->netns, d->ifname, name);
         r = write_file_atomic(fd, name, text, strlen(text));
         if (r < 0)
@@ -248,7 +248,7 @@ int document_file_parse(const char *text, size_t size, StoredDocument *ret, Erro
         if (json_is_string(json_object_get(j, "netns")) &&
             !(d->netns = strdup(json_string_value(json_object_get(j, "netns"))))) {
                 json_decref(j);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         d->generation = (uint64_t) json_integer_value(json_object_get(j, "generation"));
         facts.clsact_created = json_is_true(json_object_get(j, "clsact_created"));
@@ -271,7 +271,7 @@ int document_file_parse(const char *text, size_t size, StoredDocument *ret, Erro
                         if (document_facts_set(&facts, &ff) < 0) {
                                 document_facts_done(&facts);
                                 json_decref(j);
-                                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                                return error_oom(reterr);
                         }
                 }
         json_decref(j);
@@ -336,7 +336,7 @@ int store_documents_load_begin(Store *s, DocumentSource source, StoreLoad **ret,
         int r;
 
         if (!l)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         l->store = s;
         l->source = source;
         l->dir_fd = source_fd(s, source, &l->subdir);
@@ -347,7 +347,7 @@ int store_documents_load_begin(Store *s, DocumentSource source, StoreLoad **ret,
         l->slots = calloc(n + 1, sizeof(LoadSlot));
         if (!l->slots) {
                 strv_free_n(names, n);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         for (size_t i = 0; i < n; i++)
                 l->slots[i].name = names[i];
@@ -392,7 +392,7 @@ int store_documents_load_end(StoreLoad *l, StoredDocument **ret, size_t *ret_n, 
         free(l->slots);
         free(l);
         if (!docs)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         *ret = docs;
         *ret_n = n_docs;
         return 0;

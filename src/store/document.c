@@ -81,7 +81,7 @@ static int parse_name(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
                 return field_error(reterr, ERROR_INVALID_VALUE, p,
                                    "must be 1 to 32 characters of A-Z a-z 0-9 _ . -", NULL);
         f->name = strdup(json_string_value(v));
-        return f->name ? 0 : error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+        return f->name ? 0 : error_oom(reterr);
 }
 
 static int parse_object(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
@@ -93,9 +93,9 @@ static int parse_object(json_t *v, const char *p, FilterSpec *f, Error *reterr) 
         if (object_name_check(o, p, reterr) < 0)
                 return -EINVAL;
         if (sha256_digest_string_valid(o) && !(f->digest = strdup(o)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         f->object = strdup(o);
-        return f->object ? 0 : error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+        return f->object ? 0 : error_oom(reterr);
 }
 
 /* "digest" pins the content of an object given by path; GET answers carry it, so a GET body can be PUT
@@ -109,7 +109,7 @@ static int parse_digest(json_t *v, const char *p, FilterSpec *f, Error *reterr) 
         if (f->digest && !streq(f->digest, json_string_value(v)))
                 return field_error(reterr, ERROR_INVALID_VALUE, p, "differs from \"object\"", NULL);
         if (!f->digest && !(f->digest = strdup(json_string_value(v))))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         return 0;
 }
 
@@ -119,7 +119,7 @@ static int parse_program(json_t *v, const char *p, FilterSpec *f, Error *reterr)
         if (strlen(json_string_value(v)) == 0 || strlen(json_string_value(v)) > PROGRAM_NAME_MAX)
                 return field_error(reterr, ERROR_INVALID_VALUE, p, "must be 1 to 64 characters", NULL);
         f->program = strdup(json_string_value(v));
-        return f->program ? 0 : error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+        return f->program ? 0 : error_oom(reterr);
 }
 
 static int parse_priority(json_t *v, const char *p, FilterSpec *f, Error *reterr) {
@@ -334,10 +334,10 @@ int document_from_json(const char *ifname, json_t *spec, Document **ret, Error *
 
         d = calloc(1, sizeof(*d));
         if (!d)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         d->n_ref = 1;
         if (!(d->ifname = strdup(ifname)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
 
         for (Direction dir = 0; dir < _DIRECTION_MAX; dir++) {
                 json_t *list = json_object_get(spec, direction_to_string(dir)), *item;
@@ -354,7 +354,7 @@ int document_from_json(const char *ifname, json_t *spec, Document **ret, Error *
                                          FILTERS_PER_HOOK_MAX);
                 d->filters[dir] = calloc(json_array_size(list) + 1, sizeof(FilterSpec));
                 if (!d->filters[dir])
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
                 json_array_foreach (list, i, item) {
                         char path[64];
                         snprintf(path, sizeof(path), "%s[%zu]", direction_to_string(dir), i);
@@ -443,14 +443,14 @@ int document_hog_from_string(const char *text, size_t size, Document **ret, Erro
         spec = json_deep_copy(j);
         if (!spec) {
                 json_decref(j);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         (void) json_object_del(spec, "ifname");
         (void) json_object_del(spec, "netns");
         r = document_from_json(ifname, spec, &d, reterr);
         json_decref(spec);
         if (r >= 0 && json_is_string(netns) && !(d->netns = strdup(json_string_value(netns))))
-                r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                r = error_oom(reterr);
         json_decref(j);
         if (r < 0)
                 return r;

@@ -38,7 +38,7 @@ int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret
                                  path);
         v = calloc(json_object_size(j) + 1, sizeof(MapPolicy));
         if (!v)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         json_object_foreach (j, name, m) {
                 json_t *reuse = json_object_get(m, "reuse"), *shared = json_object_get(m, "shared"),
                        *config = json_object_get(m, "config");
@@ -69,7 +69,7 @@ int map_policies_parse(json_t *j, const char *path, MapPolicy **ret, size_t *ret
                         r = error_set(reterr, EINVAL, ERROR_WRONG_TYPE, "%s.%s.%s: expected true or false",
                                       path, name, bad);
                 else if (!(v[n].name = strdup(name)))
-                        r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        r = error_oom(reterr);
                 if (r < 0) {
                         map_policies_free(v, n);
                         return r;

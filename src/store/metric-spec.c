@@ -95,7 +95,7 @@ static int string_field(json_t *m, const char *field, const char *path, bool req
         if (!json_is_string(v))
                 return bad(reterr, ERROR_WRONG_TYPE, p, "expected a string");
         *ret = strdup(json_string_value(v));
-        return *ret ? 0 : error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+        return *ret ? 0 : error_oom(reterr);
 }
 
 static int parse_labels(json_t *j, const char *path, MetricSpec *s, Error *reterr) {
@@ -109,7 +109,7 @@ static int parse_labels(json_t *j, const char *path, MetricSpec *s, Error *reter
                 return bad(reterr, ERROR_INVALID_VALUE, path, "at most 8 labels");
         s->labels = calloc(json_array_size(j) + 1, sizeof(MetricLabel));
         if (!s->labels)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         json_array_foreach (j, i, l) {
                 MetricLabel *ml = &s->labels[s->n_labels];
                 const char *k;
@@ -160,7 +160,7 @@ static int parse_buckets(json_t *j, const char *path, MetricSpec *s, Error *rete
                 return bad(reterr, ERROR_INVALID_VALUE, path, "at most 64 buckets");
         s->buckets = calloc(json_array_size(j) + 1, sizeof(double));
         if (!s->buckets)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         json_array_foreach (j, i, b) {
                 if (!json_is_number(b))
                         return bad(reterr, ERROR_WRONG_TYPE, path, "bucket bounds are numbers");
@@ -257,7 +257,7 @@ int metric_specs_parse(json_t *j, const char *path, MetricSpec **ret, size_t *re
                 return bad(reterr, ERROR_INVALID_VALUE, path, "at most 16 metrics per filter");
         v = calloc(json_array_size(j) + 1, sizeof(MetricSpec));
         if (!v)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         json_array_foreach (j, i, m) {
                 int r;
 

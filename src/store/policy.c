@@ -78,7 +78,7 @@ static int parse_list(json_t *j, const char *path, bool (*valid)(const char *), 
                                  POLICY_GLOBS_MAX);
         list = calloc(n + 1, sizeof(char *));
         if (!list)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         json_array_foreach (j, i, v) {
                 int r = 0;
                 if (!json_is_string(v))
@@ -89,7 +89,7 @@ static int parse_list(json_t *j, const char *path, bool (*valid)(const char *), 
                                       "%s[%zu]: \"%s\" is not a valid %s", path, i, json_string_value(v),
                                       what);
                 else if (!(list[i] = strdup(json_string_value(v))))
-                        r = error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        r = error_oom(reterr);
                 if (r < 0) {
                         strv_free_n(list, i);
                         return r;
@@ -168,7 +168,7 @@ int policy_from_json(const char *name, json_t *j, Policy **ret, Error *reterr) {
                         return error_set(reterr, EINVAL, ERROR_UNKNOWN_FIELD, "%s: unknown field", key);
         p = calloc(1, sizeof(*p));
         if (!p || !(p->name = strdup(name)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         p->n_ref = 1;
         v = json_object_get(j, "match");
         if (!v)
@@ -189,7 +189,7 @@ int policy_from_json(const char *name, json_t *j, Policy **ret, Error *reterr) {
         }
         spec = json_object();
         if (!spec)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         if ((v = json_object_get(j, "ingress")))
                 json_object_set(spec, "ingress", v);
         if ((v = json_object_get(j, "egress")))
@@ -284,7 +284,7 @@ static int policy_file_write(Store *s, const char *name, json_t *j, Error *reter
         int r;
 
         if (!text)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         snprintf(file, sizeof(file), "%s.json", name);
         r = write_file_atomic(policies_fd(s), file, text, strlen(text));
         if (r < 0)
@@ -372,17 +372,17 @@ int store_policies_commit_begin(Store *s, Policy *const *put, size_t n_put, char
         int r;
 
         if (!j)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         if (commit_settle(s, reterr) < 0)
                 return -reterr->error;
         for (size_t i = 0; i < n_put; i++)
                 if (json_array_append_new(json_object_get(j, "put"), policy_file_json(put[i])) < 0)
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
         for (size_t i = 0; i < n_remove; i++)
                 if (json_array_append_new(json_object_get(j, "remove"), json_string(remove[i])) < 0)
-                        return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                        return error_oom(reterr);
         if (!(text = json_dumps(j, JSON_COMPACT)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = write_file_atomic(s->dir_fd, COMMIT_FILE, text, strlen(text));
         if (r < 0)
                 return error_set(reterr, r, ERROR_STORE_ERROR, "cannot write %s/%s: %s", s->dir, COMMIT_FILE,
@@ -532,7 +532,7 @@ int store_policies_load(Store *s, Policy ***ret, size_t *ret_n, StoreProblemFunc
         v = calloc(n_names + 1, sizeof(Policy *));
         if (!v) {
                 strv_free_n(names, n_names);
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         }
         for (size_t i = 0; i < n_names; i++) {
                 _cleanup_free_ char *text = NULL, *moved = NULL;

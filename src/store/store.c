@@ -47,7 +47,7 @@ int store_open(const char *dir, Store **ret, Error *reterr) {
         int r;
 
         if (!s || !(s->dir = strdup(dir)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         s->dir_fd = s->documents_fd = s->hogs_fd = s->objects_fd = s->policies_fd = s->lock_fd = -1;
 
         r = mkdir_p(dir, 0750);
@@ -191,7 +191,7 @@ int store_fleet_keep_save(Store *s, json_t *keep, Error *reterr) {
         }
         j = json_pack("{s:i,s:O}", "format", 1, "rollouts", keep);
         if (!j || !(text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS)))
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = write_file_atomic(s->dir_fd, "fleet-rollouts.json", text, strlen(text));
         if (r < 0)
                 return error_set(reterr, r, ERROR_STORE_ERROR, "cannot write %s/fleet-rollouts.json: %s",
@@ -249,7 +249,7 @@ int store_map_entries_save(Store *s, const json_t *entries, Error *reterr) {
         int r;
 
         if (!text)
-                return error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = write_file_atomic(s->dir_fd, "map-entries.json", text, strlen(text));
         if (r < 0)
                 return error_set(reterr, r, ERROR_STORE_ERROR, "cannot write %s/map-entries.json: %s",
@@ -268,7 +268,7 @@ int store_map_entries_load(Store *s, json_t **ret, Error *reterr) {
 
         if (fd < 0 && errno == ENOENT) {
                 *ret = json_object();
-                return *ret ? 0 : error_set(reterr, ENOMEM, ERROR_INTERNAL_ERROR, "out of memory");
+                return *ret ? 0 : error_oom(reterr);
         }
         r = fd < 0 ? -errno : read_full_fd(fd, STORE_MAP_ENTRIES_MAX, &text, &size);
         if (r < 0) {
