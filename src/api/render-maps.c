@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api-internal.h"
+#include "btf.h"
 
 void map_cursor_format(const DaemonMap *m, const NlMapPage *p, char *buf, size_t size) {
         size_t o = (size_t) snprintf(buf, size, "%u.", m->map.id);

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "btf-field.h"
+#include "btf.h"
 
 /* struct flow { enum fam family; __u8 proto; char name[6]; struct { __u16 port; }; unsigned hi:3, lo:5;
  *               __s32 delta; _Bool up; } */

@@ -504,20 +504,6 @@ int daemon_map_read(Manager *m, const DaemonMap *dm, const uint8_t *cursor, size
 int daemon_maps_lookup(const DaemonMaps *maps, const char *ifname, const char *what, const DaemonMap **ret,
                        Error *reterr);
 
-json_t *btf_json_hex(const uint8_t *data, size_t size);
-/* The value of type type_id at data (size bytes) as typed JSON; hex when btf is NULL or disagrees. */
-json_t *btf_json_decode(const struct btf *btf, uint32_t type_id, const uint8_t *data, size_t size);
-/* The reverse: v, in the shapes btf_json_decode() gives, as size bytes of type_id in out (zeroed first;
- * a struct's fields not given stay 0). Errors name the place in v (what: "key", "value"): 400
- * invalid_value or unknown_field; 422 map_unwritable for a kind that is not written (a pointer). */
-int btf_json_encode(const struct btf *btf, uint32_t type_id, const json_t *v, uint8_t *out, size_t size,
-                    const char *what, Error *reterr);
-/* A per-CPU value (n_cpus slots of value_size rounded up to 8): the list of each CPU's, and in
- * *ret_sum their sum leaf by leaf when every leaf is an integer (else NULL). */
-json_t *btf_json_percpu(const struct btf *btf, uint32_t type_id, const uint8_t *data, size_t value_size,
-                        unsigned n_cpus, json_t **ret_sum);
-void btf_json_type_name(const struct btf *btf, uint32_t type_id, char *buf, size_t size);
-
 /* ---- /metrics (metrics.c): families and samples for the face to write out ---- */
 typedef struct MetricWriter {
         /* Once per metric name, before its samples. */

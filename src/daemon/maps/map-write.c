@@ -3,6 +3,7 @@
  * map, and kept if the map is configuration (map-config.c). */
 #include <string.h>
 
+#include "btf.h"
 #include "log.h"
 #include "map-config.h"
 #include "maps.h"

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "btf-field.h"
+#include "btf.h"
 
 /* Types nest no deeper than this in anything a C compiler emits for a map; a deeper (or looping)
  * chain is cut off rather than followed. */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "btf.h"
 #include "log.h"
 #include "map-config.h"
 #include "maps.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "btf-field.h"
+#include "btf.h"
 #include "log.h"
 #include "manager.h"
 #include "map-metrics.h"
