@@ -6,6 +6,10 @@
 #include "access.h"
 #include "api.h"
 #include "json-writer.h"
+#include "daemon-changes.h"
+#include "daemon-maps.h"
+#include "daemon-metrics.h"
+#include "daemon-objects.h"
 
 typedef enum MHD_Result MHD_RESULT;
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "api-internal.h"
+#include "daemon-metrics.h"
 
 /* Route labels are templates, never what the client sent, so that a scanner cannot make the label
  * set grow without bound. */

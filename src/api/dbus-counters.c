@@ -9,6 +9,7 @@
 #include "dbus.h"
 #include "hashmap.h"
 #include "log.h"
+#include "daemon-fleet.h"
 
 #define COUNTER_TICK_USEC (1000 * 1000ULL)
 

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "dbus.h"
 #include "hashmap.h"
+#include "daemon-policies.h"
 
 Iface *iface_by_key(Manager *d, const char *key) {
         const char *slash = strchr(key, '/');

@@ -12,6 +12,10 @@
 
 #include "dbus.h"
 #include "log.h"
+#include "daemon-changes.h"
+#include "daemon-fleet.h"
+#include "daemon-maps.h"
+#include "daemon-objects.h"
 
 static int reply_json(sd_bus_message *m, json_t *j, sd_bus_error *error) {
         _cleanup_free_ char *text = NULL;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api-internal.h"
+#include "daemon-metrics.h"
 
 /* The exposition's text, grown in place: a scrape of a thousand filters is some 200 KiB written a few
  * bytes at a time, which a FILE stream (open_memstream) copies through its generic path. */

@@ -5,6 +5,7 @@
 
 #include "api-internal.h"
 #include "btf.h"
+#include "daemon-maps.h"
 
 void map_cursor_format(const DaemonMap *m, const NlMapPage *p, char *buf, size_t size) {
         size_t o = (size_t) snprintf(buf, size, "%u.", m->map.id);

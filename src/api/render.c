@@ -7,6 +7,9 @@
 
 #include "api-internal.h"
 #include "names.h"
+#include "daemon-changes.h"
+#include "daemon-objects.h"
+#include "daemon-policies.h"
 
 json_t *json_text(const char *s) {
         json_t *j;

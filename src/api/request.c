@@ -11,6 +11,7 @@
 #include "api-internal.h"
 #include "fileio.h"
 #include "log.h"
+#include "daemon-changes.h"
 
 void response_error(Response *resp, const Error *e) {
         json_decref(resp->body);

@@ -6,6 +6,8 @@
 
 #include "api-internal.h"
 #include "hashmap.h"
+#include "daemon-changes.h"
+#include "daemon-objects.h"
 
 /* Copies the URL segment [start, end) into buf; a segment too long for it is 400 invalid_value. */
 static int path_segment(const char *start, const char *end, char *buf, size_t size, const char *what,

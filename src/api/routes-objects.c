@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "api-internal.h"
+#include "daemon-objects.h"
 
 static void on_object_added(Manager *d, const DaemonObject *o, bool created, const Error *e,
                             void *userdata) {

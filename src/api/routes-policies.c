@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "api-internal.h"
+#include "daemon-changes.h"
+#include "daemon-policies.h"
 
 static const char *const hook_names[] = { "ingress", "egress" };
 

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "iface.h"
+#include "daemon-changes.h"
+#include "daemon-policies.h"
 
 bool filter_same_hook(const Filter *a, const Filter *b) {
         return a->dir == b->dir && a->tcx == b->tcx && streq(a->instance, b->instance) &&

@@ -24,6 +24,7 @@
 #include "tcx-pins.h"
 #include "trust.h"
 #include "views.h"
+#include "daemon-fleet.h"
 
 /* Every interface composed again (the filters of what is revoked leave, of what is trusted again come
  * back) and reconciled, in its turn behind its other changes. */

@@ -8,6 +8,7 @@
 #include "iface-ops.h"
 #include "reconcile.h"
 #include "log.h"
+#include "daemon-changes.h"
 
 static int check_names(const char *netns, const char *ifname, Error *reterr) {
         if (netns && !netns_name_valid(netns))

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "manager.h"
+#include "daemon-changes.h"
 
 /* Queues a change of the interface's hog (NULL: it goes), applied like a PUT, rolled back on failure;
  * done (may be NULL) is told when it is applied or failed. */

@@ -5,6 +5,7 @@
 
 #include "daemon.h"
 #include "registry.h"
+#include "daemon-changes.h"
 
 typedef enum FilterState {
         FILTER_REQUESTING, /* its programs are not held yet */

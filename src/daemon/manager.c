@@ -8,6 +8,7 @@
 #include "loads.h"
 #include "log.h"
 #include "manager.h"
+#include "daemon-metrics.h"
 
 /* ---- listeners and STATUS= ---- */
 

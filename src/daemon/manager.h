@@ -15,6 +15,8 @@
 #include "queue.h"
 #include "registry.h"
 #include "worker.h"
+#include "daemon-fleet.h"
+#include "daemon-metrics.h"
 
 typedef struct Loads Loads;
 typedef struct MapConfig MapConfig;

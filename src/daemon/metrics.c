@@ -11,6 +11,11 @@
 #include "log.h"
 #include "manager.h"
 #include "map-metrics.h"
+#include "daemon-changes.h"
+#include "daemon-fleet.h"
+#include "daemon-maps.h"
+#include "daemon-metrics.h"
+#include "daemon-policies.h"
 
 /* The rollouts this node takes part in: where each is, and this node's wave and step. */
 static void emit_rollouts(const DaemonFleet *f, const MetricWriter *w) {

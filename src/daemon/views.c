@@ -9,6 +9,8 @@
 #include "attach.h"
 #include "manager.h"
 #include "views.h"
+#include "daemon-fleet.h"
+#include "daemon-objects.h"
 
 struct Views {
         struct {

@@ -12,6 +12,9 @@
 #include "fleet-internal.h"
 #include "log.h"
 #include "sha256.h"
+#include "daemon-fleet.h"
+#include "daemon-objects.h"
+#include "daemon-policies.h"
 
 #define RETRY_USEC (1000 * 1000ULL)
 

@@ -13,6 +13,7 @@
 #include "etcd-async.h"
 #include "etcd-rollout.h"
 #include "fleet.h"
+#include "daemon-fleet.h"
 
 #define FAILED_RETRY_USEC (5 * 1000 * 1000ULL)
 #define FAILED_RETRY_MAX_USEC (300 * 1000 * 1000ULL)

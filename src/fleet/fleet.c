@@ -9,6 +9,7 @@
 
 #include "fleet-internal.h"
 #include "log.h"
+#include "daemon-fleet.h"
 
 static void on_daemon_change(Manager *m, Iface *it, unsigned changes, void *userdata) {
         Fleet *f = userdata;

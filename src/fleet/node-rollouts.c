@@ -8,6 +8,8 @@
 
 #include "fleet-internal.h"
 #include "log.h"
+#include "daemon-fleet.h"
+#include "daemon-policies.h"
 
 void node_rollout_done(NodeRollout *r) {
         free(r->policy);

@@ -15,6 +15,9 @@
 
 #include "fleet-internal.h"
 #include "log.h"
+#include "daemon-changes.h"
+#include "daemon-fleet.h"
+#include "daemon-policies.h"
 
 /* ---- what this node is to hold ---- */
 

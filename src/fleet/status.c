@@ -10,6 +10,9 @@
 
 #include "fleet-internal.h"
 #include "log.h"
+#include "daemon-changes.h"
+#include "daemon-fleet.h"
+#include "daemon-policies.h"
 
 #define STATUS_DELAY_USEC (50 * 1000ULL)
 

@@ -13,6 +13,7 @@
 #include "fleet-internal.h"
 #include "log.h"
 #include "sha256.h"
+#include "daemon-policies.h"
 #include <stdarg.h>
 
 static char *refusal(const Wanted *w, const char *fmt, ...) _printf_(2, 3);

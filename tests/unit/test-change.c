@@ -13,6 +13,7 @@
 
 #include "change.h"
 #include "loads.h"
+#include "daemon-changes.h"
 
 #define D1 "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 

@@ -12,6 +12,8 @@
 
 #include "iface.h"
 #include "policy-set.h"
+#include "daemon-changes.h"
+#include "daemon-policies.h"
 
 #define D1 "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 

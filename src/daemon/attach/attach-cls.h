@@ -3,6 +3,7 @@
 
 #include "attach.h"
 #include "reconcile-diff.h"
+#include "daemon-changes.h"
 
 typedef struct ClsObserved {
         NlFilter *filters; /* every filter of the interface, clsd's and foreign */

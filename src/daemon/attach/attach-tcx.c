@@ -13,6 +13,7 @@
 #include "log.h"
 #include "tcx-pins.h"
 #include "tcx-plan.h"
+#include "daemon-changes.h"
 
 typedef struct TcxObserved {
         TcxOurs *ours; /* sorted by (hook, pref) */

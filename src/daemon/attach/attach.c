@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "attach.h"
+#include "daemon-changes.h"
 
 const AttachKind *const attach_kinds[_ATTACH_KIND_MAX] = {
         [ATTACH_KIND_CLS] = &attach_kind_cls,

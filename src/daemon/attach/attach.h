@@ -9,6 +9,7 @@
 
 #include "iface.h"
 #include "netns.h"
+#include "daemon-changes.h"
 
 typedef struct Manager Manager;
 

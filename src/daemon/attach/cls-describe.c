@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attach-cls.h"
+#include "daemon-changes.h"
 
 static void describe_actions(DryRunStep *s, const NlFilter *have, const DesiredFilter *want) {
         for (size_t k = 0; k < want->n_actions; k++) {

@@ -9,6 +9,8 @@
 #include "loads.h"
 #include "reconcile.h"
 #include "log.h"
+#include "daemon-changes.h"
+#include "daemon-metrics.h"
 
 void change_free(Operation *op) {
         Change *c = (Change *) op;

@@ -11,6 +11,7 @@
 #include "attach.h"
 #include "manager.h"
 #include "resolution.h"
+#include "daemon-changes.h"
 
 typedef enum ChangeKind {
         CHANGE_PUT, /* the API's document becomes doc */

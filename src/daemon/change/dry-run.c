@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "change.h"
+#include "daemon-changes.h"
 
 void dry_run_done(DryRun *r) {
         document_unref(r->doc);

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 
 #include "expect.h"
+#include "daemon-changes.h"
 
 int expect_check(const DaemonExpect *expect, const char *what, bool exists, uint64_t generation,
                  Error *reterr) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "daemon.h"
+#include "daemon-changes.h"
 
 /* Whether expect (NULL or EXPECT_NOTHING: anything) holds of what ("document", "policy"), which exists
  * or not, at generation: precondition_failed otherwise. */

@@ -9,6 +9,7 @@
 #include "log.h"
 #include "recompose.h"
 #include "reconcile.h"
+#include "daemon-changes.h"
 
 typedef struct Recompose {
         Operation op; /* first: the queue's view */

@@ -13,6 +13,7 @@
 #include "loads.h"
 #include "map-config.h"
 #include "reconcile.h"
+#include "daemon-metrics.h"
 
 /* More repairs than this within the window is a fight: another program changes what clsd puts back. */
 #define REPAIR_LOOP_MAX 50

@@ -17,6 +17,8 @@
 #include "log.h"
 #include "map-config.h"
 #include "maps.h"
+#include "daemon-maps.h"
+#include "daemon-policies.h"
 
 struct MapConfig {
         json_t *entries; /* as stored (see above) */

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "manager.h"
+#include "daemon-maps.h"
 
 int map_config_new(MapConfig **ret);
 MapConfig *map_config_free(MapConfig *mc);

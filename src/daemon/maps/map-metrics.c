@@ -10,6 +10,10 @@
 #include "log.h"
 #include "manager.h"
 #include "map-metrics.h"
+#include "daemon-fleet.h"
+#include "daemon-maps.h"
+#include "daemon-metrics.h"
+#include "daemon-policies.h"
 
 #define LABEL_VALUE_MAX 256
 

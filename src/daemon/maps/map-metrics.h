@@ -2,6 +2,8 @@
 #pragma once
 
 #include "manager.h"
+#include "daemon-maps.h"
+#include "daemon-metrics.h"
 
 /* Every map-derived metric of the filters whose maps are in maps, into w. */
 void map_metrics_emit(Manager *d, const MetricWriter *w, DaemonMaps *maps);

@@ -6,6 +6,7 @@
 
 #include "log.h"
 #include "maps.h"
+#include "daemon-maps.h"
 
 static struct btf *maps_btf(DaemonMaps *m, uint32_t btf_id) {
         struct btf *b, **v;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "manager.h"
+#include "daemon-maps.h"
 
 /* The maps of the programs the filter holds, each once in m, with the filter as one more user. */
 int daemon_maps_add_filter(DaemonMaps *m, const Iface *it, const Filter *f, Error *reterr);

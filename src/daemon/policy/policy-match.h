@@ -5,6 +5,7 @@
 #include "manager.h"
 #include "policy-set.h"
 #include "resolve.h"
+#include "daemon-changes.h"
 
 /* Who follows the changes a sweep queues (a policy transaction), and what they are. */
 typedef struct PolicyFollower {

@@ -4,6 +4,7 @@
 #include "log.h"
 #include "manager.h"
 #include "policy-set.h"
+#include "daemon-policies.h"
 
 Policy *policy_set_get(const PolicySet *s, const char *name) {
         for (size_t i = 0; i < s->n; i++)

@@ -14,6 +14,9 @@
 #include "policy-match.h"
 #include "reconcile.h"
 #include "resolution.h"
+#include "daemon-changes.h"
+#include "daemon-metrics.h"
+#include "daemon-policies.h"
 
 typedef struct PolicyTxn PolicyTxn;
 

@@ -4,6 +4,7 @@
 
 #include "hashmap.h"
 #include "object-cache.h"
+#include "daemon-objects.h"
 
 struct ObjectCache {
         Hashmap *by_digest; /* DaemonObject.digest -> DaemonObject */

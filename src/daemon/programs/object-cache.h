@@ -3,6 +3,7 @@
 #pragma once
 
 #include "daemon.h"
+#include "daemon-objects.h"
 
 typedef struct ObjectCache ObjectCache;
 

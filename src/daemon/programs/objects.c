@@ -7,6 +7,8 @@
 #include "log.h"
 #include "objects.h"
 #include "trust.h"
+#include "daemon-metrics.h"
+#include "daemon-objects.h"
 
 /* Objects in the store were inspected by a worker when they were stored (or by the clsd before, in its
  * own process, which survived them): read at start in this process. */

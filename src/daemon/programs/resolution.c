@@ -6,6 +6,7 @@
 #include "log.h"
 #include "oci.h"
 #include "resolution.h"
+#include "daemon-objects.h"
 
 void resolution_init(ObjectResolution *res, Manager *m, bool keep_only,
                      void (*on_inspected)(ObjectResolution *res)) {

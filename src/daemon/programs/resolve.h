@@ -5,6 +5,7 @@
 
 #include "object-cache.h"
 #include "oci.h"
+#include "daemon-objects.h"
 
 typedef struct PendingObject {
         char digest[SHA256_DIGEST_STRING_MAX];
