@@ -37,7 +37,6 @@ typedef enum DryRunLoad {
         DRY_RUN_LOAD, /* would be loaded and verified */
 } DryRunLoad;
 
-
 typedef struct DryRunProgram {
         const FilterSpec *filter; /* in DryRun.plan_doc */
         Direction direction;

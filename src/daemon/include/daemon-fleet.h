@@ -1,4 +1,5 @@
-/* daemon-fleet.h: the fleet's status of each policy on this node, kept by src/fleet and shown by the faces */
+/* daemon-fleet.h: the fleet's status of each policy on this node, kept by src/fleet and shown by the faces
+ */
 #pragma once
 
 #include "daemon.h"

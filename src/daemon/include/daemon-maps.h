@@ -2,6 +2,8 @@
 #pragma once
 
 #include "daemon.h"
+#include "nl-bpf.h"
+#include "nl-map.h"
 
 /* ---- maps of the attached programs (maps.c), decoded through BTF (btf-json.c) ---- */
 struct btf;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "daemon.h"
+#include "nl-bpf.h"
 
 /* ---- objects ---- */
 typedef struct DaemonObject {
