@@ -10,6 +10,7 @@
 #include "daemon-maps.h"
 #include "daemon-metrics.h"
 #include "daemon-objects.h"
+#include "nl-map.h"
 
 typedef enum MHD_Result MHD_RESULT;
 

@@ -6,6 +6,8 @@
 #include "api-internal.h"
 #include "btf.h"
 #include "daemon-maps.h"
+#include "nl-bpf.h"
+#include "nl-map.h"
 
 void map_cursor_format(const DaemonMap *m, const NlMapPage *p, char *buf, size_t size) {
         size_t o = (size_t) snprintf(buf, size, "%u.", m->map.id);

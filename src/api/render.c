@@ -10,6 +10,8 @@
 #include "daemon-changes.h"
 #include "daemon-objects.h"
 #include "daemon-policies.h"
+#include "nl-bpf.h"
+#include "nl-worker.h"
 
 json_t *json_text(const char *s) {
         json_t *j;

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "nl.h"
 #include "options.h"
+#include "nl-worker.h"
 
 typedef struct Context {
         Manager *daemon;

@@ -25,6 +25,8 @@
 #include "trust.h"
 #include "views.h"
 #include "daemon-fleet.h"
+#include "nl-map.h"
+#include "nl-tcx.h"
 
 /* Every interface composed again (the filters of what is revoked leave, of what is trusted again come
  * back) and reconciled, in its turn behind its other changes. */

@@ -10,6 +10,8 @@
 #include "daemon.h"
 #include "fileio.h"
 #include "log.h"
+#include "nl-map.h"
+#include "nl-tcx.h"
 
 typedef struct FlushCount {
         unsigned filters, links, pins, errors;

@@ -16,6 +16,8 @@
 #include "daemon-maps.h"
 #include "daemon-metrics.h"
 #include "daemon-policies.h"
+#include "nl-map.h"
+#include "nl-worker.h"
 
 /* The rollouts this node takes part in: where each is, and this node's wave and step. */
 static void emit_rollouts(const DaemonFleet *f, const MetricWriter *w) {

@@ -11,6 +11,7 @@
 #include "views.h"
 #include "daemon-fleet.h"
 #include "daemon-objects.h"
+#include "nl-map.h"
 
 struct Views {
         struct {

@@ -10,6 +10,9 @@
 
 #include "log.h"
 #include "nl.h"
+#include "nl-bpf.h"
+#include "nl-map.h"
+#include "nl-worker.h"
 
 struct NlProgram {
         struct bpf_object *obj; /* NULL when adopted by id */

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "nl-internal.h"
+#include "nl-bpf.h"
+#include "nl-map.h"
 
 /* Entries asked of one batch call: large enough to make syscalls rare, small enough to bound the
  * buffer a sparse map with a huge max_entries would need. */

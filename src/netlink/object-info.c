@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "nl-internal.h"
+#include "nl-bpf.h"
+#include "nl-worker.h"
 
 /* ---- an object's description, as the inspection sends it back: length-prefixed, every field checked
  * by the parent (the worker that wrote it may have been subverted) ---- */

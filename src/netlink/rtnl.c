@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "nl-internal.h"
+#include "nl-map.h"
 
 /* A request socket never waits for the kernel longer than this. */
 #define NL_REQUEST_TIMEOUT_SEC 5

@@ -15,6 +15,7 @@
 
 #include "fileio.h"
 #include "nl.h"
+#include "nl-tcx.h"
 
 #define TCX_ATTACH_INGRESS 46 /* enum bpf_attach_type: BPF_TCX_INGRESS */
 #define TCX_ATTACH_EGRESS 47

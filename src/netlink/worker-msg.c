@@ -23,6 +23,7 @@
 #include "nl-internal.h"
 
 #include "worker-msg.h"
+#include "nl-worker.h"
 
 /* ---- sending and receiving a message with fds ---- */
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "nl.h"
+#include "nl-worker.h"
 
 #define JOB_MAGIC 0x4a534c43u /* "CLSJ" */
 #define REPLY_MAGIC 0x52534c43u /* "CLSR" */

@@ -24,6 +24,9 @@
 #include "nl-internal.h"
 
 #include "worker-msg.h"
+#include "nl-bpf.h"
+#include "nl-map.h"
+#include "nl-worker.h"
 
 /* si_code of a SIGSYS that a seccomp filter raised (the kernel's; glibc 2.36 does not name it). */
 #ifndef SYS_SECCOMP

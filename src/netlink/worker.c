@@ -24,6 +24,9 @@
 #include "nl-internal.h"
 
 #include "worker-msg.h"
+#include "nl-bpf.h"
+#include "nl-map.h"
+#include "nl-worker.h"
 
 /* ---- the parent's side ---- */
 

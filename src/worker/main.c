@@ -4,6 +4,7 @@
  * installed. See src/daemon/worker.c and src/netlink/worker.c. */
 #include "log.h"
 #include "nl.h"
+#include "nl-worker.h"
 
 int main(void) {
         log_open();

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "nl.h"
+#include "nl-bpf.h"
+#include "nl-worker.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

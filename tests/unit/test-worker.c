@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "nl-internal.h"
+#include "nl-bpf.h"
+#include "nl-worker.h"
 
 typedef struct Buf {
         uint8_t b[4096];

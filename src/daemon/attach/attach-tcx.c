@@ -14,6 +14,7 @@
 #include "tcx-pins.h"
 #include "tcx-plan.h"
 #include "daemon-changes.h"
+#include "nl-tcx.h"
 
 typedef struct TcxObserved {
         TcxOurs *ours; /* sorted by (hook, pref) */

@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "tcx-pins.h"
+#include "nl-tcx.h"
 
 void tcx_dir(const char *bpffs_dir, const char *netns, char buf[PATH_MAX]) {
         if (netns)

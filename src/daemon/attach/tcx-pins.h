@@ -4,6 +4,7 @@
 #include <limits.h>
 
 #include "iface.h"
+#include "nl-tcx.h"
 
 typedef struct TcxOurs {
         char pin[128];

@@ -6,6 +6,8 @@
 #include "clsact.h"
 #include "log.h"
 #include "snapshot.h"
+#include "nl-bpf.h"
+#include "nl-map.h"
 
 void snapshot_done(Snapshot *s) {
         for (size_t i = 0; i < s->n_filters; i++) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "nl.h"
+#include "nl-bpf.h"
 
 typedef struct Snapshot {
         NlSocket *rtnl;

@@ -19,6 +19,8 @@
 #include "maps.h"
 #include "daemon-maps.h"
 #include "daemon-policies.h"
+#include "nl-bpf.h"
+#include "nl-map.h"
 
 struct MapConfig {
         json_t *entries; /* as stored (see above) */

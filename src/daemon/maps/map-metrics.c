@@ -14,6 +14,7 @@
 #include "daemon-maps.h"
 #include "daemon-metrics.h"
 #include "daemon-policies.h"
+#include "nl-map.h"
 
 #define LABEL_VALUE_MAX 256
 

@@ -7,6 +7,8 @@
 #include "log.h"
 #include "maps.h"
 #include "daemon-maps.h"
+#include "nl-bpf.h"
+#include "nl-map.h"
 
 static struct btf *maps_btf(DaemonMaps *m, uint32_t btf_id) {
         struct btf *b, **v;

@@ -14,6 +14,9 @@
 #include "reconcile.h"
 #include "resolution.h"
 #include "resolve.h"
+#include "nl-bpf.h"
+#include "nl-tcx.h"
+#include "nl-worker.h"
 
 /* A hog file is a small JSON document; anything bigger is a mistake. */
 #define HOG_FILE_MAX (1024 * 1024)

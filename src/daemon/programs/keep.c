@@ -13,6 +13,9 @@
 #include "fileio.h"
 #include "keep.h"
 #include "log.h"
+#include "nl-bpf.h"
+#include "nl-map.h"
+#include "nl-tcx.h"
 
 /* "<hex>-<program>", an action's "<hex>-act-<program>" (a C name has no '-'): bpffs refuses names with
  * a dot. */

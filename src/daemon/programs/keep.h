@@ -4,6 +4,7 @@
 #include <limits.h>
 
 #include "registry.h"
+#include "nl-bpf.h"
 
 /* systemd refuses an FDNAME longer than this. */
 #define KEEP_FDNAME_MAX 255

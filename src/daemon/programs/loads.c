@@ -8,6 +8,8 @@
 
 #include "log.h"
 #include "loads.h"
+#include "nl-bpf.h"
+#include "nl-worker.h"
 
 /* Who waits: the interface whose filters get the program (a PUT's candidate, or the interface itself),
  * and the interface whose work resumes (the table's). */

@@ -5,6 +5,7 @@
 #include "hashmap.h"
 #include "object-cache.h"
 #include "daemon-objects.h"
+#include "nl-bpf.h"
 
 struct ObjectCache {
         Hashmap *by_digest; /* DaemonObject.digest -> DaemonObject */

@@ -4,6 +4,7 @@
 
 #include "daemon.h"
 #include "daemon-objects.h"
+#include "nl-bpf.h"
 
 typedef struct ObjectCache ObjectCache;
 

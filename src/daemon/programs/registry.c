@@ -21,6 +21,8 @@
 #include "keep.h"
 #include "registry.h"
 #include "sha256.h"
+#include "nl-bpf.h"
+#include "nl-map.h"
 
 struct Program {
         char *digest;

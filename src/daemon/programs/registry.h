@@ -5,6 +5,7 @@
 #pragma once
 
 #include "daemon.h"
+#include "nl-bpf.h"
 
 typedef struct Registry Registry;
 typedef struct Program Program;

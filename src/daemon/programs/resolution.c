@@ -7,6 +7,7 @@
 #include "oci.h"
 #include "resolution.h"
 #include "daemon-objects.h"
+#include "nl-bpf.h"
 
 void resolution_init(ObjectResolution *res, Manager *m, bool keep_only,
                      void (*on_inspected)(ObjectResolution *res)) {

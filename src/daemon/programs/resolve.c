@@ -8,6 +8,7 @@
 #include "oci-ref.h"
 #include "registry.h"
 #include "resolve.h"
+#include "nl-bpf.h"
 
 /* "name (type, section S), …": what the object has, for an error that says what to choose from. */
 static void program_list(const NlObjectInfo *info, char *buf, size_t size) {

@@ -6,6 +6,7 @@
 #include "object-cache.h"
 #include "oci.h"
 #include "daemon-objects.h"
+#include "nl-bpf.h"
 
 typedef struct PendingObject {
         char digest[SHA256_DIGEST_STRING_MAX];

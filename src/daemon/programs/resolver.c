@@ -7,6 +7,7 @@
 #include "oci.h"
 #include "resolve.h"
 #include "daemon-objects.h"
+#include "nl-bpf.h"
 
 void pending_objects_free(PendingObject *v, size_t n) {
         for (size_t i = 0; v && i < n; i++) {

@@ -17,6 +17,9 @@
 #include "daemon.h"
 #include "spawner.h"
 #include "worker.h"
+#include "nl-bpf.h"
+#include "nl-map.h"
+#include "nl-worker.h"
 
 /* The fd a worker finds its socket on. */
 #define WORKER_FD SPAWNER_WORKER_FD

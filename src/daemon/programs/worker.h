@@ -7,6 +7,8 @@
 #include <systemd/sd-event.h>
 
 #include "nl.h"
+#include "nl-bpf.h"
+#include "nl-worker.h"
 
 typedef struct Workers Workers;
 typedef struct WorkerJob WorkerJob;
