@@ -11,6 +11,7 @@
 #include "daemon-metrics.h"
 #include "daemon-objects.h"
 #include "nl-map.h"
+#include "store-policy.h"
 
 typedef enum MHD_Result MHD_RESULT;
 

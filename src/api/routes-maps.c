@@ -10,6 +10,7 @@
 #include "daemon-maps.h"
 #include "daemon-policies.h"
 #include "nl-map.h"
+#include "store-policy.h"
 
 static int query_limit(Request *req, size_t *ret, Response *resp) {
         const char *s = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "limit");

@@ -4,6 +4,7 @@
 
 #include "api-internal.h"
 #include "daemon-objects.h"
+#include "store-policy.h"
 
 static void on_object_added(Manager *d, const DaemonObject *o, bool created, const Error *e,
                             void *userdata) {

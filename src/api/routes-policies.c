@@ -6,6 +6,7 @@
 #include "api-internal.h"
 #include "daemon-changes.h"
 #include "daemon-policies.h"
+#include "store-policy.h"
 
 static const char *const hook_names[] = { "ingress", "egress" };
 

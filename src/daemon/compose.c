@@ -9,6 +9,7 @@
 #include "iface.h"
 #include "daemon-changes.h"
 #include "daemon-policies.h"
+#include "store-policy.h"
 
 bool filter_same_hook(const Filter *a, const Filter *b) {
         return a->dir == b->dir && a->tcx == b->tcx && streq(a->instance, b->instance) &&

@@ -27,6 +27,7 @@
 #include "daemon-fleet.h"
 #include "nl-map.h"
 #include "nl-tcx.h"
+#include "store-policy.h"
 
 /* Every interface composed again (the filters of what is revoked leave, of what is trusted again come
  * back) and reconciled, in its turn behind its other changes. */

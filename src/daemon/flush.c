@@ -12,6 +12,7 @@
 #include "log.h"
 #include "nl-map.h"
 #include "nl-tcx.h"
+#include "store-policy.h"
 
 typedef struct FlushCount {
         unsigned filters, links, pins, errors;

@@ -7,6 +7,7 @@
 #include "iface.h"
 #include "log.h"
 #include "daemon-policies.h"
+#include "store-policy.h"
 
 const char *iface_state_to_string(IfaceState s) {
         static const char *const names[_IFACE_STATE_MAX] = {

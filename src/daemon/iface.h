@@ -6,6 +6,7 @@
 #include "daemon.h"
 #include "registry.h"
 #include "daemon-changes.h"
+#include "store-policy.h"
 
 typedef enum FilterState {
         FILTER_REQUESTING, /* its programs are not held yet */

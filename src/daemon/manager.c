@@ -9,6 +9,7 @@
 #include "log.h"
 #include "manager.h"
 #include "daemon-metrics.h"
+#include "store-policy.h"
 
 /* ---- listeners and STATUS= ---- */
 

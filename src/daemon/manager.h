@@ -17,6 +17,7 @@
 #include "worker.h"
 #include "daemon-fleet.h"
 #include "daemon-metrics.h"
+#include "store-policy.h"
 
 typedef struct Loads Loads;
 typedef struct MapConfig MapConfig;

@@ -18,6 +18,7 @@
 #include "daemon-policies.h"
 #include "nl-map.h"
 #include "nl-worker.h"
+#include "store-policy.h"
 
 /* The rollouts this node takes part in: where each is, and this node's wave and step. */
 static void emit_rollouts(const DaemonFleet *f, const MetricWriter *w) {

@@ -15,6 +15,7 @@
 #include "daemon-fleet.h"
 #include "daemon-objects.h"
 #include "daemon-policies.h"
+#include "store-policy.h"
 
 #define RETRY_USEC (1000 * 1000ULL)
 

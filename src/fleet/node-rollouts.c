@@ -10,6 +10,7 @@
 #include "log.h"
 #include "daemon-fleet.h"
 #include "daemon-policies.h"
+#include "store-policy.h"
 
 void node_rollout_done(NodeRollout *r) {
         free(r->policy);

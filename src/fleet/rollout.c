@@ -18,6 +18,7 @@
 #include "daemon-changes.h"
 #include "daemon-fleet.h"
 #include "daemon-policies.h"
+#include "store-policy.h"
 
 /* ---- what this node is to hold ---- */
 

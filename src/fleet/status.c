@@ -13,6 +13,7 @@
 #include "daemon-changes.h"
 #include "daemon-fleet.h"
 #include "daemon-policies.h"
+#include "store-policy.h"
 
 #define STATUS_DELAY_USEC (50 * 1000ULL)
 

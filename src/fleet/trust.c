@@ -14,6 +14,7 @@
 #include "log.h"
 #include "sha256.h"
 #include "daemon-policies.h"
+#include "store-policy.h"
 #include <stdarg.h>
 
 static char *refusal(const Wanted *w, const char *fmt, ...) _printf_(2, 3);

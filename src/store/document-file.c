@@ -13,6 +13,7 @@
 
 #include "fileio.h"
 #include "store-internal.h"
+#include "store-policy.h"
 
 /* A document file larger than this is not one clsd wrote. */
 #define DOCUMENT_FILE_MAX (4u * 1024 * 1024)

@@ -6,6 +6,7 @@
 
 #include "fileio.h"
 #include "store-internal.h"
+#include "store-policy.h"
 
 static const char *digest_hex(const char *digest) {
         return digest + strlen("sha256:");

@@ -10,6 +10,7 @@
 #include "fileio.h"
 #include "names.h"
 #include "store-internal.h"
+#include "store-policy.h"
 
 #define POLICY_FILE_MAX (4u * 1024 * 1024)
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "store.h"
+#include "store-policy.h"
 
 struct Store {
         char *dir;

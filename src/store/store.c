@@ -13,6 +13,7 @@
 
 #include "fileio.h"
 #include "store-internal.h"
+#include "store-policy.h"
 
 /* The configuration maps' entries, all of them in one file. */
 #define STORE_MAP_ENTRIES_MAX (64u * 1024 * 1024)

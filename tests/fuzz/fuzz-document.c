@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "store-internal.h"
+#include "store-policy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -14,6 +14,7 @@
 #include "change.h"
 #include "loads.h"
 #include "daemon-changes.h"
+#include "store-policy.h"
 
 #define D1 "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 

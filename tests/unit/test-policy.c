@@ -14,6 +14,7 @@
 #include "policy-set.h"
 #include "daemon-changes.h"
 #include "daemon-policies.h"
+#include "store-policy.h"
 
 #define D1 "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 

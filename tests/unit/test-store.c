@@ -13,6 +13,7 @@
 
 #include "fileio.h"
 #include "store.h"
+#include "store-policy.h"
 
 #define D1 "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 

@@ -11,6 +11,7 @@
 #include "map-config.h"
 #include "reconcile.h"
 #include "log.h"
+#include "store-policy.h"
 
 void change_look_done(ChangeLook *look) {
         attach_observed_free(&look->observed);

@@ -6,6 +6,7 @@
 
 #include "change.h"
 #include "expect.h"
+#include "store-policy.h"
 
 /* ---- checks ---- */
 

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "daemon-changes.h"
 #include "daemon-metrics.h"
+#include "store-policy.h"
 
 void change_free(Operation *op) {
         Change *c = (Change *) op;

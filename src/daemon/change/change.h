@@ -12,6 +12,7 @@
 #include "manager.h"
 #include "resolution.h"
 #include "daemon-changes.h"
+#include "store-policy.h"
 
 typedef enum ChangeKind {
         CHANGE_PUT, /* the API's document becomes doc */

@@ -5,6 +5,7 @@
 
 #include "change.h"
 #include "daemon-changes.h"
+#include "store-policy.h"
 
 void dry_run_done(DryRun *r) {
         document_unref(r->doc);

@@ -10,6 +10,7 @@
 #include "recompose.h"
 #include "reconcile.h"
 #include "daemon-changes.h"
+#include "store-policy.h"
 
 typedef struct Recompose {
         Operation op; /* first: the queue's view */

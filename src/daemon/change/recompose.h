@@ -4,6 +4,7 @@
 
 #include "manager.h"
 #include "daemon-changes.h"
+#include "store-policy.h"
 
 /* Queues, behind the interface's other changes, giving the interface (netns, ifname; made if new) the
  * policies v (references taken); done (may be NULL) is told how it ended: as any reconcile, a failure is

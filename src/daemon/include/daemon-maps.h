@@ -4,6 +4,7 @@
 #include "daemon.h"
 #include "nl-bpf.h"
 #include "nl-map.h"
+#include "store-policy.h"
 
 /* ---- maps of the attached programs (maps.c), decoded through BTF (btf-json.c) ---- */
 struct btf;

@@ -3,6 +3,7 @@
 
 #include "daemon.h"
 #include "daemon-changes.h"
+#include "store-policy.h"
 
 /* ---- policies: one document for every interface that matches ---- */
 

@@ -21,6 +21,7 @@
 #include "daemon-policies.h"
 #include "nl-bpf.h"
 #include "nl-map.h"
+#include "store-policy.h"
 
 struct MapConfig {
         json_t *entries; /* as stored (see above) */

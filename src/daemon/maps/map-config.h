@@ -4,6 +4,7 @@
 
 #include "manager.h"
 #include "daemon-maps.h"
+#include "store-policy.h"
 
 int map_config_new(MapConfig **ret);
 MapConfig *map_config_free(MapConfig *mc);

@@ -15,6 +15,7 @@
 #include "daemon-metrics.h"
 #include "daemon-policies.h"
 #include "nl-map.h"
+#include "store-policy.h"
 
 #define LABEL_VALUE_MAX 256
 

@@ -10,6 +10,7 @@
 #include "daemon-maps.h"
 #include "nl-bpf.h"
 #include "nl-map.h"
+#include "store-policy.h"
 
 static int encode_entry(const DaemonMap *m, const json_t *key, const json_t *value, uint8_t **ret_key,
                         uint8_t **ret_value, Error *reterr) {

@@ -9,6 +9,7 @@
 #include "daemon-maps.h"
 #include "nl-bpf.h"
 #include "nl-map.h"
+#include "store-policy.h"
 
 static struct btf *maps_btf(DaemonMaps *m, uint32_t btf_id) {
         struct btf *b, **v;

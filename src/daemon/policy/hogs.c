@@ -17,6 +17,7 @@
 #include "nl-bpf.h"
 #include "nl-tcx.h"
 #include "nl-worker.h"
+#include "store-policy.h"
 
 /* A hog file is a small JSON document; anything bigger is a mistake. */
 #define HOG_FILE_MAX (1024 * 1024)

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "policy-match.h"
 #include "recompose.h"
+#include "store-policy.h"
 
 /* The change that gives the interface (netns, ifname) the policies v, if they differ from what it has
  * (or, in a dry run, for one the follower's policy concerns, always). */

@@ -6,6 +6,7 @@
 #include "policy-set.h"
 #include "resolve.h"
 #include "daemon-changes.h"
+#include "store-policy.h"
 
 /* Who follows the changes a sweep queues (a policy transaction), and what they are. */
 typedef struct PolicyFollower {

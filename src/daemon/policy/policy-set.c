@@ -5,6 +5,7 @@
 #include "manager.h"
 #include "policy-set.h"
 #include "daemon-policies.h"
+#include "store-policy.h"
 
 Policy *policy_set_get(const PolicySet *s, const char *name) {
         for (size_t i = 0; i < s->n; i++)

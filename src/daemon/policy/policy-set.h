@@ -4,6 +4,7 @@
 #pragma once
 
 #include "daemon.h"
+#include "store-policy.h"
 
 typedef struct PolicySet {
         Policy **v; /* references */

@@ -17,6 +17,7 @@
 #include "daemon-changes.h"
 #include "daemon-metrics.h"
 #include "daemon-policies.h"
+#include "store-policy.h"
 
 typedef struct PolicyTxn PolicyTxn;
 

@@ -10,6 +10,7 @@
 #include "loads.h"
 #include "nl-bpf.h"
 #include "nl-worker.h"
+#include "store-policy.h"
 
 /* Who waits: the interface whose filters get the program (a PUT's candidate, or the interface itself),
  * and the interface whose work resumes (the table's). */

@@ -10,6 +10,7 @@
 #include "daemon-metrics.h"
 #include "daemon-objects.h"
 #include "nl-bpf.h"
+#include "store-policy.h"
 
 /* Objects in the store were inspected by a worker when they were stored (or by the clsd before, in its
  * own process, which survived them): read at start in this process. */

@@ -8,6 +8,7 @@
 #include "resolution.h"
 #include "daemon-objects.h"
 #include "nl-bpf.h"
+#include "store-policy.h"
 
 void resolution_init(ObjectResolution *res, Manager *m, bool keep_only,
                      void (*on_inspected)(ObjectResolution *res)) {

@@ -9,6 +9,7 @@
 #include "registry.h"
 #include "resolve.h"
 #include "nl-bpf.h"
+#include "store-policy.h"
 
 /* "name (type, section S), …": what the object has, for an error that says what to choose from. */
 static void program_list(const NlObjectInfo *info, char *buf, size_t size) {

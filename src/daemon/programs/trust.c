@@ -9,6 +9,7 @@
 #include "log.h"
 #include "trust.h"
 #include "nl-bpf.h"
+#include "store-policy.h"
 
 /* Whether a trusted key verifies the stored object (data, its bytes) with the signature stored beside
  * it: 0, or -EPERM with why in reterr. */
