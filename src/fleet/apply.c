@@ -16,6 +16,9 @@
 #include "daemon-objects.h"
 #include "daemon-policies.h"
 #include "store-policy.h"
+#include "fleet-io.h"
+#include "fleet-plan.h"
+#include "fleet-rollouts.h"
 
 #define RETRY_USEC (1000 * 1000ULL)
 

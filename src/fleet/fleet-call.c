@@ -7,6 +7,7 @@
 
 #include "fleet-internal.h"
 #include "log.h"
+#include "fleet-io.h"
 
 void fleet_lost(Fleet *f, const char *fmt, ...) {
         va_list ap;

@@ -10,6 +10,9 @@
 #include "fleet-internal.h"
 #include "log.h"
 #include "daemon-fleet.h"
+#include "fleet-io.h"
+#include "fleet-rollouts.h"
+#include "fleet-session.h"
 
 static void on_daemon_change(Manager *m, Iface *it, unsigned changes, void *userdata) {
         Fleet *f = userdata;

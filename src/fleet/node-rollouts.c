@@ -11,6 +11,7 @@
 #include "daemon-fleet.h"
 #include "daemon-policies.h"
 #include "store-policy.h"
+#include "fleet-rollouts.h"
 
 void node_rollout_done(NodeRollout *r) {
         free(r->policy);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fleet-internal.h"
+#include "fleet-plan.h"
 
 static int pending_compare(const void *a, const void *b) {
         const Pending *x = a, *y = b;

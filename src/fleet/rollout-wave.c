@@ -10,6 +10,8 @@
 
 #include "fleet-internal.h"
 #include "log.h"
+#include "fleet-io.h"
+#include "fleet-rollouts.h"
 
 /* Past hold and confirm, this long for the wave's nodes to apply and say so before it is unhealthy. */
 #define WAVE_GRACE_USEC (30 * 1000000ULL)

@@ -19,6 +19,9 @@
 #include "daemon-fleet.h"
 #include "daemon-policies.h"
 #include "store-policy.h"
+#include "fleet-io.h"
+#include "fleet-plan.h"
+#include "fleet-rollouts.h"
 
 /* ---- what this node is to hold ---- */
 

@@ -6,6 +6,7 @@
 
 #include "fleet-internal.h"
 #include "log.h"
+#include "fleet-rollouts.h"
 
 static void view_done(RolloutView *v) {
         free(v->policy);

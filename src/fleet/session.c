@@ -13,6 +13,9 @@
 
 #include "fleet-internal.h"
 #include "log.h"
+#include "fleet-io.h"
+#include "fleet-rollouts.h"
+#include "fleet-session.h"
 
 static void connect_etcd(Fleet *f);
 

@@ -14,6 +14,8 @@
 #include "daemon-fleet.h"
 #include "daemon-policies.h"
 #include "store-policy.h"
+#include "fleet-io.h"
+#include "fleet-rollouts.h"
 
 #define STATUS_DELAY_USEC (50 * 1000ULL)
 

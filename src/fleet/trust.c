@@ -15,6 +15,7 @@
 #include "sha256.h"
 #include "daemon-policies.h"
 #include "store-policy.h"
+#include "fleet-rollouts.h"
 #include <stdarg.h>
 
 static char *refusal(const Wanted *w, const char *fmt, ...) _printf_(2, 3);

@@ -12,6 +12,9 @@
 
 #include "fleet-internal.h"
 #include "log.h"
+#include "fleet-io.h"
+#include "fleet-rollouts.h"
+#include "fleet-session.h"
 
 /* The stream's watches, one JSON text each: the fleet's policies, this node's own keys (its record, its
  * status), the rollouts' plans and states. */

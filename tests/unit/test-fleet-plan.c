@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fleet-internal.h"
+#include "fleet-plan.h"
 
 #define PREFIX "/clsd/"
 
