@@ -522,3 +522,62 @@ def test_a_policys_configuration_map_is_the_policys_or_each_interfaces_own(clsd,
     assert api.request("DELETE", "/policies/bl").status in (200, 204)
     with open(os.path.join(clsd.state_dir, "map-entries.json")) as f:
         assert json.load(f)["owners"] == {}
+
+
+# when the deletes begin after the PUT (negative: the PUT that long after them): the apply of 100 takes
+# ~30 ms, deleting 50 links longer; at -5 ms the last interfaces the apply reaches are the ones deleted
+DELETE_AFTER = float(os.environ.get("CLSD_HALF_WAY_DELAY", "-0.005"))
+
+
+def test_an_apply_the_kernel_refuses_half_way_leaves_each_interface_wholly_old_or_new_and_says_which(api, bpf, net):
+    """A policy on both hooks of 100 veths changes to another filter while half of the veths are deleted
+    under it (every other one, from the last, as the apply goes): every interface left holds the old filter on both hooks or the new one on both, never one
+    of each, and the answer and GET say which (configured: the new one; pending: its link went under the
+    apply, not a kernel_error)."""
+    import threading
+    names = veths(net.a, "hw", 100)
+    old = policy({"ifname": ["hw*"]}, ingress=[filt("old-in", bpf.count, priority=10)],
+                 egress=[filt("old-out", bpf.count, priority=10)])
+    assert put_policy(api, "hw", old).status == 200
+    for dev in names:
+        assert [f.name for f in clsd_filters(net.a, dev)] == ["clsd:old-in"]
+    new = policy({"ifname": ["hw*"]}, ingress=[filt("new-in", bpf.drop_port, priority=10)],
+                 egress=[filt("new-out", bpf.drop_port, priority=10)])
+    doomed = names[1::2]
+    started = threading.Event()
+
+    def delete():
+        started.wait(5)
+        time.sleep(max(DELETE_AFTER, 0))
+        net.a.run("ip", "-batch", "-", input="".join("link del %s\n" % d for d in reversed(doomed)))
+
+    t = threading.Thread(target=delete)
+    t.start()
+    started.set()
+    time.sleep(max(-DELETE_AFTER, 0))  # a negative delay: the PUT goes that long after the deletes began
+    r = put_policy(api, "hw", new)
+    t.join()
+    assert r.status == 200, r
+    answered = results(r)
+    present = set(net.a.link_names())
+    mixed, told = [], []
+    for dev in names:
+        if dev not in present:
+            continue
+        ing = [f.name.split("-")[0] for f in clsd_filters(net.a, dev)]
+        eg = [f.name.split("-")[0] for f in clsd_filters(net.a, dev, "egress")]
+        if ing != eg:
+            mixed.append((dev, ing, eg))
+        state = answered[dev]["state"] if dev in answered else None
+        if (ing == ["clsd:new"]) != (state == "configured"):
+            told.append((dev, ing, answered.get(dev)))
+    assert mixed == [], mixed
+    assert told == [], told
+    # a link that went under the apply is pending there, not a kernel error
+    assert [d for d, a in answered.items() if a["state"] == "failed"] == [], answered
+    # every interface that stayed is reconciled to the new one (a failure retried), and GET says so
+    stayed = [d for d in names if d in present]
+    wait_for(lambda: all([f.name for f in clsd_filters(net.a, d, h)] == ["clsd:new-" + ("in" if h == "ingress" else "out")]
+                         for d in stayed for h in ("ingress", "egress")), timeout=10, what="the new filter everywhere")
+    wait_for(lambda: {i["ifname"]: i["policy_state"] for i in api.get("/policies/hw").json["ifaces"]} ==
+             {d: "configured" for d in stayed}, timeout=10, what="GET saying configured on each")

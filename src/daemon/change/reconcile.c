@@ -104,6 +104,18 @@ static void count_repair(Manager *m, Iface *it, const char *what) {
         manager_changed(m, it, IFACE_CHANGED_REPAIRS);
 }
 
+/* The kernel knows no device of the link's ifindex any more: it went under the reconcile, and clsd's
+ * filters with it. The interface is pending, as for a link absent at the start; it keeps the ifindex, so
+ * that the deletion's event, not read yet, finds it (an interface only policies were for goes then), and
+ * a link that comes under the name is reconciled at its own event. */
+static int link_went(Iface *it, Error *reterr) {
+        log_info("%s: the link went while it was reconciled (%s); pending", it->ifname,
+                 strna(reterr ? reterr->message : NULL));
+        if (reterr)
+                error_done(reterr);
+        return 0;
+}
+
 int iface_reconcile(Manager *m, Iface *it, Error *reterr) {
         char what[sizeof(it->last_repair_what)] = "";
         AttachObserved obs = { 0 };
@@ -135,7 +147,7 @@ again:
         r = attach_observe_all(&c, &obs, reterr);
         if (r < 0) {
                 attach_context_done(&c);
-                return r;
+                return r == -ENODEV ? link_went(it, reterr) : r;
         }
         if (!it->programs_held) {
                 r = iface_acquire_programs(m, it, it, reterr);
@@ -156,6 +168,8 @@ again:
                 goto again;
         }
         attach_context_done(&c);
+        if (changes == -ENODEV)
+                return link_went(it, reterr);
         if (changes < 0)
                 return changes;
         it->fresh = false;
