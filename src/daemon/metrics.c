@@ -1,6 +1,6 @@
 /* metrics.c: what /metrics shows, read from the kernel at each scrape: clsd's own health, each filter's
  * attach state and run statistics, and the metrics documents derive from their programs' maps. The
- * exposition text is the face's (src/api/metrics.c); this file hands it families and samples. */
+ * exposition text is the face's (src/api/metrics-text.c); this file hands it families and samples. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>

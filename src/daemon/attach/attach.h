@@ -8,7 +8,7 @@
 #include <limits.h>
 
 #include "iface.h"
-#include "netns.h"
+#include "namespaces.h"
 #include "daemon-changes.h"
 
 typedef struct Manager Manager;

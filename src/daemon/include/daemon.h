@@ -84,7 +84,7 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
 void daemon_notify_status(Manager *m);
 /* Queues a reconcile of every interface (SIGHUP, lost events, D-Bus Reconcile). */
 void daemon_reconcile_all(Manager *m);
-/* SIGHUP: --trusted-keys read again and every stored object verified with them (trust.c): what no key
+/* SIGHUP: --trusted-keys read again and every stored object verified with them (object-trust.c): what no key
  * verifies any more is revoked (its filters removed, their interfaces failed "object_untrusted"), what a
  * key verifies again comes back (a directory that does not read keeps the keys in use); then the hogs
  * directory read again and what changed queued; every interface reconciled. */

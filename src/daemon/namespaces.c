@@ -1,7 +1,7 @@
-/* netns.c: the network namespaces clsd follows. Its own, and each named one (ip-netns's /run/netns/NAME)
- * while a document names it and it exists: its fd held, a request and an event socket inside it;
- * inotify on the directory tells when one appears or goes. Holding a socket keeps a namespace alive,
- * so clsd lets go as soon as `ip netns del` removes it. */
+/* namespaces.c: the network namespaces clsd follows. Its own, and each named one (ip-netns's
+ * /run/netns/NAME) while a document names it and it exists: its fd held, a request and an event socket
+ * inside it; inotify on the directory tells when one appears or goes. Holding a socket keeps a namespace
+ * alive, so clsd lets go as soon as `ip netns del` removes it. */
 #include <dirent.h>
 #include <linux/rtnetlink.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 
 #include "fileio.h"
 #include "log.h"
-#include "netns.h"
+#include "namespaces.h"
 #include "store.h"
 
 /* After a namespace file appears, ip-netns mounts the namespace on it: look again this often, this

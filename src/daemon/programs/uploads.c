@@ -1,12 +1,12 @@
-/* objects.c: the objects the faces upload and list. An upload is inspected by a worker without
+/* uploads.c: the objects the faces upload and list. An upload is inspected by a worker without
  * privileges before it is stored: a parser that crashes on it costs that worker and one 422. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "log.h"
-#include "objects.h"
-#include "trust.h"
+#include "uploads.h"
+#include "object-trust.h"
 #include "daemon-metrics.h"
 #include "daemon-objects.h"
 #include "nl-bpf.h"
@@ -29,7 +29,7 @@ int objects_load(Manager *m) {
                 size_t size;
 
                 r = store_object_read(m->store, digests[i], m->config.object_size_max, &data, &size);
-                /* a key removed since is a signature revoked (trust.c): kept on disk, not loaded */
+                /* a key removed since is a signature revoked (object-trust.c): kept on disk, not loaded */
                 if (r >= 0 && !trust_object_check(m, digests[i], data, size))
                         continue;
                 if (r >= 0)

@@ -1,4 +1,4 @@
-/* rollout.c: a fleet policy's rollout as etcd holds it: a plan of waves made from the nodes' records
+/* rollout-plan.c: a fleet policy's rollout as etcd holds it: a plan of waves made from the nodes' records
  * (selected and qualified nodes in an order stable for the rollout, spread over a label's values, cut
  * into waves); the plan's and the state's JSON; a wave's verdict and the state after it; the keys. Pure:
  * no I/O. */

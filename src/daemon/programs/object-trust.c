@@ -1,4 +1,4 @@
-/* trust.c: which stored objects a trusted key still verifies (--trusted-keys). A key removed is every
+/* object-trust.c: which stored objects a trusted key still verifies (--trusted-keys). A key removed is every
  * signature it made revoked: at start, and on SIGHUP with the keys read again, an object no key verifies
  * is revoked in the registry (none of its programs is adopted, loaded or repaired), its filters leave
  * their interfaces' compositions (removed from the kernel, the interface failed "object_untrusted"), and
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "trust.h"
+#include "object-trust.h"
 #include "nl-bpf.h"
 #include "store-policy.h"
 

@@ -1,4 +1,4 @@
-/* worker.c: jobs run by worker processes (clsd --worker), one process per job: a fork and exec gives
+/* workers.c: jobs run by worker processes (clsd --worker), one process per job: a fork and exec gives
  * each a clean address space and no fd of clsd's but its socket, so a parser that crashes or a verifier
  * that takes seconds costs that process only. The loop learns of the answer (the socket) and of the
  * end (SIGCHLD) through sd-event; a worker that ends without answering died of its input. */
@@ -16,7 +16,7 @@
 #include "sha256.h"
 #include "daemon.h"
 #include "spawner.h"
-#include "worker.h"
+#include "workers.h"
 #include "nl-bpf.h"
 #include "nl-map.h"
 #include "nl-worker.h"

@@ -1,4 +1,4 @@
-/* netns.h: the network namespaces clsd follows: its own, and the named ones (/run/netns/NAME) that
+/* namespaces.h: the network namespaces clsd follows: its own, and the named ones (/run/netns/NAME) that
  * documents name, each with a request socket and an event socket inside it. A named namespace that is
  * clsd's own (the same inode) is recognised as such. */
 #pragma once

@@ -1,4 +1,4 @@
-/* http.c: the listeners: a unix socket (default) and optional TCP, each a libmicrohttpd daemon in
+/* listeners.c: the listeners: a unix socket (default) and optional TCP, each a libmicrohttpd daemon in
  * external epoll mode whose fd sits in the sd-event loop: one thread, no locks. */
 #include <arpa/inet.h>
 #include <fcntl.h>

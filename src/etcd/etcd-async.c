@@ -1,4 +1,4 @@
-/* async.c: etcd's gateway from an sd-event loop (etcd-async.h): libcurl's multi interface (curl-loop.c)
+/* etcd-async.c: etcd's gateway from an sd-event loop (etcd-async.h): libcurl's multi interface (curl-loop.c)
  * drives the calls and the stream; each request set up as every request to etcd is (transfer.c). */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* worker.h: slow and untrusted work off the loop, in processes of their own (OpenBSD's privilege
+/* workers.h: slow and untrusted work off the loop, in processes of their own (OpenBSD's privilege
  * separation): an object's bytes are parsed by a worker without privileges under a tight seccomp
  * filter, and programs are loaded (and verified) by a worker, so that a parser that crashes costs one
  * answer and a verifier that takes seconds stops nothing. Results come back to the loop. */

@@ -1,4 +1,4 @@
-/* objects.h: the stored objects (objects.c). */
+/* uploads.h: the stored objects (uploads.c). */
 #pragma once
 
 #include "manager.h"

@@ -1,4 +1,4 @@
-/* trust.h: which stored objects a trusted key still verifies (trust.c). */
+/* object-trust.h: which stored objects a trusted key still verifies (object-trust.c). */
 #pragma once
 
 #include "manager.h"

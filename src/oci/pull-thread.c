@@ -1,4 +1,4 @@
-/* async.c: a pull on a thread of its own (oci_pull() blocks for as long as a registry takes), its end
+/* pull-thread.c: a pull on a thread of its own (oci_pull() blocks for as long as a registry takes), its end
  * told to the loop through an eventfd; the loop calls done(). A cancelled job is freed by whichever of
  * the two comes last: the loop (cancel) or the thread's end. */
 #include <pthread.h>

@@ -1,4 +1,4 @@
-/* metrics.c: GET /metrics, Prometheus' text exposition format 0.0.4: the daemon's families and samples
+/* metrics-text.c: GET /metrics, Prometheus' text exposition format 0.0.4: the daemon's families and samples
  * written out, and the API's own request counts. Served on every listener and, alone, on
  * --metrics-listen. */
 #include <math.h>
