@@ -59,3 +59,7 @@ int apply_start(Fleet *f);
 void apply_later(Fleet *f);
 void apply_after(Fleet *f, uint64_t usec);
 void apply_free(Fleet *f);
+
+/* ---- policy-status.c ---- */
+/* The node's status of the policy w names, as JSON (what status/NODE/POLICY holds). */
+json_t *policy_status(Fleet *f, const Wanted *w);

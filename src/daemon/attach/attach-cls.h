@@ -19,3 +19,5 @@ typedef struct ClsPlan {
 const char *cls_hook_name(NlHook h);
 /* The dry run's steps for a plan (AttachKind.describe). */
 int cls_describe(AttachContext *c, const void *observed, const void *plan, DryRunStep **steps, size_t *n);
+/* act_bpf's counters into status (AttachKind.counters; cls-counters.c). */
+int cls_counters(const AttachContext *c, FilterStatus *status, Error *reterr);
