@@ -96,7 +96,7 @@ def test_targets_for_prometheus_over_mutual_tls_and_fleet_top(fleet, bpf, workdi
         def all_up():
             try:
                 res = prom_query(papi, 'up{job="clsd"}')
-            except OSError:
+            except (OSError, AssertionError):  # not listening yet, or 503 while its TSDB starts
                 return None
             return len(res) == 4 and all(r["value"][1] == "1" for r in res) or None
         wait_for(all_up, timeout=30, interval=0.25, what="Prometheus scraping the 4 nodes over mutual TLS")
@@ -109,7 +109,7 @@ def test_targets_for_prometheus_over_mutual_tls_and_fleet_top(fleet, bpf, workdi
         def summed():
             try:
                 res = prom_query(papi, 'sum by (policy) (drops{policy="edge-drop"})')
-            except OSError:
+            except (OSError, AssertionError):
                 return None
             return res if res and float(res[0]["value"][1]) == total else None
         res = wait_for(summed, timeout=20, interval=0.25, what="Prometheus to sum the fleet's drops")
