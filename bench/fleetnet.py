@@ -363,8 +363,8 @@ class Net:
         """Each node's etcd user (clsctl fleet rbac, in batches): the clsd arguments of each."""
         pwdir = os.path.join(self.tmp, "passwords")
         os.makedirs(pwdir, exist_ok=True)
-        for i in range(0, len(names), 250):
-            self.ctl("fleet", "rbac", *names[i:i + 250], "--apply", "--out", pwdir)
+        for i in range(0, len(names), 60):  # clsctl takes up to 64 arguments
+            self.ctl("fleet", "rbac", *names[i:i + 60], "--apply", "--out", pwdir)
         out = {}
         for name in names:
             user = "%s@%s" % (name, self.prefix)
