@@ -21,6 +21,15 @@ static size_t on_write(char *p, size_t size, size_t n, void *userdata) {
         return etcd_buffer_append(userdata, p, size * n, ETCD_ANSWER_MAX) ? size * n : 0;
 }
 
+/* How long a call waits for its answer: a login longer (ETCD_LOGIN_TIMEOUT_MS). */
+static long call_timeout_ms(const char *url) {
+        static const char login[] = "/v3/auth/authenticate";
+        size_t n = strlen(url);
+
+        return n >= sizeof(login) - 1 && streq(url + n - (sizeof(login) - 1), login) ? ETCD_LOGIN_TIMEOUT_MS
+                                                                                     : ETCD_CALL_TIMEOUT_MS;
+}
+
 int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const EtcdCredentials *creds,
                         const char *token, struct curl_slist **headers, EtcdBuffer *answer) {
         if (!*headers) {
@@ -61,7 +70,7 @@ int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const Etc
         if (answer) {
                 curl_api.easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_write);
                 curl_api.easy_setopt(easy, CURLOPT_WRITEDATA, answer);
-                curl_api.easy_setopt(easy, CURLOPT_TIMEOUT_MS, ETCD_CALL_TIMEOUT_MS);
+                curl_api.easy_setopt(easy, CURLOPT_TIMEOUT_MS, call_timeout_ms(url));
         }
         return 0;
 }
@@ -82,7 +91,7 @@ int etcd_transfer_answer(CURL *easy, CURLcode result, const EtcdBuffer *b, const
                 curl_api.easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &made);
                 if (connected > 0 || made == 0)
                         return error_set(reterr, EAGAIN, ERROR_ETCD_OVERLOADED,
-                                         "%s: no answer within %ld ms", url, (long) ETCD_CALL_TIMEOUT_MS);
+                                         "%s: no answer within %ld ms", url, call_timeout_ms(url));
         }
         if (result != CURLE_OK) {
                 char why[128];

@@ -9,11 +9,17 @@
 /* an answer beyond any etcd request limit is refused */
 #define ETCD_ANSWER_MAX (64u * 1024 * 1024)
 #define ETCD_CALL_TIMEOUT_MS 10000L
+/* A login waits its turn: etcd checks its password with bcrypt (tens of ms of its CPU each), so a fleet
+ * that logs in at once is a queue of them, and a login given up after 10 s and asked again costs etcd one
+ * more while the first is still done (a storm of logins that never ends: 1,000 nodes started at once on
+ * one member did not register within 2 minutes). */
+#define ETCD_LOGIN_TIMEOUT_MS 120000L
 
 /* Sets easy up to POST body (JSON) to url with the TLS files of creds (may be NULL) and an
  * authentication token (NULL: none); *headers made if NULL (the caller frees them after the transfer).
  * With answer, the answer is read into it (up to ETCD_ANSWER_MAX) and the transfer times out after
- * ETCD_CALL_TIMEOUT_MS; without, the caller reads it (a stream). */
+ * ETCD_CALL_TIMEOUT_MS (a login, /v3/auth/authenticate, after ETCD_LOGIN_TIMEOUT_MS); without, the
+ * caller reads it (a stream). */
 int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const EtcdCredentials *creds,
                         const char *token, struct curl_slist **headers, EtcdBuffer *answer);
 /* What a finished transfer to url answered: the JSON of a 200 (*ret), or why not: etcd_unreachable
