@@ -312,44 +312,29 @@ static bool envelope_pulls(json_t *envelope) {
         return false;
 }
 
-/* "selected": the live nodes the policy selects (and its kernel gates let in) now, for a policy that
+/* "selected": of the live nodes, those the policy selects (and its kernel gates let in), for a policy that
  * names images: their pulls spread over them at the registry's pace (registries' pulls_per_second). */
-static int selected_op(EtcdClient *ec, const Ctl *c, const FleetPolicy *fp, json_t *envelope) {
-        _cleanup_(json_decrefp) json_t *rows = NULL;
-        FleetNodeInfo *nodes = NULL;
-        size_t n = 0, selected = 0;
+static int selected_op(const FleetPolicy *fp, const FleetNodeInfo *nodes, size_t n, json_t *envelope) {
+        size_t selected = 0;
         char why[128];
-        int r;
 
-        json_object_del(envelope, "selected"); /* (a file's own count is its apply's no more) */
-        if (!envelope_pulls(envelope))
-                return 0;
-        r = fleet_live_nodes(ec, c, &rows, &nodes, &n);
-        if (r < 0)
-                return r;
         for (size_t i = 0; i < n; i++)
                 selected += fleet_policy_selects(fp, nodes[i].node, nodes[i].labels, nodes[i].n_labels) &&
                             fleet_policy_qualifies(fp, &nodes[i].facts, why, sizeof(why));
-        fleet_node_infos_free(nodes, n);
         return json_object_set_new(envelope, "selected", json_integer((json_int_t) selected)) < 0 ? ctl_oom()
                                                                                                   : 0;
 }
 
 /* Its rollout planned over the nodes alive now. */
-static int plan_op(EtcdClient *ec, const Ctl *c, const FleetPolicy *fp, const char *by, json_t *ops) {
-        _cleanup_(json_decrefp) json_t *rows = NULL, *j = NULL;
+static int plan_op(const Ctl *c, const FleetPolicy *fp, const FleetNodeInfo *nodes, size_t n, const char *by,
+                   json_t *ops) {
+        _cleanup_(json_decrefp) json_t *j = NULL;
         _cleanup_free_ char *key = NULL;
-        FleetNodeInfo *nodes = NULL;
         FleetRolloutPlan plan = { 0 };
-        size_t n = 0;
         Error e = ERROR_NULL;
         int r;
 
-        r = fleet_live_nodes(ec, c, &rows, &nodes, &n);
-        if (r < 0)
-                return r;
         r = fleet_rollout_plan_make(fp, nodes, n, &plan, &e);
-        fleet_node_infos_free(nodes, n);
         if (r < 0) {
                 r = ctl_error(r, "%s", e.message);
                 error_done(&e);
@@ -400,9 +385,11 @@ int fleet_sign(const Ctl *c, json_t *envelope, json_t *old) {
 
 int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *summary, json_t *compares,
                     json_t *ops) {
-        _cleanup_(json_decrefp) json_t *old = NULL, *entry = NULL;
+        _cleanup_(json_decrefp) json_t *old = NULL, *entry = NULL, *rows = NULL;
         _cleanup_free_ char *key = NULL, *hkey = NULL, *what = NULL;
         EtcdCredentials creds = fleet_credentials(c);
+        FleetNodeInfo *nodes = NULL;
+        size_t n_nodes = 0;
         FleetPolicy fp = { 0 };
         char id[FLEET_ROLLOUT_ID_MAX + 1], by[256];
         uint64_t old_revision;
@@ -443,8 +430,13 @@ int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *
         }
         etcd_identity(&creds, by, sizeof(by));
         r = fleet_policy_current(ec, c, fp.name, &old, &old_revision);
-        if (r >= 0)
-                r = selected_op(ec, c, &fp, envelope);
+        /* the live nodes, read once: what a policy naming images selects, and its rollout's plan */
+        bool pulls = envelope_pulls(envelope);
+        json_object_del(envelope, "selected"); /* (a file's own count is its apply's no more) */
+        if (r >= 0 && (pulls || fp.rollout.present))
+                r = fleet_live_nodes(ec, c, &rows, &nodes, &n_nodes);
+        if (r >= 0 && pulls)
+                r = selected_op(&fp, nodes, n_nodes, envelope);
         /* a signature is made here or not at all: one the envelope brought signed something else */
         (void) json_object_del(envelope, "signed");
         if (r >= 0 && c->sign_key)
@@ -460,7 +452,7 @@ int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *
         if (r >= 0)
                 r = fleet_prune_ops(ec, c, fp.name, ops);
         if (r >= 0 && fp.rollout.present)
-                r = plan_op(ec, c, &fp, by, ops);
+                r = plan_op(c, &fp, nodes, n_nodes, by, ops);
         if (r >= 0) {
                 entry = json_pack("{s:s,s:s,s:s,s:I,s:O,s:s,s:o}", "policy", fp.name, "id", id, "by", by,
                                   "time_ms", (json_int_t) realtime_ms(), "envelope", envelope, "summary",
@@ -468,6 +460,7 @@ int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *
                                   old_revision ? json_integer((json_int_t) old_revision) : json_null());
                 r = entry ? put_op(ops, hkey, entry) : ctl_oom();
         }
+        fleet_node_infos_free(nodes, n_nodes);
         fleet_policy_done(&fp);
         return r;
 }
