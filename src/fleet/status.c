@@ -92,10 +92,17 @@ static void on_status_written(EtcdAsync *a, json_t *answer, const Error *e, void
                 status_answered(put->f, put->name, etcd_answer_revision(answer));
 }
 
-/* Puts the status text of published entry k under the lease. */
+/* Puts the status text of published entry k under the lease. An entry whose last write etcd did not take
+ * (status_unwritten(): its text forgotten) is written by the next publish, as is every entry while no
+ * lease is held (a grant under way). */
 static int status_put(Fleet *f, size_t k) {
-        _cleanup_free_ char *key = fleet_key(f->prefix, "status", f->node, f->published.names[k]);
         const char *text = f->published.texts[k];
+
+        if (!text || !f->lease) {
+                status_later(f);
+                return 0;
+        }
+        _cleanup_free_ char *key = fleet_key(f->prefix, "status", f->node, f->published.names[k]);
         StatusPut *put = calloc(1, sizeof(StatusPut) + strlen(f->published.names[k]) + 1);
 
         if (!key || !put) {
@@ -166,6 +173,10 @@ static void on_status_txn(EtcdAsync *a, json_t *answer, const Error *e, void *us
                 status_answered(f, t->names[i], revision);
         if (t->lease == f->publishing_lease)
                 f->publishing = false;
+        /* the first publish under a lease (a new one too: what another writer did while the old one went
+         * was not looked at) looks at what is there, and the watch is heeded from then on */
+        if (!e && t->lease == f->lease)
+                status_own_keys_check(f);
         status_txn_free(t);
         if (f->publish_again && !e && !f->publishing) {
                 f->publish_again = false;
@@ -338,6 +349,14 @@ static void own_status_seen(Fleet *f, const EtcdKv *kv, bool deleted, const char
                  * name another key */
                 if (deleted || strlen(kv->key) != kv->key_size)
                         return;
+                /* the status of a policy this node holds, not published yet (a new lease cleared what was:
+                 * the next publish writes it): not another's to delete, but put right by that publish (a
+                 * deletion sent now could land after it, unseen) */
+                const Wanted *w = name ? wanted_find(&f->wanted, name) : NULL;
+                if (w && (w->selected || w->ineligible)) {
+                        status_later(f);
+                        return;
+                }
                 log_warning("fleet: %s is not this node's (no status of a policy it holds); deleted",
                             kv->key);
                 f->status.foreign_keys++;

@@ -17,6 +17,7 @@ import random
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -775,6 +776,58 @@ def etcd_put_raw(fleet, key, value, lease=None):
     if lease:
         body["lease"] = str(lease)
     return int(etcd_raw(fleet, "/v3/kv/put", body)["header"]["revision"])
+
+
+HAMMER = """
+import base64, http.client, json, sys, time
+host, port, token, key, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5])
+c = http.client.HTTPConnection(host, port, timeout=5)
+body = json.dumps({"key": key, "value": base64.b64encode(b'{"state": "forged"}').decode()})
+end, n = time.monotonic() + seconds, 0
+while time.monotonic() < end:
+    c.request("POST", "/v3/kv/put", body, {"Authorization": token})
+    c.getresponse().read()
+    n += 1
+print(n)
+"""
+
+
+def test_a_lease_revoked_under_foreign_writes_of_its_status_is_survived(fleet, bpf, workdir):
+    """etcd drops a node's lease (as a busy etcd that answered no keepalive in time does) while another
+    writer keeps putting the node's status: the node's writes under the dead lease fail, it takes a new
+    lease and writes its keys again. A status whose write etcd did not take was written from a text
+    already forgotten (a NULL read: clsd died, 5 nodes of 1,000 in a mass start); it waits for the next
+    publish instead, and nothing is written while no lease is held (a key without a lease never goes)."""
+    na = fleet.host("na")
+    rev = fleet.apply(count_policy(bpf), workdir)
+    fleet.wait_converged("edge-count", rev, {"na"})
+    b = lambda x: base64.b64encode(x.encode()).decode()
+    key = b(fleet.prefix + "status/na/edge-count")
+    url = member_url(1).split("//")[1]
+    for round in range(8):
+        lease = int(etcd_raw(fleet, "/v3/kv/range", {"key": b(fleet.prefix + "nodes/na")})["kvs"][0]["lease"])
+        hammer = subprocess.Popen(fleet.cluster.switch.argv(
+            sys.executable, "-c", HAMMER, url.split(":")[0], url.split(":")[1], fleet.cluster.token(), key, "1.5"),
+            stdout=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.2)
+            etcd_raw(fleet, "/v3/lease/revoke", {"ID": str(lease)})
+            assert int(hammer.communicate(timeout=30)[0]) > 100  # foreign writes went on through it
+        finally:
+            hammer.kill()
+            hammer.wait()
+        assert na.clsd.proc.poll() is None, "clsd died: %s" % na.clsd.log_this_run()[-2000:]
+        # a new lease, and the node's record and status under it
+        wait_for(lambda: etcd_raw(fleet, "/v3/kv/range", {"key": b(fleet.prefix + "nodes/na")}).get("kvs"),
+                 timeout=20, what="na's record written again under a new lease")
+    fleet.wait_converged("edge-count", rev, {"na"})  # (a foreign write after the new lease: put right too)
+    # every key of the node's is under its live lease: none was written without one
+    kvs = etcd_raw(fleet, "/v3/kv/range", {"key": b(fleet.prefix + "status/na/"),
+                                           "range_end": b(fleet.prefix + "status/na0")}).get("kvs", [])
+    kvs += etcd_raw(fleet, "/v3/kv/range", {"key": b(fleet.prefix + "nodes/na")}).get("kvs", [])
+    leases = {kv.get("lease") for kv in kvs}
+    assert len(kvs) == 2 and len(leases) == 1 and None not in leases and "0" not in leases, kvs
+    assert na.prefs() == [10]
 
 
 def test_the_fleets_view_cannot_be_forged_and_is_put_right(fleet, bpf, workdir):
