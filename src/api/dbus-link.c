@@ -163,14 +163,13 @@ LINK_PROP(link_filters) {
         Iface *it = userdata;
         ApiDbus *b = current(bus);
         IfaceStatus st = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         (void) path, (void) interface, (void) property, (void) error;
         if (daemon_iface_status(b->api->daemon, it, &st, &e) < 0) {
                 /* empty rather than an error: a failed getter would also drop InterfacesAdded */
                 log_debug("%s: D-Bus Filters: %s", iface_ifname(it), strna(e.message));
-                error_done(&e);
                 return sd_bus_message_append(reply, "a(ssqsbus)", 0);
         }
         r = sd_bus_message_open_container(reply, 'a', "(ssqsbus)");
@@ -179,8 +178,7 @@ LINK_PROP(link_filters) {
                 const FilterObserved *o = &st.filters[i].observed;
                 r = sd_bus_message_append(reply, "(ssqsbus)", direction_to_string(filter_direction(f)),
                                           filter_spec(f)->name, (uint16_t) filter_spec(f)->priority,
-                                          filter_is_tcx(f) ? "tcx" : "cls_bpf", o->attached, o->prog_id,
-                                          o->tag);
+                                          filter_attach(f), o->attached, o->prog_id, o->tag);
         }
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
@@ -199,14 +197,12 @@ static uint64_t filter_bytes(const Filter *f, const FilterStatus *fs) {
 
 int link_counters_append(Manager *d, Iface *it, sd_bus_message *reply, uint64_t *ret_digest) {
         IfaceStatus st = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         uint64_t digest = 0;
         int r = 0;
 
-        if (daemon_iface_status(d, it, &st, &e) < 0) {
+        if (daemon_iface_status(d, it, &st, &e) < 0)
                 log_debug("%s: D-Bus Counters: %s", iface_ifname(it), strna(e.message));
-                error_done(&e);
-        }
         if (reply)
                 r = sd_bus_message_open_container(reply, 'a', "(ssbttt)");
         for (size_t i = 0; r >= 0 && i < iface_filter_count(it) && i < st.n_filters; i++) {

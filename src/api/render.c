@@ -74,7 +74,7 @@ static json_t *render_filter_status(const Filter *flt, const FilterStatus *st) {
         const FilterSpec *f = filter_spec(flt);
         const FilterObserved *s = &st->observed;
         json_t *j = json_object();
-        bool tcx = filter_is_tcx(flt);
+        const char *attach = filter_attach(flt);
 
         json_object_set_new(j, "name", json_text(f->name));
         json_object_set_new(j, "source", json_text(document_source_to_string(filter_source(flt))));
@@ -88,8 +88,8 @@ static json_t *render_filter_status(const Filter *flt, const FilterStatus *st) {
         json_object_set_new(j, "run_time_ns",
                             st->has_stats ? json_integer((json_int_t) st->run_time_ns) : json_null());
         json_object_set_new(j, "program", json_text(f->program));
-        json_object_set_new(j, "attach", json_text(tcx ? "tcx" : "cls_bpf"));
-        if (tcx)
+        json_object_set_new(j, "attach", json_text(attach));
+        if (streq(attach, "tcx")) /* a link: its id (a filter's place is its handle) */
                 json_object_set_new(j, "link_id", s->link_id ? json_integer(s->link_id) : json_null());
         if (f->n_actions > 0) {
                 json_t *acts = json_array();

@@ -12,7 +12,7 @@
 #include "store-policy.h"
 
 bool filter_same_hook(const Filter *a, const Filter *b) {
-        return a->dir == b->dir && a->tcx == b->tcx && streq(a->instance, b->instance) &&
+        return a->dir == b->dir && a->kind == b->kind && streq(a->instance, b->instance) &&
                streq(a->spec->name, b->spec->name);
 }
 
@@ -219,7 +219,7 @@ static void compose_filter(Iface *it, Filter *f, const FilterSpec *spec, Directi
         const FilterFact *fact = document_facts_find(facts, spec->name);
 
         *f = (Filter){ .spec = spec, .dir = dir, .source = src };
-        f->tcx = filter_spec_uses_tcx(f->spec, tcx);
+        f->kind = filter_spec_uses_tcx(f->spec, tcx) ? ATTACH_KIND_TCX : ATTACH_KIND_CLS;
         if (filter_has_own_maps(f->spec))
                 program_instance_name(it->key, dir, f->spec->name, f->instance);
         /* what was attached for another instance (shared, or own) is not this one's */

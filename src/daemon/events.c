@@ -20,7 +20,9 @@ static bool new_filter_matters(const Iface *it, const NlFilter *f) {
                 const FilterSpec *s = x->spec;
                 char name[256];
 
-                if (x->tcx || filter_parent(s, x->dir) != f->parent || s->priority != f->pref)
+                /* a filter event is cls_bpf's: tcx links send none */
+                if (x->kind != ATTACH_KIND_CLS || filter_parent(s, x->dir) != f->parent ||
+                    s->priority != f->pref)
                         continue;
                 if (!f->clsd_owned)
                         return true; /* someone took a pref of ours */

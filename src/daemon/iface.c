@@ -232,13 +232,6 @@ bool iface_uses_actions(const Iface *it) {
         return false;
 }
 
-bool iface_uses_tcx(const Iface *it) {
-        for (size_t i = 0; i < it->n_filters; i++)
-                if (it->filters[i].tcx)
-                        return true;
-        return false;
-}
-
 /* ---- what the faces read ---- */
 
 const char *iface_ifname(const Iface *it) {
@@ -316,6 +309,14 @@ DocumentSource filter_source(const Filter *f) {
         return f->source;
 }
 
-bool filter_is_tcx(const Filter *f) {
-        return f->tcx;
+const char *attach_kind_to_string(AttachKindIndex k) {
+        static const char *const names[_ATTACH_KIND_MAX] = {
+                [ATTACH_KIND_CLS] = "cls_bpf",
+                [ATTACH_KIND_TCX] = "tcx",
+        };
+        return k < _ATTACH_KIND_MAX ? names[k] : NULL;
+}
+
+const char *filter_attach(const Filter *f) {
+        return attach_kind_to_string(f->kind);
 }

@@ -8,6 +8,15 @@
 #include "daemon-changes.h"
 #include "store-policy.h"
 
+/* How a filter is attached: the rows of attach_kinds[] (attach.h), each kind's code in its own files. */
+typedef enum AttachKindIndex {
+        ATTACH_KIND_CLS, /* a cls_bpf filter (with its act_bpf actions) */
+        ATTACH_KIND_TCX, /* a tcx link */
+        _ATTACH_KIND_MAX,
+} AttachKindIndex;
+/* The kind as a document's "attach" says it: "cls_bpf", "tcx". */
+const char *attach_kind_to_string(AttachKindIndex k);
+
 typedef enum FilterState {
         FILTER_REQUESTING, /* its programs are not held yet */
         FILTER_CONFIGURED, /* attached as declared (read back) */
@@ -18,7 +27,7 @@ struct Filter {
         const FilterSpec *spec; /* in api or hog, which the interface holds */
         Direction dir;
         DocumentSource source;
-        bool tcx; /* "attach": "tcx", or "auto" where the kernel has tcx */
+        AttachKindIndex kind; /* "attach", with "auto" resolved by the kernel's features */
         char instance[17]; /* its own program instance, when "maps" gives it maps of its own; else "" */
         FilterState state;
         Program *program; /* NULL until acquired */
@@ -119,7 +128,6 @@ PolicyIfaceState iface_policy_composed(const Iface *it, const Policy *p, const c
  * anything changed (the store needs writing). */
 bool iface_update_facts(Iface *it);
 bool iface_uses_actions(const Iface *it);
-bool iface_uses_tcx(const Iface *it);
 bool hog_holds(const Document *hog, Direction dir);
 /* Whether clsd created the interface's clsact qdisc (whichever document it did it for). */
 bool iface_clsact_created(const Iface *it);

@@ -327,7 +327,7 @@ static void emit_filters(Manager *d, const MetricWriter *w, IfaceStatus *st) {
                                 }
                                 size_t nl = metric_filter_labels(it, f, pref, v);
                                 v[2 * nl] = "pref", v[2 * nl + 1] = pref;
-                                v[2 * nl + 2] = "attach", v[2 * nl + 3] = f->tcx ? "tcx" : "cls_bpf";
+                                v[2 * nl + 2] = "attach", v[2 * nl + 3] = filter_attach(f);
                                 if (sets && (sets[j] = w->label_set(w->userdata, v, nl + 2))) {
                                         w->sample_set(w->userdata, names[m], sets[j], x);
                                         continue;

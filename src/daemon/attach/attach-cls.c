@@ -19,16 +19,16 @@ const char *cls_hook_name(NlHook h) {
         return h == NL_HOOK_INGRESS ? "ingress" : "egress";
 }
 
-static void cls_observed_free(void *p) {
-        ClsObserved *o = p;
+static void cls_observed_free(AttachObservation *p) {
+        ClsObserved *o = (ClsObserved *) cls_observed(p);
         if (!o)
                 return;
         free(o->filters);
         free(o);
 }
 
-static void cls_plan_free(void *p) {
-        ClsPlan *pl = p;
+static void cls_plan_free(AttachPlan *p) {
+        ClsPlan *pl = (ClsPlan *) cls_plan_of(p);
         if (!pl)
                 return;
         free(pl->desired);
@@ -71,18 +71,19 @@ static void observe_filter(Filter *f, const NlFilter *all, size_t n) {
         }
 }
 
-static int cls_observe(AttachContext *c, void **ret, Error *reterr) {
+static int cls_observe(AttachContext *c, AttachObservation **ret, Error *reterr) {
         ClsObserved *o = calloc(1, sizeof(*o));
         int r;
 
         if (!o)
                 return error_oom(reterr);
+        o->meta.kind = ATTACH_KIND_CLS;
         unsigned what = NL_DUMP_INGRESS | NL_DUMP_EGRESS | NL_DUMP_ROOT;
         if (c->fresh) {
                 what = 0;
                 for (size_t i = 0; i < c->it->n_filters; i++) {
                         const Filter *f = &c->it->filters[i];
-                        if (f->tcx)
+                        if (f->kind != ATTACH_KIND_CLS)
                                 continue;
                         what |= f->spec->has_parent           ? NL_DUMP_ROOT
                                 : f->dir == DIRECTION_INGRESS ? NL_DUMP_INGRESS
@@ -97,16 +98,16 @@ static int cls_observe(AttachContext *c, void **ret, Error *reterr) {
                 return r;
         }
         for (size_t i = 0; i < c->it->n_filters; i++)
-                if (!c->it->filters[i].tcx)
+                if (c->it->filters[i].kind == ATTACH_KIND_CLS)
                         observe_filter(&c->it->filters[i], o->filters, o->n);
-        *ret = o;
+        *ret = &o->meta;
         return 0;
 }
 
-static void cls_settle(AttachContext *c, const void *observed) {
-        const ClsObserved *o = observed;
+static void cls_settle(AttachContext *c, const AttachObservation *observed) {
+        const ClsObserved *o = cls_observed(observed);
         for (size_t i = 0; i < c->it->n_filters; i++)
-                if (!c->it->filters[i].tcx)
+                if (c->it->filters[i].kind == ATTACH_KIND_CLS)
                         observe_filter(&c->it->filters[i], o->filters, o->n);
 }
 
@@ -118,12 +119,12 @@ static int conflict_error(const Iface *it, const NlFilter *have, Error *reterr) 
                          have->name[0] ? " " : "", have->name, have->handle);
 }
 
-static int cls_check(AttachContext *c, const void *observed, Error *reterr) {
-        const ClsObserved *o = observed;
+static int cls_check(AttachContext *c, const AttachObservation *observed, Error *reterr) {
+        const ClsObserved *o = cls_observed(observed);
 
         for (size_t i = 0; i < c->it->n_filters; i++) {
                 const Filter *f = &c->it->filters[i];
-                if (f->tcx)
+                if (f->kind != ATTACH_KIND_CLS)
                         continue;
                 for (size_t k = 0; k < o->n; k++)
                         if (o->filters[k].parent == filter_parent(f->spec, f->dir) &&
@@ -134,8 +135,8 @@ static int cls_check(AttachContext *c, const void *observed, Error *reterr) {
         return 0;
 }
 
-static int cls_plan(AttachContext *c, const void *observed, void **ret, Error *reterr) {
-        const ClsObserved *o = observed;
+static int cls_plan(AttachContext *c, const AttachObservation *observed, AttachPlan **ret, Error *reterr) {
+        const ClsObserved *o = cls_observed(observed);
         ClsPlan *pl = calloc(1, sizeof(*pl));
         size_t k = 0;
 
@@ -143,10 +144,11 @@ static int cls_plan(AttachContext *c, const void *observed, void **ret, Error *r
                 free(pl);
                 return error_oom(reterr);
         }
+        pl->meta.kind = ATTACH_KIND_CLS;
         for (size_t i = 0; i < c->it->n_filters; i++) {
                 const Filter *f = &c->it->filters[i];
                 DesiredFilter *w;
-                if (f->tcx)
+                if (f->kind != ATTACH_KIND_CLS)
                         continue;
                 w = &pl->desired[k++];
                 w->hook = hook_of(f->dir);
@@ -169,15 +171,16 @@ static int cls_plan(AttachContext *c, const void *observed, void **ret, Error *r
         }
         pl->n_desired = k;
         if (reconcile_diff(pl->desired, pl->n_desired, o->filters, o->n, &pl->plan) < 0) {
-                cls_plan_free(pl);
+                cls_plan_free(&pl->meta);
                 return error_oom(reterr);
         }
-        *ret = pl;
+        *ret = &pl->meta;
         return 0;
 }
 
 /* What applying leaves in the context (kind_state[ATTACH_KIND_CLS]) for its verify and for a rollback. */
 typedef struct ClsState {
+        AttachState meta;
         /* What the kernel has after an apply: what was observed, with each filter made as the kernel
          * echoed it and without those removed; verify reads it instead of dumping again (NULL: dump). */
         NlFilter *after;
@@ -185,14 +188,21 @@ typedef struct ClsState {
         bool clsact_added; /* this context created the clsact qdisc (a rollback removes it) */
 } ClsState;
 
+DEFINE_ATTACH_CAST(cls_state_of, ClsState, AttachState, ATTACH_KIND_CLS, );
+
 static ClsState *cls_state(AttachContext *c) {
-        if (!c->kind_state[ATTACH_KIND_CLS])
-                c->kind_state[ATTACH_KIND_CLS] = calloc(1, sizeof(ClsState));
-        return c->kind_state[ATTACH_KIND_CLS];
+        if (!c->kind_state[ATTACH_KIND_CLS]) {
+                ClsState *st = calloc(1, sizeof(ClsState));
+                if (!st)
+                        return NULL;
+                st->meta.kind = ATTACH_KIND_CLS;
+                c->kind_state[ATTACH_KIND_CLS] = &st->meta;
+        }
+        return cls_state_of(c->kind_state[ATTACH_KIND_CLS]);
 }
 
-static void cls_state_free(void *p) {
-        ClsState *st = p;
+static void cls_state_free(AttachState *p) {
+        ClsState *st = cls_state_of(p);
         if (!st)
                 return;
         free(st->after);
@@ -388,9 +398,12 @@ static int apply_remove(ClsApply *a, const PlanStep *s, Error *reterr) {
         return 0;
 }
 
-static int cls_apply(AttachContext *c, const void *observed, const void *plan, Error *reterr) {
-        ClsApply a = { .c = c, .o = observed, .pl = plan, .st = cls_state(c), .clsact_e = ERROR_NULL };
-        const ClsPlan *pl = plan;
+static int cls_apply(AttachContext *c, const AttachObservation *observed, const AttachPlan *plan,
+                     Error *reterr) {
+        const ClsPlan *pl = cls_plan_of(plan);
+        ClsApply a = {
+                .c = c, .o = cls_observed(observed), .pl = pl, .st = cls_state(c), .clsact_e = ERROR_NULL
+        };
         int r;
 
         if (!a.st)
@@ -432,7 +445,7 @@ static int cls_apply(AttachContext *c, const void *observed, const void *plan, E
 
 /* The kernel is the source of truth: after applying, read back and check each filter. */
 static int cls_verify(AttachContext *c, Error *reterr) {
-        ClsState *st = c->kind_state[ATTACH_KIND_CLS];
+        ClsState *st = cls_state_of(c->kind_state[ATTACH_KIND_CLS]);
         _cleanup_free_ NlFilter *all = st ? TAKE_PTR(st->after) : NULL;
         size_t n = st ? st->n_after : 0;
         int r;
@@ -445,7 +458,7 @@ static int cls_verify(AttachContext *c, Error *reterr) {
         }
         for (size_t i = 0; i < c->it->n_filters; i++) {
                 Filter *f = &c->it->filters[i];
-                if (f->tcx)
+                if (f->kind != ATTACH_KIND_CLS)
                         continue;
                 observe_filter(f, all, n);
                 if (!f->observed.attached)
@@ -459,36 +472,41 @@ static int cls_verify(AttachContext *c, Error *reterr) {
 /* ---- snapshot, restore, removal ---- */
 
 typedef struct ClsSnapshot {
+        AttachHeld meta;
         Snapshot s;
 } ClsSnapshot;
 
-static int cls_snapshot(AttachContext *c, const void *observed, void **ret, Error *reterr) {
-        const ClsObserved *o = observed;
+DEFINE_ATTACH_CAST(cls_snapshot_of, ClsSnapshot, AttachHeld, ATTACH_KIND_CLS, const);
+
+static int cls_snapshot(AttachContext *c, const AttachObservation *observed, AttachHeld **ret,
+                        Error *reterr) {
+        const ClsObserved *o = cls_observed(observed);
         ClsSnapshot *s = calloc(1, sizeof(*s));
         int r;
 
         if (!s)
                 return error_oom(reterr);
+        s->meta.kind = ATTACH_KIND_CLS;
         r = snapshot_take(c->rtnl, c->it->ifindex, o->filters, o->n, &s->s, reterr);
         if (r < 0) {
                 free(s);
                 return r;
         }
-        *ret = s;
+        *ret = &s->meta;
         return 0;
 }
 
-static int cls_restore(AttachContext *c, const void *snapshot, Iface *before, Error *reterr) {
-        const ClsState *st = c->kind_state[ATTACH_KIND_CLS];
-        Snapshot s = ((const ClsSnapshot *) snapshot)->s;
+static int cls_restore(AttachContext *c, const AttachHeld *snapshot, Iface *before, Error *reterr) {
+        const ClsState *st = cls_state_of(c->kind_state[ATTACH_KIND_CLS]);
+        Snapshot s = cls_snapshot_of(snapshot)->s;
 
         (void) before; /* the snapshot is exactly what was clsd's */
         s.had_clsact = !(st && st->clsact_added);
         return snapshot_restore(&s, c->it->ifname, reterr);
 }
 
-static void cls_snapshot_free(void *p) {
-        ClsSnapshot *s = p;
+static void cls_snapshot_free(AttachHeld *p) {
+        ClsSnapshot *s = (ClsSnapshot *) cls_snapshot_of(p);
         if (!s)
                 return;
         snapshot_done(&s->s);
@@ -545,7 +563,6 @@ static int cls_remove_all(AttachContext *c, Error *reterr) {
 }
 
 const AttachKind attach_kind_cls = {
-        .name = "cls_bpf",
         .observe = cls_observe,
         .settle = cls_settle,
         .check = cls_check,

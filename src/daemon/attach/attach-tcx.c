@@ -17,11 +17,13 @@
 #include "nl-tcx.h"
 
 typedef struct TcxObserved {
+        AttachObservation meta;
         TcxOurs *ours; /* sorted by (hook, pref) */
         size_t n;
 } TcxObserved;
 
 typedef struct TcxPlanned {
+        AttachPlan meta;
         TcxWant *want;
         const Filter **want_filter; /* parallel to want */
         size_t n_want;
@@ -31,16 +33,27 @@ typedef struct TcxPlanned {
         size_t n_steps;
 } TcxPlanned;
 
-static void tcx_observed_free(void *p) {
-        TcxObserved *o = p;
+DEFINE_ATTACH_CAST(tcx_observed, TcxObserved, AttachObservation, ATTACH_KIND_TCX, const);
+DEFINE_ATTACH_CAST(tcx_planned, TcxPlanned, AttachPlan, ATTACH_KIND_TCX, const);
+
+/* Whether the interface has a filter of the kind's. */
+static bool uses_tcx(const Iface *it) {
+        for (size_t i = 0; i < it->n_filters; i++)
+                if (it->filters[i].kind == ATTACH_KIND_TCX)
+                        return true;
+        return false;
+}
+
+static void tcx_observed_free(AttachObservation *p) {
+        TcxObserved *o = (TcxObserved *) tcx_observed(p);
         if (!o)
                 return;
         tcx_ours_free(o->ours, o->n);
         free(o);
 }
 
-static void tcx_plan_free(void *p) {
-        TcxPlanned *pl = p;
+static void tcx_plan_free(AttachPlan *p) {
+        TcxPlanned *pl = (TcxPlanned *) tcx_planned(p);
         if (!pl)
                 return;
         free(pl->want);
@@ -72,16 +85,17 @@ static void observe_filter(Filter *f, const TcxObserved *o) {
                 snprintf(f->observed.tag, sizeof(f->observed.tag), "%s", program_tag(f->program));
 }
 
-static int tcx_observe(AttachContext *c, void **ret, Error *reterr) {
+static int tcx_observe(AttachContext *c, AttachObservation **ret, Error *reterr) {
         TcxObserved *o = calloc(1, sizeof(*o));
         char dir[PATH_MAX];
         int r;
 
         if (!o)
                 return error_oom(reterr);
+        o->meta.kind = ATTACH_KIND_TCX;
         /* A first reconcile (fresh) reads only what the interface's filters use, as cls_observe() does:
          * a link that a filter no longer tcx left behind is found by the next resync. */
-        if (c->tcx && c->bpffs_dir && (!c->fresh || iface_uses_tcx(c->it))) {
+        if (c->tcx && c->bpffs_dir && (!c->fresh || uses_tcx(c->it))) {
                 tcx_dir(c->bpffs_dir, c->it->netns, dir);
                 r = tcx_ours_list(dir, c->it->ifindex, &o->ours, &o->n, reterr);
                 if (r < 0) {
@@ -90,21 +104,21 @@ static int tcx_observe(AttachContext *c, void **ret, Error *reterr) {
                 }
         }
         for (size_t i = 0; i < c->it->n_filters; i++)
-                if (c->it->filters[i].tcx)
+                if (c->it->filters[i].kind == ATTACH_KIND_TCX)
                         observe_filter(&c->it->filters[i], o);
-        *ret = o;
+        *ret = &o->meta;
         return 0;
 }
 
-static void tcx_settle(AttachContext *c, const void *observed) {
+static void tcx_settle(AttachContext *c, const AttachObservation *observed) {
         for (size_t i = 0; i < c->it->n_filters; i++)
-                if (c->it->filters[i].tcx)
-                        observe_filter(&c->it->filters[i], observed);
+                if (c->it->filters[i].kind == ATTACH_KIND_TCX)
+                        observe_filter(&c->it->filters[i], tcx_observed(observed));
 }
 
-static int tcx_check(AttachContext *c, const void *observed, Error *reterr) {
+static int tcx_check(AttachContext *c, const AttachObservation *observed, Error *reterr) {
         (void) observed;
-        if (!iface_uses_tcx(c->it))
+        if (!uses_tcx(c->it))
                 return 0;
         if (!c->tcx)
                 return error_set(
@@ -113,22 +127,24 @@ static int tcx_check(AttachContext *c, const void *observed, Error *reterr) {
         return 0;
 }
 
-static int tcx_plan_make(AttachContext *c, const void *observed, void **ret, Error *reterr) {
-        const TcxObserved *o = observed;
+static int tcx_plan_make(AttachContext *c, const AttachObservation *observed, AttachPlan **ret,
+                         Error *reterr) {
+        const TcxObserved *o = tcx_observed(observed);
         TcxPlanned *pl = calloc(1, sizeof(*pl));
 
         if (!pl)
                 return error_oom(reterr);
+        pl->meta.kind = ATTACH_KIND_TCX;
         pl->want = calloc(c->it->n_filters + 1, sizeof(TcxWant));
         pl->want_filter = calloc(c->it->n_filters + 1, sizeof(Filter *));
         pl->have = calloc(o->n + 1, sizeof(TcxHave));
         if (!pl->want || !pl->want_filter || !pl->have) {
-                tcx_plan_free(pl);
+                tcx_plan_free(&pl->meta);
                 return error_oom(reterr);
         }
         for (size_t i = 0; i < c->it->n_filters; i++) {
                 const Filter *f = &c->it->filters[i];
-                if (!f->tcx)
+                if (f->kind != ATTACH_KIND_TCX)
                         continue;
                 pl->want_filter[pl->n_want] = f;
                 pl->want[pl->n_want++] = (TcxWant){ .dir = f->dir,
@@ -144,10 +160,10 @@ static int tcx_plan_make(AttachContext *c, const void *observed, void **ret, Err
                                                     .link_id = o->ours[k].link.link_id,
                                                     .attached = o->ours[k].link.ifindex > 0 };
         if (tcx_plan(pl->want, pl->n_want, pl->have, pl->n_have, &pl->steps, &pl->n_steps) < 0) {
-                tcx_plan_free(pl);
+                tcx_plan_free(&pl->meta);
                 return error_oom(reterr);
         }
-        *ret = pl;
+        *ret = &pl->meta;
         return 0;
 }
 
@@ -269,9 +285,10 @@ static int tcx_update(AttachContext *c, const Filter *f, TcxOurs *h, Error *rete
         return 1;
 }
 
-static int tcx_apply(AttachContext *c, const void *observed, const void *plan, Error *reterr) {
-        const TcxObserved *o = observed;
-        const TcxPlanned *pl = plan;
+static int tcx_apply(AttachContext *c, const AttachObservation *observed, const AttachPlan *plan,
+                     Error *reterr) {
+        const TcxObserved *o = tcx_observed(observed);
+        const TcxPlanned *pl = tcx_planned(plan);
         TcxOurs *ours = NULL;
         size_t n = o->n;
         char dir[PATH_MAX];
@@ -349,7 +366,8 @@ static int tcx_verify(AttachContext *c, Error *reterr) {
                 int r, saved;
 
                 for (size_t i = 0; i < c->it->n_filters; i++)
-                        any = any || (c->it->filters[i].tcx && c->it->filters[i].dir == dir);
+                        any = any ||
+                              (c->it->filters[i].kind == ATTACH_KIND_TCX && c->it->filters[i].dir == dir);
                 if (!any)
                         continue;
                 r = netns_set_enter(c->netns, c->it->netns, &saved, reterr);
@@ -367,7 +385,8 @@ static int tcx_verify(AttachContext *c, Error *reterr) {
 
                         for (size_t i = 0; i < c->it->n_filters; i++) {
                                 Filter *f = &c->it->filters[i];
-                                if (f->tcx && f->dir == dir && f->spec->priority > pref &&
+                                if (f->kind == ATTACH_KIND_TCX && f->dir == dir &&
+                                    f->spec->priority > pref &&
                                     (!next || f->spec->priority < next->spec->priority))
                                         next = f;
                         }
@@ -399,9 +418,9 @@ static int tcx_verify(AttachContext *c, Error *reterr) {
         return 0;
 }
 
-static int tcx_describe(AttachContext *c, const void *observed, const void *plan, DryRunStep **steps,
-                        size_t *n) {
-        const TcxPlanned *pl = plan;
+static int tcx_describe(AttachContext *c, const AttachObservation *observed, const AttachPlan *plan,
+                        DryRunStep **steps, size_t *n) {
+        const TcxPlanned *pl = tcx_planned(plan);
         DryRunStep *v = realloc(*steps, (*n + pl->n_steps + 1) * sizeof(DryRunStep));
 
         (void) c, (void) observed;
@@ -445,12 +464,16 @@ static int tcx_describe(AttachContext *c, const void *observed, const void *plan
 /* A snapshot of the tcx side: the ids of clsd's links before the change; restoring takes away every
  * link of clsd's added since (the old filters are put back by applying the old document). */
 typedef struct TcxSnapshot {
+        AttachHeld meta;
         uint32_t *link_ids;
         size_t n;
 } TcxSnapshot;
 
-static int tcx_snapshot(AttachContext *c, const void *observed, void **ret, Error *reterr) {
-        const TcxObserved *o = observed;
+DEFINE_ATTACH_CAST(tcx_snapshot_of, TcxSnapshot, AttachHeld, ATTACH_KIND_TCX, const);
+
+static int tcx_snapshot(AttachContext *c, const AttachObservation *observed, AttachHeld **ret,
+                        Error *reterr) {
+        const TcxObserved *o = tcx_observed(observed);
         TcxSnapshot *s = calloc(1, sizeof(*s));
 
         (void) c;
@@ -458,16 +481,17 @@ static int tcx_snapshot(AttachContext *c, const void *observed, void **ret, Erro
                 free(s);
                 return error_oom(reterr);
         }
+        s->meta.kind = ATTACH_KIND_TCX;
         for (size_t i = 0; i < o->n; i++)
                 s->link_ids[s->n++] = o->ours[i].link.link_id;
-        *ret = s;
+        *ret = &s->meta;
         return 0;
 }
 
 /* Links this change made go; the interface as it was gets its own links back (its programs are still
  * held, unless it had none yet). */
-static int tcx_restore(AttachContext *c, const void *snapshot, Iface *before, Error *reterr) {
-        const TcxSnapshot *s = snapshot;
+static int tcx_restore(AttachContext *c, const AttachHeld *snapshot, Iface *before, Error *reterr) {
+        const TcxSnapshot *s = tcx_snapshot_of(snapshot);
         TcxOurs *ours = NULL;
         size_t n = 0;
         char dir[PATH_MAX];
@@ -485,10 +509,11 @@ static int tcx_restore(AttachContext *c, const void *snapshot, Iface *before, Er
                         r = ours_remove(c, dir, &ours[i], reterr);
         }
         tcx_ours_free(ours, n);
-        if (r < 0 || !before || !iface_uses_tcx(before) || !before->programs_held)
+        if (r < 0 || !before || !uses_tcx(before) || !before->programs_held)
                 return r;
         AttachContext old = *c;
-        void *observed = NULL, *plan = NULL;
+        AttachObservation *observed = NULL;
+        AttachPlan *plan = NULL;
         old.it = before;
         old.what = NULL;
         r = tcx_observe(&old, &observed, reterr);
@@ -501,8 +526,8 @@ static int tcx_restore(AttachContext *c, const void *snapshot, Iface *before, Er
         return r < 0 ? r : 0;
 }
 
-static void tcx_snapshot_free(void *p) {
-        TcxSnapshot *s = p;
+static void tcx_snapshot_free(AttachHeld *p) {
+        TcxSnapshot *s = (TcxSnapshot *) tcx_snapshot_of(p);
         if (!s)
                 return;
         free(s->link_ids);
@@ -527,7 +552,6 @@ static int tcx_remove_all(AttachContext *c, Error *reterr) {
 }
 
 const AttachKind attach_kind_tcx = {
-        .name = "tcx",
         .observe = tcx_observe,
         .settle = tcx_settle,
         .check = tcx_check,

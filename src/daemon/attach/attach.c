@@ -65,7 +65,7 @@ int attach_apply_all(AttachContext *c, const AttachObserved *o, Error *reterr) {
 
         for (size_t i = 0; i < _ATTACH_KIND_MAX; i++) {
                 const AttachKind *k = attach_kinds[i];
-                void *plan = NULL;
+                AttachPlan *plan = NULL;
                 int r;
 
                 r = k->plan(c, o->of[i], &plan, reterr);
@@ -89,7 +89,7 @@ int attach_describe_all(AttachContext *c, const AttachObserved *o, DryRunStep **
                         Error *reterr) {
         for (size_t i = 0; i < _ATTACH_KIND_MAX; i++) {
                 const AttachKind *k = attach_kinds[i];
-                void *plan = NULL;
+                AttachPlan *plan = NULL;
                 int r;
 
                 r = k->plan(c, o->of[i], &plan, reterr);

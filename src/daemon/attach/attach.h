@@ -5,6 +5,7 @@
  * and one row of attach_kinds[] (attach.c). */
 #pragma once
 
+#include <assert.h>
 #include <limits.h>
 
 #include "iface.h"
@@ -13,12 +14,30 @@
 
 typedef struct Manager Manager;
 
-/* The rows of attach_kinds[]: an index into AttachObserved and AttachSnapshot. */
-typedef enum AttachKindIndex {
-        ATTACH_KIND_CLS,
-        ATTACH_KIND_TCX,
-        _ATTACH_KIND_MAX,
-} AttachKindIndex;
+/* What a kind observed, planned, holds for a rollback and keeps across a context: each kind's own struct
+ * begins with one of these, tagged with its kind, so that the table's slots are typed and only the kind's
+ * own files turn them back into its struct (DEFINE_ATTACH_CAST; networkd's NetDev casts the same way). */
+typedef struct AttachObservation {
+        AttachKindIndex kind;
+} AttachObservation;
+typedef struct AttachPlan {
+        AttachKindIndex kind;
+} AttachPlan;
+typedef struct AttachHeld {
+        AttachKindIndex kind;
+} AttachHeld;
+typedef struct AttachState {
+        AttachKindIndex kind;
+} AttachState;
+
+/* static [q] Type *fn([q] Base *b): the kind's struct whose first member (of type Base) b is; NULL stays
+ * NULL, and a slot of another kind is a bug. Used as a declaration, with its semicolon. */
+#define DEFINE_ATTACH_CAST(fn, Type, Base, K, q) \
+        static inline q Type *fn(q Base *b) { \
+                assert(!b || b->kind == (K)); \
+                return (q Type *) b; \
+        } \
+        struct attach_cast_needs_a_semicolon_
 
 typedef struct AttachContext {
         Iface *it;
@@ -33,46 +52,48 @@ typedef struct AttachContext {
         bool hooks_absent;
         /* Each kind's own state across the context's life (what an apply leaves for its verify and a
          * restore), freed by attach_context_done() with the kind's state_free. */
-        void *kind_state[_ATTACH_KIND_MAX];
+        AttachState *kind_state[_ATTACH_KIND_MAX];
         char *what; /* findings of a repair, "; "-separated (NULL: not wanted) */
         size_t what_size;
 } AttachContext;
 
 typedef struct AttachKind {
-        const char *name;
         /* Reads what the kernel has for the interface, and fills each of the kind's filters' observed
          * (what is at its place: a program to adopt, or whose maps a new load takes over). */
-        int (*observe)(AttachContext *c, void **ret_observed, Error *reterr);
+        int (*observe)(AttachContext *c, AttachObservation **ret_observed, Error *reterr);
         /* Fills each filter's observed again from what was observed, with the programs now held (a
          * reconcile that changed nothing needs no read-back). */
-        void (*settle)(AttachContext *c, const void *observed);
+        void (*settle)(AttachContext *c, const AttachObservation *observed);
         /* What the kind cannot do here (a foreign filter where one of ours must go, a kernel without
          * the kind): refused before anything loads. */
-        int (*check)(AttachContext *c, const void *observed, Error *reterr);
+        int (*check)(AttachContext *c, const AttachObservation *observed, Error *reterr);
         /* The changes that make the kernel as the filters want (their programs', or in a dry run the
          * planned ones'): pure over what was observed. */
-        int (*plan)(AttachContext *c, const void *observed, void **ret_plan, Error *reterr);
+        int (*plan)(AttachContext *c, const AttachObservation *observed, AttachPlan **ret_plan,
+                    Error *reterr);
         /* Applies a plan; the number of changes made. */
-        int (*apply)(AttachContext *c, const void *observed, const void *plan, Error *reterr);
+        int (*apply)(AttachContext *c, const AttachObservation *observed, const AttachPlan *plan,
+                     Error *reterr);
         /* Reads back after an apply: every filter of the kind is as declared (fills observed), or
          * kernel_error. */
         int (*verify)(AttachContext *c, Error *reterr);
         /* A dry run's steps for the plan, appended to *steps. */
-        int (*describe)(AttachContext *c, const void *observed, const void *plan, DryRunStep **steps,
-                        size_t *n);
+        int (*describe)(AttachContext *c, const AttachObservation *observed, const AttachPlan *plan,
+                        DryRunStep **steps, size_t *n);
         /* What is clsd's now, held so that a change that fails half-way can put exactly that back; the
          * restore also puts back what before (the interface as it was, programs held or not) had. */
-        int (*snapshot)(AttachContext *c, const void *observed, void **ret, Error *reterr);
-        int (*restore)(AttachContext *c, const void *snapshot, Iface *before, Error *reterr);
-        void (*snapshot_free)(void *s);
+        int (*snapshot)(AttachContext *c, const AttachObservation *observed, AttachHeld **ret,
+                        Error *reterr);
+        int (*restore)(AttachContext *c, const AttachHeld *snapshot, Iface *before, Error *reterr);
+        void (*snapshot_free)(AttachHeld *s);
         /* Everything of clsd's of the kind goes from the interface (DELETE, a device renamed away). */
         int (*remove_all)(AttachContext *c, Error *reterr);
         /* The counters the kernel keeps per packet for what the filters attached and no event reports
          * (act_bpf's), into status (parallel to the interface's filters); NULL: none. Reads only. */
         int (*counters)(const AttachContext *c, FilterStatus *status, Error *reterr);
-        void (*observed_free)(void *observed);
-        void (*plan_free)(void *plan);
-        void (*state_free)(void *state);
+        void (*observed_free)(AttachObservation *observed);
+        void (*plan_free)(AttachPlan *plan);
+        void (*state_free)(AttachState *state);
 } AttachKind;
 
 extern const AttachKind attach_kind_cls;
@@ -82,10 +103,10 @@ extern const AttachKind *const attach_kinds[_ATTACH_KIND_MAX];
 
 /* What each kind observed, and what each holds for a rollback: indexed by AttachKindIndex. */
 typedef struct AttachObserved {
-        void *of[_ATTACH_KIND_MAX];
+        AttachObservation *of[_ATTACH_KIND_MAX];
 } AttachObserved;
 typedef struct AttachSnapshot {
-        void *of[_ATTACH_KIND_MAX];
+        AttachHeld *of[_ATTACH_KIND_MAX];
 } AttachSnapshot;
 
 void attach_context_init(Manager *m, Iface *it, NlSocket *rtnl, AttachContext *ret);

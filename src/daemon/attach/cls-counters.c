@@ -12,7 +12,7 @@ int cls_counters(const AttachContext *c, FilterStatus *status, Error *reterr) {
 
         for (size_t i = 0; i < c->it->n_filters; i++) {
                 const Filter *f = &c->it->filters[i];
-                if (!f->tcx && f->spec->n_actions > 0)
+                if (f->kind == ATTACH_KIND_CLS && f->spec->n_actions > 0)
                         what |= f->spec->has_parent           ? NL_DUMP_ROOT
                                 : f->dir == DIRECTION_INGRESS ? NL_DUMP_INGRESS
                                                               : NL_DUMP_EGRESS;
@@ -28,7 +28,7 @@ int cls_counters(const AttachContext *c, FilterStatus *status, Error *reterr) {
                 char name[256];
                 const NlFilter *o;
 
-                if (f->tcx || f->spec->n_actions == 0)
+                if (f->kind != ATTACH_KIND_CLS || f->spec->n_actions == 0)
                         continue;
                 filter_kernel_name(f->spec, name);
                 o = find_ours(all, n, filter_parent(f->spec, f->dir), (uint16_t) f->spec->priority, name);

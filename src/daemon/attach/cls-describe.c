@@ -79,9 +79,10 @@ static void describe_step(DryRunStep *s, const PlanStep *p, const DesiredFilter 
         }
 }
 
-int cls_describe(AttachContext *c, const void *observed, const void *plan, DryRunStep **steps, size_t *n) {
-        const ClsObserved *o = observed;
-        const ClsPlan *pl = plan;
+int cls_describe(AttachContext *c, const AttachObservation *observed, const AttachPlan *plan,
+                 DryRunStep **steps, size_t *n) {
+        const ClsObserved *o = cls_observed(observed);
+        const ClsPlan *pl = cls_plan_of(plan);
         DryRunStep *v = realloc(*steps, (*n + pl->plan.n_steps + 1) * sizeof(DryRunStep));
 
         (void) c;

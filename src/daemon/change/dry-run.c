@@ -72,9 +72,10 @@ static void plan_programs(Change *c, Iface *it, Error *reterr, int *ret) {
                                 snprintf(planned->tag, sizeof(planned->tag), "%s", program_tag(p));
                                 continue;
                         }
-                        /* What the PUT would adopt: the very program the old document attached. */
+                        /* What the PUT would adopt: the very program the old document attached (its
+                         * tag too, where the kind reads one back). */
                         if (old && ref.fact && ref.fact->prog_id && observed == ref.fact->prog_id &&
-                            (f->tcx || streq(observed_tag, ref.fact->tag))) {
+                            (!observed_tag[0] || streq(observed_tag, ref.fact->tag))) {
                                 dp->load = DRY_RUN_ADOPT;
                                 *planned = *ref.fact;
                                 continue;

@@ -169,7 +169,7 @@ typedef struct FilterObserved {
 const FilterSpec *filter_spec(const Filter *f);
 Direction filter_direction(const Filter *f);
 DocumentSource filter_source(const Filter *f);
-bool filter_is_tcx(const Filter *f); /* "auto" resolved */
+const char *filter_attach(const Filter *f); /* "cls_bpf" or "tcx": "auto" resolved */
 
 /* A reading of the kernel for an interface: each filter's FilterObserved and run statistics, in the
  * order of iface_filter_at(). */
