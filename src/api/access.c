@@ -187,14 +187,12 @@ int access_policy_load(const char *path, AccessPolicy **ret, Error *reterr) {
                 return error_oom(reterr);
         }
         for (size_t i = 0; i < json_array_size(grants); i++) {
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 if (grant_parse(json_array_get(grants, i), i, &p->grants[p->n], &e) < 0) {
                         free(p->grants[p->n].name);
                         access_policy_free(p);
                         json_decref(j);
-                        r = error_set(reterr, e.error, e.code, "--access-file %s: %s", path, e.message);
-                        error_done(&e);
-                        return r;
+                        return error_set(reterr, e.error, e.code, "--access-file %s: %s", path, e.message);
                 }
                 p->n++;
         }

@@ -80,7 +80,7 @@ static int method_get_interface(sd_bus_message *m, void *userdata, sd_bus_error 
         ApiDbus *b = userdata;
         Manager *d = b->api->daemon;
         IfaceStatus st = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         json_t *j;
         Iface *it;
         int r;
@@ -91,11 +91,8 @@ static int method_get_interface(sd_bus_message *m, void *userdata, sd_bus_error 
         r = read_iface(m, d, &it, error);
         if (r < 0)
                 return r;
-        if (daemon_iface_status(d, it, &st, &e) < 0) {
-                r = reply_error(error, &e);
-                error_done(&e);
-                return r;
-        }
+        if (daemon_iface_status(d, it, &st, &e) < 0)
+                return reply_error(error, &e);
         j = render_iface(d, it, &st);
         iface_status_done(&st);
         return reply_json(m, j, error);
@@ -105,7 +102,7 @@ static int method_get_maps(sd_bus_message *m, void *userdata, sd_bus_error *erro
         ApiDbus *b = userdata;
         Manager *d = b->api->daemon;
         DaemonMaps maps = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         json_t *list;
         Iface *it;
         int r;
@@ -116,11 +113,8 @@ static int method_get_maps(sd_bus_message *m, void *userdata, sd_bus_error *erro
         r = read_iface(m, d, &it, error);
         if (r < 0)
                 return r;
-        if (daemon_iface_maps(d, it, &maps, &e) < 0) {
-                r = reply_error(error, &e);
-                error_done(&e);
-                return r;
-        }
+        if (daemon_iface_maps(d, it, &maps, &e) < 0)
+                return reply_error(error, &e);
         list = render_maps_list(d, it, &maps, MAPS_LIMIT_DEFAULT);
         daemon_maps_done(&maps);
         return reply_json(m, list, error);
@@ -131,7 +125,7 @@ static int method_get_links(sd_bus_message *m, void *userdata, sd_bus_error *err
         ApiDbus *b = userdata;
         Manager *d = b->api->daemon;
         LinkView *links = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         const char *netns;
         char *text = NULL;
         size_t n = 0, size = 0;
@@ -144,11 +138,8 @@ static int method_get_links(sd_bus_message *m, void *userdata, sd_bus_error *err
         r = sd_bus_message_read(m, "s", &netns);
         if (r < 0)
                 return r;
-        if (daemon_links(d, *netns ? netns : NULL, &links, &n, &e) < 0) {
-                r = reply_error(error, &e);
-                error_done(&e);
-                return r;
-        }
+        if (daemon_links(d, *netns ? netns : NULL, &links, &n, &e) < 0)
+                return reply_error(error, &e);
         w.f = open_memstream(&text, &size);
         if (w.f) {
                 jw_begin_object(&w);

@@ -139,13 +139,11 @@ json_t *render_map_pages(Manager *d, const DaemonMaps *maps, size_t limit) {
         json_t *list = json_array();
 
         for (size_t i = 0; i < maps->n; i++) {
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 json_t *j = render_map_page(d, &maps->maps[i], NULL, 0, limit, &e);
-                if (!j) {
-                        /* one map that cannot be read does not hide the others */
+                /* one map that cannot be read does not hide the others */
+                if (!j)
                         j = render_map(d, &maps->maps[i], NULL, &e);
-                        error_done(&e);
-                }
                 json_array_append_new(list, j);
         }
         return list;

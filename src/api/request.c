@@ -21,7 +21,7 @@ void response_error(Response *resp, const Error *e) {
 }
 
 void response_errorf(Response *resp, ErrorCode code, const char *fmt, ...) {
-        Error e = { .code = code };
+        _cleanup_error_ Error e = { .code = code };
         va_list ap;
 
         va_start(ap, fmt);
@@ -29,7 +29,6 @@ void response_errorf(Response *resp, ErrorCode code, const char *fmt, ...) {
                 e.message = NULL;
         va_end(ap);
         response_error(resp, &e);
-        error_done(&e);
 }
 
 static int object_check(const Request *req, json_t *holder, const char *where, Response *resp) {

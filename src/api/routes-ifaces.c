@@ -64,7 +64,7 @@ static struct IfacesAnswer *ifaces_answer(Api *a, const char *netns) {
 static void ifaces_list(Request *req, const char *netns, Response *resp) {
         Manager *d = req->api->daemon;
         LinkView *links = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         size_t n = 0, n_docs = 0, size = 0;
         char *text = NULL;
         JsonWriter w = { 0 };
@@ -75,10 +75,8 @@ static void ifaces_list(Request *req, const char *netns, Response *resp) {
                 /* A namespace that is gone still has its (pending) documents to show. */
                 if (e.code != ERROR_NETNS_NOT_FOUND || n_docs == 0) {
                         response_error(resp, &e);
-                        error_done(&e);
                         return;
                 }
-                error_done(&e);
         }
         /* Read at every poll of a dashboard, with hundreds of links: the last answer when nothing it
          * was made of changed, else written straight out, no tree. */
@@ -159,11 +157,10 @@ static void ifaces_list(Request *req, const char *netns, Response *resp) {
 static void respond_iface(Request *req, const Iface *it, unsigned status, Response *resp) {
         Manager *d = req->api->daemon;
         IfaceStatus st = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (daemon_iface_status(d, it, &st, &e) < 0) {
                 response_error(resp, &e);
-                error_done(&e);
                 return;
         }
         resp->status = status;
@@ -310,7 +307,7 @@ void route_ifaces(Request *req, const char *netns, const char *rest, Response *r
 
 static void netns_list(Request *req, Response *resp) {
         NetnsView *v = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         size_t n = 0;
 
         if (!streq(req->method, "GET") && !streq(req->method, "HEAD")) {
@@ -319,7 +316,6 @@ static void netns_list(Request *req, Response *resp) {
         }
         if (daemon_netns_list(req->api->daemon, &v, &n, &e) < 0) {
                 response_error(resp, &e);
-                error_done(&e);
                 return;
         }
         resp->status = 200;

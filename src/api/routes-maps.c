@@ -51,7 +51,7 @@ static int map_page(Manager *d, const DaemonMap *m, const char *cursor_s, size_t
 void route_maps(Request *req, const char *netns, const char *ifname, const char *what, Response *resp) {
         Manager *d = req->api->daemon;
         DaemonMaps maps = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         const DaemonMap *m;
         const char *cursor_s;
         size_t limit;
@@ -91,7 +91,6 @@ void route_maps(Request *req, const char *netns, const char *ifname, const char 
 fail:
         daemon_maps_done(&maps);
         response_error(resp, &e);
-        error_done(&e);
 }
 
 /* The text with each integer past 2^63 - 1 outside strings written as a decimal string: jansson holds
@@ -173,7 +172,7 @@ void route_map_entries(Request *req, const char *netns, const char *ifname, cons
         _cleanup_(json_decrefp) json_t *body = NULL;
         bool put = streq(req->method, "PUT");
         DaemonMaps maps = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         const DaemonMap *m;
         Iface *it;
 
@@ -195,10 +194,8 @@ void route_map_entries(Request *req, const char *netns, const char *ifname, cons
                  : daemon_map_delete(d, m, json_object_get(body, "key"), &e)) >= 0) {
                 resp->status = 204;
                 log_info("%s: map %s: entry %s", ifname, m->map.name, put ? "written" : "deleted");
-        } else {
+        } else
                 response_error(resp, &e);
-                error_done(&e);
-        }
         daemon_maps_done(&maps);
 }
 
@@ -209,7 +206,7 @@ void route_policy_maps(Request *req, const char *name, const char *what, bool en
         _cleanup_(json_decrefp) json_t *body = NULL;
         bool put = streq(req->method, "PUT");
         DaemonMaps maps = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         const DaemonMap *m;
         size_t limit;
         Policy *p;
@@ -259,5 +256,4 @@ void route_policy_maps(Request *req, const char *name, const char *what, bool en
 fail:
         daemon_maps_done(&maps);
         response_error(resp, &e);
-        error_done(&e);
 }

@@ -63,7 +63,7 @@ static void objects_list(Request *req, Response *resp) {
 static void object_one(Request *req, const char *digest, Response *resp) {
         Manager *d = req->api->daemon;
         const DaemonObject *o = daemon_object_get(d, digest);
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (streq(req->method, "GET") || streq(req->method, "HEAD")) {
                 if (!o) {
@@ -75,7 +75,6 @@ static void object_one(Request *req, const char *digest, Response *resp) {
         } else if (streq(req->method, "DELETE")) {
                 if (daemon_object_remove(d, digest, &e) < 0) {
                         response_error(resp, &e);
-                        error_done(&e);
                         return;
                 }
                 resp->status = 204;

@@ -87,7 +87,7 @@ int secret_key_load(const char *path, SecretKey **ret, Error *reterr) {
         _cleanup_free_ char *text = NULL;
         unsigned char b[256];
         size_t size = 0;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         SecretKey *k;
         int n, r;
 
@@ -114,10 +114,8 @@ int secret_key_load(const char *path, SecretKey **ret, Error *reterr) {
         }
         if (r < 0) {
                 secret_key_free(k);
-                r = error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: %s", path,
-                              e.message ?: "not a minisign or signify secret key");
-                error_done(&e);
-                return r;
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: %s", path,
+                                 e.message ?: "not a minisign or signify secret key");
         }
         *ret = k;
         return 0;

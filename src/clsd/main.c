@@ -30,11 +30,10 @@ typedef struct Context {
 static void registries_reload(Context *c) {
         Options *o = c->options;
         OciRegistries *regs = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (options_registries_load(o, &regs, &e) < 0) {
                 log_error("--registries: %s; the registries in use stay", e.message);
-                error_done(&e);
                 return;
         }
         daemon_set_registries(c->daemon, regs);
@@ -52,14 +51,13 @@ static int on_exit_signal(sd_event_source *s, const struct signalfd_siginfo *si,
 
 static int on_hup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Context *c = userdata;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         (void) s, (void) si;
         log_info("received SIGHUP; reloading");
-        if (api_reload(c->api, &e) < 0) {
+        if (api_reload(c->api, &e) < 0)
                 log_error("cannot reload: %s; the token, access file and TLS files in use stay", e.message);
-                error_done(&e);
-        } else
+        else
                 log_info("reloaded the token, access file and TLS files");
         registries_reload(c);
         daemon_reload(c->daemon);
@@ -109,7 +107,7 @@ static int run(Options *o) {
         char worker_path[PATH_MAX];
         Fleet *fleet = NULL;
         sd_event *event = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         Context ctx = { 0 };
         int r;
 
@@ -141,10 +139,8 @@ static int run(Options *o) {
                 (void) sd_event_add_signal(event, NULL, SIGINT, on_exit_signal, &ctx);
                 (void) sd_event_add_signal(event, NULL, SIGHUP, on_hup, &ctx);
                 r = sd_event_loop(event);
-        } else {
+        } else
                 fprintf(stderr, "clsd: %s\n", strna(e.message));
-                error_done(&e);
-        }
         /* The fleet first: what it waits for of the daemon is dropped with it. */
         fleet_free(fleet);
         api = api_free(api);

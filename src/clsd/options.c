@@ -331,12 +331,11 @@ int options_registries_load(const Options *o, OciRegistries **ret, Error *reterr
 }
 
 int options_resolve(Options *o) {
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (o->trusted_keys_dir) {
                 if (trusted_keys_load(o->trusted_keys_dir, &o->trusted_keys, &e) < 0) {
                         fprintf(stderr, "clsd: %s\n", e.message);
-                        error_done(&e);
                         return -EINVAL;
                 }
                 if (trusted_keys_count(o->trusted_keys) == 0)
@@ -348,7 +347,6 @@ int options_resolve(Options *o) {
         }
         if (options_registries_load(o, &o->registries, &e) < 0) {
                 fprintf(stderr, "clsd: --registries: %s\n", e.message);
-                error_done(&e);
                 return -EINVAL;
         }
         o->daemon.registries = o->registries;

@@ -143,12 +143,9 @@ static int fleet_option_apply(Ctl *c, int opt) {
         case ARG_WAVES: {
                 FleetWave *v = NULL;
                 size_t n = 0;
-                Error e = ERROR_NULL;
-                if (fleet_waves_parse(optarg, &v, &n, &e) < 0) {
-                        int r = usage_error("%s", e.message);
-                        error_done(&e);
-                        return r;
-                }
+                _cleanup_error_ Error e = ERROR_NULL;
+                if (fleet_waves_parse(optarg, &v, &n, &e) < 0)
+                        return usage_error("%s", e.message);
                 free(v); /* checked here, made the envelope's by fleet apply */
                 c->waves = optarg;
                 break;

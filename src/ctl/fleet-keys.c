@@ -26,16 +26,13 @@ EtcdCredentials fleet_credentials(const Ctl *c) {
 }
 
 int fleet_client(const Ctl *c, EtcdClient **ret) {
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         EtcdCredentials tls = fleet_credentials(c);
 
         if (!c->fleet_urls)
                 return ctl_error(-EINVAL, "no etcd endpoint: give --fleet URL[,URL…] or set CLSD_FLEET");
-        if (etcd_client_new(c->fleet_urls, &tls, ret, &e) < 0) {
-                int r = ctl_error(-EINVAL, "%s", e.message);
-                error_done(&e);
-                return r;
-        }
+        if (etcd_client_new(c->fleet_urls, &tls, ret, &e) < 0)
+                return ctl_error(-EINVAL, "%s", e.message);
         return 0;
 }
 
@@ -44,16 +41,14 @@ const char *fleet_prefix_of(const Ctl *c) {
 }
 
 int fleet_call(EtcdClient *ec, const char *path, json_t *body, json_t **ret) {
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         if (!body)
                 return ctl_oom();
         r = etcd_call(ec, path, body, ret, &e);
-        if (r < 0) {
+        if (r < 0)
                 r = ctl_error(r, "%s", e.message);
-                error_done(&e);
-        }
         return r;
 }
 
@@ -61,7 +56,7 @@ int fleet_call(EtcdClient *ec, const char *path, json_t *body, json_t **ret) {
  * (written by hand, not by clsctl) gets "_invalid", why; every node leaves it alone. */
 static void policy_check(json_t **v, const char *name, const EtcdKv *kv) {
         FleetPolicy fp = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (fleet_policy_read(name, kv->value, kv->value_size, &fp, &e) < 0) {
                 if (!json_is_object(*v)) {
@@ -72,7 +67,6 @@ static void policy_check(json_t **v, const char *name, const EtcdKv *kv) {
                         json_object_set_new(*v, "_invalid", json_string(e.message ?: "invalid"));
         }
         fleet_policy_done(&fp);
-        error_done(&e);
 }
 
 /* The part of a key after its kind's prefix, printable: bytes outside visible ASCII (a NUL, 0xff) as \xNN,
@@ -137,7 +131,7 @@ int fleet_range_json(EtcdClient *ec, const Ctl *c, const char *kind, json_t *lea
         json_t *out = json_array();
         EtcdKv *kvs = NULL;
         size_t n = 0;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         if (!key || !out) {
@@ -145,10 +139,8 @@ int fleet_range_json(EtcdClient *ec, const Ctl *c, const char *kind, json_t *lea
                 return ctl_oom();
         }
         r = fleet_call(ec, "/v3/kv/range", etcd_range_body(key, true), &answer);
-        if (r >= 0 && etcd_range_parse(answer, &kvs, &n, ret_revision, &e) < 0) {
+        if (r >= 0 && etcd_range_parse(answer, &kvs, &n, ret_revision, &e) < 0)
                 r = ctl_error(-EPROTO, "%s", e.message);
-                error_done(&e);
-        }
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 json_error_t jerr;
                 bool plain;

@@ -331,15 +331,12 @@ static int plan_op(const Ctl *c, const FleetPolicy *fp, const FleetNodeInfo *nod
         _cleanup_(json_decrefp) json_t *j = NULL;
         _cleanup_free_ char *key = NULL;
         FleetRolloutPlan plan = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         r = fleet_rollout_plan_make(fp, nodes, n, &plan, &e);
-        if (r < 0) {
-                r = ctl_error(r, "%s", e.message);
-                error_done(&e);
-                return r;
-        }
+        if (r < 0)
+                return ctl_error(r, "%s", e.message);
         plan.created_ms = realtime_ms();
         snprintf(plan.by, sizeof(plan.by), "%.127s", by);
         j = fleet_rollout_plan_to_json(&plan);
@@ -366,20 +363,15 @@ int fleet_sign(const Ctl *c, json_t *envelope, json_t *old) {
         uint64_t serial = realtime_ms(),
                  before = json_is_integer(was) ? (uint64_t) json_integer_value(was) : 0;
         SecretKey *k = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
-        if (secret_key_load(c->sign_key, &k, &e) < 0) {
-                r = ctl_error(-EINVAL, "--sign %s", e.message);
-                error_done(&e);
-                return r;
-        }
+        if (secret_key_load(c->sign_key, &k, &e) < 0)
+                return ctl_error(-EINVAL, "--sign %s", e.message);
         r = fleet_policy_sign(envelope, k, MAX(serial, before + 1), &e);
         secret_key_free(k);
-        if (r < 0) {
+        if (r < 0)
                 r = ctl_error(r, "%s", e.message);
-                error_done(&e);
-        }
         return r;
 }
 
@@ -393,7 +385,7 @@ int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *
         FleetPolicy fp = { 0 };
         char id[FLEET_ROLLOUT_ID_MAX + 1], by[256];
         uint64_t old_revision;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         /* --waves: this apply rolls out so (the policy's other rollout fields, or their defaults) */
@@ -401,11 +393,8 @@ int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *
                 json_t *rollout = json_object_get(envelope, "rollout");
                 FleetWave *v = NULL;
                 size_t n = 0;
-                if (fleet_waves_parse(c->waves, &v, &n, &e) < 0) {
-                        r = ctl_error(-EINVAL, "--waves %s: %s", c->waves, e.message);
-                        error_done(&e);
-                        return r;
-                }
+                if (fleet_waves_parse(c->waves, &v, &n, &e) < 0)
+                        return ctl_error(-EINVAL, "--waves %s: %s", c->waves, e.message);
                 json_t *waves = fleet_waves_to_json(v, n);
                 free(v);
                 if (!rollout && json_object_set_new(envelope, "rollout", rollout = json_object()) < 0)
@@ -423,11 +412,8 @@ int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *
         if (json_object_get(envelope, "rollout") &&
             json_object_set_new(json_object_get(envelope, "rollout"), "id", json_string(id)) < 0)
                 return ctl_oom();
-        if (fleet_policy_parse(envelope, &fp, &e) < 0) {
-                r = ctl_error(-EINVAL, "%s", e.message);
-                error_done(&e);
-                return r;
-        }
+        if (fleet_policy_parse(envelope, &fp, &e) < 0)
+                return ctl_error(-EINVAL, "%s", e.message);
         etcd_identity(&creds, by, sizeof(by));
         r = fleet_policy_current(ec, c, fp.name, &old, &old_revision);
         /* the live nodes, read once: what a policy naming images selects, and its rollout's plan */

@@ -121,7 +121,7 @@ int http_perform(const HttpTarget *t, const HttpRequest *req, HttpResponse **ret
         _cleanup_free_ char *url = NULL;
         char errbuf[CURL_ERROR_SIZE] = "";
         struct curl_slist *headers = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         HttpResponse *resp;
         Sink sink;
         CURLcode cc;
@@ -138,7 +138,6 @@ int http_perform(const HttpTarget *t, const HttpRequest *req, HttpResponse **ret
         }
         if (dl_load_curl(&e) < 0) {
                 *ret_error = e.message ? strdup(e.message) : NULL;
-                error_done(&e);
                 return -ENOPKG;
         }
         if (!(resp = calloc(1, sizeof(*resp))) || !(curl = curl_api.easy_init())) {

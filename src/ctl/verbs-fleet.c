@@ -60,7 +60,7 @@ static int put_signature(EtcdClient *ec, const Ctl *c, const char *file, const c
 static int resolve_image(const Ctl *c, json_t *holder, const char *ref, const char *where) {
         _cleanup_(oci_registries_freep) OciRegistries *regs = NULL;
         OciImage img = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         OciRef parsed;
         int r;
 
@@ -79,7 +79,6 @@ static int resolve_image(const Ctl *c, json_t *holder, const char *ref, const ch
         }
         if (r < 0) {
                 ctl_error(r, "%s.object: %s", where, e.message);
-                error_done(&e);
                 return r;
         }
         r = json_object_set_new(holder, "object", json_string(img.pinned)) < 0 ||
@@ -153,7 +152,7 @@ static int policy_file_read(EtcdClient *ec, const Ctl *c, const char *file, char
         static const char *const hooks[] = { "ingress", "egress" };
         FleetPolicy fp = { 0 };
         json_error_t jerr;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         size_t size;
         char where[64];
         int r;
@@ -166,11 +165,8 @@ static int policy_file_read(EtcdClient *ec, const Ctl *c, const char *file, char
         j = json_loadb(data, size, JSON_REJECT_DUPLICATES, &jerr);
         if (!j)
                 return ctl_error(-EINVAL, "%s:%d:%d: %s", file, jerr.line, jerr.column, jerr.text);
-        if (fleet_policy_parse(j, &fp, &e) < 0) {
-                r = ctl_error(-EINVAL, "%s: %s", file, e.message);
-                error_done(&e);
-                return r;
-        }
+        if (fleet_policy_parse(j, &fp, &e) < 0)
+                return ctl_error(-EINVAL, "%s: %s", file, e.message);
         const char *base_dir = streq(file, "-") ? "." : dirname(dir_copy);
         for (size_t h = 0; r >= 0 && h < ELEMENTSOF(hooks); h++) {
                 json_t *filters = json_object_get(j, hooks[h]);

@@ -93,7 +93,7 @@ static json_t *perm_body(const char *role, const Perm *p) {
 /* A call whose "already exists" answer is no failure. */
 static int call_may_exist(EtcdClient *ec, const char *path, json_t *body) {
         _cleanup_(json_decrefp) json_t *answer = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         if (!body)
@@ -103,7 +103,6 @@ static int call_may_exist(EtcdClient *ec, const char *path, json_t *body) {
                 r = 1;
         else if (r < 0)
                 r = ctl_error(r, "%s", e.message);
-        error_done(&e);
         return r;
 }
 

@@ -71,7 +71,7 @@ static int rollout_read(EtcdClient *ec, const Ctl *c, const char *name, RolloutR
         _cleanup_(json_decrefp) json_t *plan = NULL, *state = NULL;
         _cleanup_free_ char *pkey = NULL, *skey = NULL;
         uint64_t plan_revision;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         const char *id;
         int r;
 
@@ -98,15 +98,10 @@ static int rollout_read(EtcdClient *ec, const Ctl *c, const char *name, RolloutR
                 r = fleet_get_json(ec, skey, &state, &rr->state_revision);
         if (r < 0)
                 return r;
-        if (!plan || fleet_rollout_plan_parse(plan, &rr->plan, &e) < 0) {
-                error_done(&e);
+        if (!plan || fleet_rollout_plan_parse(plan, &rr->plan, &e) < 0)
                 return ctl_error(-ENOENT, "fleet policy %s: its rollout %s has no plan yet", name, rr->id);
-        }
-        if (fleet_rollout_state_parse(state, &rr->state, &e) < 0) {
-                r = ctl_error(-EPROTO, "fleet policy %s: its rollout's state: %s", name, e.message);
-                error_done(&e);
-                return r;
-        }
+        if (fleet_rollout_state_parse(state, &rr->state, &e) < 0)
+                return ctl_error(-EPROTO, "fleet policy %s: its rollout's state: %s", name, e.message);
         return nodes_read(ec, c, name, rr->id, &rr->nodes);
 }
 

@@ -240,12 +240,11 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
         (void) nl_tcx_probe(&m->kernel.tcx);
         log_info("tcx: %s", m->kernel.tcx ? "available" : "unavailable (Linux 6.6+ has it)");
         if (m->config.bpf_stats) {
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 /* Counting costs every program two clock reads per run: on only when asked for. */
-                if (nl_bpf_stats_enable(&m->kernel.bpf_stats_fd, &e) < 0) {
+                if (nl_bpf_stats_enable(&m->kernel.bpf_stats_fd, &e) < 0)
                         log_warning("--bpf-stats: %s; run counts and times stay 0", strna(e.message));
-                        error_done(&e);
-                } else
+                else
                         log_info("bpf stats: on (BPF_ENABLE_STATS held)");
         }
         if (m->kernel.tcx)

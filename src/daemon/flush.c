@@ -55,11 +55,10 @@ static void pinned_ids(const char *bpffs_dir, FlushCount *c) {
 static void flush_filters(NlSocket *s, const char *where, FlushCount *c) {
         _cleanup_free_ NlLink *links = NULL;
         size_t n_links = 0;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (nl_link_list(s, &links, &n_links, &e) < 0) {
                 fprintf(stderr, "clsd: --flush: %s: %s\n", where, e.message);
-                error_done(&e);
                 c->errors++;
                 return;
         }
@@ -123,11 +122,10 @@ static void flush_pins(const char *bpffs_dir, FlushCount *c) {
                 if (nl_pins_list(dir, &pins, &n) < 0)
                         continue;
                 for (size_t i = 0; i < n; i++) {
-                        Error e = ERROR_NULL;
+                        _cleanup_error_ Error e = ERROR_NULL;
                         int fd = tcx ? nl_pin_open(dir, pins[i]) : -1;
                         if (fd >= 0 && nl_tcx_detach(fd, &e) < 0) {
                                 fprintf(stderr, "clsd: --flush: %s/%s: %s\n", dir, pins[i], e.message);
-                                error_done(&e);
                                 c->errors++;
                         } else if (fd >= 0) {
                                 printf("detached tcx link %s/%s\n", dir, pins[i]);
@@ -145,12 +143,11 @@ int daemon_flush(const DaemonConfig *config) {
         _cleanup_(nl_socket_freep) NlSocket *s = NULL;
         _cleanup_(store_freep) Store *store = NULL;
         FlushCount c = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         /* The store's lock says whether a clsd runs: it would put everything back at once. */
         if (store_open(config->state_dir, &store, &e) < 0 || nl_socket_open(0, &s, &e) < 0) {
                 fprintf(stderr, "clsd: --flush: %s\n", e.message);
-                error_done(&e);
                 return -EBUSY;
         }
         if (config->bpffs_dir)

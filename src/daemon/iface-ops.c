@@ -46,7 +46,7 @@ static void put_or_dry_run(Manager *m, ChangeKind kind, const char *netns, const
                            const DaemonExpect *expect, DaemonDoneFunc done, DryRunDoneFunc dry_done,
                            void *userdata) {
         Document *doc = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         Change *c;
         int r;
 
@@ -67,7 +67,6 @@ static void put_or_dry_run(Manager *m, ChangeKind kind, const char *netns, const
                         dry_done(m, NULL, &e, userdata);
                 else
                         done(m, NULL, &e, userdata);
-                error_done(&e);
                 return;
         }
         c->doc = doc;
@@ -90,20 +89,18 @@ void daemon_iface_dry_run(Manager *m, const char *netns, const char *ifname, jso
 void daemon_iface_delete(Manager *m, const char *netns, const char *ifname, const DaemonExpect *expect,
                          DaemonDoneFunc done, void *userdata) {
         Iface *it = iface_table_get(m->ifaces, netns, ifname);
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         Change *c;
 
         if (!it || !it->visible || (!it->api && !it->hog)) {
                 error_set(&e, ENOENT, ERROR_DOCUMENT_NOT_FOUND, "no classifier document for %s", ifname);
                 done(m, NULL, &e, userdata);
-                error_done(&e);
                 return;
         }
         c = change_new(m, CHANGE_DELETE, expect);
         if (!c) {
                 error_oom(&e);
                 done(m, NULL, &e, userdata);
-                error_done(&e);
                 return;
         }
         c->done = done;
@@ -135,7 +132,7 @@ void iface_hog_change(Manager *m, const char *netns, const char *ifname, Documen
         HogDone *h = calloc(1, sizeof(*h));
 
         if (!c || !h || !(h->ifname = strdup(ifname)) || (hog_path && !(c->hog_path = strdup(hog_path)))) {
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 log_error("%s: out of memory applying a hog change", ifname);
                 if (c)
                         change_free(&c->op);
@@ -145,7 +142,6 @@ void iface_hog_change(Manager *m, const char *netns, const char *ifname, Documen
                 error_oom(&e);
                 if (done)
                         done(m, NULL, &e, userdata);
-                error_done(&e);
                 return;
         }
         h->done = done;

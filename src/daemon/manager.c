@@ -159,7 +159,7 @@ bool manager_forget_unused(Manager *m, Iface *it) {
 /* ---- what the parts share ---- */
 
 void manager_save_facts(Manager *m, Iface *it) {
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (!iface_update_facts(it))
                 return;
@@ -168,7 +168,6 @@ void manager_save_facts(Manager *m, Iface *it) {
         error_done(&e);
         if (it->hog && store_document_save(m->store, it->hog, &it->facts[SOURCE_HOG], &e) < 0)
                 log_warning("%s: %s", it->ifname, strna(e.message));
-        error_done(&e);
 }
 
 void manager_store_problem(const char *path, const char *reason, void *userdata) {

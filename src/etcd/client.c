@@ -92,7 +92,7 @@ static int call_any(EtcdClient *c, const char *path, const char *text, json_t **
         for (size_t k = 0;; k++) {
                 size_t i = (c->current + k) % c->n_urls;
                 _cleanup_free_ char *url = NULL;
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
 
                 if (asprintf(&url, "%s%s", c->urls[i], path) < 0)
                         return error_oom(reterr);
@@ -103,13 +103,12 @@ static int call_any(EtcdClient *c, const char *path, const char *text, json_t **
                 }
                 bool again = (r == -EHOSTUNREACH || r == -EAGAIN) && now_usec() < deadline;
                 if (!again) {
-                        if (reterr && !reterr->code)
+                        if (reterr && !reterr->code) {
                                 *reterr = e;
-                        else
-                                error_done(&e);
+                                e = ERROR_NULL;
+                        }
                         return r;
                 }
-                error_done(&e);
                 if ((k + 1) % c->n_urls == 0)
                         (void) usleep(200 * 1000);
         }
@@ -128,7 +127,7 @@ static int call_body(EtcdClient *c, const char *path, json_t *body, json_t **ret
 /* A token for the user: etcd checks the password (bcrypt: tens of milliseconds of its CPU). */
 static int authenticate(EtcdClient *c, Error *reterr) {
         json_t *answer = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         r = call_body(c, "/v3/auth/authenticate", etcd_authenticate_body(c->creds.user, c->password),
@@ -136,16 +135,14 @@ static int authenticate(EtcdClient *c, Error *reterr) {
         if (r >= 0)
                 r = etcd_answer_token(answer, &c->token, &e);
         json_decref(answer);
-        if (r < 0) {
+        if (r < 0)
                 r = error_set(reterr, -r, e.code, "etcd user %s: %s", c->creds.user, strna(e.message));
-                error_done(&e);
-        }
         return r;
 }
 
 int etcd_call(EtcdClient *c, const char *path, json_t *body, json_t **ret, Error *reterr) {
         _cleanup_(json_decrefp) json_t *taken = body;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         if (!taken)
@@ -160,11 +157,9 @@ int etcd_call(EtcdClient *c, const char *path, json_t *body, json_t **ret, Error
                         return r;
                 r = call_body(c, path, json_incref(body), ret, &e);
         }
-        if (r < 0) {
-                if (reterr && !reterr->code)
-                        *reterr = e;
-                else
-                        error_done(&e);
+        if (r < 0 && reterr && !reterr->code) {
+                *reterr = e;
+                e = ERROR_NULL;
         }
         return r;
 }

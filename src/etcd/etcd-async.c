@@ -168,12 +168,11 @@ typedef struct Authenticating {
 
 static void on_authenticated(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         _cleanup_free_ Authenticating *x = userdata;
-        Error e2 = ERROR_NULL;
+        _cleanup_error_ Error e2 = ERROR_NULL;
 
         if (!e)
                 (void) etcd_answer_token(answer, &a->token, &e2);
         x->done(a, answer, e ?: (e2.code ? &e2 : NULL), x->userdata);
-        error_done(&e2);
 }
 
 static void on_authenticate_dropped(void *userdata) {
@@ -239,7 +238,7 @@ static int call_send(Call *c);
 
 static int on_again(sd_event_source *s, uint64_t usec, void *userdata) {
         Call *c = userdata;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         (void) s, (void) usec;
         if (call_send(c) < 0) {
@@ -248,7 +247,6 @@ static int on_again(sd_event_source *s, uint64_t usec, void *userdata) {
                 call_unlink(a, c);
                 error_oom(&e);
                 c->done(a, NULL, &e, c->userdata);
-                error_done(&e);
                 call_free(c);
         }
         return 0;
@@ -281,7 +279,7 @@ static uint64_t busy(EtcdAsync *a, uint64_t retry_after) {
 static void on_call_done(CurlLoop *l, CURL *easy, CURLcode result, void *userdata) {
         Call *c = userdata;
         EtcdAsync *a = c->a;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         json_t *answer = NULL;
 
         (void) l;
@@ -311,7 +309,6 @@ static void on_call_done(CurlLoop *l, CURL *easy, CURLcode result, void *userdat
         }
         c->done(a, e.code ? NULL : answer, e.code ? &e : NULL, c->userdata);
         json_decref(answer);
-        error_done(&e);
         call_free(c);
 }
 

@@ -80,7 +80,6 @@ int etcd_transfer_answer(CURL *easy, CURLcode result, const EtcdBuffer *b, const
         json_error_t jerr;
         json_t *answer;
         long status = 0;
-        int r;
 
         if (result == CURLE_OPERATION_TIMEDOUT && !b->over) {
                 /* connected (or on a connection kept), asked, and not answered in time: a busy member, as
@@ -102,12 +101,10 @@ int etcd_transfer_answer(CURL *easy, CURLcode result, const EtcdBuffer *b, const
         curl_api.easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
         answer = json_loadb(b->data ?: "", b->size, 0, &jerr);
         if (status != 200) {
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 etcd_answer_error(status, answer, &e);
                 json_decref(answer);
-                r = error_set(reterr, e.error, e.code, "%s: %s", url, e.message);
-                error_done(&e);
-                return r;
+                return error_set(reterr, e.error, e.code, "%s: %s", url, e.message);
         }
         if (!answer)
                 return error_set(reterr, EPROTO, ERROR_ETCD_ERROR, "%s: the answer is not JSON: %s", url,

@@ -156,7 +156,7 @@ static void on_object_fetched(EtcdAsync *a, json_t *answer, const Error *e, void
         Fleet *f = x->f;
         EtcdKv *kvs = NULL, *obj = NULL, *sig = NULL;
         size_t n = 0;
-        Error e2 = ERROR_NULL;
+        _cleanup_error_ Error e2 = ERROR_NULL;
 
         (void) a;
         if (e) {
@@ -167,7 +167,6 @@ static void on_object_fetched(EtcdAsync *a, json_t *answer, const Error *e, void
         }
         if (object_of(x, answer, &kvs, &n, &obj, &sig, &e2) < 0) {
                 group_done(f, &e2);
-                error_done(&e2);
                 free(x);
         } else
                 daemon_object_add(f->m, obj->value, obj->value_size, sig ? sig->value : NULL,
@@ -180,13 +179,12 @@ static void on_object_fetched(EtcdAsync *a, json_t *answer, const Error *e, void
 static int fetch_object(Fleet *f, const Pending *v, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ const char **digests = NULL;
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 const FleetPolicy body = { .policy = v[i].body };
                 if (!v[i].body)
                         continue;
                 if (fleet_policy_digests(&body, &digests, &e) < 0) {
                         group_done(f, &e);
-                        error_done(&e);
                         return 1;
                 }
                 for (size_t k = 0; digests[k]; k++) {
@@ -286,12 +284,11 @@ static FleetHeld *held_list(Manager *m, size_t *ret_n) {
 
 /* Everything etcd had at this revision is applied (or failed, and said so). */
 static void converged(Fleet *f) {
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
-        if (daemon_fleet_applied(f->m, f->revision, &e) < 0) {
+        if (daemon_fleet_applied(f->m, f->revision, &e) < 0)
                 log_error("fleet: %s", strna(e.message));
-                error_done(&e);
-        } else
+        else
                 f->status.revision = f->revision;
         status_publish(f); /* now (with the record): what converged is said at once; interface changes are
                             * batched */

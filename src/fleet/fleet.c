@@ -46,7 +46,7 @@ static int node_name(const FleetConfig *c, char **ret, Error *reterr) {
 
 int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Error *reterr) {
         _cleanup_(fleet_freep) Fleet *f = calloc(1, sizeof(*f));
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         if (!f)
@@ -82,12 +82,9 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
         if (!(f->accepted = json_object()))
                 return error_oom(reterr);
         r = etcd_async_new(event, c->urls, &c->creds, &f->etcd, &e);
-        if (r < 0) {
-                r = r == -EINVAL ? error_set(reterr, EINVAL, e.code, "--fleet: %s", strna(e.message))
-                                 : error_set(reterr, e.error, e.code, "%s", strna(e.message));
-                error_done(&e);
-                return r;
-        }
+        if (r < 0)
+                return r == -EINVAL ? error_set(reterr, EINVAL, e.code, "--fleet: %s", strna(e.message))
+                                    : error_set(reterr, e.error, e.code, "%s", strna(e.message));
         srandom((unsigned) (getpid() ^ (uintptr_t) f ^ (uint64_t) time(NULL)));
         if (daemon_add_change_listener(m, on_daemon_change, f) < 0)
                 return error_oom(reterr);

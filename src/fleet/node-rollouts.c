@@ -53,7 +53,7 @@ bool node_rollout_uncommitted(Fleet *f, NodeRollout *r) {
 /* What survives a restart: what the node held before each rollout it applied, and whether it went back. */
 void node_rollouts_save(Fleet *f) {
         _cleanup_(json_decrefp) json_t *keep = json_object();
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         for (size_t i = 0; keep && i < f->mine.n; i++) {
                 const NodeRollout *r = &f->mine.v[i];
@@ -69,11 +69,9 @@ void node_rollouts_save(Fleet *f) {
         _cleanup_(json_decrefp) json_t *all =
                 keep ? json_pack("{s:i,s:O,s:O}", "version", 2, "rollouts", keep, "signed", f->accepted)
                      : NULL;
-        if (!all || daemon_fleet_keep_save(f->m, all, &e) < 0) {
+        if (!all || daemon_fleet_keep_save(f->m, all, &e) < 0)
                 log_error("fleet: cannot keep what this node's rollouts would go back to: %s",
                           strna(e.message ?: "out of memory"));
-                error_done(&e);
-        }
 }
 
 void node_rollouts_load(Fleet *f) {

@@ -344,7 +344,7 @@ static void on_nodes_listed(EtcdAsync *a, json_t *answer, const Error *e, void *
                 char buf[FLEET_ROLLOUT_ID_MAX + 1];
                 const char *id;
                 FleetRolloutPlan plan = { 0 };
-                Error e2 = ERROR_NULL;
+                _cleanup_error_ Error e2 = ERROR_NULL;
                 if (!w->selected || w->gone || w->invalid || !w->fp.rollout.present)
                         continue;
                 id = wanted_rollout_id(w, buf);
@@ -356,7 +356,6 @@ static void on_nodes_listed(EtcdAsync *a, json_t *answer, const Error *e, void *
                 if (fleet_rollout_plan_make(&p, nodes, k, &plan, &e2) < 0) {
                         log_error("fleet: policy %s: cannot plan its rollout: %s", w->name,
                                   strna(e2.message));
-                        error_done(&e2);
                         continue;
                 }
                 plan.created_ms = fleet_realtime_ms();

@@ -116,10 +116,9 @@ void rollout_desire_all(Fleet *f) {
 /* The checks' readings now, into v (n: the policy's checks); -ENOENT with why when one cannot be read. */
 static int health_read(Fleet *f, const Wanted *w, double *v, char *why, size_t size) {
         for (size_t i = 0; i < w->fp.n_health; i++) {
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 if (daemon_policy_metric_sum(f->m, w->name, w->fp.health[i].metric, &v[i], &e) < 0) {
                         snprintf(why, size, "health: %s", strna(e.message));
-                        error_done(&e);
                         return -ENOENT;
                 }
         }

@@ -68,7 +68,7 @@ static bool key_split(const char *prefix, const EtcdKv *kv, char *buf, size_t si
 int rollout_views_set(RolloutViews *s, const char *prefix, const EtcdKv *kv, bool deleted, uint64_t now) {
         char buf[512];
         const char *name, *id, *what;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         RolloutView *v;
         json_t *j;
         int r = 0;
@@ -103,7 +103,6 @@ int rollout_views_set(RolloutViews *s, const char *prefix, const EtcdKv *kv, boo
         else
                 log_warning("fleet: %s: not a rollout state this node can read: %s", kv->key,
                             strna(e.message));
-        error_done(&e);
         json_decref(j);
         if (deleted && !v->has_plan && !v->state_revision) {
                 /* both keys gone (fleet rm, the history pruned): nothing of it is kept */

@@ -39,18 +39,15 @@ static char *refusal(const Wanted *w, const char *fmt, ...) {
 static char *why_not(Fleet *f, const Wanted *w) {
         const FleetPolicy *p = &w->fp;
         char what[128], digest[SHA256_DIGEST_STRING_MAX];
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (!p->signature)
                 return refusal(w, "it is not signed, and this node applies only signed fleet policies "
                                   "(--fleet-require-signed; clsctl fleet apply --sign KEY)");
         snprintf(what, sizeof(what), "fleet policy %s (serial %" PRIu64 ")", w->name, p->serial);
         if (trusted_keys_verify(f->trusted_keys, p->signed_text, p->signed_size, p->signature,
-                                strlen(p->signature), what, &e) < 0) {
-                char *r = refusal(w, "%s", strna(e.message));
-                error_done(&e);
-                return r;
-        }
+                                strlen(p->signature), what, &e) < 0)
+                return refusal(w, "%s", strna(e.message));
         sha256_digest_string(p->signed_text, p->signed_size, digest);
         json_t *had = json_object_get(f->accepted, w->name);
         uint64_t serial = (uint64_t) json_integer_value(json_object_get(had, "serial"));

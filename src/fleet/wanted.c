@@ -61,7 +61,7 @@ int wanted_set(WantedSet *s, const char *prefix, const EtcdKv *kv, const char *n
                const FleetLabel *labels, size_t n_labels, const FleetNodeFacts *facts) {
         const char *name = wanted_name_of(prefix, kv);
         Wanted w = { 0 }, *old;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (!name)
                 return 0;
@@ -78,7 +78,6 @@ int wanted_set(WantedSet *s, const char *prefix, const EtcdKv *kv, const char *n
                         return -ENOMEM;
                 }
         }
-        error_done(&e);
         if (w.invalid)
                 log_warning("fleet: policy %s (revision %" PRIu64 "): %s; not applied", name, w.revision,
                             w.invalid);

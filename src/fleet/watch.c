@@ -193,13 +193,12 @@ static void watch_created(Fleet *f, uint64_t id) {
 static void on_watch_message(EtcdAsync *a, json_t *j, void *userdata) {
         Fleet *f = userdata;
         EtcdWatchMessage msg = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r = 0;
 
         (void) a;
         if (etcd_watch_parse(j, &msg, &e) < 0) {
                 fleet_lost(f, "%s", strna(e.message));
-                error_done(&e);
                 return;
         }
         f->stream_failures = 0; /* the stream works */

@@ -31,12 +31,11 @@ struct nlmsghdr *nl_msg_act_bpf_probe(void *buf, uint32_t seq) {
 
 int nl_act_bpf_probe(NlSocket *s, bool *ret_available) {
         char buf[NL_MSG_BUFFER_SIZE];
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         r = nl_request(s, nl_msg_act_bpf_probe(buf, nl_socket_next_seq(s)), NULL, NULL, "probe act_bpf", &e);
         log_debug("act_bpf probe: %s", r >= 0 ? "accepted" : strna(e.message));
-        error_done(&e);
         /* ENOENT (and EOPNOTSUPP) say the kind is unknown; any other answer came from act_bpf itself. */
         *ret_available = !(r == -ENOENT || r == -EOPNOTSUPP);
         return 0;

@@ -98,7 +98,7 @@ int nl_link_by_name(NlSocket *s, const char *ifname, NlLink *ret, Error *reterr)
         char buf[NL_MSG_BUFFER_SIZE];
         struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
         LinkList ll = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         nlh->nlmsg_type = RTM_GETLINK;
@@ -108,16 +108,15 @@ int nl_link_by_name(NlSocket *s, const char *ifname, NlLink *ret, Error *reterr)
         mnl_attr_put_strz(nlh, IFLA_IFNAME, ifname);
         r = nl_request(s, nlh, link_cb, &ll, ifname, &e);
         if (r == -ENODEV || (r >= 0 && ll.n == 0)) {
-                error_done(&e);
                 free(ll.links);
                 return -ENODEV;
         }
         if (r < 0) {
                 free(ll.links);
-                if (reterr && !reterr->code)
+                if (reterr && !reterr->code) {
                         *reterr = e; /* the first explanation is kept, as error_set() does */
-                else
-                        error_done(&e);
+                        e = ERROR_NULL;
+                }
                 return r;
         }
         *ret = ll.links[0];

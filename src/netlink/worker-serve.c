@@ -211,7 +211,7 @@ static int load_confine(void) {
 static int serve_inspect(int sock, const char *data, size_t size) {
         _cleanup_(nl_object_info_freep) NlObjectInfo *info = NULL;
         _cleanup_free_ char *out = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         size_t out_size = 0;
         int r;
 
@@ -226,9 +226,7 @@ static int serve_inspect(int sock, const char *data, size_t size) {
         if (r < 0) {
                 if (!e.code)
                         error_set(&e, -r, ERROR_INTERNAL_ERROR, "out of memory");
-                r = reply(sock, r, &e, -1, NULL, 0);
-                error_done(&e);
-                return r;
+                return reply(sock, r, &e, -1, NULL, 0);
         }
         return reply(sock, 0, NULL, -1, out, out_size);
 }
@@ -237,7 +235,7 @@ static int serve_load(int sock, const JobRequest *req, const char *data, size_t 
                       size_t n_reuse) {
         _cleanup_(nl_program_freep) NlProgram *p = NULL;
         NlMap reuse[NL_JOB_REUSE_MAX] = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         static bool confined = false; /* once: a worker that loads again keeps its filter */
         int r;
 
@@ -257,11 +255,8 @@ static int serve_load(int sock, const JobRequest *req, const char *data, size_t 
                             n_reuse, &p, &e);
         for (size_t i = 0; i < n_reuse; i++)
                 safe_close(reuse[i].fd);
-        if (r < 0) {
-                r = reply(sock, r, &e, -1, e.detail, e.detail ? strlen(e.detail) : 0);
-                error_done(&e);
-                return r;
-        }
+        if (r < 0)
+                return reply(sock, r, &e, -1, e.detail, e.detail ? strlen(e.detail) : 0);
         return reply(sock, 0, NULL, nl_program_fd(p), NULL, 0);
 }
 
@@ -312,11 +307,10 @@ static int serve_one(int sock, bool after_load, NlJobKind *ret_kind, int *ret_ne
         r = read_fd_all(fds[0], NL_OBJECT_SIZE_MAX, &data, &size);
         close(fds[0]);
         if (r < 0) {
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 error_set(&e, -r, r == -EFBIG ? ERROR_PAYLOAD_TOO_LARGE : ERROR_INTERNAL_ERROR,
                           "cannot read the object: %s", strerror(-r));
                 (void) reply(sock, r, &e, -1, NULL, 0);
-                error_done(&e);
                 return 1;
         }
         if (req.kind == NL_JOB_INSPECT)

@@ -218,13 +218,11 @@ int document_file_parse(const char *text, size_t size, StoredDocument *ret, Erro
         else if (!json_is_integer(json_object_get(j, "generation")))
                 r = error_set(reterr, EINVAL, ERROR_CORRUPT, "missing \"generation\"");
         else {
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 r = document_from_json(json_string_value(json_object_get(j, "ifname")),
                                        json_object_get(j, "spec"), &d, &e);
-                if (r < 0) {
+                if (r < 0)
                         error_set(reterr, r, ERROR_CORRUPT, "spec: %s", strna(e.message));
-                        error_done(&e);
-                }
         }
         if (r < 0) {
                 json_decref(j);

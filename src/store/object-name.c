@@ -7,10 +7,9 @@ int object_name_check(const char *o, const char *path, Error *reterr) {
         OciRef ref;
 
         if (oci_ref_is(o)) {
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 if (oci_ref_parse(o, &ref, &e) < 0) {
                         error_set(reterr, EINVAL, ERROR_INVALID_VALUE, "%s: %s", path, e.message);
-                        error_done(&e);
                         return -EINVAL;
                 }
                 return 0;

@@ -441,7 +441,7 @@ static int commit_pending(Store *s, int *ret_what, char **ret_moved, Error *rete
 static void commit_recover(Store *s, StoreProblemFunc problem, void *userdata) {
         _cleanup_free_ char *moved = NULL;
         char path[512];
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int what;
 
         snprintf(path, sizeof(path), "%s/%s", s->dir, COMMIT_FILE);
@@ -451,12 +451,11 @@ static void commit_recover(Store *s, StoreProblemFunc problem, void *userdata) {
                 problem(path, "a change of several policies interrupted; completed", userdata);
         else if (what == 2)
                 log_problem(problem, userdata, path, e.message, moved);
-        error_done(&e);
 }
 
 static int commit_settle(Store *s, Error *reterr) {
         _cleanup_free_ char *moved = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int what, r = commit_pending(s, &what, &moved, &e);
 
         if (r < 0) {
@@ -465,10 +464,8 @@ static int commit_settle(Store *s, Error *reterr) {
                           "written "
                           "until it is",
                           strna(e.message));
-                error_done(&e);
                 return r;
         }
-        error_done(&e);
         return 0;
 }
 
@@ -539,7 +536,7 @@ int store_policies_load(Store *s, Policy ***ret, size_t *ret_n, StoreProblemFunc
                 _cleanup_free_ char *text = NULL, *moved = NULL;
                 _cleanup_close_ int fd = openat(policies_fd(s), names[i], O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
                 char path[512];
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 size_t size;
                 Policy *p = NULL;
 
@@ -558,7 +555,6 @@ int store_policies_load(Store *s, Policy ***ret, size_t *ret_n, StoreProblemFunc
                 if (r < 0) {
                         (void) store_quarantine(s, policies_fd(s), names[i], &moved);
                         log_problem(problem, userdata, path, e.message, moved);
-                        error_done(&e);
                         continue;
                 }
                 v[n++] = p;

@@ -48,7 +48,7 @@ int change_look(Change *c, Iface *it, Error *reterr) {
 /* Puts the kernel back as it was before a change that failed after changing it. */
 static void rollback(Manager *m, Iface *it, AttachContext *ctx, const AttachSnapshot *snap, const char *what,
                      const Error *why) {
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         log_error("%s: %s failed: %s; rolling back", it->ifname, what, strna(why ? why->message : NULL));
@@ -61,20 +61,17 @@ static void rollback(Manager *m, Iface *it, AttachContext *ctx, const AttachSnap
                 if (attach_observe_all(&old, &obs, NULL) >= 0)
                         attach_observed_free(&obs);
                 attach_context_done(&old);
-                error_done(&e);
                 return;
         }
         /* The kernel is now neither the old document nor the new one: say so where it shows. */
         log_error("%s: rollback failed: %s", it->ifname, strna(e.message));
         if (it->visible) {
-                Error f = ERROR_NULL;
+                _cleanup_error_ Error f = ERROR_NULL;
                 error_set(&f, e.error, ERROR_KERNEL_ERROR, "rollback after a failed change failed: %s",
                           strna(e.message));
                 iface_set_state(it, IFACE_FAILED, &f);
-                error_done(&f);
                 manager_changed(m, it, IFACE_CHANGED_STATE);
         }
-        error_done(&e);
 }
 
 /* The kernel knows no device of the look's ifindex any more: the link went under the change, and what
@@ -101,10 +98,9 @@ static int store_change(Change *c, Iface *it, Iface *cand, Error *reterr) {
         if (r < 0)
                 return r;
         if (cand->hog) {
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 if (store_document_save(m->store, cand->hog, &cand->facts[SOURCE_HOG], &e) < 0)
                         log_warning("%s: %s", it->ifname, strna(e.message));
-                error_done(&e);
         } else if (it->hog)
                 (void) store_document_remove(m->store, SOURCE_HOG, it->netns, it->ifname, NULL);
         return 0;

@@ -84,7 +84,7 @@ const ChangePhaseFunc change_phases[_PHASE_MAX] = {
 static int change_run(Manager *m, Operation *op) {
         Change *c = (Change *) op;
         Iface *it = op->iface;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r = 0;
 
         for (; c->phase < _PHASE_MAX; c->phase++) {
@@ -100,7 +100,6 @@ static int change_run(Manager *m, Operation *op) {
                 if (!c->type->dry_run)
                         daemon_count_error(m, e.code);
                 change_finish(c, it, &e);
-                error_done(&e);
         }
         /* A new interface whose change stored nothing (a dry run, a failure) or removed everything
          * leaves nothing behind: not in the table, and its namespace not followed for it. */
@@ -135,10 +134,9 @@ void change_queue(Manager *m, Change *c, const char *netns, const char *ifname) 
         Iface *it = NULL;
 
         if (iface_table_ensure(m->ifaces, netns, ifname, &it) < 0) {
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 error_oom(&e);
                 change_finish(c, NULL, &e);
-                error_done(&e);
                 change_free(&c->op);
                 return;
         }

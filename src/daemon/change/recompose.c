@@ -64,11 +64,10 @@ static int compose(Recompose *rc, Iface *it) {
 static void remove_everything(Recompose *rc, Iface *it) {
         Manager *m = rc->m;
         NlSocket *rtnl = it->ifindex > 0 ? netns_set_rtnl_followed(m->netns, it->netns) : NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (rtnl && iface_remove_all(m, it, rtnl, &e) < 0)
                 log_warning("%s: cannot remove clsd's filters: %s", it->ifname, strna(e.message));
-        error_done(&e);
         iface_release_programs(it, m->registry);
         recompose_finish(rc, NULL, NULL);
 }
@@ -82,10 +81,9 @@ static int recompose_run(Manager *m, Operation *op) {
                 bool was_visible = it->visible;
                 r = compose(rc, it);
                 if (r < 0) {
-                        Error e = ERROR_NULL;
+                        _cleanup_error_ Error e = ERROR_NULL;
                         error_oom(&e);
                         recompose_finish(rc, it, &e);
-                        error_done(&e);
                         return manager_forget_unused(m, it) ? -ESRCH : 0;
                 }
                 if (r > 0) {

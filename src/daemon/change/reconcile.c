@@ -222,14 +222,12 @@ int reconcile_process_request(Manager *m, ReconcileRequest *req) {
 int iface_reconcile_and_report(Manager *m, Iface *it) {
         IfaceState before = it->state;
         _cleanup_free_ char *error_before = it->error.message ? strdup(it->error.message) : NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         r = iface_reconcile(m, it, &e);
-        if (r == -EAGAIN) {
-                error_done(&e);
+        if (r == -EAGAIN)
                 return -EAGAIN;
-        }
         if (r < 0) {
                 log_error("%s: reconcile failed: %s", it->ifname, strna(e.message));
                 daemon_count_error(m, e.code);
@@ -253,7 +251,6 @@ int iface_reconcile_and_report(Manager *m, Iface *it) {
                 iface_set_state(it, IFACE_FAILED, &e);
         } else
                 iface_set_state(it, IFACE_CONFIGURED, NULL);
-        error_done(&e);
         if (it->state != before || !streq_ptr(it->error.message, error_before))
                 manager_changed(m, it, IFACE_CHANGED_STATE | IFACE_CHANGED_FILTERS);
         if (it->state == IFACE_CONFIGURED && it->repair_loops > 0 && before == IFACE_FAILED)

@@ -46,12 +46,11 @@ MapConfig *map_config_free(MapConfig *mc) {
 }
 
 int map_config_load(Manager *m, Error *reterr) {
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         json_t *entries = NULL;
 
         if (store_map_entries_load(m->store, &entries, &e) < 0)
                 log_warning("%s", strna(e.message));
-        error_done(&e);
         if (!entries)
                 return error_oom(reterr);
         json_decref(m->map_config->entries);
@@ -256,12 +255,11 @@ int map_config_record_policy(Manager *m, const Policy *p, const DaemonMap *dm, c
 static size_t write_program(Manager *m, const Iface *it, const Filter *f, Program *p) {
         NlMap *maps = NULL;
         size_t n = 0, written = 0;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (nl_program_maps(program_fd(p), &maps, &n, &e) < 0) {
                 log_warning("%s: filter %s: cannot list its program's maps to configure them: %s",
                             it->ifname, f->spec->name, strna(e.message));
-                error_done(&e);
                 return 0;
         }
         for (size_t i = 0; i < n; i++) {
@@ -359,7 +357,7 @@ void map_config_prune(Manager *m) {
         json_t *o, *fo, *v;
         void *t1, *t2, *t3;
         bool changed = false;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         json_object_foreach_safe(m->map_config->entries, t1, owner, o) {
                 json_object_foreach_safe(o, t2, filter, fo) {
@@ -379,10 +377,8 @@ void map_config_prune(Manager *m) {
                         changed = true;
                 }
         }
-        if (changed && store_map_entries_save(m->store, m->map_config->entries, &e) < 0) {
+        if (changed && store_map_entries_save(m->store, m->map_config->entries, &e) < 0)
                 log_warning("%s", strna(e.message));
-                error_done(&e);
-        }
 }
 
 bool daemon_map_config(Manager *m, const DaemonMap *dm, size_t *ret_stored) {

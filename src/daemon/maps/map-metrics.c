@@ -265,13 +265,12 @@ static void emit_task(Manager *d, const MapMetricTask *t, const MetricWriter *w)
                 unique = unique || streq(s->labels[k].from, "key");
         while (more) {
                 NlMapPage p = { 0 };
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
 
                 if (nl_map_read(&t->map->map, cursor_size ? cursor : NULL, cursor_size, NL_MAP_PAGE_MAX, &p,
                                 &e) < 0) {
                         d->counters.map_metric_failures++;
                         log_debug("%s: metric %s: %s", t->user->iface->ifname, s->name, strna(e.message));
-                        error_done(&e);
                         goto done;
                 }
                 for (size_t i = 0; i < p.n; i++) {

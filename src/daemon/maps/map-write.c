@@ -56,10 +56,9 @@ int daemon_map_delete(Manager *d, const DaemonMap *m, const json_t *key, Error *
                 r = nl_map_delete(&m->map, k, reterr);
         if (r == -ENOENT) {
                 /* not in the map, but maybe stored (the program deleted it): forgotten there too */
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 if (map_config_record(d, m, key, NULL, &e) < 0)
                         log_warning("map %s: %s", m->map.name, strna(e.message));
-                error_done(&e);
         } else if (r >= 0)
                 r = map_config_record(d, m, key, NULL, reterr);
         return r;

@@ -232,7 +232,7 @@ static int hogs_read(Manager *m, ObjectCache *cache, Store *store, const char *d
                 _cleanup_free_ char *path = NULL;
                 Document *doc = NULL;
                 Policy *policy = NULL;
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 const Hog *other;
                 int r;
 
@@ -260,7 +260,6 @@ static int hogs_read(Manager *m, ObjectCache *cache, Store *store, const char *d
                                 fprintf(stderr, "clsd: %s: %s\n", strna(path), strna(e.message));
                         else
                                 log_error("%s: hog not applied: %s", strna(path), strna(e.message));
-                        error_done(&e);
                         if (path && s.bad_paths)
                                 s.bad_paths[s.n_bad++] = TAKE_PTR(path);
                         continue;
@@ -298,13 +297,12 @@ int daemon_hogs_check(const char *dir, const char *file, size_t object_size_max,
                 /* one file, whatever its name (Ansible's validate: hands a temporary one) */
                 Document *doc = NULL;
                 Policy *policy = NULL;
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 if (hog_read(&m, cache, NULL, file, &doc, &policy, &e) < 0) {
                         fprintf(stderr, "clsd: %s: %s\n", file, strna(e.message));
                         problems = 1;
                 } else
                         printf("%s: a valid hog\n", file);
-                error_done(&e);
                 document_unref(doc);
                 policy_unref(policy);
         } else {
@@ -372,7 +370,7 @@ int hogs_load(Manager *m) {
                         Iface *it = NULL;
                         NlSocket *rtnl;
                         NlLink link;
-                        Error e = ERROR_NULL;
+                        _cleanup_error_ Error e = ERROR_NULL;
 
                         if (problems > 0 || iface_table_get(m->ifaces, d->netns, d->ifname))
                                 continue;
@@ -385,7 +383,6 @@ int hogs_load(Manager *m) {
                                 if (iface_remove_all(m, it, rtnl, &e) < 0)
                                         log_warning("%s: %s", d->ifname, strna(e.message));
                         }
-                        error_done(&e);
                         (void) store_document_remove(m->store, SOURCE_HOG, d->netns, d->ifname, NULL);
                         iface_free(it, NULL);
                         manager_release_netns(m, d->netns);

@@ -72,13 +72,12 @@ void policies_on_link(Manager *m, const char *netns, const NlLink *l) {
 static void rematch_netns(Manager *m, const PolicySet *set, const char *netns, const PolicyFollower *fw) {
         const LinkEntry *links;
         NlSocket *rtnl;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         size_t nl;
 
         if (netns_set_rtnl(m->netns, netns, &rtnl, &e) < 0 ||
             links_get(m->links, rtnl, netns, false, &links, &nl, &e) < 0) {
                 log_warning("netns %s: cannot match policies: %s", strna(netns), strna(e.message));
-                error_done(&e);
                 return;
         }
         /* The list is the table's: copy it, as queueing may look links up again. */

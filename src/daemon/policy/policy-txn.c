@@ -253,7 +253,7 @@ static void *txn_follow(void *userdata, const char *netns, const char *ifname, b
 static void txn_apply(PolicyTxn *txn) {
         Manager *m = txn->m;
         PolicySet set = { 0 };
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         PolicyFollower fw = { .dry_run = txn->dry_run,
                               .doc = txn->items[0].policy ? txn->items[0].policy->doc : NULL,
                               .resolver = &txn->items[0].res.resolver,
@@ -266,7 +266,6 @@ static void txn_apply(PolicyTxn *txn) {
         if (txn_set(txn, &set.v, &set.n) < 0) {
                 error_oom(&e);
                 txn_fail(txn, &e);
-                error_done(&e);
                 return;
         }
         if (!txn->dry_run) {
@@ -329,7 +328,7 @@ static int item_acquire(PolicyTxn *txn, TxnItem *item, Error *reterr) {
 
 /* A refusal of the item named: with several items, the message says whose and that none is applied. */
 static void txn_fail_item(PolicyTxn *txn, const char *name, const Error *e) {
-        Error e2 = ERROR_NULL;
+        _cleanup_error_ Error e2 = ERROR_NULL;
 
         if (txn->n_alloc == 1) {
                 txn_fail(txn, e);
@@ -339,7 +338,6 @@ static void txn_fail_item(PolicyTxn *txn, const char *name, const Error *e) {
                   "policy %s: %s (none of the %zu policies of this change is applied)", name,
                   strna(e->message), txn->n_alloc);
         txn_fail(txn, &e2);
-        error_done(&e2);
 }
 
 /* Resolve, load (not in a dry run), store, apply: as far as it can go now. Every policy's programs are
@@ -349,7 +347,7 @@ static void txn_step(PolicyTxn *txn) {
         _cleanup_free_ Policy **put = NULL;
         _cleanup_free_ char **removed = NULL;
         size_t n_put = 0, n_removed = 0, i;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         bool waiting = false;
         int r = 0;
 
@@ -384,7 +382,6 @@ static void txn_step(PolicyTxn *txn) {
         if (!put || !removed) {
                 error_oom(&e);
                 txn_fail(txn, &e);
-                error_done(&e);
                 return;
         }
         for (i = 0; i < txn->n_items; i++)
@@ -394,7 +391,6 @@ static void txn_step(PolicyTxn *txn) {
                         removed[n_removed++] = txn->items[i].name;
         if (store_policies_commit(m->store, put, n_put, removed, n_removed, &e) < 0) {
                 txn_fail(txn, &e);
-                error_done(&e);
                 return;
         }
         for (i = 0; i < txn->n_items; i++)
@@ -408,20 +404,18 @@ static void txn_step(PolicyTxn *txn) {
         return;
 fail:
         txn_fail_item(txn, txn->items[i].name, &e);
-        error_done(&e);
 }
 
 /* A transaction of n policies, or NULL when it was answered already (out of memory). */
 static PolicyTxn *txn_new(Manager *m, size_t n, bool dry_run, PolicyDoneFunc done, void *userdata) {
         PolicyTxn *txn = calloc(1, sizeof(*txn));
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (!txn || !(txn->items = calloc(n, sizeof(TxnItem)))) {
                 free(txn);
                 error_oom(&e);
                 daemon_count_error(m, e.code);
                 done(m, NULL, &e, userdata);
-                error_done(&e);
                 return NULL;
         }
         txn->m = m;
@@ -488,7 +482,7 @@ static void policy_change(Manager *m, const char *name, json_t *body, const Daem
                           bool dry_run, PolicyDoneFunc done, void *userdata) {
         PolicyTxn *txn = txn_new(m, 1, dry_run, done, userdata);
         TxnItem *item;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (!txn)
                 return;
@@ -503,7 +497,6 @@ static void policy_change(Manager *m, const char *name, json_t *body, const Daem
         }
         if (!item || e.code || item_set(item, body, 0, &e) < 0) {
                 txn_fail(txn, &e);
-                error_done(&e);
                 return;
         }
         txn_step(txn);
@@ -522,7 +515,7 @@ void daemon_policy_delete(Manager *m, const char *name, const DaemonExpect *expe
 void daemon_fleet_policies_change(Manager *m, const FleetPolicyChange *v, size_t n, PolicyDoneFunc done,
                                   void *userdata) {
         PolicyTxn *txn = txn_new(m, MAX(n, 1u), false, done, userdata);
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (!txn)
                 return;
@@ -533,7 +526,6 @@ void daemon_fleet_policies_change(Manager *m, const FleetPolicyChange *v, size_t
                         item->res.pull_nodes = v[i].pull_nodes;
                 if (!item || item_set(item, v[i].body, v[i].revision ?: 1, &e) < 0) {
                         txn_fail_item(txn, v[i].name, &e);
-                        error_done(&e);
                         return;
                 }
         }

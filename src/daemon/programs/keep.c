@@ -129,7 +129,7 @@ static void fdstore_put(const char *name, int fd, bool map) {
 void keeper_keep(Keeper *k, const ProgramRef *ref, NlProgram *prog, const NlMap *maps, size_t n_maps,
                  bool from_store) {
         char name[KEEP_FDNAME_MAX + 1], path[PATH_MAX];
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         struct stat st;
 
         if (!from_store && fdname(name, ref, NULL)) {
@@ -138,10 +138,8 @@ void keeper_keep(Keeper *k, const ProgramRef *ref, NlProgram *prog, const NlMap 
                         if (fdname(name, ref, maps[i].name))
                                 fdstore_put(name, maps[i].fd, true);
         }
-        if (keeper_pin_path(k, path, ref) && stat(path, &st) < 0 && nl_program_pin(prog, path, &e) < 0) {
+        if (keeper_pin_path(k, path, ref) && stat(path, &st) < 0 && nl_program_pin(prog, path, &e) < 0)
                 log_warning("%s", e.message);
-                error_done(&e);
-        }
 }
 
 void keeper_unkeep(Keeper *k, const ProgramRef *ref, const NlMap *maps, size_t n_maps) {

@@ -29,7 +29,7 @@ static int stored_object_verify(Manager *m, const char *digest, const void *data
 }
 
 int trust_object_check(Manager *m, const char *digest, const void *data, size_t size) {
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         r = stored_object_verify(m, digest, data, size, &e);
@@ -39,7 +39,6 @@ int trust_object_check(Manager *m, const char *digest, const void *data, size_t 
                         log_error("object %s revoked: %s; none of its programs runs, and the filters that "
                                   "use it are removed",
                                   digest, strna(e.message));
-                error_done(&e);
                 return 0;
         }
         return 1;
@@ -69,7 +68,7 @@ void trust_object_signed(Manager *m, const char *digest) {
 static int object_recheck(Manager *m, const char *digest) {
         _cleanup_free_ char *data = NULL;
         NlObjectInfo *info = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         size_t size;
         int r;
 
@@ -92,14 +91,13 @@ static int object_recheck(Manager *m, const char *digest) {
                         log_error("object %s cannot be used: %s", digest, strna(e.message));
                         nl_object_info_free(info);
                 }
-                error_done(&e);
         }
         return 1;
 }
 
 int trust_reload(Manager *m) {
         TrustedKeys *keys = NULL;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         char **digests = NULL;
         size_t n = 0, changed = 0;
 
@@ -108,7 +106,6 @@ int trust_reload(Manager *m) {
         if (trusted_keys_load(m->config.trusted_keys_dir, &keys, &e) < 0) {
                 log_error("--trusted-keys %s: %s; the keys in use stay", m->config.trusted_keys_dir,
                           strna(e.message));
-                error_done(&e);
                 return -EINVAL;
         }
         trusted_keys_free(m->trust.owned);

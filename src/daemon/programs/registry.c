@@ -177,12 +177,10 @@ static ProgramRef program_self(const Program *p) {
 /* Makes p findable after a restart: fd store (unless it came from there) and bpffs pin. */
 static void program_keep(Registry *r, Program *p, const FilterSpec *spec, bool from_store) {
         ProgramRef self = program_self(p);
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
-        if (nl_program_maps(program_fd(p), &p->maps, &p->n_maps, &e) < 0) {
+        if (nl_program_maps(program_fd(p), &p->maps, &p->n_maps, &e) < 0)
                 log_warning("program %s: %s", p->name, e.message);
-                error_done(&e);
-        }
         p->own = calloc(p->n_maps + 1, sizeof(bool));
         for (size_t i = 0; p->own && i < p->n_maps; i++)
                 p->own[i] = p->instance && spec && !filter_map_shared(spec, p->maps[i].name);
@@ -325,7 +323,7 @@ int registry_acquire(Registry *r, const ProgramRef *ref, uint32_t adopt_id, Prog
         char path[PATH_MAX];
         const char *how = NULL;
         bool from_store = false;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
 
         if (registry_revoked(r, ref->digest))
                 return error_set(reterr, EPERM, ERROR_OBJECT_UNTRUSTED, "object %s: %s", ref->digest,
@@ -338,10 +336,8 @@ int registry_acquire(Registry *r, const ProgramRef *ref, uint32_t adopt_id, Prog
         /* Where a restart finds the program, in order: the fd store, bpffs, the kernel's filters. */
         int fd = keeper_take(r->keeper, ref);
         if (fd >= 0) {
-                if (nl_program_from_fd(fd, ref->kind, &np, &e) < 0) {
+                if (nl_program_from_fd(fd, ref->kind, &np, &e) < 0)
                         log_warning("fd store: program %s of %s: %s", ref->program, ref->digest, e.message);
-                        error_done(&e);
-                }
                 safe_close(fd);
                 if ((np = candidate(np, adopt_id)))
                         how = "from the fd store", from_store = true;

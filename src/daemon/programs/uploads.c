@@ -24,7 +24,7 @@ int objects_load(Manager *m) {
                 return log_error_errno(r, "cannot list objects in %s: %m", store_dir(m->store));
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *data = NULL, *moved = NULL;
-                Error e = ERROR_NULL;
+                _cleanup_error_ Error e = ERROR_NULL;
                 NlObjectInfo *info = NULL;
                 size_t size;
 
@@ -44,7 +44,6 @@ int objects_load(Manager *m) {
                                           strna(moved));
                         else
                                 log_error("object %s cannot be used: %s", digests[i], why);
-                        error_done(&e);
                         continue;
                 }
                 r = object_cache_add(m->objects, digests[i], size, info, NULL);
@@ -114,7 +113,7 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
         Upload *u = userdata;
         Manager *m = u->m;
         const DaemonObject *o;
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         bool any = false, created = false, sign = false;
         int r;
 
@@ -141,7 +140,6 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
                           "its own): %s",
                           result->info->n_programs ? list : "no programs at all");
                 upload_finish(u, NULL, false, &e);
-                error_done(&e);
                 return;
         }
         /* again: uploads inspected side by side were each checked before the others were stored */
@@ -157,7 +155,6 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
                 r = store_object_signature_put(m->store, u->digest, u->sig, u->sig_size, &e);
         if (r < 0) {
                 upload_finish(u, NULL, false, &e);
-                error_done(&e);
                 return;
         }
         o = object_cache_get(m->objects, u->digest);
@@ -166,7 +163,6 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
                 if (r < 0) {
                         error_set(&e, -r, ERROR_INTERNAL_ERROR, "out of memory");
                         upload_finish(u, NULL, false, &e);
-                        error_done(&e);
                         return;
                 }
                 log_info("stored object %s (%zu bytes)", u->digest, u->size);
@@ -179,14 +175,13 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
 void daemon_object_add(Manager *m, const void *data, size_t size, const char *sig, size_t sig_size,
                        DaemonObjectDoneFunc done, void *userdata) {
         Upload *u = calloc(1, sizeof(*u));
-        Error e = ERROR_NULL;
+        _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         if (size == 0) {
                 error_set(&e, EINVAL, ERROR_INVALID_OBJECT,
                           "the body is empty; send the object's ELF bytes");
                 done(m, NULL, false, &e, userdata);
-                error_done(&e);
                 free(u);
                 return;
         }
@@ -194,7 +189,6 @@ void daemon_object_add(Manager *m, const void *data, size_t size, const char *si
                 free(u);
                 error_oom(&e);
                 done(m, NULL, false, &e, userdata);
-                error_done(&e);
                 return;
         }
         memcpy(u->data, data, size);
@@ -204,13 +198,11 @@ void daemon_object_add(Manager *m, const void *data, size_t size, const char *si
                 if (trusted_keys_verify(m->trust.keys, data, size, sig, sig_size, u->digest, &e) < 0) {
                         daemon_count_error(m, e.code);
                         upload_finish(u, NULL, false, &e);
-                        error_done(&e);
                         return;
                 }
                 if (sig && !(u->sig = strndup(sig, sig_size))) {
                         error_oom(&e);
                         upload_finish(u, NULL, false, &e);
-                        error_done(&e);
                         return;
                 }
                 u->sig_size = sig ? strlen(u->sig) : 0;
@@ -218,14 +210,12 @@ void daemon_object_add(Manager *m, const void *data, size_t size, const char *si
         if (daemon_object_quota_check(m, u->digest, size, &e) < 0) {
                 daemon_count_error(m, e.code);
                 upload_finish(u, NULL, false, &e);
-                error_done(&e);
                 return;
         }
         r = worker_inspect(m->workers, u->data, size, on_upload_inspected, u, NULL);
         if (r < 0) {
                 error_set(&e, -r, ERROR_INTERNAL_ERROR, "cannot start a worker: %s", strerror(-r));
                 upload_finish(u, NULL, false, &e);
-                error_done(&e);
                 return;
         }
         m->counters.worker_jobs++;
