@@ -254,7 +254,8 @@ class Net:
 
     def __exit__(self, *exc):
         keep = os.environ.get("KEEP_LOGS")  # a directory: the first hosts' logs are copied there
-        for h in self.hosts[:20] if keep else ():
+        # the first hosts', and those a failure named (self.suspects)
+        for h in self.hosts[:20] + getattr(self, "suspects", []) if keep else ():
             if getattr(h, "log", None) and os.path.exists(h.log):
                 shutil.copy(h.log, os.path.join(keep, h.name + ".log"))
         for w in self.watches:
@@ -470,6 +471,7 @@ class Net:
             self.mounts.append(os.path.join(base, "bpffs"))
         users = self.node_users(names) if self.auth else {}
         out = []
+        self.spawn_began = time.monotonic()  # the namespaces made: the clsds started from here
         for i, (name, ns) in enumerate(zip(names, nss)):
             d = os.path.join(base, name)
             os.makedirs(d)
