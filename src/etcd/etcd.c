@@ -289,8 +289,13 @@ int etcd_answer_error(long http_status, json_t *answer, Error *reterr) {
                                  http_status);
         /* gRPC's 4 deadline exceeded ("request timed out"), 8 resource exhausted ("too many requests"),
          * 14 unavailable (no leader, leader changed), or the gateway's 429 and 503: etcd is there and
-         * busy: a later try of the same request, never a new connection (that is more load) */
-        if (code == 4 || code == 8 || code == 14 || http_status == 429 || http_status == 503)
+         * busy: a later try of the same request, never a new connection (that is more load). etcd 3.4's
+         * gateway also answers its server's own busy errors as HTTP 500 with gRPC's 2 (unknown): known
+         * by their message. */
+        if (code == 4 || code == 8 || code == 14 || http_status == 429 || http_status == 503 ||
+            (message && (strstr(message, "too many requests") || strstr(message, "request timed out") ||
+                         strstr(message, "leader changed") || strstr(message, "no leader") ||
+                         strstr(message, "server is likely overloaded"))))
                 return error_set(reterr, EAGAIN, ERROR_ETCD_OVERLOADED, "etcd: %s (HTTP %ld)",
                                  strna(message), http_status);
         if (message)

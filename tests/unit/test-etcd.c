@@ -233,6 +233,24 @@ static void test_auth_and_signed(void **state) {
         assert_int_equal(e.code, ERROR_ETCD_AUTH_FAILED);
         error_done(&e);
         json_decref(j);
+        /* etcd busy, as its 3.4 gateway answered a mass start's puts: HTTP 500, gRPC's unknown (2) */
+        j = load("{\"error\":\"etcdserver: too many requests\",\"code\":2,\"message\":\"etcdserver: too "
+                 "many requests\"}");
+        assert_int_equal(etcd_answer_error(500, j, &e), -EAGAIN);
+        assert_int_equal(e.code, ERROR_ETCD_OVERLOADED);
+        error_done(&e);
+        json_decref(j);
+        j = load("{\"code\":2,\"message\":\"etcdserver: request timed out\"}");
+        assert_int_equal(etcd_answer_error(500, j, &e), -EAGAIN);
+        assert_int_equal(e.code, ERROR_ETCD_OVERLOADED);
+        error_done(&e);
+        json_decref(j);
+        /* another server error is not busy: the connection's to lose */
+        j = load("{\"code\":2,\"message\":\"etcdserver: mvcc: database space exceeded\"}");
+        assert_int_equal(etcd_answer_error(500, j, &e), -EPROTO);
+        assert_int_equal(e.code, ERROR_ETCD_ERROR);
+        error_done(&e);
+        json_decref(j);
         /* the probe: a never-true compare around a put */
         j = etcd_write_probe_body("/clsd/policies/");
         _cleanup_free_ char *text = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
