@@ -285,7 +285,7 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
                 return r;
         r = daemon_add_change_listener(m, map_config_on_change, m);
         if (r < 0)
-                return error_set(reterr, r, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         r = events_resync_start(m, reterr);
         if (r < 0)
                 return r;

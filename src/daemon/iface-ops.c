@@ -114,7 +114,7 @@ typedef struct HogDone {
         void *userdata;
 } HogDone;
 
-static void hog_done(Manager *m, Iface *it, const Error *e, void *userdata) {
+static void on_hog_changed(Manager *m, Iface *it, const Error *e, void *userdata) {
         HogDone *h = userdata;
 
         if (e)
@@ -147,7 +147,7 @@ void iface_hog_change(Manager *m, const char *netns, const char *ifname, Documen
         h->done = done;
         h->userdata = userdata;
         c->doc = document_ref(hog);
-        c->done = hog_done;
+        c->done = on_hog_changed;
         c->userdata = h;
         change_queue(m, c, netns, ifname);
 }

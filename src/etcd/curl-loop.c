@@ -18,7 +18,8 @@ typedef struct Transfer {
         void *userdata;
 } Transfer;
 
-static void check_done(CurlLoop *l) {
+/* Every transfer that finished is answered to its done. */
+static void transfers_finished(CurlLoop *l) {
         CURLMsg *msg;
         int left;
 
@@ -45,7 +46,7 @@ static void act(CurlLoop *l, curl_socket_t fd, int flags) {
         int running;
 
         (void) curl_api.multi_socket_action(l->multi, fd, flags, &running);
-        check_done(l);
+        transfers_finished(l);
 }
 
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {

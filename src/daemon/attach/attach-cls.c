@@ -524,7 +524,7 @@ static int cls_remove_all(AttachContext *c, Error *reterr) {
                 return r;
         r = reconcile_diff(NULL, 0, all, n, &plan);
         if (r < 0)
-                return error_set(reterr, r, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         for (size_t i = 0; i < plan.n_steps && r >= 0; i++) {
                 const PlanStep *s = &plan.steps[i];
                 if (s->action != PLAN_REMOVE)

@@ -161,7 +161,7 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
         if (!o) {
                 r = object_cache_add(m->objects, u->digest, u->size, TAKE_PTR(result->info), &o);
                 if (r < 0) {
-                        error_set(&e, -r, ERROR_INTERNAL_ERROR, "out of memory");
+                        error_oom(&e);
                         upload_finish(u, NULL, false, &e);
                         return;
                 }
@@ -259,7 +259,7 @@ int daemon_object_remove(Manager *m, const char *digest, Error *reterr) {
                 return error_set(reterr, ENOENT, ERROR_OBJECT_NOT_FOUND, "no object %s", digest);
         r = daemon_object_users(m, digest, &users);
         if (r < 0)
-                return error_set(reterr, r, ERROR_INTERNAL_ERROR, "out of memory");
+                return error_oom(reterr);
         if (users[0])
                 return error_set(reterr, EBUSY, ERROR_OBJECT_IN_USE,
                                  "object %s is used by the document of %s%s", digest, users[0],

@@ -124,7 +124,7 @@ static void job_free(WorkerJob *j) {
 }
 
 /* A job leaves: the next waiting one may start (not from workers_free(), which stops them all). */
-static void job_done(WorkerJob *j) {
+static void job_leave(WorkerJob *j) {
         Workers *w = j->workers;
 
         job_free(j);
@@ -176,7 +176,7 @@ uint64_t workers_spares_used(const Workers *w) {
 
 void worker_job_cancel(WorkerJob *j) {
         if (j)
-                job_done(j);
+                job_leave(j);
 }
 
 /* Both the answer and the end are in: the caller learns the result. */
@@ -208,7 +208,7 @@ static void job_finish(WorkerJob *j) {
         }
         result = j->result;
         j->result = (WorkerResult){ 0 };
-        job_done(j);
+        job_leave(j);
         if (done)
                 done(&result, userdata);
         error_done(&result.error);
