@@ -152,7 +152,9 @@ static const char HELP[] =
         "                              removed only by a signed removal (fleet rm --sign)\n"
         "       --fleet-lease-ttl SEC  The lease the node's record and status are bound to: a\n"
         "                              node gone for this long leaves the fleet's view\n"
-        "                              (default %u)\n"
+        "                              (default: sized by the fleet, %u s or more, its\n"
+        "                              keepalives under %u a second together; doubled\n"
+        "                              after etcd let one expire; at most %u)\n"
         "       --log-level LEVEL      error, warning, notice, info or debug (default info)\n"
         "       -h, --help             Show this help\n"
         "       --version              Show the version\n"
@@ -167,5 +169,5 @@ void options_help(void) {
                DAEMON_OBJECTS_MAX_DEFAULT, DAEMON_OBJECTS_BYTES_MAX_DEFAULT, DAEMON_DOCUMENTS_MAX_DEFAULT,
                DAEMON_POLICIES_MAX_DEFAULT, API_TIMEOUT_SEC_DEFAULT, API_HEADER_TIMEOUT_SEC_DEFAULT,
                API_CONNECTIONS_PER_PEER_DEFAULT, DAEMON_RESYNC_SEC_DEFAULT, ETCD_PREFIX_DEFAULT,
-               FLEET_LEASE_TTL_DEFAULT);
+               FLEET_LEASE_TTL_DEFAULT, FLEET_KEEPALIVES_PER_SECOND, FLEET_LEASE_TTL_SIZED_MAX);
 }

@@ -137,6 +137,10 @@ static void emit_fleet(Manager *d, const MetricWriter *w) {
         w->family(w->userdata, "clsd_fleet_lease_renewals_total", "counter",
                   "New leases after etcd lost the node's (it expired while etcd was busy or out of reach)");
         w->sample(w->userdata, "clsd_fleet_lease_renewals_total", NULL, 0, (double) f->lease_renewals);
+        w->family(w->userdata, "clsd_fleet_lease_ttl_seconds", "gauge",
+                  "The node's lease as etcd granted it: longer in a larger fleet, and after leases etcd let "
+                  "expire while busy (a third of it between keepalives)");
+        w->sample(w->userdata, "clsd_fleet_lease_ttl_seconds", NULL, 0, (double) f->lease_ttl);
         w->family(w->userdata, "clsd_fleet_authentications_total", "counter",
                   "Logins to etcd (a token is kept until etcd no longer knows it)");
         w->sample(w->userdata, "clsd_fleet_authentications_total", NULL, 0, (double) f->authentications);

@@ -1,5 +1,5 @@
-/* fleet-format.c: the fleet's keys under the prefix, node names and labels, and a fleet policy's
- * envelope (its name and node selector around a policy). */
+/* fleet-format.c: the fleet's keys under the prefix, node names and labels, a node's lease sized by the
+ * fleet, and a fleet policy's envelope (its name and node selector around a policy). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +7,7 @@
 #include "etcd-rollout.h"
 #include "etcd.h"
 #include "oci-ref.h"
+#include "macros.h"
 #include "names.h"
 #include "sha256.h"
 
@@ -31,6 +32,18 @@ bool fleet_prefix_valid(const char *s) {
 
 bool fleet_node_name_valid(const char *s) {
         return name_valid(s, FLEET_NODE_NAME_MAX);
+}
+
+unsigned fleet_lease_ttl(unsigned configured, uint64_t nodes, unsigned expiries) {
+        uint64_t ttl;
+
+        if (configured)
+                return configured;
+        ttl = MAX((uint64_t) FLEET_LEASE_TTL_DEFAULT,
+                  (3 * nodes + FLEET_KEEPALIVES_PER_SECOND - 1) / FLEET_KEEPALIVES_PER_SECOND);
+        for (unsigned i = 0; i < expiries && ttl < FLEET_LEASE_TTL_SIZED_MAX; i++)
+                ttl *= 2;
+        return (unsigned) MIN(ttl, (uint64_t) FLEET_LEASE_TTL_SIZED_MAX);
 }
 
 static int label_add(FleetLabel **v, size_t *n, const char *key, const char *value, Error *reterr) {

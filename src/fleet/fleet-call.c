@@ -80,6 +80,7 @@ uint64_t fleet_backoff_next(Fleet *f) {
 
 void fleet_sized(Fleet *f, uint64_t nodes) {
         f->fleet_size = nodes;
+        f->sized = true;
         /* the etcd client's spacing while etcd is busy grows with the fleet too */
         etcd_async_set_backoff_cap(f->etcd, backoff_cap(f));
 }

@@ -129,7 +129,10 @@ struct Fleet {
         char *advertise; /* --advertise, or NULL */
         FleetLabel *labels;
         size_t n_labels;
-        unsigned ttl;
+        unsigned ttl_configured; /* --fleet-lease-ttl, or 0: sized (fleet_lease_ttl()) */
+        unsigned ttl; /* the lease's, as etcd granted it (a third of it between keepalives) */
+        unsigned lease_expiries; /* leases etcd let expire while this node kept them alive */
+        bool sized; /* the fleet's size is known (counted or listed in this run) */
         char kernel[65];
         FleetNodeFacts facts; /* the kernel's, for the selectors' gates (set at the start) */
         DaemonFleet status; /* what the faces show of the fleet (daemon_set_fleet()) */

@@ -75,7 +75,8 @@ int fleet_new(Manager *m, sd_event *event, const FleetConfig *c, Fleet **ret, Er
         }
         if (!(f->prefix = strdup(c->prefix ?: ETCD_PREFIX_DEFAULT)))
                 return error_oom(reterr);
-        f->ttl = c->lease_ttl ?: FLEET_LEASE_TTL_DEFAULT;
+        f->ttl_configured = c->lease_ttl;
+        f->ttl = fleet_lease_ttl(c->lease_ttl, 0, 0);
         f->allow_writer = c->allow_writer;
         f->require_signed = c->require_signed;
         f->trusted_keys = c->trusted_keys;

@@ -1,11 +1,12 @@
 /* session.c: this node's connection to etcd. With an etcd user it authenticates (once: the token is kept
  * until etcd says it knows it no more); it makes sure once that its credentials cannot write the fleet's
- * policies; it holds a lease (kept across a lost connection while etcd still has it), writes its record
- * under it and keeps it alive; then watch.c reads the fleet. etcd busy is not a lost connection: the
- * client asks again, spaced (etcd-async.h), and what stays unanswered is done again later. A connection
- * is lost only when its endpoint is out of reach (or a part cannot go on): the policies applied stay, and
- * clsd comes back to the next endpoint after a backoff drawn over a window sized by the fleet (a fleet's
- * nodes do not come back at once), to its lease if etcd kept it, and to its watch where it was. */
+ * policies; it holds a lease (kept across a lost connection while etcd still has it; as long as the
+ * fleet's size asks, and longer after etcd let one expire: fleet_lease_ttl()), writes its record under it
+ * and keeps it alive; then watch.c reads the fleet. etcd busy is not a lost connection: the client asks
+ * again, spaced (etcd-async.h), and what stays unanswered is done again later. A connection is lost only
+ * when its endpoint is out of reach (or a part cannot go on): the policies applied stay, and clsd comes
+ * back to the next endpoint after a backoff drawn over a window sized by the fleet (a fleet's nodes do
+ * not come back at once), to its lease if etcd kept it, and to its watch where it was. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,10 +80,18 @@ static void lease_new(Fleet *f, uint64_t lease) {
  * keys written again under it; the watch and what the node holds stay. */
 static void lease_renew(Fleet *f);
 
-static void on_keepalive_answer(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
-        Fleet *f = userdata;
+/* The seconds a keepalive's (or a grant's) answer says the lease lives; 0: etcd has it no more. */
+static unsigned answer_ttl(json_t *answer) {
         json_t *result = json_object_get(answer, "result");
         json_t *ttl = json_object_get(result ?: answer, "TTL");
+        long long v = json_is_string(ttl) ? atoll(json_string_value(ttl)) : json_integer_value(ttl);
+
+        return v > 0 ? (unsigned) MIN(v, 3600LL) : 0;
+}
+
+static void on_keepalive_answer(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+        unsigned ttl = answer_ttl(answer);
 
         (void) a;
         f->keepalive_pending = false;
@@ -90,10 +99,16 @@ static void on_keepalive_answer(EtcdAsync *a, json_t *answer, const Error *e, vo
                 fleet_call_failed(f, e);
                 return;
         }
-        if (!ttl || (json_is_string(ttl) && atoll(json_string_value(ttl)) <= 0)) {
-                log_warning("fleet: the lease %" PRIu64 " expired; a new one", f->lease);
-                lease_renew(f);
+        if (ttl) {
+                f->ttl = f->status.lease_ttl = ttl;
+                return;
         }
+        /* kept alive, and expired all the same: etcd answered too late. The next lease is longer (fewer
+         * keepalives from every node that saw the same), not a faster retry */
+        f->lease_expiries++;
+        log_warning("fleet: the lease %" PRIu64 " expired; a new one of %u s", f->lease,
+                    fleet_lease_ttl(f->ttl_configured, f->fleet_size, f->lease_expiries));
+        lease_renew(f);
 }
 
 static int on_keepalive(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -154,6 +169,7 @@ static void on_granted(EtcdAsync *a, json_t *answer, const Error *e, void *userd
                 fleet_lost(f, "etcd granted no lease");
                 return;
         }
+        f->ttl = f->status.lease_ttl = answer_ttl(answer) ?: f->ttl;
         lease_new(f, lease);
         if (f->state == FLEET_CONNECTING)
                 lease_ready(f);
@@ -164,9 +180,43 @@ static void on_granted(EtcdAsync *a, json_t *answer, const Error *e, void *userd
         }
 }
 
+static void grant_sized(Fleet *f) {
+        unsigned ttl = fleet_lease_ttl(f->ttl_configured, f->fleet_size, f->lease_expiries);
+
+        fleet_call(f, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t) ttl), on_granted, NULL, f);
+}
+
+static void on_counted(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+        json_t *count = json_object_get(answer, "count");
+
+        (void) a;
+        if (e) {
+                connect_failed(f, e);
+                return;
+        }
+        fleet_sized(f, json_is_string(count) ? strtoull(json_string_value(count), NULL, 10) : 0);
+        grant_sized(f);
+}
+
+/* A new lease, as long as the fleet's size asks: counted first when this run has not listed yet (one
+ * range that only counts the nodes' records). */
 static void grant(Fleet *f) {
-        fleet_call(f, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t) f->ttl), on_granted, NULL,
-                   f);
+        _cleanup_free_ char *nodes = NULL;
+        json_t *body;
+
+        if (f->sized || f->ttl_configured) {
+                grant_sized(f);
+                return;
+        }
+        nodes = fleet_key(f->prefix, "nodes", NULL, NULL);
+        body = nodes ? etcd_range_body(nodes, true) : NULL;
+        if (!body || json_object_set_new(body, "count_only", json_true()) < 0) {
+                json_decref(body);
+                fleet_lost(f, "out of memory");
+                return;
+        }
+        fleet_call(f, "/v3/kv/range", body, on_counted, NULL, f);
 }
 
 static void lease_renew(Fleet *f) {
@@ -180,19 +230,19 @@ static void lease_renew(Fleet *f) {
 /* A connection back: the lease it had, if etcd still has it (nothing to write again under a new one). */
 static void on_lease_checked(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         Fleet *f = userdata;
-        json_t *result = json_object_get(answer, "result");
-        json_t *ttl = json_object_get(result ?: answer, "TTL");
+        unsigned ttl = answer_ttl(answer);
 
         (void) a;
         if (e) {
                 connect_failed(f, e);
                 return;
         }
-        if (!ttl || (json_is_string(ttl) && atoll(json_string_value(ttl)) <= 0)) {
+        if (!ttl) {
                 f->lease = 0;
                 grant(f);
                 return;
         }
+        f->ttl = f->status.lease_ttl = ttl;
         lease_ready(f);
 }
 

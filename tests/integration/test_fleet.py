@@ -167,13 +167,14 @@ class Host:
         self.peer.run("ip", "neigh", "replace", self.addr, "lladdr", mac["va"], "nud", "permanent", "dev", "vb")
         self.clsd = None
         self.extra = ()
+        self.ttl = TTL  # None: sized by the fleet (clsd's default)
 
     def args(self):
         # its own etcd user, unless the test gives it other credentials (extra: options of the test's)
         auth = () if "--fleet-user" in self.extra else self.fleet.node_auth(self.name)
         return ("--fleet", self.fleet.urls, "--fleet-prefix", self.fleet.prefix, "--node", self.name,
                 "--node-labels", ",".join("%s=%s" % kv for kv in self.labels.items()),
-                "--fleet-lease-ttl", str(TTL), *self.fleet.tls, *auth, *self.extra)
+                *(("--fleet-lease-ttl", str(self.ttl)) if self.ttl else ()), *self.fleet.tls, *auth, *self.extra)
 
     def start(self, factory=None, env=None):
         if self.clsd is None:
@@ -837,6 +838,51 @@ def test_a_lease_revoked_under_foreign_writes_of_its_status_is_survived(fleet, b
     leases = {kv.get("lease") for kv in kvs}
     assert len(kvs) == 2 and len(leases) == 1 and None not in leases and "0" not in leases, kvs
     assert na.prefs() == [10]
+
+
+def test_a_nodes_lease_is_sized_by_the_fleet_it_counts_and_lengthened_after_one_expired(fleet, bpf, workdir):
+    """Without --fleet-lease-ttl a node's lease is as long as the fleet asks (the fleet's keepalives under
+    100 a second together: 3 s a hundred nodes, 20 s at least), the nodes counted before its first lease;
+    after a lease etcd dropped while the node kept it alive, twice as long (an overloaded etcd that let
+    leases expire gets fewer keepalives, not more). --fleet-lease-ttl is kept as given."""
+    b = lambda x: base64.b64encode(x.encode()).decode()
+    # 900 records of nodes not here: a big fleet as etcd counts it
+    for start in range(0, 900, 100):
+        etcd_raw(fleet, "/v3/kv/txn", {"success": [
+            {"request_put": {"key": b(fleet.prefix + "nodes/ghost-%d" % i), "value": b("{}")}}
+            for i in range(start, start + 100)]})
+
+    def lease_of(name):
+        kvs = etcd_raw(fleet, "/v3/kv/range", {"key": b(fleet.prefix + "nodes/" + name)}).get("kvs")
+        return int(kvs[0]["lease"]) if kvs and int(kvs[0].get("lease", 0)) else None
+
+    def granted(lease):
+        return int(etcd_raw(fleet, "/v3/lease/timetolive", {"ID": str(lease)})["grantedTTL"])
+
+    def ttl_gauge(h):
+        m = h.clsd.api.get("/metrics").body.decode()
+        return int(float(m.split("\nclsd_fleet_lease_ttl_seconds ")[1].split("\n")[0]))
+
+    fixed = fleet.host("nf")  # --fleet-lease-ttl 3, as every test host
+    sized = fleet.host("ns", start=False)
+    sized.ttl = None
+    sized.start(fleet.factory)
+    first = wait_for(lambda: lease_of("ns"), timeout=15, what="ns's record under a lease")
+    assert granted(first) == 28  # 901 counted (the ghosts and nf): 3 x 901 / 100, rounded up
+    assert ttl_gauge(sized) == 28
+    assert granted(wait_for(lambda: lease_of("nf"), timeout=15, what="nf's record")) == 3 and ttl_gauge(fixed) == 3
+    # etcd drops the lease (as a busy one whose keepalive answers came too late does)
+    etcd_raw(fleet, "/v3/lease/revoke", {"ID": str(first)})
+    second = wait_for(lambda: (lease_of("ns") or first) != first and lease_of("ns"), timeout=30,
+                      what="ns's record under a new lease")
+    assert granted(second) == 56, sized.clsd.log_this_run()[-1500:]
+    wait_for(lambda: ttl_gauge(sized) == 56, timeout=5, what="the gauge says the new lease")
+    assert "expired; a new one of 56 s" in sized.clsd.log_this_run()
+    # the node is whole under it: its status of a policy applied and written under the same lease
+    rev = fleet.apply(count_policy(bpf, names=["ns"]), workdir)
+    fleet.wait_converged("edge-count", rev, {"ns"})
+    st = etcd_raw(fleet, "/v3/kv/range", {"key": b(fleet.prefix + "status/ns/edge-count")})["kvs"][0]
+    assert int(st["lease"]) == second
 
 
 def test_the_fleets_view_cannot_be_forged_and_is_put_right(fleet, bpf, workdir):

@@ -295,12 +295,38 @@ static void test_auth_and_signed(void **state) {
         json_decref(j);
 }
 
+/* A lease long enough that the fleet's keepalives stay under their budget, doubled per lease etcd let
+ * expire, bounded; a configured one as configured. */
+static void test_a_lease_is_sized_by_the_fleet(void **state) {
+        (void) state;
+        assert_int_equal(fleet_lease_ttl(0, 0, 0), FLEET_LEASE_TTL_DEFAULT);
+        assert_int_equal(fleet_lease_ttl(0, 200, 0), 20); /* a small fleet: the default */
+        assert_int_equal(fleet_lease_ttl(0, 666, 0), 20);
+        assert_int_equal(fleet_lease_ttl(0, 700, 0), 21); /* 3 x 700 / 100, rounded up */
+        assert_int_equal(fleet_lease_ttl(0, 1000, 0), 30);
+        assert_int_equal(fleet_lease_ttl(0, 2500, 0), 75);
+        assert_int_equal(fleet_lease_ttl(0, 5000, 0), 150);
+        assert_int_equal(fleet_lease_ttl(0, 100000, 0), FLEET_LEASE_TTL_SIZED_MAX);
+        assert_int_equal(fleet_lease_ttl(0, UINT64_MAX / 4, 0), FLEET_LEASE_TTL_SIZED_MAX);
+        /* expiries: each doubles, up to the bound */
+        assert_int_equal(fleet_lease_ttl(0, 0, 1), 40);
+        assert_int_equal(fleet_lease_ttl(0, 0, 2), 80);
+        assert_int_equal(fleet_lease_ttl(0, 2500, 2), FLEET_LEASE_TTL_SIZED_MAX);
+        assert_int_equal(fleet_lease_ttl(0, 0, 1000), FLEET_LEASE_TTL_SIZED_MAX);
+        /* a fleet's keepalives under the budget at every size */
+        for (uint64_t n = 1; n <= 10000; n += 37)
+                assert_true(3 * n <= (uint64_t) fleet_lease_ttl(0, n, 0) * FLEET_KEEPALIVES_PER_SECOND ||
+                            fleet_lease_ttl(0, n, 0) == FLEET_LEASE_TTL_SIZED_MAX);
+        /* --fleet-lease-ttl is the operator's */
+        assert_int_equal(fleet_lease_ttl(10, 5000, 3), 10);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_base64),          cmocka_unit_test(test_prefix_end_and_keys),
                 cmocka_unit_test(test_labels),          cmocka_unit_test(test_policy_envelope_and_selection),
                 cmocka_unit_test(test_answers),         cmocka_unit_test(test_bodies),
-                cmocka_unit_test(test_auth_and_signed),
+                cmocka_unit_test(test_auth_and_signed), cmocka_unit_test(test_a_lease_is_sized_by_the_fleet),
         };
         return cmocka_run_group_tests_name("etcd", tests, NULL, NULL);
 }

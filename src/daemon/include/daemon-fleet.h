@@ -46,6 +46,7 @@ typedef struct DaemonFleet {
         uint64_t busy_failures; /* calls still unanswered after the client's retries: done again later */
         uint64_t stream_restarts; /* the watch begun again, the connection kept */
         uint64_t lease_renewals; /* a new lease, the old one gone (etcd busy or out of reach too long) */
+        unsigned lease_ttl; /* the lease's seconds, as etcd granted it (sized by the fleet) */
         uint64_t authentications; /* logins (a token is kept until etcd forgets it) */
         uint64_t lists; /* the fleet read whole (at the start, after a compaction) */
         uint64_t status_writes; /* requests that wrote the node's record or statuses */

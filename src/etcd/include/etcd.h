@@ -72,6 +72,16 @@ char *fleet_key(const char *prefix, const char *kind, const char *name, const ch
 bool fleet_prefix_valid(const char *s);
 bool fleet_node_name_valid(const char *s);
 
+/* A node's lease (the seconds its record and statuses outlive it), kept alive every third of it. etcd
+ * answers each keepalive through its JSON gateway (a few ms of its CPU each), so a fleet's nodes ask for
+ * leases long enough that their keepalives stay under FLEET_KEEPALIVES_PER_SECOND together, and twice as
+ * long after each lease etcd let expire while they kept it alive (an overloaded etcd): configured if set,
+ * else at least FLEET_LEASE_TTL_DEFAULT, at most FLEET_LEASE_TTL_SIZED_MAX. */
+#define FLEET_LEASE_TTL_DEFAULT 20
+#define FLEET_LEASE_TTL_SIZED_MAX 300
+#define FLEET_KEEPALIVES_PER_SECOND 100
+unsigned fleet_lease_ttl(unsigned configured, uint64_t nodes, unsigned expiries);
+
 typedef struct FleetLabel {
         char key[FLEET_LABEL_MAX + 1];
         char value[FLEET_LABEL_MAX + 1];

@@ -8,15 +8,13 @@
 #include "etcd.h"
 #include "signature.h"
 
-#define FLEET_LEASE_TTL_DEFAULT 20
-
 typedef struct FleetConfig {
         const char *urls; /* "http://h:2379[,…]"; NULL: no fleet */
         const char *prefix; /* NULL: ETCD_PREFIX_DEFAULT */
         const char *node; /* NULL: the host name */
         const char *labels; /* "k=v,…" */
         EtcdCredentials creds;
-        unsigned lease_ttl; /* seconds; 0: FLEET_LEASE_TTL_DEFAULT */
+        unsigned lease_ttl; /* seconds; 0: sized by the fleet (fleet_lease_ttl()) */
         /* credentials that may write the fleet's policies are refused (the node stops) unless this */
         bool allow_writer;
         /* only policies signed by one of trusted_keys (clsctl fleet apply --sign) are applied */
