@@ -432,11 +432,12 @@ class Net:
         endpoints in a turned order with spread: each member serves its share). The machine's own
         limits, which n real hosts would each have for themselves, are raised for the run: inotify
         instances (one per clsd), the neighbour table (every namespace's entries in one)."""
-        self.sysctl_at_least("fs.inotify.max_user_instances", 4 * n + 128)
-        self.sysctl_at_least("kernel.pid_max", 8 * (len(self.hosts) + n) + 32768)  # clsds, workers, threads
+        total = len(self.hosts) + n  # (the hosts of the run so far too: many() is called batch by batch)
+        self.sysctl_at_least("fs.inotify.max_user_instances", 4 * total + 128)
+        self.sysctl_at_least("kernel.pid_max", 8 * total + 32768)  # clsds, workers, threads
         for v, t in (("ipv4", 4), ("ipv6", 4)):
             for k, m in (("gc_thresh1", 1), ("gc_thresh2", 2), ("gc_thresh3", 4)):
-                self.sysctl_at_least("net.%s.neigh.default.%s" % (v, k), m * t * (n + 64))
+                self.sysctl_at_least("net.%s.neigh.default.%s" % (v, k), m * t * (total + 64))
         first = len(self.hosts) + 1
         names = ["h%d" % h for h in range(first, first + n)]
         nss = ["%s-%s" % (self.tag, name) for name in names]
