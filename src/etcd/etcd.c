@@ -106,6 +106,22 @@ json_t *etcd_range_body(const char *key, bool prefix) {
         return key_body(key, prefix);
 }
 
+json_t *etcd_count_body(const char *prefix) {
+        json_t *j = key_body(prefix, true);
+
+        if (j && json_object_set_new(j, "count_only", json_true()) < 0) {
+                json_decref(j);
+                return NULL;
+        }
+        return j;
+}
+
+uint64_t etcd_range_count(json_t *range_answer) {
+        json_t *c = json_object_get(range_answer, "count");
+
+        return json_is_string(c) ? strtoull(json_string_value(c), NULL, 10) : 0; /* (0 is left out) */
+}
+
 json_t *etcd_delete_body(const char *key, bool prefix) {
         return key_body(key, prefix);
 }

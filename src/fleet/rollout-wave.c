@@ -120,18 +120,9 @@ void rollout_publish(Fleet *f) {
         }
 }
 
-static json_t *count_range(const char *key) {
-        json_t *j = etcd_range_body(key, true);
-        if (j)
-                json_object_set_new(j, "count_only", json_true());
-        return j;
-}
-
 static uint64_t response_count(json_t *answer, size_t i) {
-        json_t *r =
-                json_object_get(json_array_get(json_object_get(answer, "responses"), i), "response_range");
-        json_t *c = json_object_get(r, "count");
-        return json_is_string(c) ? strtoull(json_string_value(c), NULL, 10) : 0; /* (0 is left out) */
+        return etcd_range_count(
+                json_object_get(json_array_get(json_object_get(answer, "responses"), i), "response_range"));
 }
 
 static void on_state_written(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
@@ -218,8 +209,8 @@ static void evaluate_wave(Fleet *f, const RolloutView *v, unsigned wave, bool ti
         snprintf(wl->policy, sizeof(wl->policy), "%s", v->policy);
         snprintf(wl->id, sizeof(wl->id), "%s", v->id);
         fleet_call(f, "/v3/kv/txn",
-                   json_pack("{s:[{s:o},{s:o}]}", "success", "request_range", count_range(healthy),
-                             "request_range", count_range(failed)),
+                   json_pack("{s:[{s:o},{s:o}]}", "success", "request_range", etcd_count_body(healthy),
+                             "request_range", etcd_count_body(failed)),
                    on_wave_counted, free, wl);
 }
 

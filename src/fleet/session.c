@@ -188,14 +188,13 @@ static void grant_sized(Fleet *f) {
 
 static void on_counted(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         Fleet *f = userdata;
-        json_t *count = json_object_get(answer, "count");
 
         (void) a;
         if (e) {
                 connect_failed(f, e);
                 return;
         }
-        fleet_sized(f, json_is_string(count) ? strtoull(json_string_value(count), NULL, 10) : 0);
+        fleet_sized(f, etcd_range_count(answer));
         grant_sized(f);
 }
 
@@ -210,9 +209,8 @@ static void grant(Fleet *f) {
                 return;
         }
         nodes = fleet_key(f->prefix, "nodes", NULL, NULL);
-        body = nodes ? etcd_range_body(nodes, true) : NULL;
-        if (!body || json_object_set_new(body, "count_only", json_true()) < 0) {
-                json_decref(body);
+        body = nodes ? etcd_count_body(nodes) : NULL;
+        if (!body) {
                 fleet_lost(f, "out of memory");
                 return;
         }

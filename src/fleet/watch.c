@@ -84,7 +84,6 @@ static json_t *response_range(json_t *answer, size_t i) {
 static void on_listed(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         Fleet *f = userdata;
         uint64_t revision = etcd_answer_revision(answer);
-        json_t *count;
 
         (void) a;
         if (e) {
@@ -99,8 +98,7 @@ static void on_listed(EtcdAsync *a, json_t *answer, const Error *e, void *userda
                 return;
         }
         /* the fleet's size spaces this node's retries: a fleet's nodes do not come back at once */
-        count = json_object_get(response_range(answer, 2), "count");
-        fleet_sized(f, json_is_string(count) ? strtoull(json_string_value(count), NULL, 10) : 0);
+        fleet_sized(f, etcd_range_count(response_range(answer, 2)));
         f->revision = f->rollouts_revision = revision;
         f->listed = true;
         f->state = FLEET_WATCHING;
@@ -117,9 +115,9 @@ void watch_list(Fleet *f) {
         _cleanup_free_ char *policies = fleet_key(f->prefix, "policies", NULL, NULL),
                             *rollouts = fleet_key(f->prefix, "rollouts", NULL, NULL),
                             *nodes = fleet_key(f->prefix, "nodes", NULL, NULL);
-        json_t *count = nodes ? etcd_range_body(nodes, true) : NULL;
+        json_t *count = nodes ? etcd_count_body(nodes) : NULL;
 
-        if (count && (json_object_set_new(count, "count_only", json_true()) < 0 || !policies || !rollouts)) {
+        if (count && (!policies || !rollouts)) {
                 json_decref(count);
                 count = NULL;
         }

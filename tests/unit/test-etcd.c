@@ -205,6 +205,20 @@ static void test_bodies(void **state) {
                 text, "{\"create_request\":{\"key\":\"L2Nsc2Qv\",\"progress_notify\":true,\"range_end\":"
                       "\"L2Nsc2Qw\",\"start_revision\":\"8\",\"watch_id\":\"0\"}}");
         json_decref(j);
+        /* a range that only counts, and its answer's count (etcd leaves a count of 0 out) */
+        j = etcd_count_body("/clsd/nodes/");
+        free(text);
+        text = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+        assert_string_equal(text, "{\"count_only\":true,\"key\":\"L2Nsc2Qvbm9kZXMv\",\"range_end\":"
+                                  "\"L2Nsc2Qvbm9kZXMw\"}");
+        json_decref(j);
+        j = load("{\"header\":{\"revision\":\"9\"},\"count\":\"901\"}");
+        assert_int_equal(etcd_range_count(j), 901);
+        json_decref(j);
+        j = load("{\"header\":{\"revision\":\"9\"}}");
+        assert_int_equal(etcd_range_count(j), 0);
+        json_decref(j);
+        assert_int_equal(etcd_range_count(NULL), 0);
 }
 
 /* etcd's auth errors as its gateway answers them (captured from etcd 3.4), and the signed envelope. */

@@ -34,6 +34,9 @@ void etcd_kvs_free(EtcdKv *v, size_t n);
 
 /* Request bodies (NULL: out of memory). prefix: the range of every key under key. */
 json_t *etcd_range_body(const char *key, bool prefix);
+/* A range that only counts the keys under prefix, and the count of such a range's answer (0: none). */
+json_t *etcd_count_body(const char *prefix);
+uint64_t etcd_range_count(json_t *range_answer);
 json_t *etcd_put_body(const char *key, const void *value, size_t size, uint64_t lease);
 json_t *etcd_delete_body(const char *key, bool prefix);
 /* A watch's create_request of key (every key under it, with prefix) from start_revision, as watch_id:
