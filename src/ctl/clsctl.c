@@ -109,6 +109,7 @@ enum {
         ARG_TO,
         ARG_FLEET_USER,
         ARG_FLEET_PASSWORD_FILE,
+        ARG_FLEET_TIMEOUT,
         ARG_SIGN,
         ARG_APPLY,
         ARG_OUT,
@@ -158,6 +159,14 @@ static int fleet_option_apply(Ctl *c, int opt) {
         case ARG_FLEET_PASSWORD_FILE:
                 c->fleet_password_file = optarg;
                 break;
+        case ARG_FLEET_TIMEOUT: {
+                char *end = NULL;
+                c->fleet_timeout_sec = strtod(optarg, &end);
+                if (end == optarg || *end || !(c->fleet_timeout_sec >= 1) || c->fleet_timeout_sec > 3600)
+                        return usage_error("--fleet-timeout %s: expected seconds, 1 to 3600 (default 60)",
+                                           optarg);
+                break;
+        }
         case ARG_SIGN:
                 c->sign_key = optarg;
                 break;
@@ -228,6 +237,7 @@ static int option_apply(Ctl *c, int opt, char *argv[]) {
         case ARG_TO:
         case ARG_FLEET_USER:
         case ARG_FLEET_PASSWORD_FILE:
+        case ARG_FLEET_TIMEOUT:
         case ARG_SIGN:
         case ARG_APPLY:
         case ARG_OUT:
@@ -305,6 +315,7 @@ static int parse_argv(int argc, char *argv[], Ctl *c) {
                 { "to", required_argument, NULL, ARG_TO },
                 { "fleet-user", required_argument, NULL, ARG_FLEET_USER },
                 { "fleet-password-file", required_argument, NULL, ARG_FLEET_PASSWORD_FILE },
+                { "fleet-timeout", required_argument, NULL, ARG_FLEET_TIMEOUT },
                 { "sign", required_argument, NULL, ARG_SIGN },
                 { "apply", no_argument, NULL, ARG_APPLY },
                 { "out", required_argument, NULL, ARG_OUT },

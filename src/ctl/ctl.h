@@ -36,6 +36,7 @@ typedef struct Ctl {
         const char *fleet_prefix;
         const char *fleet_ca, *fleet_cert, *fleet_key;
         const char *fleet_user, *fleet_password_file; /* an etcd user (its authentication), who "by" is */
+        double fleet_timeout_sec; /* --fleet-timeout: how long a busy etcd is asked again (0: the default) */
         const char *waves; /* fleet apply --waves: the waves of this apply's rollout ("1,10%,100%") */
         uint64_t rollback_to; /* fleet rollback --to REV (0: the revision before the current one) */
         const char *sign_key; /* fleet apply, rollback --sign: the secret key signing the policy */

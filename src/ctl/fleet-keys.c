@@ -33,6 +33,8 @@ int fleet_client(const Ctl *c, EtcdClient **ret) {
                 return ctl_error(-EINVAL, "no etcd endpoint: give --fleet URL[,URL…] or set CLSD_FLEET");
         if (etcd_client_new(c->fleet_urls, &tls, ret, &e) < 0)
                 return ctl_error(-EINVAL, "%s", e.message);
+        if (c->fleet_timeout_sec > 0)
+                etcd_client_set_busy_wait(*ret, (uint64_t) (c->fleet_timeout_sec * 1e6));
         return 0;
 }
 

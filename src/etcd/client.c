@@ -16,6 +16,7 @@ struct EtcdClient {
         EtcdCredentials creds;
         char *password, *token;
         CURL *curl;
+        uint64_t busy_wait_usec; /* how long a busy etcd is asked again (etcd_client_set_busy_wait()) */
 };
 
 int etcd_client_new(const char *urls, const EtcdCredentials *creds, EtcdClient **ret, Error *reterr) {
@@ -25,6 +26,7 @@ int etcd_client_new(const char *urls, const EtcdCredentials *creds, EtcdClient *
                 return error_oom(reterr);
         if (creds)
                 c->creds = *creds;
+        c->busy_wait_usec = ETCD_BUSY_RETRY_USEC;
         if (etcd_endpoints_parse(urls, &c->urls, &c->n_urls, reterr) < 0 ||
             etcd_password_read(&c->creds, &c->password, reterr) < 0) {
                 etcd_client_free(c);
@@ -83,10 +85,27 @@ static uint64_t now_usec(void) {
         return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
 }
 
+void etcd_client_set_busy_wait(EtcdClient *c, uint64_t usec) {
+        c->busy_wait_usec = usec;
+}
+
+/* The pause after a busy answer, as a node's (etcd-async.h): doubled from ETCD_BUSY_BACKOFF_MIN_USEC
+ * to ETCD_BUSY_BACKOFF_MAX_USEC, drawn from its upper half (clients started together do not come back
+ * together), at least a Retry-After, never past the deadline. */
+static uint64_t busy_pause(uint64_t *backoff, uint64_t retry_after, uint64_t now, uint64_t deadline) {
+        *backoff = MIN(*backoff ? *backoff * 2 : ETCD_BUSY_BACKOFF_MIN_USEC, ETCD_BUSY_BACKOFF_MAX_USEC);
+        uint64_t pause = MAX(*backoff / 2 + (uint64_t) random() % (*backoff / 2 + 1), retry_after);
+        return MIN(pause, deadline > now ? deadline - now : 0);
+}
+
 /* text POSTed to path: the endpoint that answered last first; an unreachable one, or one without a
- * leader, passes to the next, round after round until the deadline. */
+ * leader, passes to the next, round after round for ETCD_RETRY_USEC. A busy etcd (etcd_overloaded: too
+ * many requests, or no answer within the call's time) is asked again after a backoff for as long as the
+ * client waits for it: a CLI that gave up at once, run by a script in a loop, would add to the load. */
 static int call_any(EtcdClient *c, const char *path, const char *text, json_t **ret, Error *reterr) {
-        uint64_t deadline = now_usec() + ETCD_RETRY_USEC;
+        uint64_t start = now_usec(), backoff = 0;
+        uint64_t unreachable_deadline = start + MIN(ETCD_RETRY_USEC, c->busy_wait_usec);
+        uint64_t busy_deadline = start + c->busy_wait_usec;
         int r = -EHOSTUNREACH;
 
         for (size_t k = 0;; k++) {
@@ -101,15 +120,23 @@ static int call_any(EtcdClient *c, const char *path, const char *text, json_t **
                         c->current = i;
                         return 0;
                 }
-                bool again = (r == -EHOSTUNREACH || r == -EAGAIN) && now_usec() < deadline;
+                uint64_t now = now_usec();
+                bool busy = e.code == ERROR_ETCD_OVERLOADED;
+                bool again = busy ? now < busy_deadline : r == -EHOSTUNREACH && now < unreachable_deadline;
                 if (!again) {
+                        if (busy && k > 0)
+                                return error_set(reterr, -r, e.code, "etcd stayed busy for %.0f s: %s",
+                                                 (double) (now - start) / 1e6, strna(e.message));
                         if (reterr && !reterr->code) {
                                 *reterr = e;
                                 e = ERROR_NULL;
                         }
                         return r;
                 }
-                if ((k + 1) % c->n_urls == 0)
+                if (busy)
+                        (void) usleep(busy_pause(&backoff, etcd_transfer_retry_after_usec(c->curl), now,
+                                                 busy_deadline));
+                else if ((k + 1) % c->n_urls == 0)
                         (void) usleep(200 * 1000);
         }
 }

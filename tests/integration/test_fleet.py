@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -968,3 +969,96 @@ def test_an_etcd_answer_over_the_limit_is_said_so(fleet, workdir):
              what="the node says why it cannot list")
     etcd_raw(fleet, "/v3/kv/deleterange", {"key": base64.b64encode((fleet.prefix + "policies/").encode()).decode(),
                                            "range_end": base64.b64encode((fleet.prefix + "policies0").encode()).decode()})
+
+
+BUSY_PROXY = """
+import http.client, http.server, json, sys, threading, time
+upstream, port, busy, hold = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+host, uport = upstream.split(":")
+lock, seen = threading.Lock(), {"range": 0}
+
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with lock:
+            n = seen["range"] = seen["range"] + (self.path == "/v3/kv/range")
+        print(json.dumps({"t": time.monotonic(), "path": self.path, "n": n}), flush=True)
+        if self.path == "/v3/kv/range" and n <= busy:
+            text = json.dumps({"error": "etcdserver: too many requests", "code": 8,
+                               "message": "etcdserver: too many requests"}).encode()
+            self.send_response(429)
+            self.send_header("Retry-After", "1")
+            self.send_header("Content-Length", str(len(text)))
+            self.end_headers()
+            self.wfile.write(text)
+            return
+        if self.path == "/v3/kv/range" and n == busy + 1:
+            time.sleep(hold)  # past the caller's 10 s: no answer in time
+        c = http.client.HTTPConnection(host, int(uport), timeout=30)
+        hdrs = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type")}
+        c.request("POST", self.path, body, hdrs)
+        a = c.getresponse()
+        text = a.read()
+        self.send_response(a.status)
+        self.send_header("Content-Length", str(len(text)))
+        self.end_headers()
+        self.wfile.write(text)
+
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def busy_proxy(fleet, port, busy, hold):
+    """A gateway in front of the first member that answers the first `busy` ranges 429 (Retry-After: 1, etcd's
+    "too many requests") and holds the next one `hold` seconds before passing it on; every request it got,
+    when, on its stdout."""
+    return fleet.cluster.switch.popen(sys.executable, "-c", BUSY_PROXY, member_url(0)[len("http://"):], str(port),
+                                      str(busy), str(hold), stdout=subprocess.PIPE, text=True)
+
+
+def test_clsctl_asks_a_busy_etcd_again_with_growing_pauses_and_gives_up_when_told(fleet, workdir):
+    """clsctl in a script's loop against an overloaded etcd: a 429 or a request not answered within the call's
+    10 s is asked again after a pause (at least the Retry-After), not given up on at once (each failed run a
+    script starts again adds to the load), until --fleet-timeout."""
+    port = 23790
+    proxy = busy_proxy(fleet, port, busy=2, hold=11)
+    try:
+        wait_for(lambda: run(fleet.cluster.switch.argv("curl", "-s", "-o", "/dev/null", "http://127.0.0.1:%d/" % port),
+                             check=False).returncode == 0, timeout=10, what="the proxy listening")
+        t0 = time.monotonic()
+        p = run(fleet.cluster.switch.argv(CLSCTL, "--fleet", "http://127.0.0.1:%d" % port, "--fleet-prefix",
+                                          fleet.prefix, *fleet.ctl_auth(), "--json", "fleet", "ls"),
+                check=False, timeout=60)
+        took = time.monotonic() - t0
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout) == [] and took > 12, took
+    finally:
+        proxy.kill()
+        out, _ = proxy.communicate(timeout=10)
+    ranges = [json.loads(l) for l in out.splitlines() if json.loads(l)["path"] == "/v3/kv/range"]
+    # two 429s, the held one, the one answered; each 429 waited for its Retry-After
+    assert [r["n"] for r in ranges] == [1, 2, 3, 4], ranges
+    assert ranges[1]["t"] - ranges[0]["t"] >= 0.95 and ranges[2]["t"] - ranges[1]["t"] >= 0.95, ranges
+
+    # an etcd that stays busy: asked again until --fleet-timeout, then one line that says so
+    proxy = busy_proxy(fleet, port, busy=10 ** 6, hold=0)
+    try:
+        wait_for(lambda: run(fleet.cluster.switch.argv("curl", "-s", "-o", "/dev/null", "http://127.0.0.1:%d/" % port),
+                             check=False).returncode == 0, timeout=10, what="the proxy listening")
+        t0 = time.monotonic()
+        p = run(fleet.cluster.switch.argv(CLSCTL, "--fleet", "http://127.0.0.1:%d" % port, "--fleet-prefix",
+                                          fleet.prefix, *fleet.ctl_auth(), "--fleet-timeout", "4", "fleet", "ls"),
+                check=False, timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        proxy.kill()
+        out, _ = proxy.communicate(timeout=10)
+    assert p.returncode == 1 and len(p.stderr.splitlines()) == 1, (p.returncode, p.stderr)
+    assert re.search(r"etcd stayed busy for [45] s: .*too many requests", p.stderr), p.stderr
+    asked = sum(1 for l in out.splitlines() if json.loads(l)["path"] == "/v3/kv/range")
+    assert 3.5 < took < 15 and 2 <= asked <= 5, (took, asked)  # Retry-After: 1 s between, not a tight loop
+    p = fleet.ctl("fleet", "ls", "--fleet-timeout", "0.5", check=2)
+    assert "--fleet-timeout 0.5: expected seconds, 1 to 3600" in p.stderr, p.stderr
