@@ -289,12 +289,16 @@ int etcd_answer_error(long http_status, json_t *answer, Error *reterr) {
         json_int_t code = json_integer_value(json_object_get(answer, "code"));
 
         /* gRPC's codes: 7 permission denied; 16 unauthenticated (a token etcd no longer knows); 3 with
-         * these messages: a user or password it does not know, or no token where it wants one */
+         * these messages: a user or password it does not know, no token where it wants one, or a token
+         * older than etcd's users and roles (a JWT token carries the revision of the auth store it was
+         * given at, and every user or role made since, as clsctl fleet rbac does for each new node, makes
+         * it old: a new login, as etcd's own client does) */
         if (message && code == 7)
                 return error_set(reterr, EACCES, ERROR_ETCD_PERMISSION_DENIED, "etcd: %s (HTTP %ld)",
                                  message, http_status);
-        if (message && (code == 16 || http_status == 401 || strstr(message, "user name is empty") ||
-                        strstr(message, "invalid auth token")))
+        if (message &&
+            (code == 16 || http_status == 401 || strstr(message, "user name is empty") ||
+             strstr(message, "invalid auth token") || strstr(message, "revision of auth store is old")))
                 return error_set(reterr, EKEYEXPIRED, ERROR_ETCD_TOKEN_INVALID, "etcd: %s (HTTP %ld)",
                                  message, http_status);
         if (message && strstr(message, "authentication failed"))

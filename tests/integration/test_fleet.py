@@ -1062,3 +1062,83 @@ def test_clsctl_asks_a_busy_etcd_again_with_growing_pauses_and_gives_up_when_tol
     assert 3.5 < took < 15 and 2 <= asked <= 5, (took, asked)  # Retry-After: 1 s between, not a tight loop
     p = fleet.ctl("fleet", "ls", "--fleet-timeout", "0.5", check=2)
     assert "--fleet-timeout 0.5: expected seconds, 1 to 3600" in p.stderr, p.stderr
+
+
+class JwtEtcd:
+    """One etcd member of the test's own that gives JWT tokens (RS256, a key made here), on the module's bridge
+    at .9, authentication on: what a Fleet needs of a cluster."""
+
+    def __init__(self, cluster):
+        self.switch, self.root = cluster.switch, tempfile.mkdtemp(prefix="jwt-", dir=cluster.root)
+        self.attach = cluster.attach
+        self.ns = netns_create()
+        self.proc = None
+        url = "http://%s.9" % SUBNET
+        self.url = url + ":2379"
+        try:
+            self.attach(self.ns, "%s.9" % SUBNET)
+            key, pub = os.path.join(self.root, "jwt.key"), os.path.join(self.root, "jwt.pub")
+            run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", key])
+            run(["openssl", "pkey", "-in", key, "-pubout", "-out", pub])
+            log = open(os.path.join(self.root, "etcd.log"), "ab")
+            self.proc = self.ns.popen(
+                ETCD, "--name", "j1", "--data-dir", os.path.join(self.root, "data"),
+                "--listen-peer-urls", url + ":2380", "--initial-advertise-peer-urls", url + ":2380",
+                "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+                "--initial-cluster", "j1=%s:2380" % url, "--initial-cluster-state", "new", "--bcrypt-cost", "4",
+                "--auth-token", "jwt,pub-key=%s,priv-key=%s,sign-method=RS256,ttl=1h" % (pub, key),
+                stdout=log, stderr=subprocess.STDOUT)
+            log.close()
+            wait_for(lambda: run(self.switch.argv("curl", "-sf", "-m", "1", self.url + "/health"),
+                                 check=False).returncode == 0, timeout=20, interval=0.1, what="the JWT member healthy")
+            self.root_pw = os.path.join(self.root, "root.password")
+            with open(self.root_pw, "w") as f:
+                f.write(ROOT_PASSWORD + "\n")
+            ctl = lambda *a: run(self.switch.argv("etcdctl", "--endpoints", self.url, *a))
+            ctl("user", "add", "root", "--new-user-password=" + ROOT_PASSWORD, "--interactive=false")
+            ctl("user", "grant-role", "root", "root")
+            ctl("auth", "enable")
+        except BaseException:
+            self.close()
+            raise
+
+    def urls(self):
+        return self.url
+
+    def close(self):
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            self.proc = None
+        netns_destroy(self.ns)
+
+
+def test_a_node_whose_jwt_token_a_new_user_made_old_logs_in_again(fleet, bpf, workdir):
+    """etcd's JWT tokens carry the revision of its users and roles when given: a user made since (clsctl
+    fleet rbac for the next node) makes every token older, and etcd refuses its writes ("revision of auth
+    store is old", HTTP 400). The node logs in again, as etcd's own client does, and goes on; it took the
+    answer for a lost connection and came back with the same token, for ever."""
+    jwt = JwtEtcd(fleet.cluster)
+    try:
+        fleet.cluster, fleet.urls = jwt, jwt.urls()
+        h1 = fleet.host("h1")
+        wait_for(lambda: "h1" in fleet.ctl("fleet", "nodes").stdout, timeout=20, what="h1's record")
+
+        def logins():
+            m = h1.clsd.api.get("/metrics").body.decode()
+            return int(float(m.split("\nclsd_fleet_authentications_total ")[1].split("\n")[0]))
+        assert logins() == 1
+        fleet.ctl("fleet", "rbac", "h2", "--apply", "--out", fleet.pwdir)  # the auth store's revision moves on
+        rev = fleet.apply(count_policy(bpf), workdir)
+        fleet.wait_converged("edge-count", rev, {"h1"}, timeout=30)
+        assert h1.prefs() == [10] and h1.send(3) == 3
+        assert logins() == 2, h1.clsd.log_this_run()
+        # and it keeps its new token: a second change needs no login
+        rev = fleet.apply(count_policy(bpf, prio=11), workdir)
+        fleet.wait_converged("edge-count", rev, {"h1"}, timeout=20)
+        assert logins() == 2
+    finally:
+        for h in fleet.hosts.values():
+            if h.clsd and h.clsd.proc:
+                h.clsd.kill()
+        jwt.close()

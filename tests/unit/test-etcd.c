@@ -241,6 +241,13 @@ static void test_auth_and_signed(void **state) {
         assert_int_equal(e.code, ERROR_ETCD_TOKEN_INVALID);
         error_done(&e);
         json_decref(j);
+        /* a JWT token older than the users and roles made since: a new login */
+        j = load("{\"error\":\"etcdserver: revision of auth store is old\",\"code\":3,\"message\":"
+                 "\"etcdserver: revision of auth store is old\"}");
+        assert_int_equal(etcd_answer_error(400, j, &e), -EKEYEXPIRED);
+        assert_int_equal(e.code, ERROR_ETCD_TOKEN_INVALID);
+        error_done(&e);
+        json_decref(j);
         j = load("{\"code\":3,\"message\":\"etcdserver: authentication failed, invalid user ID or "
                  "password\"}");
         assert_int_equal(etcd_answer_error(400, j, &e), -EACCES);
