@@ -133,3 +133,30 @@ int read_fd_all(int fd, size_t max, char **ret, size_t *ret_size) {
         *ret_size = done;
         return 0;
 }
+
+int map_fd_all(int fd, size_t max, FdMapping *ret) {
+        struct stat st;
+        void *p;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (st.st_size < 0 || (uint64_t) st.st_size > max)
+                return -EFBIG;
+        if (st.st_size == 0) {
+                *ret = (FdMapping){ .mapped = false };
+                return read_fd_all(fd, max, &ret->data, &ret->size);
+        }
+        p = mmap(NULL, (size_t) st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED)
+                return -errno;
+        *ret = (FdMapping){ .data = p, .size = (size_t) st.st_size, .mapped = true };
+        return 0;
+}
+
+void fd_mapping_done(FdMapping *m) {
+        if (m->mapped)
+                (void) munmap(m->data, m->size);
+        else
+                free(m->data);
+        *m = (FdMapping){ 0 };
+}

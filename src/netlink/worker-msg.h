@@ -39,3 +39,14 @@ int recv_msg(int sock, void *buf, size_t size, int *fds, size_t max_fds, size_t 
 int memfd_with(const char *name, const void *data, size_t size);
 /* All of fd (at most max bytes: -EFBIG past it). */
 int read_fd_all(int fd, size_t max, char **ret, size_t *ret_size);
+/* All of fd mapped (a sealed memfd or a store's object, neither ever shrunk): private, so that a writer
+ * (libelf may convert in place) writes a copy; no copy made otherwise, and the pages come a fault-around
+ * at a time instead of being copied into a new buffer (at 2 MiB, most of a worker's CPU). An empty fd is
+ * read. Freed with fd_mapping_done(). */
+typedef struct FdMapping {
+        char *data;
+        size_t size;
+        bool mapped; /* else malloc'ed */
+} FdMapping;
+int map_fd_all(int fd, size_t max, FdMapping *ret);
+void fd_mapping_done(FdMapping *m);

@@ -279,9 +279,9 @@ int nl_worker_main(int fd) {
  * load nothing else is taken, and the socket's end is no failure (0 in *ret_kind). The exit status on
  * failure. */
 static int serve_one(int sock, bool after_load, NlJobKind *ret_kind, int *ret_next) {
-        _cleanup_free_ char *data = NULL;
+        _cleanup_(fd_mapping_done) FdMapping object = { 0 };
         int fds[NL_JOB_REUSE_MAX + 1];
-        size_t n_fds = 0, size;
+        size_t n_fds = 0;
         JobRequest req;
         int r;
 
@@ -304,7 +304,7 @@ static int serve_one(int sock, bool after_load, NlJobKind *ret_kind, int *ret_ne
                         close(fds[i]);
                 return after_load ? 0 : 1;
         }
-        r = read_fd_all(fds[0], NL_OBJECT_SIZE_MAX, &data, &size);
+        r = map_fd_all(fds[0], NL_OBJECT_SIZE_MAX, &object);
         close(fds[0]);
         if (r < 0) {
                 _cleanup_error_ Error e = ERROR_NULL;
@@ -314,9 +314,9 @@ static int serve_one(int sock, bool after_load, NlJobKind *ret_kind, int *ret_ne
                 return 1;
         }
         if (req.kind == NL_JOB_INSPECT)
-                r = serve_inspect(sock, data, size);
+                r = serve_inspect(sock, object.data, object.size);
         else if (req.kind == NL_JOB_LOAD)
-                r = serve_load(sock, &req, data, size, fds + 1, req.n_reuse);
+                r = serve_load(sock, &req, object.data, object.size, fds + 1, req.n_reuse);
         else
                 r = -EINVAL;
         *ret_kind = (NlJobKind) req.kind;

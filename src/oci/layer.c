@@ -16,7 +16,14 @@ static bool is_gzip(const char *data, size_t size) {
 
 static int gunzip(const char *data, size_t size, size_t max, char **ret, size_t *ret_size, Error *reterr) {
         z_stream z = { 0 };
-        size_t cap = MIN(max + 1, MAX(size * 4, (size_t) 65536));
+        /* gzip's trailer says the size inflated (modulo 4 GiB): one buffer of it, not doublings of a
+         * guess (each a new buffer's pages); a wrong one is only a guess, still bounded by max */
+        uint32_t isize = size >= 18 ? (uint32_t) (unsigned char) data[size - 4] |
+                                              (uint32_t) (unsigned char) data[size - 3] << 8 |
+                                              (uint32_t) (unsigned char) data[size - 2] << 16 |
+                                              (uint32_t) (unsigned char) data[size - 1] << 24
+                                    : 0;
+        size_t cap = MIN(max + 1, isize ? (size_t) isize + 1 : MAX(size * 4, (size_t) 65536));
         char *out = malloc(cap);
         int r;
 
@@ -192,10 +199,19 @@ int oci_layer_object(const char *media_type, const char *data, size_t size, cons
         if (obj_size < 4 || memcmp(obj, "\177ELF", 4) != 0)
                 return error_set(reterr, EINVAL, ERROR_IMAGE_INVALID,
                                  "the image's object is not an ELF file");
-        *ret = malloc(obj_size + 1);
+        if (tar) {
+                /* the object moved to the start of the inflated buffer, which becomes it: no second
+                 * buffer of its size */
+                char *v;
+                memmove(tar, obj, obj_size);
+                v = realloc(tar, obj_size + 1);
+                *ret = v ?: TAKE_PTR(tar);
+                if (v)
+                        tar = NULL;
+        } else if ((*ret = malloc(obj_size + 1)))
+                memcpy(*ret, obj, obj_size);
         if (!*ret)
                 return error_oom(reterr);
-        memcpy(*ret, obj, obj_size);
         *ret_size = obj_size;
         return 0;
 }

@@ -340,6 +340,21 @@ def test_hostile_and_odd_images_are_refused_and_wide_ones_taken(net, registry, c
     registry.push_image("bad/bomb", "v1", bomb, layer="raw")
     e = assert_error(put(c, net, ref(registry, "v1", "bad/bomb"), name="x"), 413, "payload_too_large")
     assert "inflates" in e["message"], e
+    # the same bomb whose gzip trailer claims 100 bytes (the size clsd sizes its buffer by): still bounded
+    # by the limit, and a trailer that does not match what inflates is no whole gzip stream
+    registry.push_image("bad/liar", "v1", bomb[:-4] + (100).to_bytes(4, "little"), layer="raw")
+    e = assert_error(put(c, net, ref(registry, "v1", "bad/liar"), name="x"), 413, "payload_too_large")
+    assert "inflates" in e["message"], e
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as t:
+        data = read(bpf.count)
+        info = tarfile.TarInfo("./prog.o")
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    layer = gzip.compress(raw.getvalue())
+    registry.push_image("bad/trailer", "v1", layer[:-4] + (len(raw.getvalue()) // 2).to_bytes(4, "little"), layer="raw")
+    e = assert_error(put(c, net, ref(registry, "v1", "bad/trailer"), name="x"), 422, "image_invalid")
+    assert "not a whole gzip stream" in e["message"], e
     # two layers
     cfg = b"{}"
     cd, l1, l2 = registry.push_blob("bad/two", cfg), registry.push_blob("bad/two", b"a"), registry.push_blob("bad/two", b"b")
