@@ -313,7 +313,8 @@ static bool envelope_pulls(json_t *envelope) {
 }
 
 /* "selected": of the live nodes, those the policy selects (and its kernel gates let in), for a policy that
- * names images: their pulls spread over them at the registry's pace (registries' pulls_per_second). */
+ * names images (their pulls spread over them at the registry's pace: registries' pulls_per_second) or has
+ * a rollout: a node learns from it how big the fleet has grown since it counted (its lease's length). */
 static int selected_op(const FleetPolicy *fp, const FleetNodeInfo *nodes, size_t n, json_t *envelope) {
         size_t selected = 0;
         char why[128];
@@ -421,7 +422,8 @@ int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *
         json_object_del(envelope, "selected"); /* (a file's own count is its apply's no more) */
         if (r >= 0 && (pulls || fp.rollout.present))
                 r = fleet_live_nodes(ec, c, &rows, &nodes, &n_nodes);
-        if (r >= 0 && pulls)
+        /* (said whenever the nodes were read anyway: a node also sizes its lease by it) */
+        if (r >= 0 && (pulls || fp.rollout.present))
                 r = selected_op(&fp, nodes, n_nodes, envelope);
         /* a signature is made here or not at all: one the envelope brought signed something else */
         (void) json_object_del(envelope, "signed");

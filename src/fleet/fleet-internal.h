@@ -154,7 +154,8 @@ struct Fleet {
         bool keepalive_pending;
         bool lease_lost; /* a write found the lease gone: a new one (session.c) */
         uint64_t backoff_usec;
-        uint64_t fleet_size; /* nodes with a record, at the last list: it sizes the backoffs */
+        uint64_t fleet_size; /* nodes with a record at the last list, or the most a policy said it selected
+                                since: it sizes the backoffs and the lease */
         sd_event_source *retry, *keepalive, *lost, *resync;
 
         /* watch.c */

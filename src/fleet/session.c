@@ -1,7 +1,8 @@
 /* session.c: this node's connection to etcd. With an etcd user it authenticates (once: the token is kept
  * until etcd says it knows it no more); it makes sure once that its credentials cannot write the fleet's
  * policies; it holds a lease (kept across a lost connection while etcd still has it; as long as the
- * fleet's size asks, and longer after etcd let one expire: fleet_lease_ttl()), writes its record under it
+ * fleet's size asks, and longer after etcd let one expire: fleet_lease_ttl(); a new one when the fleet
+ * grew to ask for twice as long), writes its record under it
  * and keeps it alive; then watch.c reads the fleet. etcd busy is not a lost connection: the client asks
  * again, spaced (etcd-async.h), and what stays unanswered is done again later. A connection is lost only
  * when its endpoint is out of reach (or a part cannot go on): the policies applied stay, and clsd comes
@@ -89,6 +90,20 @@ static unsigned answer_ttl(json_t *answer) {
         return v > 0 ? (unsigned) MIN(v, 3600LL) : 0;
 }
 
+/* The fleet grew since the lease was sized (a policy said it selected more nodes than were counted):
+ * once its size asks for a lease twice as long, the node takes one, its keys written again under it, and
+ * lets the old one lapse. Without it a fleet grown tenfold keeps its first leases' keepalives, ten times
+ * what its size asks, until etcd lets them expire under the load. */
+static void lease_check_size(Fleet *f) {
+        unsigned want = fleet_lease_ttl(f->ttl_configured, f->fleet_size, f->lease_expiries);
+
+        if (f->ttl_configured || !f->lease || want < 2 * f->ttl)
+                return;
+        log_info("fleet: the fleet has grown to %" PRIu64 " nodes: a lease of %u s instead of %u s",
+                 f->fleet_size, want, f->ttl);
+        lease_renew(f);
+}
+
 static void on_keepalive_answer(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         Fleet *f = userdata;
         unsigned ttl = answer_ttl(answer);
@@ -101,6 +116,7 @@ static void on_keepalive_answer(EtcdAsync *a, json_t *answer, const Error *e, vo
         }
         if (ttl) {
                 f->ttl = f->status.lease_ttl = ttl;
+                lease_check_size(f);
                 return;
         }
         /* kept alive, and expired all the same: etcd answered too late. The next lease is longer (fewer

@@ -137,6 +137,16 @@ void watch_list(Fleet *f) {
 /* ---- the stream ---- */
 
 /* The events of one message are one etcd revision (a transaction's): taken together. */
+/* A policy says how many nodes it selected when applied (clsctl's count): the fleet is at least that big.
+ * A node counts the fleet when it lists only, and a fleet that grew since would keep the leases of its
+ * first size (and their keepalives) until they expired; this keeps its size current for free. */
+static void fleet_size_seen(Fleet *f, const char *name) {
+        const Wanted *w = wanted_find(&f->wanted, name);
+
+        if (w && w->fp.selected > f->fleet_size)
+                fleet_sized(f, w->fp.selected);
+}
+
 static int watch_policies(Fleet *f, const EtcdWatchMessage *msg) {
         uint64_t seen = 0;
 
@@ -150,8 +160,10 @@ static int watch_policies(Fleet *f, const EtcdWatchMessage *msg) {
                 } else if (wanted_set(&f->wanted, f->prefix, &msg->events[i], f->node, f->labels,
                                       f->n_labels, &f->facts) < 0)
                         return -ENOMEM;
-                else
+                else {
                         trust_judge(f, name);
+                        fleet_size_seen(f, name);
+                }
         }
         /* What this node has seen all of: an event's revision, or a progress notification's (sent to a
          * watch that has caught up). A created answer's header is etcd's revision, not the watch's. */

@@ -886,6 +886,46 @@ def test_a_nodes_lease_is_sized_by_the_fleet_it_counts_and_lengthened_after_one_
     assert int(st["lease"]) == second
 
 
+def test_a_nodes_lease_grows_with_a_fleet_that_grew_after_it_was_sized(fleet, bpf, workdir):
+    """A node counts the fleet when it lists; a fleet that grew tenfold since would keep the node's first
+    lease and its keepalives. A policy says how many nodes it selected when applied: once that asks for a
+    lease twice as long, the node takes one, writes its keys under it and lets the old one lapse."""
+    b = lambda x: base64.b64encode(x.encode()).decode()
+    ng = fleet.host("ng", start=False)
+    ng.ttl = None
+    ng.start(fleet.factory)
+
+    def lease_of(key):
+        kvs = etcd_raw(fleet, "/v3/kv/range", {"key": b(fleet.prefix + key)}).get("kvs")
+        return int(kvs[0]["lease"]) if kvs and int(kvs[0].get("lease", 0)) else None
+
+    first = wait_for(lambda: lease_of("nodes/ng"), timeout=15, what="ng's record under a lease")
+    # a policy with a rollout: clsctl reads the live nodes for its plan, and says how many it selected
+    rev = fleet.apply(dict(count_policy(bpf), rollout={"waves": ["100%"], "hold": "0s", "confirm": "0s"}), workdir)
+    fleet.wait_converged("edge-count", rev, {"ng"})
+    ttl = etcd_raw(fleet, "/v3/lease/timetolive", {"ID": str(first)})
+    assert int(ttl["grantedTTL"]) == 20  # a fleet of one: the least
+    # the same policy as if applied to a fleet of 2,000 (clsctl's count of the nodes it selected)
+    kv = etcd_raw(fleet, "/v3/kv/range", {"key": b(fleet.prefix + "policies/edge-count")})["kvs"][0]
+    policy = json.loads(base64.b64decode(kv["value"]))
+    assert policy["selected"] == 1
+    policy["selected"] = 2000
+    etcd_put_raw(fleet, b"policies/edge-count", json.dumps(policy).encode())
+    # at its next keepalive (every 20/3 s) the node moves to a lease of 60 s (3 s a hundred nodes)
+    second = wait_for(lambda: (lease_of("nodes/ng") or first) != first and lease_of("nodes/ng"), timeout=20,
+                      what="ng's record under a new lease")
+    assert int(etcd_raw(fleet, "/v3/lease/timetolive", {"ID": str(second)})["grantedTTL"]) == 60
+    assert "the fleet has grown to 2000 nodes: a lease of 60 s instead of 20 s" in ng.clsd.log_this_run()
+    # its status too, and nothing is left under the old lease, which lapses
+    wait_for(lambda: lease_of("status/ng/edge-count") == second, timeout=10, what="ng's status under the new lease")
+    old = etcd_raw(fleet, "/v3/lease/timetolive", {"ID": str(first), "keys": True})
+    assert not old.get("keys"), old
+    assert ng.prefs() == [10] and ng.send(2) == 2
+    # and it stays there: no second move for the same size
+    time.sleep(8)
+    assert lease_of("nodes/ng") == second
+
+
 def test_the_fleets_view_cannot_be_forged_and_is_put_right(fleet, bpf, workdir):
     """Keys written by someone else: a node's status overwritten (no lease), a status key it never wrote,
     its record deleted: the node writes its own keys again at once (it watches them) and deletes what is
