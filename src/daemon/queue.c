@@ -89,7 +89,7 @@ static bool request_run(RequestQueue *q, ReconcileRequest *req) {
                 op->free(op);
                 /* A change just applied the whole interface: what asked for a reconcile is met. */
                 req->reasons &= ~(unsigned) (REASON_TC | REASON_RESYNC | REASON_LINK | REASON_PROGRAMS);
-                req->failures = 0;
+                backoff_reset(&req->backoff);
                 req->not_before = 0;
         }
         if (!req->reasons)
@@ -105,14 +105,13 @@ static bool request_run(RequestQueue *q, ReconcileRequest *req) {
                 return false;
         }
         if (r < 0) {
-                uint64_t delay = MIN(RETRY_BASE_USEC << MIN(req->failures, 6u), RETRY_MAX_USEC);
-                req->failures++;
+                uint64_t delay = backoff_next(&req->backoff, RETRY_BASE_USEC, RETRY_MAX_USEC);
                 req->reasons |= REASON_RETRY;
                 req->not_before = now_usec(q) + delay;
                 log_info("%s: next attempt in %llu s", it->ifname, (unsigned long long) (delay / 1000000));
                 return false;
         }
-        req->failures = 0;
+        backoff_reset(&req->backoff);
         req->not_before = 0;
         return !req->reasons;
 }
@@ -237,7 +236,7 @@ void request_queue_expedite(RequestQueue *q, Iface *it) {
 
 bool request_queue_backing_off(const RequestQueue *q, const Iface *it) {
         (void) q;
-        return it->request && it->request->failures > 0;
+        return it->request && it->request->backoff.usec > 0;
 }
 
 void request_queue_operation(RequestQueue *q, Operation *op) {
@@ -285,7 +284,7 @@ size_t request_queue_length(const RequestQueue *q) {
 bool request_queue_idle(const RequestQueue *q) {
         for (const ReconcileRequest *r = q->head; r; r = r->next)
                 if (!r->dropped &&
-                    (r->running || (r->iface && r->iface->ops) || (r->reasons && r->failures == 0)))
+                    (r->running || (r->iface && r->iface->ops) || (r->reasons && r->backoff.usec == 0)))
                         return false;
         return true;
 }

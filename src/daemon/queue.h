@@ -5,6 +5,7 @@
  * DELETE, a hog's change) are operations, run in order of arrival, each once. */
 #pragma once
 
+#include "backoff.h"
 #include "daemon.h"
 
 typedef struct RequestQueue RequestQueue;
@@ -23,7 +24,7 @@ typedef enum RequestReason {
 typedef struct ReconcileRequest {
         Iface *iface;
         unsigned reasons;
-        unsigned failures; /* in a row: the backoff */
+        Backoff backoff; /* its failures in a row */
         uint64_t not_before; /* CLOCK_MONOTONIC µs: a retry waits until then */
         bool running; /* waiting for a worker; the interface's other work waits */
         bool dropped; /* its interface went: freed after the queue's pass */

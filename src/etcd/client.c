@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backoff.h"
 #include "dl.h"
 #include "etcd-transfer.h"
 
@@ -89,12 +90,12 @@ void etcd_client_set_busy_wait(EtcdClient *c, uint64_t usec) {
         c->busy_wait_usec = usec;
 }
 
-/* The pause after a busy answer, as a node's (etcd-async.h): doubled from ETCD_BUSY_BACKOFF_MIN_USEC
- * to ETCD_BUSY_BACKOFF_MAX_USEC, drawn from its upper half (clients started together do not come back
- * together), at least a Retry-After, never past the deadline. */
-static uint64_t busy_pause(uint64_t *backoff, uint64_t retry_after, uint64_t now, uint64_t deadline) {
-        *backoff = MIN(*backoff ? *backoff * 2 : ETCD_BUSY_BACKOFF_MIN_USEC, ETCD_BUSY_BACKOFF_MAX_USEC);
-        uint64_t pause = MAX(*backoff / 2 + (uint64_t) random() % (*backoff / 2 + 1), retry_after);
+/* The pause after a busy answer, as a node's (etcd-async.h): the backoff's, at least a Retry-After, never
+ * past the deadline. */
+static uint64_t busy_pause(Backoff *backoff, uint64_t retry_after, uint64_t now, uint64_t deadline) {
+        uint64_t pause =
+                MAX(backoff_next_jittered(backoff, ETCD_BUSY_BACKOFF_MIN_USEC, ETCD_BUSY_BACKOFF_MAX_USEC),
+                    retry_after);
         return MIN(pause, deadline > now ? deadline - now : 0);
 }
 
@@ -103,7 +104,8 @@ static uint64_t busy_pause(uint64_t *backoff, uint64_t retry_after, uint64_t now
  * many requests, or no answer within the call's time) is asked again after a backoff for as long as the
  * client waits for it: a CLI that gave up at once, run by a script in a loop, would add to the load. */
 static int call_any(EtcdClient *c, const char *path, const char *text, json_t **ret, Error *reterr) {
-        uint64_t start = now_usec(), backoff = 0;
+        uint64_t start = now_usec();
+        Backoff backoff = { 0 };
         uint64_t unreachable_deadline = start + MIN(ETCD_RETRY_USEC, c->busy_wait_usec);
         uint64_t busy_deadline = start + c->busy_wait_usec;
         int r = -EHOSTUNREACH;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backoff.h"
 #include "etcd-async.h"
 #include "etcd-curl-loop.h"
 #include "dl.h"
@@ -51,8 +52,9 @@ struct EtcdAsync {
         Call *calls;
         Stream stream;
         /* etcd busy (etcd_overloaded): the calls are spaced, each busy answer doubling the space (with
-         * jitter, up to the cap its user sizes by the fleet), each answer halving it */
-        uint64_t backoff_usec, backoff_cap_usec;
+         * jitter, up to the cap its user sizes by the fleet), each answer easing it (halved) */
+        Backoff backoff;
+        uint64_t backoff_cap_usec; /* 0: ETCD_BUSY_BACKOFF_MAX_USEC */
         uint64_t not_before_usec; /* CLOCK_MONOTONIC: no call goes before */
         uint64_t busy_answers, retries;
 };
@@ -126,7 +128,7 @@ uint64_t etcd_async_retries(const EtcdAsync *a) {
 }
 
 uint64_t etcd_async_backoff_usec(const EtcdAsync *a) {
-        return a->backoff_usec;
+        return a->backoff.usec;
 }
 
 const char *etcd_async_endpoint(const EtcdAsync *a) {
@@ -266,12 +268,10 @@ static int call_later(Call *c, uint64_t delay) {
 /* etcd said it is busy: the calls are spaced by a backoff that doubles (with jitter: a fleet's nodes do
  * not come back in step), at least what its Retry-After asked. */
 static uint64_t busy(EtcdAsync *a, uint64_t retry_after) {
-        uint64_t cap = a->backoff_cap_usec ?: ETCD_BUSY_BACKOFF_MAX_USEC;
-
         a->busy_answers++;
-        a->backoff_usec = MIN(a->backoff_usec ? a->backoff_usec * 2 : ETCD_BUSY_BACKOFF_MIN_USEC, cap);
-        uint64_t delay = a->backoff_usec / 2 + (uint64_t) random() % (a->backoff_usec / 2 + 1);
-        delay = MAX(delay, retry_after);
+        uint64_t delay = MAX(backoff_next_jittered(&a->backoff, ETCD_BUSY_BACKOFF_MIN_USEC,
+                                                   a->backoff_cap_usec ?: ETCD_BUSY_BACKOFF_MAX_USEC),
+                             retry_after);
         a->not_before_usec = MAX(a->not_before_usec, now_usec(a) + delay);
         return delay;
 }
@@ -301,9 +301,9 @@ static void on_call_done(CurlLoop *l, CURL *easy, CURLcode result, void *userdat
         }
         call_unlink(a, c);
         if (!e.code) {
-                a->backoff_usec /= 2; /* an answer: etcd copes again, the spacing shrinks */
-                if (a->backoff_usec < ETCD_BUSY_BACKOFF_MIN_USEC)
-                        a->backoff_usec = 0;
+                backoff_ease(
+                        &a->backoff,
+                        ETCD_BUSY_BACKOFF_MIN_USEC); /* an answer: etcd copes again, the spacing shrinks */
                 if (a->contact)
                         a->contact(a->contact_userdata);
         }

@@ -43,25 +43,23 @@ static void group_done(Fleet *f, const Error *e) {
                 w->error = NULL;
                 w->error_revision = 0;
                 if (!e) {
-                        w->retry_delay_usec = 0;
+                        backoff_reset(&w->retry);
                         continue;
                 }
                 w->error = strdup(e->message ?: error_code_to_string(e->code));
                 w->error_revision = w->revision;
                 /* tried again later (what was in the way, a local policy or an object, may go), less
                  * often each time */
-                w->retry_delay_usec = MIN(w->retry_delay_usec ? w->retry_delay_usec * 2 : FAILED_RETRY_USEC,
-                                          FAILED_RETRY_MAX_USEC);
-                w->retry_usec = now + w->retry_delay_usec;
+                w->retry_usec = now + backoff_next(&w->retry, FAILED_RETRY_USEC, FAILED_RETRY_MAX_USEC);
         }
         rollout_applied(f, f->group, f->n_group, f->group_revision, e);
         if (e) {
                 log_warning("fleet: revision %" PRIu64 ": %s", f->group_revision, strna(e->message));
-                f->failed_delay_usec = f->failed_revision == f->group_revision
-                                               ? MIN(f->failed_delay_usec * 2, FAILED_RETRY_MAX_USEC)
-                                               : FAILED_RETRY_USEC;
+                if (f->failed_revision != f->group_revision)
+                        backoff_reset(&f->failed);
                 f->failed_revision = f->group_revision;
-                f->failed_retry_usec = now + f->failed_delay_usec;
+                f->failed_retry_usec =
+                        now + backoff_next(&f->failed, FAILED_RETRY_USEC, FAILED_RETRY_MAX_USEC);
         } else if (f->failed_revision == f->group_revision)
                 f->failed_revision = 0;
         group_clear(f);

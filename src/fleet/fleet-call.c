@@ -73,9 +73,8 @@ static uint64_t backoff_cap(Fleet *f) {
 }
 
 uint64_t fleet_backoff_next(Fleet *f) {
-        f->backoff_usec = f->backoff_usec ? MIN(f->backoff_usec * 2, backoff_cap(f)) : BACKOFF_MIN_USEC;
         /* from half to all of the backoff: after an outage, a fleet's nodes do not come back at once */
-        return f->backoff_usec / 2 + (uint64_t) random() % (f->backoff_usec / 2 + 1);
+        return backoff_next_jittered(&f->backoff, BACKOFF_MIN_USEC, backoff_cap(f));
 }
 
 void fleet_sized(Fleet *f, uint64_t nodes) {

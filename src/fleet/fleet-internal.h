@@ -10,6 +10,7 @@
  * keepalive, reconnect), fleet.c (made, started, freed). */
 #pragma once
 
+#include "backoff.h"
 #include "etcd-async.h"
 #include "etcd-rollout.h"
 #include "fleet.h"
@@ -38,7 +39,7 @@ typedef struct Wanted {
         char *error; /* applying it at error_revision failed: why */
         uint64_t error_revision;
         uint64_t retry_usec; /* CLOCK_MONOTONIC: when a failed revision is tried again */
-        uint64_t retry_delay_usec;
+        Backoff retry; /* its failures in a row */
         Desire desire; /* set before each converge (rollout_desire()) */
         uint64_t desire_revision;
         json_t *desire_body; /* borrowed */
@@ -153,7 +154,7 @@ struct Fleet {
                       */
         bool keepalive_pending;
         bool lease_lost; /* a write found the lease gone: a new one (session.c) */
-        uint64_t backoff_usec;
+        Backoff backoff; /* the comebacks after a lost connection (fleet_backoff_next()) */
         uint64_t fleet_size; /* nodes with a record at the last list, or the most a policy said it selected
                                 since: it sizes the backoffs and the lease */
         sd_event_source *retry, *keepalive, *lost, *resync;
@@ -175,7 +176,8 @@ struct Fleet {
         uint64_t group_revision;
         /* the last change that failed, tried again only after a delay (its puts keep theirs too): a
          * removal the daemon keeps refusing does not hold up the changes after it */
-        uint64_t failed_revision, failed_retry_usec, failed_delay_usec;
+        uint64_t failed_revision, failed_retry_usec;
+        Backoff failed;
         sd_event_source *kick, *converge_timer;
 
         /* rollouts.c, rollout.c */

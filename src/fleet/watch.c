@@ -194,7 +194,7 @@ static void watch_created(Fleet *f, uint64_t id) {
         f->watching_all = f->status.connected = f->watches_created == WATCHES_ALL;
         if (f->status.connected) {
                 f->status.last_error[0] = 0;
-                f->backoff_usec = 0;
+                backoff_reset(&f->backoff);
                 f->watch_deadline_usec = 0; /* etcd copes: the next stream gets the first deadline */
                 (void) sd_event_source_set_enabled(f->watch_check, SD_EVENT_OFF);
         }

@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "backoff.h"
 #include "oci-internal.h"
 
 #define TOKEN_ANSWER_MAX (64 * 1024)
@@ -189,20 +190,22 @@ static int request(OciSession *s, const char *url, const char *accept, size_t ma
  * without one), for up to OCI_RETRY_AFTER_MAX_SEC in all: it is paced, not given up on, nor hurried. */
 static int request_paced(OciSession *s, const char *url, const char *accept, size_t max, bool basic,
                          OciAnswer *a, Error *reterr) {
-        long waited = 0, next = 1;
+        Backoff backoff = { 0 };
+        long waited = 0;
         int r;
 
         for (;;) {
                 r = request(s, url, accept, max, basic, a, reterr);
                 if (r < 0 || (a->status != 429 && a->status != 503))
                         return r;
-                long wait = a->retry_after > 0 ? a->retry_after : next;
+                long wait = a->retry_after > 0
+                                    ? a->retry_after
+                                    : (long) (backoff_next(&backoff, 1000000, 16000000) / 1000000);
                 if (waited + wait > OCI_RETRY_AFTER_MAX_SEC)
                         return r;
                 s->busy++;
                 sleep((unsigned) wait);
                 waited += wait;
-                next = MIN(next * 2, 16L);
         }
 }
 

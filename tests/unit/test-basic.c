@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backoff.h"
 #include "error.h"
 #include "hashmap.h"
 #include "oci-ref.h"
@@ -212,12 +213,41 @@ static void test_error_set(void **state) {
         error_done(&e);
 }
 
+/* The one backoff: doubling from min to max, reset, eased under load, jitter within its upper half. */
+static void test_backoff(void **state) {
+        Backoff b = { 0 };
+
+        (void) state;
+        assert_int_equal(backoff_next(&b, 1000, 5000), 1000);
+        assert_int_equal(backoff_next(&b, 1000, 5000), 2000);
+        assert_int_equal(backoff_next(&b, 1000, 5000), 4000);
+        assert_int_equal(backoff_next(&b, 1000, 5000), 5000);
+        assert_int_equal(backoff_next(&b, 1000, 5000), 5000);
+        /* a max that grew (a fleet's size) lets it double again; one under min is min */
+        assert_int_equal(backoff_next(&b, 1000, 20000), 10000);
+        backoff_reset(&b);
+        assert_int_equal(backoff_next(&b, 1000, 500), 1000);
+        /* eased: halved, and gone under min */
+        b.usec = 8000;
+        backoff_ease(&b, 1000);
+        assert_int_equal(b.usec, 4000);
+        b.usec = 1500;
+        backoff_ease(&b, 1000);
+        assert_int_equal(b.usec, 0);
+        for (int i = 0; i < 1000; i++) {
+                Backoff j = { .usec = 4000 };
+                uint64_t d = backoff_next_jittered(&j, 1000, 100000);
+                assert_int_equal(j.usec, 8000);
+                assert_true(d >= 4000 && d <= 8000);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_put_get_remove), cmocka_unit_test(test_churn_does_not_grow),
                 cmocka_unit_test(test_reserve),        cmocka_unit_test(test_greedy_realloc),
                 cmocka_unit_test(test_oci_references), cmocka_unit_test(test_error_codes),
-                cmocka_unit_test(test_error_set),
+                cmocka_unit_test(test_error_set),      cmocka_unit_test(test_backoff),
         };
         return cmocka_run_group_tests_name("basic", tests, NULL, NULL);
 }
