@@ -35,7 +35,7 @@ uint64_t etcd_async_requests(const EtcdAsync *a);
  * asked; the client's calls are spaced meanwhile by a backoff that doubles from ETCD_BUSY_BACKOFF_MIN_USEC
  * up to the cap (drawn from its upper half, at least a Retry-After), each answer halving it. Only then
  * does the call fail with etcd_overloaded. The cap is the user's to size by the fleet (default
- * ETCD_BUSY_BACKOFF_MAX_USEC). The constants are etcd.h's, shared with the blocking client. */
+ * ETCD_BUSY_BACKOFF_MAX_USEC). The constants are etcd-transfer.h's, shared with the blocking client. */
 void etcd_async_set_backoff_cap(EtcdAsync *a, uint64_t usec);
 /* Busy answers so far, calls sent again, the spacing now (0: none). */
 uint64_t etcd_async_busy_answers(const EtcdAsync *a);

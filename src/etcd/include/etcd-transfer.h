@@ -8,6 +8,11 @@
 
 /* an answer beyond any etcd request limit is refused */
 #define ETCD_ANSWER_MAX (64u * 1024 * 1024)
+/* A busy etcd (ERROR_ETCD_OVERLOADED) is asked again for up to ETCD_BUSY_RETRY_USEC, the pauses between
+ * doubling from ETCD_BUSY_BACKOFF_MIN_USEC to ETCD_BUSY_BACKOFF_MAX_USEC: by both clients. */
+#define ETCD_BUSY_RETRY_USEC (60 * 1000000ULL)
+#define ETCD_BUSY_BACKOFF_MIN_USEC (100 * 1000ULL)
+#define ETCD_BUSY_BACKOFF_MAX_USEC (8 * 1000000ULL)
 #define ETCD_CALL_TIMEOUT_MS 10000L
 /* A login waits its turn: etcd checks its password with bcrypt (tens of ms of its CPU each), so a fleet
  * that logs in at once is a queue of them, and a login given up after 10 s and asked again costs etcd one

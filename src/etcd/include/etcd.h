@@ -232,18 +232,13 @@ json_t *etcd_write_probe_body(const char *key);
 /* ---- a blocking client (clsctl) ---- */
 
 typedef struct EtcdClient EtcdClient;
-/* A busy etcd (ERROR_ETCD_OVERLOADED) is asked again for up to ETCD_BUSY_RETRY_USEC, the pauses between
- * doubling from ETCD_BUSY_BACKOFF_MIN_USEC to ETCD_BUSY_BACKOFF_MAX_USEC: by both clients. */
-#define ETCD_BUSY_RETRY_USEC (60 * 1000000ULL)
-#define ETCD_BUSY_BACKOFF_MIN_USEC (100 * 1000ULL)
-#define ETCD_BUSY_BACKOFF_MAX_USEC (8 * 1000000ULL)
 /* urls: "http://h:2379[,https://h2:2379…]"; tried in turn, the first that answers is kept. With a user,
  * the first call authenticates (and again when etcd says the token is no longer valid). */
 int etcd_client_new(const char *urls, const EtcdCredentials *creds, EtcdClient **ret, Error *reterr);
 EtcdClient *etcd_client_free(EtcdClient *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(EtcdClient *, etcd_client_free);
-/* How long a call asks a busy etcd again, with backoff (default ETCD_BUSY_RETRY_USEC); an unreachable
- * one is tried for at most 5 s of it. The call then fails with the last answer's error. */
+/* How long a call asks a busy etcd again, with backoff (default ETCD_BUSY_RETRY_USEC, etcd-transfer.h); an
+ * unreachable one is tried for at most 5 s of it. The call then fails with the last answer's error. */
 void etcd_client_set_busy_wait(EtcdClient *c, uint64_t usec);
 /* Who the client is to etcd, for the fleet's history: user (etcd's, when given), else its client
  * certificate's common name, else "user@host". */
