@@ -68,6 +68,16 @@ int ctl_error(int r, const char *fmt, ...) {
         return r;
 }
 
+int ctl_table_print(const Table *t) {
+        int r = table_print(t, stdout);
+
+        if (r == -ENOMEM)
+                return ctl_oom();
+        if (r < 0)
+                return ctl_error(r, "cannot write to stdout: %s", strerror(-r));
+        return 0;
+}
+
 static void print_detail(const Ctl *c, const json_t *error) {
         const char *detail = json_string_value(json_object_get(error, "detail"));
         _cleanup_free_ char *escaped = NULL;

@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "http-client.h"
+#include "output.h"
 #include "macros.h"
 
 #define CTL_SOCKET_DEFAULT "/run/clsd/clsd.sock"
@@ -56,6 +57,9 @@ void ctl_errors_as_json(bool on);
 static inline int ctl_oom(void) {
         return ctl_error(-ENOMEM, "out of memory");
 }
+/* Prints t on stdout: 0, or one line on stderr saying why not (out of memory while it was filled, or
+ * stdout failing) and < 0. */
+int ctl_table_print(const Table *t);
 
 /* Sends req to the daemon. On a 2xx answer returns the parsed body (NULL when empty); anything
  * else is reported as one line prefixed by context (may be NULL). */

@@ -267,7 +267,7 @@ int ctl_run_on_hosts(const Ctl *c, const char *verb, int (*run)(const Ctl *c, ch
         }
         if (n)
                 putchar('\n');
-        table_print(t, stdout);
+        (void) ctl_table_print(t); /* (said on stderr if not; the count below still is) */
         printf("%zu of %zu host(s) ok\n", n - failed, n);
         hosts_free(v, n);
         if (failed)

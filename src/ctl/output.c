@@ -12,6 +12,7 @@ struct Table {
         size_t n_columns;
         char **cells; /* row-major, headers first */
         size_t n_cells;
+        bool failed; /* a cell could not be added (out of memory): nothing more is, and it prints nothing */
 };
 
 Table *table_free(Table *t) {
@@ -24,26 +25,38 @@ Table *table_free(Table *t) {
         return NULL;
 }
 
-static int table_take(Table *t, char *cell) {
+static void table_take(Table *t, char *cell) {
         char **c;
 
-        if (!cell)
-                return -ENOMEM;
+        if (!cell || t->failed) {
+                free(cell);
+                t->failed = true;
+                return;
+        }
         c = realloc(t->cells, (t->n_cells + 1) * sizeof(char *));
         if (!c) {
                 free(cell);
-                return -ENOMEM;
+                t->failed = true;
+                return;
         }
         t->cells = c;
         t->cells[t->n_cells++] = cell;
-        return 0;
 }
 
-int table_add(Table *t, const char *cell) {
-        return table_take(t, text_escape(cell && *cell ? cell : "-", false));
+void table_add(Table *t, const char *cell) {
+        table_take(t, text_escape(cell && *cell ? cell : "-", false));
 }
 
-int table_addf(Table *t, const char *fmt, ...) {
+void table_add_taken(Table *t, char *cell) {
+        if (!cell) {
+                t->failed = true;
+                return;
+        }
+        table_add(t, cell);
+        free(cell);
+}
+
+void table_addf(Table *t, const char *fmt, ...) {
         _cleanup_free_ char *s = NULL;
         va_list ap;
         int r;
@@ -51,39 +64,40 @@ int table_addf(Table *t, const char *fmt, ...) {
         va_start(ap, fmt);
         r = vasprintf(&s, fmt, ap);
         va_end(ap);
-        if (r < 0)
-                return -ENOMEM;
-        return table_add(t, s);
+        if (r < 0) {
+                s = NULL;
+                t->failed = true;
+                return;
+        }
+        table_add(t, s);
 }
 
 Table *table_new(const char *header, ...) {
         _cleanup_(table_freep) Table *t = calloc(1, sizeof(Table));
         va_list ap;
-        int r = 0;
 
         if (!t)
                 return NULL;
         va_start(ap, header);
         for (const char *h = header; h; h = va_arg(ap, const char *)) {
-                r = table_add(t, h);
-                if (r < 0)
-                        break;
+                table_add(t, h);
                 t->n_columns++;
         }
         va_end(ap);
-        if (r < 0 || t->n_columns == 0)
+        if (t->failed || t->n_columns == 0)
                 return NULL;
         return TAKE_PTR(t);
 }
 
-int table_add_json(Table *t, const json_t *v) {
+void table_add_json(Table *t, const json_t *v) {
         if (json_is_string(v))
-                return table_add(t, json_string_value(v));
-        if (json_is_integer(v))
-                return table_addf(t, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        if (json_is_boolean(v))
-                return table_add(t, json_is_true(v) ? "yes" : "no");
-        return table_add(t, NULL);
+                table_add(t, json_string_value(v));
+        else if (json_is_integer(v))
+                table_addf(t, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        else if (json_is_boolean(v))
+                table_add(t, json_is_true(v) ? "yes" : "no");
+        else
+                table_add(t, NULL);
 }
 
 size_t table_rows(const Table *t) {
@@ -103,7 +117,7 @@ static size_t text_width(const char *s) {
 int table_print(const Table *t, FILE *f) {
         _cleanup_free_ size_t *width = calloc(t->n_columns, sizeof(size_t));
 
-        if (!width)
+        if (!width || t->failed)
                 return -ENOMEM;
         if (t->n_cells % t->n_columns != 0)
                 return -EINVAL; /* a row was left incomplete: a bug in the caller */
@@ -120,7 +134,7 @@ int table_print(const Table *t, FILE *f) {
                 else
                         fprintf(f, "%*s", (int) (width[col] - text_width(t->cells[i]) + 2), "");
         }
-        return 0;
+        return fflush(f) != 0 || ferror(f) ? -EIO : 0;
 }
 
 char *text_escape(const char *s, bool keep_newlines) {
@@ -162,13 +176,11 @@ char *json_join(const json_t *array, const char *key) {
         return TAKE_PTR(buf);
 }
 
-int table_add_rows(Table *t, const json_t *array, const char *const *keys) {
+void table_add_rows(Table *t, const json_t *array, const char *const *keys) {
         const json_t *v;
         size_t i;
-        int r = 0;
 
         json_array_foreach (array, i, v)
                 for (size_t k = 0; keys[k]; k++)
-                        r = r ?: table_add_json(t, json_object_get(v, keys[k]));
-        return r;
+                        table_add_json(t, json_object_get(v, keys[k]));
 }

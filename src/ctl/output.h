@@ -15,15 +15,20 @@ Table *table_new(const char *header, ...);
 Table *table_free(Table *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Table *, table_free);
 
-/* Cells are added row by row, left to right. NULL or "" shows as "-". */
-int table_add(Table *t, const char *cell);
-int table_addf(Table *t, const char *fmt, ...) _printf_(2, 3);
+/* Cells are added row by row, left to right. NULL or "" shows as "-". A cell that cannot be added (out
+ * of memory) fails the table: nothing more is added, and table_print() answers -ENOMEM, so that a row
+ * of cells is added without a check after each (ctl_table_print() says why it failed). */
+void table_add(Table *t, const char *cell);
+void table_addf(Table *t, const char *fmt, ...) _printf_(2, 3);
+/* cell (taken: freed here) as table_add(); NULL is a cell that could not be made (out of memory). */
+void table_add_taken(Table *t, char *cell);
 /* A JSON value as a cell: strings as they are, integers in decimal, booleans as yes/no, else "-". */
-int table_add_json(Table *t, const json_t *v);
+void table_add_json(Table *t, const json_t *v);
 /* One row per element of a JSON array of objects, the cells being the values of keys
  * (NULL-terminated), in order. */
-int table_add_rows(Table *t, const json_t *array, const char *const *keys);
+void table_add_rows(Table *t, const json_t *array, const char *const *keys);
 size_t table_rows(const Table *t);
+/* 0; -ENOMEM (a cell could not be added); -EINVAL (a row left incomplete); -EIO (f failed). */
 int table_print(const Table *t, FILE *f);
 
 /* Copies s with control bytes as \xNN, so that names and messages from the daemon cannot drive

@@ -256,7 +256,6 @@ static int top_print(const Ctl *c, const NodeRead *before, const NodeRead *after
         size_t m = families_union(after, n, fam);
         _cleanup_(table_freep) Table *t = table_new("NODE", "METRIC", "VALUE", "RATE/S", NULL);
         _cleanup_(json_decrefp) json_t *rows = json_array();
-        int r = 0;
 
         if (!t || !rows)
                 return ctl_oom();
@@ -281,25 +280,23 @@ static int top_print(const Ctl *c, const NodeRead *before, const NodeRead *after
                         snprintf(rate, sizeof(rate), "%.1f", rt);
                         json_array_append_new(rows, json_pack("{s:s, s:s, s:f, s:f}", "node", node, "metric",
                                                               fam[f], "value", a, "rate", rt));
-                        r = r ?: table_add(t, node);
-                        r = r ?: table_add(t, fam[f]);
-                        r = r ?: table_add(t, value);
-                        r = r ?: table_add(t, rate);
+                        table_add(t, node);
+                        table_add(t, fam[f]);
+                        table_add(t, value);
+                        table_add(t, rate);
                 }
         }
         for (size_t i = 0; i < n; i++)
                 if (after[i].error)
                         fprintf(stderr, "clsctl: %s (%s): %s\n", after[i].node, after[i].url,
                                 after[i].error);
-        if (r < 0)
-                return ctl_oom();
         if (c->json)
                 return ctl_print_json(rows);
         if (table_rows(t) == 0)
                 printf("(no counter of %s%s on any node)\n", before[0].policy ? "policy " : "a policy",
                        before[0].policy ?: "");
-        else if (table_print(t, stdout) < 0)
-                return ctl_error(-EIO, "cannot write to stdout");
+        else
+                return ctl_table_print(t);
         return 0;
 }
 

@@ -39,24 +39,22 @@ int verb_fleet_nodes(const Ctl *c, char **args _unused_) {
                         return ctl_oom();
                 fleet_labels_print(f, json_object_get(v, "labels"));
                 fclose(f);
-                r = table_add_json(t, json_object_get(v, "node"));
+                table_add_json(t, json_object_get(v, "node"));
                 /* a record no live lease holds: its node is gone, or someone else wrote it */
-                r = r ?: table_add(t, json_is_true(json_object_get(v, "_bound")) ? "live" : "unbound");
-                r = r ?: table_add(t, labels);
-                r = r ?: table_add_json(t, json_object_get(v, "version"));
-                r = r ?: table_add_json(t, json_object_get(v, "kernel"));
-                r = r ?: table_add_json(t, json_object_get(v, "act_bpf"));
-                r = r ?: table_add_json(t, json_object_get(v, "tcx"));
-                r = r ?: table_add_json(t, json_object_get(v, "revision"));
+                table_add(t, json_is_true(json_object_get(v, "_bound")) ? "live" : "unbound");
+                table_add(t, labels);
+                table_add_json(t, json_object_get(v, "version"));
+                table_add_json(t, json_object_get(v, "kernel"));
+                table_add_json(t, json_object_get(v, "act_bpf"));
+                table_add_json(t, json_object_get(v, "tcx"));
+                table_add_json(t, json_object_get(v, "revision"));
                 free(labels);
-                if (r < 0)
-                        return ctl_oom();
         }
         if (table_rows(t) == 0) {
                 puts("(no node)");
                 return 0;
         }
-        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
+        return ctl_table_print(t);
 }
 
 /* ---- status: node × policy ---- */
@@ -293,21 +291,20 @@ int verb_fleet_status(const Ctl *c, char **args) {
                         _cleanup_free_ char *ifaces = json_object_get(p, "interfaces")
                                                               ? ifaces_text(json_object_get(p, "interfaces"))
                                                               : NULL;
-                        r = table_add_json(t, json_object_get(p, "node"));
-                        r = r ?: table_add_json(t, json_object_get(p, "policy"));
-                        r = r ?: table_add_json(t, json_object_get(p, "state"));
-                        r = r ?: table_add_json(t, json_object_get(p, "asked_revision"));
-                        r = r ?: table_add_json(t, json_object_get(p, "held_revision"));
-                        r = r ?: table_add_json(t, json_object_get(p, "committed_revision"));
-                        r = r ?: table_add(t, ifaces);
-                        r = r ?: table_add_json(t, json_object_get(p, "error"));
-                        if (r < 0)
-                                return ctl_oom();
+                        table_add_json(t, json_object_get(p, "node"));
+                        table_add_json(t, json_object_get(p, "policy"));
+                        table_add_json(t, json_object_get(p, "state"));
+                        table_add_json(t, json_object_get(p, "asked_revision"));
+                        table_add_json(t, json_object_get(p, "held_revision"));
+                        table_add_json(t, json_object_get(p, "committed_revision"));
+                        table_add(t, ifaces);
+                        table_add_json(t, json_object_get(p, "error"));
                 }
+                r = 0;
                 if (table_rows(t) == 0)
                         puts("(no node is selected by a fleet policy)");
-                else if (table_print(t, stdout) < 0)
-                        return ctl_error(-EIO, "cannot write to stdout");
+                else if ((r = ctl_table_print(t)) < 0)
+                        return r;
         }
         if (r >= 0 && seen.failed)
                 return ctl_error(-EIO, "a node failed to apply a fleet policy");

@@ -313,18 +313,16 @@ int verb_fleet_list(const Ctl *c, char **args _unused_) {
                         nodes = nodes_text(json_object_get(v, "nodes"));
                 _cleanup_free_ char *match =
                         json_dumps(json_object_get(v, "match"), JSON_COMPACT | JSON_SORT_KEYS);
-                r = table_add_json(t, json_object_get(v, "_key"));
-                r = r ?: table_add_json(t, json_object_get(v, "_revision"));
-                r = r ?: table_add(t, nodes);
-                r = r ?: table_add(t, match);
-                if (r < 0)
-                        return ctl_oom();
+                table_add_json(t, json_object_get(v, "_key"));
+                table_add_json(t, json_object_get(v, "_revision"));
+                table_add(t, nodes);
+                table_add(t, match);
         }
         if (table_rows(t) == 0) {
                 puts("(no fleet policy)");
                 return 0;
         }
-        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
+        return ctl_table_print(t);
 }
 
 /* fleet rm --sign: the key is not deleted but holds a signed removal, which nodes that require signed

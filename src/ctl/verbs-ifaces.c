@@ -21,19 +21,16 @@ static const json_t *find_by_name(const json_t *list, const char *name) {
         return NULL;
 }
 
-static int add_filter_row(Table *t, const char *direction, const json_t *f, const json_t *st) {
+static void add_filter_row(Table *t, const char *direction, const json_t *f, const json_t *st) {
         const json_t *prio = json_object_get(f, "priority") ?: json_object_get(st, "pref");
         const json_t *prog = json_object_get(f, "program") ?: json_object_get(st, "program");
-        int r = 0;
-
-        r = r ?: table_add(t, direction);
-        r = r ?: table_add_json(t, json_object_get(f ?: st, "name"));
-        r = r ?: table_add_json(t, prio);
-        r = r ?: table_add_json(t, prog);
-        r = r ?: table_add_json(t, json_object_get(st, "attached"));
-        r = r ?: table_add_json(t, json_object_get(st, "id"));
-        r = r ?: table_add_json(t, json_object_get(st, "tag"));
-        return r;
+        table_add(t, direction);
+        table_add_json(t, json_object_get(f ?: st, "name"));
+        table_add_json(t, prio);
+        table_add_json(t, prog);
+        table_add_json(t, json_object_get(st, "attached"));
+        table_add_json(t, json_object_get(st, "id"));
+        table_add_json(t, json_object_get(st, "tag"));
 }
 
 /* One row per filter of the document, joined by name with its status; then any status entry the
@@ -97,25 +94,14 @@ static int print_classifier(const json_t *answer, const char *ifname, bool show_
                 const json_t *v;
                 size_t i;
 
-                json_array_foreach (wanted, i, v) {
-                        r = add_filter_row(
-                                t, directions[d], v,
-                                find_by_name(seen, json_string_value(json_object_get(v, "name"))));
-                        if (r < 0)
-                                return ctl_error(r, "%s", strerror(-r));
-                }
-                json_array_foreach (seen, i, v) {
-                        if (find_by_name(wanted, json_string_value(json_object_get(v, "name"))))
-                                continue;
-                        r = add_filter_row(t, directions[d], NULL, v);
-                        if (r < 0)
-                                return ctl_error(r, "%s", strerror(-r));
-                }
+                json_array_foreach (wanted, i, v)
+                        add_filter_row(t, directions[d], v,
+                                       find_by_name(seen, json_string_value(json_object_get(v, "name"))));
+                json_array_foreach (seen, i, v)
+                        if (!find_by_name(wanted, json_string_value(json_object_get(v, "name"))))
+                                add_filter_row(t, directions[d], NULL, v);
         }
-        r = table_print(t, stdout);
-        if (r < 0)
-                return ctl_error(r, "%s", strerror(-r));
-        return 0;
+        return ctl_table_print(t);
 }
 
 int verb_iface_get(const Ctl *c, char **args) {
@@ -267,7 +253,7 @@ int verb_iface_delete(const Ctl *c, char **args) {
         return ctl_call(c, &(HttpRequest){ .method = "DELETE", .path = path }, args[0], NULL);
 }
 
-static int add_filter_counts(Table *t, const json_t *filters) {
+static void add_filter_counts(Table *t, const json_t *filters) {
         unsigned ours = 0, foreign = 0;
         const json_t *v;
         size_t i;
@@ -280,12 +266,13 @@ static int add_filter_counts(Table *t, const json_t *filters) {
                         foreign++;
         }
         if (ours && foreign)
-                return table_addf(t, "%u clsd, %u foreign", ours, foreign);
-        if (ours)
-                return table_addf(t, "%u clsd", ours);
-        if (foreign)
-                return table_addf(t, "%u foreign", foreign);
-        return table_add(t, NULL);
+                table_addf(t, "%u clsd, %u foreign", ours, foreign);
+        else if (ours)
+                table_addf(t, "%u clsd", ours);
+        else if (foreign)
+                table_addf(t, "%u foreign", foreign);
+        else
+                table_add(t, NULL);
 }
 
 int verb_ifaces_list(const Ctl *c, char **args _unused_) {
@@ -312,17 +299,12 @@ int verb_ifaces_list(const Ctl *c, char **args _unused_) {
                 const json_t *ifindex = json_object_get(v, "ifindex");
 
                 /* A pending interface has no ifindex yet; the daemon may say 0, null or nothing. */
-                r = table_add_json(t, json_integer_value(ifindex) > 0 ? ifindex : NULL);
-                r = r ?: table_add_json(t, json_object_get(v, "ifname"));
-                r = r ?: table_add_json(t, json_object_get(v, "state"));
-                r = r ?: add_filter_counts(t, json_object_get(v, "filters"));
-                if (r < 0)
-                        return ctl_error(r, "%s", strerror(-r));
+                table_add_json(t, json_integer_value(ifindex) > 0 ? ifindex : NULL);
+                table_add_json(t, json_object_get(v, "ifname"));
+                table_add_json(t, json_object_get(v, "state"));
+                add_filter_counts(t, json_object_get(v, "filters"));
         }
-        r = table_print(t, stdout);
-        if (r < 0)
-                return ctl_error(r, "%s", strerror(-r));
-        return 0;
+        return ctl_table_print(t);
 }
 
 int verb_iface_diff(const Ctl *c, char **args) {
@@ -342,25 +324,21 @@ int verb_iface_diff(const Ctl *c, char **args) {
         steps = table_new("ACTION", "DIRECTION", "PREF", "NAME", "REASON", NULL);
         if (!progs || !steps)
                 return ctl_oom();
-        r = table_add_rows(progs, json_object_get(answer, "programs"),
-                           (const char *const[]){ "filter", "direction", "program", "load", NULL });
-        r = r
-                    ?: table_add_rows(steps, json_object_get(answer, "filters"),
-                                      (const char *const[]){ "action", "direction", "pref", "name", "reason",
-                                                             NULL });
-        if (r < 0)
-                return ctl_oom();
+        table_add_rows(progs, json_object_get(answer, "programs"),
+                       (const char *const[]){ "filter", "direction", "program", "load", NULL });
+        table_add_rows(steps, json_object_get(answer, "filters"),
+                       (const char *const[]){ "action", "direction", "pref", "name", "reason", NULL });
         printf("%s: dry run, nothing changed; applying it %s%s\n", args[0],
                changed ? "would change what is below" : "would change nothing",
                streq_ptr(json_string_value(json_object_get(answer, "state")), "pending")
                        ? " (the interface does not exist: nothing would change in the kernel now)"
                        : "");
-        if (table_rows(progs) > 0 && table_print(progs, stdout) < 0)
-                return ctl_error(-EIO, "cannot write to stdout");
+        if (table_rows(progs) > 0 && (r = ctl_table_print(progs)) < 0)
+                return r;
         if (table_rows(steps) > 0) {
                 putchar('\n');
-                if (table_print(steps, stdout) < 0)
-                        return ctl_error(-EIO, "cannot write to stdout");
+                if ((r = ctl_table_print(steps)) < 0)
+                        return r;
         }
         return changed;
 }
@@ -381,12 +359,10 @@ int verb_netns_list(const Ctl *c, char **args _unused_) {
         if (!t)
                 return ctl_oom();
         json_array_foreach (json_object_get(answer, "netns"), i, v) {
-                r = table_add_json(t, json_object_get(v, "name"));
-                r = r ?: table_add(t, json_is_true(json_object_get(v, "present")) ? "yes" : "no");
-                r = r ?: table_add(t, json_is_true(json_object_get(v, "followed")) ? "yes" : "no");
-                r = r ?: table_add_json(t, json_object_get(v, "documents"));
-                if (r < 0)
-                        return ctl_oom();
+                table_add_json(t, json_object_get(v, "name"));
+                table_add(t, json_is_true(json_object_get(v, "present")) ? "yes" : "no");
+                table_add(t, json_is_true(json_object_get(v, "followed")) ? "yes" : "no");
+                table_add_json(t, json_object_get(v, "documents"));
         }
-        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
+        return ctl_table_print(t);
 }

@@ -28,13 +28,11 @@ static int maps_base(const Ctl *c, const char *target, char **ret) {
         return asprintf(ret, "/policies/%s", e) < 0 ? ctl_oom() : 0;
 }
 
-static int add_compact(Table *t, const json_t *v) {
-        _cleanup_free_ char *s = NULL;
-
+static void add_compact(Table *t, const json_t *v) {
         if (json_is_string(v) || json_is_integer(v) || json_is_boolean(v) || !v)
-                return table_add_json(t, v);
-        s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
-        return s ? table_add(t, s) : ctl_oom();
+                table_add_json(t, v);
+        else
+                table_add_taken(t, json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY));
 }
 
 static int print_maps(const json_t *answer) {
@@ -43,7 +41,6 @@ static int print_maps(const json_t *answer) {
                 table_new("MAP", "ID", "TYPE", "KEY", "VALUE", "ENTRIES", "FILTERS", NULL);
         const json_t *m;
         size_t i;
-        int r = 0;
 
         if (!t)
                 return ctl_oom();
@@ -62,43 +59,39 @@ static int print_maps(const json_t *answer) {
                                 policy ? ":" : "", json_string_value(json_object_get(f, "direction")),
                                 json_string_value(json_object_get(f, "name")));
                 fclose(u);
-                r = r ?: table_add_json(t, json_object_get(m, "name"));
-                r = r ?: table_add_json(t, json_object_get(m, "id"));
-                r = r ?: table_add_json(t, json_object_get(m, "type"));
-                r = r ?: table_add_json(t, json_object_get(btf, "key"));
-                r = r ?: table_add_json(t, json_object_get(btf, "value"));
+                table_add_json(t, json_object_get(m, "name"));
+                table_add_json(t, json_object_get(m, "id"));
+                table_add_json(t, json_object_get(m, "type"));
+                table_add_json(t, json_object_get(btf, "key"));
+                table_add_json(t, json_object_get(btf, "value"));
                 if (json_is_null(json_object_get(m, "entries")))
-                        r = r ?: table_add(t, "unreadable");
+                        table_add(t, "unreadable");
                 else
-                        r = r
-                                    ?: table_addf(t, "%" JSON_INTEGER_FORMAT "%s",
-                                                  json_integer_value(json_object_get(m, "count")),
-                                                  json_is_string(json_object_get(m, "next_cursor")) ? "+"
-                                                                                                    : "");
-                r = r ?: table_add(t, users);
+                        table_addf(t, "%" JSON_INTEGER_FORMAT "%s",
+                                   json_integer_value(json_object_get(m, "count")),
+                                   json_is_string(json_object_get(m, "next_cursor")) ? "+" : "");
+                table_add(t, users);
         }
-        return r < 0 ? ctl_oom() : table_print(t, stdout);
+        return ctl_table_print(t);
 }
 
 static int print_entries(const json_t *entries) {
         _cleanup_(table_freep) Table *t = table_new("KEY", "VALUE", NULL);
         const json_t *e;
         size_t i;
-        int r = 0;
 
         if (!t)
                 return ctl_oom();
         json_array_foreach (entries, i, e) {
                 const json_t *v = json_object_get(e, "value");
-                r = r ?: add_compact(t, json_object_get(e, "key"));
+                add_compact(t, json_object_get(e, "key"));
                 /* a per-CPU map: the sum, or each CPU's when they have none */
-                r = r
-                            ?: add_compact(t, v
-                                                      ?: (json_is_null(json_object_get(e, "sum"))
-                                                                  ? json_object_get(e, "values")
-                                                                  : json_object_get(e, "sum")));
+                if (!v)
+                        v = json_is_null(json_object_get(e, "sum")) ? json_object_get(e, "values")
+                                                                    : json_object_get(e, "sum");
+                add_compact(t, v);
         }
-        return r < 0 ? ctl_oom() : table_print(t, stdout);
+        return ctl_table_print(t);
 }
 
 int verb_maps(const Ctl *c, char **args) {

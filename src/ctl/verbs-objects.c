@@ -37,14 +37,12 @@ static int print_tables(Table *a, Table *b) {
         int r;
 
         fputc('\n', stdout);
-        r = table_print(a, stdout);
+        r = ctl_table_print(a);
         if (r >= 0 && b && table_rows(b) > 0) {
                 fputc('\n', stdout);
-                r = table_print(b, stdout);
+                r = ctl_table_print(b);
         }
-        if (r < 0)
-                return ctl_error(r, "%s", strerror(-r));
-        return 0;
+        return r;
 }
 
 static int print_object(const json_t *o) {
@@ -52,7 +50,6 @@ static int print_object(const json_t *o) {
         _cleanup_(table_freep) Table *programs = NULL, *maps = NULL;
         _cleanup_free_ char *used_by = json_join(json_object_get(o, "used_by"), NULL);
         _cleanup_free_ char *bytes = NULL;
-        int r = 0;
 
         programs = table_new("PROGRAM", "SECTION", "TYPE", NULL);
         maps = table_new("MAP", "TYPE", "KEY-SIZE", "VALUE-SIZE", "MAX-ENTRIES", NULL);
@@ -62,14 +59,11 @@ static int print_object(const json_t *o) {
             asprintf(&bytes, "%" JSON_INTEGER_FORMAT " bytes", json_integer_value(size)) < 0)
                 return ctl_oom();
 
-        r = table_add_rows(programs, json_object_get(o, "programs"),
-                           (const char *const[]){ "name", "section", "type", NULL });
-        r = r
-                    ?: table_add_rows(maps, json_object_get(o, "maps"),
-                                      (const char *const[]){ "name", "type", "key_size", "value_size",
-                                                             "max_entries", NULL });
-        if (r < 0)
-                return ctl_error(r, "%s", strerror(-r));
+        table_add_rows(programs, json_object_get(o, "programs"),
+                       (const char *const[]){ "name", "section", "type", NULL });
+        table_add_rows(
+                maps, json_object_get(o, "maps"),
+                (const char *const[]){ "name", "type", "key_size", "value_size", "max_entries", NULL });
 
         print_field("Digest:", json_string_value(json_object_get(o, "digest")));
         print_field("Size:", bytes);
@@ -183,15 +177,13 @@ int verb_object_list(const Ctl *c, char **args _unused_) {
                         return ctl_oom();
                 if (d && startswith(d, DIGEST_PREFIX))
                         d = startswith(d, DIGEST_PREFIX);
-                r = d ? table_addf(t, "%.*s", DIGEST_SHORT_LEN, d) : table_add(t, NULL);
-                r = r ?: table_add(t, programs);
-                r = r ?: table_add(t, maps);
-                r = r ?: table_add(t, used_by);
-                if (r < 0)
-                        return ctl_error(r, "%s", strerror(-r));
+                if (d)
+                        table_addf(t, "%.*s", DIGEST_SHORT_LEN, d);
+                else
+                        table_add(t, NULL);
+                table_add(t, programs);
+                table_add(t, maps);
+                table_add(t, used_by);
         }
-        r = table_print(t, stdout);
-        if (r < 0)
-                return ctl_error(r, "%s", strerror(-r));
-        return 0;
+        return ctl_table_print(t);
 }

@@ -18,45 +18,44 @@ static int print_ifaces(const json_t *ifaces, bool results) {
                           results ? "ERROR" : "EGRESS", NULL);
         const json_t *v;
         size_t i;
-        int r = 0;
 
         if (!t)
                 return ctl_oom();
         json_array_foreach (ifaces, i, v) {
                 const json_t *netns = json_object_get(v, "netns");
-                r = table_add(t, json_is_string(netns) ? json_string_value(netns) : "-");
-                r = r ?: table_add_json(t, json_object_get(v, "ifname"));
+                table_add(t, json_is_string(netns) ? json_string_value(netns) : "-");
+                table_add_json(t, json_object_get(v, "ifname"));
                 /* the policy's state on it (a result's; GET's policy_state), not the interface's */
-                r = r ?: table_add_json(t, json_object_get(v, results ? "state" : "policy_state"));
+                table_add_json(t, json_object_get(v, results ? "state" : "policy_state"));
                 if (results) {
                         const json_t *e = json_object_get(v, "error");
                         const char *with = json_string_value(json_object_get(v, "with"));
-                        r = r ?: table_add(t, json_is_true(json_object_get(v, "matched")) ? "yes" : "no");
-                        r = r
-                                    ?: e ? table_addf(t, "%s: %s",
-                                                      json_string_value(json_object_get(e, "code")),
-                                                      json_string_value(json_object_get(e, "message")))
-                               : with    ? table_addf(t, "conflict: %s", with)
-                                         : table_add(t, NULL);
+                        table_add(t, json_is_true(json_object_get(v, "matched")) ? "yes" : "no");
+                        if (e)
+                                table_addf(t, "%s: %s", json_string_value(json_object_get(e, "code")),
+                                           json_string_value(json_object_get(e, "message")));
+                        else if (with)
+                                table_addf(t, "conflict: %s", with);
+                        else
+                                table_add(t, NULL);
                         continue;
                 }
-                for (int k = 0; k < 2 && r >= 0; k++) {
+                for (int k = 0; k < 2; k++) {
                         const json_t *h = json_object_get(v, k == 0 ? "ingress" : "egress");
                         const char *st = json_string_value(json_object_get(h, "state"));
                         const char *by = json_string_value(json_object_get(h, "by"))
                                                  ?: json_string_value(json_object_get(h, "with"));
-                        r = !st  ? table_add(t, NULL)
-                            : by ? table_addf(t, "%s (%s)", st, by)
-                                 : table_add(t, st);
+                        if (st && by)
+                                table_addf(t, "%s (%s)", st, by);
+                        else
+                                table_add(t, st);
                 }
         }
-        if (r < 0)
-                return ctl_oom();
         if (table_rows(t) == 0) {
                 puts("(no interface matches)");
                 return 0;
         }
-        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
+        return ctl_table_print(t);
 }
 
 int verb_policy_list(const Ctl *c, char **args _unused_) {
@@ -77,19 +76,17 @@ int verb_policy_list(const Ctl *c, char **args _unused_) {
                 return ctl_oom();
         json_array_foreach (json_object_get(answer, "policies"), i, v) {
                 const json_t *s = json_object_get(v, "summary");
-                r = table_add_json(t, json_object_get(v, "name"));
-                r = r ?: table_add_json(t, json_object_get(v, "generation"));
-                r = r ?: table_add_json(t, json_object_get(v, "order"));
-                r = r ?: table_add_json(t, json_object_get(s, "matched"));
-                r = r ?: table_add_json(t, json_object_get(s, "configured"));
-                r = r ?: table_add_json(t, json_object_get(s, "pending"));
-                r = r ?: table_add_json(t, json_object_get(s, "failed"));
-                r = r ?: table_add_json(t, json_object_get(s, "conflict"));
-                r = r ?: table_add_json(t, json_object_get(s, "overridden"));
-                if (r < 0)
-                        return ctl_oom();
+                table_add_json(t, json_object_get(v, "name"));
+                table_add_json(t, json_object_get(v, "generation"));
+                table_add_json(t, json_object_get(v, "order"));
+                table_add_json(t, json_object_get(s, "matched"));
+                table_add_json(t, json_object_get(s, "configured"));
+                table_add_json(t, json_object_get(s, "pending"));
+                table_add_json(t, json_object_get(s, "failed"));
+                table_add_json(t, json_object_get(s, "conflict"));
+                table_add_json(t, json_object_get(s, "overridden"));
         }
-        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
+        return ctl_table_print(t);
 }
 
 int verb_policy_get(const Ctl *c, char **args) {
@@ -180,32 +177,28 @@ int verb_policy_diff(const Ctl *c, char **args) {
                 const json_t *e = json_object_get(v, "error");
                 /* a refusal the plan shows (a priority held: its conflict step) is shown as the plan */
                 if (e && json_array_size(json_object_get(json_object_get(v, "plan"), "filters")) == 0) {
-                        r = table_add_json(t, json_object_get(v, "ifname"));
-                        r = r ?: table_add(t, "fail");
-                        r = r ?: table_add(t, NULL);
-                        r = r ?: table_add(t, NULL);
-                        r = r ?: table_add_json(t, json_object_get(e, "code"));
-                        r = r ?: table_add_json(t, json_object_get(e, "message"));
-                        if (r < 0)
-                                return ctl_oom();
+                        table_add_json(t, json_object_get(v, "ifname"));
+                        table_add(t, "fail");
+                        table_add(t, NULL);
+                        table_add(t, NULL);
+                        table_add_json(t, json_object_get(e, "code"));
+                        table_add_json(t, json_object_get(e, "message"));
                         continue;
                 }
                 json_array_foreach (json_object_get(json_object_get(v, "plan"), "filters"), k, s) {
-                        r = table_add_json(t, json_object_get(v, "ifname"));
-                        r = r ?: table_add_json(t, json_object_get(s, "action"));
-                        r = r ?: table_add_json(t, json_object_get(s, "direction"));
-                        r = r ?: table_add_json(t, json_object_get(s, "pref"));
-                        r = r ?: table_add_json(t, json_object_get(s, "name"));
-                        r = r ?: table_add_json(t, json_object_get(s, "reason"));
-                        if (r < 0)
-                                return ctl_oom();
+                        table_add_json(t, json_object_get(v, "ifname"));
+                        table_add_json(t, json_object_get(s, "action"));
+                        table_add_json(t, json_object_get(s, "direction"));
+                        table_add_json(t, json_object_get(s, "pref"));
+                        table_add_json(t, json_object_get(s, "name"));
+                        table_add_json(t, json_object_get(s, "reason"));
                 }
         }
         if (table_rows(t) == 0) {
                 puts("(no interface would change)");
                 return changed;
         }
-        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : changed;
+        return ctl_table_print(t) ?: changed;
 }
 
 int verb_policy_remove(const Ctl *c, char **args) {

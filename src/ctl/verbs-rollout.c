@@ -156,15 +156,13 @@ static int rollout_status(const Ctl *c, EtcdClient *ec, const char *name) {
                         json_t *n = json_object_get(rr.nodes, rr.plan.waves[w][k]);
                         char wave[24];
                         snprintf(wave, sizeof(wave), "%zu", w + 1);
-                        r = table_add(t, wave);
-                        r = r ?: table_add(t, rr.plan.waves[w][k]);
-                        r = r ?: table_add(t, n ? json_string_value(json_object_get(n, "step")) : "-");
-                        r = r ?: table_add(t, n ? json_string_value(json_object_get(n, "why")) : "");
-                        if (r < 0)
-                                return ctl_oom();
+                        table_add(t, wave);
+                        table_add(t, rr.plan.waves[w][k]);
+                        table_add(t, n ? json_string_value(json_object_get(n, "step")) : "-");
+                        table_add(t, n ? json_string_value(json_object_get(n, "why")) : "");
                 }
-        if (table_print(t, stdout) < 0)
-                return ctl_error(-EIO, "cannot write to stdout");
+        if ((r = ctl_table_print(t)) < 0)
+                return r;
         json_array_foreach (rr.plan.excluded, i, x)
                 printf("excluded: %s (%s)\n", strna(json_string_value(json_object_get(x, "node"))),
                        strna(json_string_value(json_object_get(x, "why"))));
@@ -387,15 +385,13 @@ int verb_fleet_history(const Ctl *c, char **args) {
                         snprintf(rollout, sizeof(rollout), "%s",
                                  json_object_get(json_object_get(v, "envelope"), "rollout") ? "planned"
                                                                                             : "at once");
-                r = table_add_json(t, json_object_get(v, "_revision"));
-                r = r ?: table_add(t, tbuf);
-                r = r ?: table_add(t, json_string_value(json_object_get(v, "by")));
-                r = r ?: table_add(t, rollout);
-                r = r ?: table_add(t, json_string_value(json_object_get(v, "summary")));
-                if (r < 0)
-                        return ctl_oom();
+                table_add_json(t, json_object_get(v, "_revision"));
+                table_add(t, tbuf);
+                table_add(t, json_string_value(json_object_get(v, "by")));
+                table_add(t, rollout);
+                table_add(t, json_string_value(json_object_get(v, "summary")));
         }
-        return table_print(t, stdout) < 0 ? ctl_error(-EIO, "cannot write to stdout") : 0;
+        return ctl_table_print(t);
 }
 
 /* The history entry to apply again: --to REV's, else the last before the current revision (a removal's
