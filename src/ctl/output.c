@@ -176,11 +176,15 @@ char *json_join(const json_t *array, const char *key) {
         return TAKE_PTR(buf);
 }
 
+void table_add_fields(Table *t, const json_t *object, const char *const *keys) {
+        for (size_t k = 0; keys[k]; k++)
+                table_add_json(t, json_object_get(object, keys[k]));
+}
+
 void table_add_rows(Table *t, const json_t *array, const char *const *keys) {
         const json_t *v;
         size_t i;
 
         json_array_foreach (array, i, v)
-                for (size_t k = 0; keys[k]; k++)
-                        table_add_json(t, json_object_get(v, keys[k]));
+                table_add_fields(t, v, keys);
 }

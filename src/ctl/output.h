@@ -24,6 +24,8 @@ void table_addf(Table *t, const char *fmt, ...) _printf_(2, 3);
 void table_add_taken(Table *t, char *cell);
 /* A JSON value as a cell: strings as they are, integers in decimal, booleans as yes/no, else "-". */
 void table_add_json(Table *t, const json_t *v);
+/* The values of keys (NULL-terminated) in object, a cell each, in order (table_add_json()). */
+void table_add_fields(Table *t, const json_t *object, const char *const *keys);
 /* One row per element of a JSON array of objects, the cells being the values of keys
  * (NULL-terminated), in order. */
 void table_add_rows(Table *t, const json_t *array, const char *const *keys);

@@ -43,11 +43,9 @@ int verb_fleet_nodes(const Ctl *c, char **args _unused_) {
                 /* a record no live lease holds: its node is gone, or someone else wrote it */
                 table_add(t, json_is_true(json_object_get(v, "_bound")) ? "live" : "unbound");
                 table_add(t, labels);
-                table_add_json(t, json_object_get(v, "version"));
-                table_add_json(t, json_object_get(v, "kernel"));
-                table_add_json(t, json_object_get(v, "act_bpf"));
-                table_add_json(t, json_object_get(v, "tcx"));
-                table_add_json(t, json_object_get(v, "revision"));
+                table_add_fields(
+                        t, v,
+                        (const char *const[]){ "version", "kernel", "act_bpf", "tcx", "revision", NULL });
                 free(labels);
         }
         if (table_rows(t) == 0) {
@@ -291,12 +289,10 @@ int verb_fleet_status(const Ctl *c, char **args) {
                         _cleanup_free_ char *ifaces = json_object_get(p, "interfaces")
                                                               ? ifaces_text(json_object_get(p, "interfaces"))
                                                               : NULL;
-                        table_add_json(t, json_object_get(p, "node"));
-                        table_add_json(t, json_object_get(p, "policy"));
-                        table_add_json(t, json_object_get(p, "state"));
-                        table_add_json(t, json_object_get(p, "asked_revision"));
-                        table_add_json(t, json_object_get(p, "held_revision"));
-                        table_add_json(t, json_object_get(p, "committed_revision"));
+                        table_add_fields(t, p,
+                                         (const char *const[]){ "node", "policy", "state", "asked_revision",
+                                                                "held_revision", "committed_revision",
+                                                                NULL });
                         table_add(t, ifaces);
                         table_add_json(t, json_object_get(p, "error"));
                 }

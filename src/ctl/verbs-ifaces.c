@@ -28,9 +28,7 @@ static void add_filter_row(Table *t, const char *direction, const json_t *f, con
         table_add_json(t, json_object_get(f ?: st, "name"));
         table_add_json(t, prio);
         table_add_json(t, prog);
-        table_add_json(t, json_object_get(st, "attached"));
-        table_add_json(t, json_object_get(st, "id"));
-        table_add_json(t, json_object_get(st, "tag"));
+        table_add_fields(t, st, (const char *const[]){ "attached", "id", "tag", NULL });
 }
 
 /* One row per filter of the document, joined by name with its status; then any status entry the

@@ -59,11 +59,8 @@ static int print_maps(const json_t *answer) {
                                 policy ? ":" : "", json_string_value(json_object_get(f, "direction")),
                                 json_string_value(json_object_get(f, "name")));
                 fclose(u);
-                table_add_json(t, json_object_get(m, "name"));
-                table_add_json(t, json_object_get(m, "id"));
-                table_add_json(t, json_object_get(m, "type"));
-                table_add_json(t, json_object_get(btf, "key"));
-                table_add_json(t, json_object_get(btf, "value"));
+                table_add_fields(t, m, (const char *const[]){ "name", "id", "type", NULL });
+                table_add_fields(t, btf, (const char *const[]){ "key", "value", NULL });
                 if (json_is_null(json_object_get(m, "entries")))
                         table_add(t, "unreadable");
                 else

@@ -76,15 +76,10 @@ int verb_policy_list(const Ctl *c, char **args _unused_) {
                 return ctl_oom();
         json_array_foreach (json_object_get(answer, "policies"), i, v) {
                 const json_t *s = json_object_get(v, "summary");
-                table_add_json(t, json_object_get(v, "name"));
-                table_add_json(t, json_object_get(v, "generation"));
-                table_add_json(t, json_object_get(v, "order"));
-                table_add_json(t, json_object_get(s, "matched"));
-                table_add_json(t, json_object_get(s, "configured"));
-                table_add_json(t, json_object_get(s, "pending"));
-                table_add_json(t, json_object_get(s, "failed"));
-                table_add_json(t, json_object_get(s, "conflict"));
-                table_add_json(t, json_object_get(s, "overridden"));
+                table_add_fields(t, v, (const char *const[]){ "name", "generation", "order", NULL });
+                table_add_fields(t, s,
+                                 (const char *const[]){ "matched", "configured", "pending", "failed",
+                                                        "conflict", "overridden", NULL });
         }
         return ctl_table_print(t);
 }
@@ -181,17 +176,14 @@ int verb_policy_diff(const Ctl *c, char **args) {
                         table_add(t, "fail");
                         table_add(t, NULL);
                         table_add(t, NULL);
-                        table_add_json(t, json_object_get(e, "code"));
-                        table_add_json(t, json_object_get(e, "message"));
+                        table_add_fields(t, e, (const char *const[]){ "code", "message", NULL });
                         continue;
                 }
                 json_array_foreach (json_object_get(json_object_get(v, "plan"), "filters"), k, s) {
                         table_add_json(t, json_object_get(v, "ifname"));
-                        table_add_json(t, json_object_get(s, "action"));
-                        table_add_json(t, json_object_get(s, "direction"));
-                        table_add_json(t, json_object_get(s, "pref"));
-                        table_add_json(t, json_object_get(s, "name"));
-                        table_add_json(t, json_object_get(s, "reason"));
+                        table_add_fields(t, s,
+                                         (const char *const[]){ "action", "direction", "pref", "name",
+                                                                "reason", NULL });
                 }
         }
         if (table_rows(t) == 0) {
