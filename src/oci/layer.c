@@ -202,12 +202,10 @@ int oci_layer_object(const char *media_type, const char *data, size_t size, cons
         if (tar) {
                 /* the object moved to the start of the inflated buffer, which becomes it: no second
                  * buffer of its size */
-                char *v;
                 memmove(tar, obj, obj_size);
-                v = realloc(tar, obj_size + 1);
-                *ret = v ?: TAKE_PTR(tar);
-                if (v)
-                        tar = NULL;
+                char *v = realloc(tar, obj_size + 1); /* (a shrink that fails leaves it as it was) */
+                *ret = v ?: tar;
+                tar = NULL;
         } else if ((*ret = malloc(obj_size + 1)))
                 memcpy(*ret, obj, obj_size);
         if (!*ret)

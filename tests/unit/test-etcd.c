@@ -222,6 +222,16 @@ static void test_bodies(void **state) {
 }
 
 /* etcd's auth errors as its gateway answers them (captured from etcd 3.4), and the signed envelope. */
+/* etcd's error answer text, with HTTP status, is the errno and code etcd_answer_error() says. */
+static void assert_answer_error(long status, const char *text, int error, ErrorCode code) {
+        _cleanup_error_ Error e = ERROR_NULL;
+        json_t *j = load(text);
+
+        assert_int_equal(etcd_answer_error(status, j, &e), error);
+        assert_int_equal(e.code, code);
+        json_decref(j);
+}
+
 static void test_auth_and_signed(void **state) {
         Error e = ERROR_NULL;
         json_t *j;
@@ -229,49 +239,38 @@ static void test_auth_and_signed(void **state) {
         size_t size = 0;
 
         (void) state;
-        j = load("{\"error\":\"etcdserver: permission denied\",\"code\":7,\"message\":\"etcdserver: "
-                 "permission denied\"}");
-        assert_int_equal(etcd_answer_error(403, j, &e), -EACCES);
-        assert_int_equal(e.code, ERROR_ETCD_PERMISSION_DENIED);
-        error_done(&e);
-        json_decref(j);
-        j = load("{\"error\":\"etcdserver: invalid auth token\",\"code\":16,\"message\":\"etcdserver: "
-                 "invalid auth token\"}");
-        assert_int_equal(etcd_answer_error(401, j, &e), -EKEYEXPIRED);
-        assert_int_equal(e.code, ERROR_ETCD_TOKEN_INVALID);
-        error_done(&e);
-        json_decref(j);
+        assert_answer_error(
+                403,
+                "{\"error\":\"etcdserver: permission denied\",\"code\":7,\"message\":\"etcdserver: "
+                "permission denied\"}",
+                -EACCES, ERROR_ETCD_PERMISSION_DENIED);
+        assert_answer_error(
+                401,
+                "{\"error\":\"etcdserver: invalid auth token\",\"code\":16,\"message\":\"etcdserver: "
+                "invalid auth token\"}",
+                -EKEYEXPIRED, ERROR_ETCD_TOKEN_INVALID);
         /* a JWT token older than the users and roles made since: a new login */
-        j = load("{\"error\":\"etcdserver: revision of auth store is old\",\"code\":3,\"message\":"
-                 "\"etcdserver: revision of auth store is old\"}");
-        assert_int_equal(etcd_answer_error(400, j, &e), -EKEYEXPIRED);
-        assert_int_equal(e.code, ERROR_ETCD_TOKEN_INVALID);
-        error_done(&e);
-        json_decref(j);
-        j = load("{\"code\":3,\"message\":\"etcdserver: authentication failed, invalid user ID or "
-                 "password\"}");
-        assert_int_equal(etcd_answer_error(400, j, &e), -EACCES);
-        assert_int_equal(e.code, ERROR_ETCD_AUTH_FAILED);
-        error_done(&e);
-        json_decref(j);
+        assert_answer_error(
+                400,
+                "{\"error\":\"etcdserver: revision of auth store is old\",\"code\":3,\"message\":"
+                "\"etcdserver: revision of auth store is old\"}",
+                -EKEYEXPIRED, ERROR_ETCD_TOKEN_INVALID);
+        assert_answer_error(
+                400,
+                "{\"code\":3,\"message\":\"etcdserver: authentication failed, invalid user ID or "
+                "password\"}",
+                -EACCES, ERROR_ETCD_AUTH_FAILED);
         /* etcd busy, as its 3.4 gateway answered a mass start's puts: HTTP 500, gRPC's unknown (2) */
-        j = load("{\"error\":\"etcdserver: too many requests\",\"code\":2,\"message\":\"etcdserver: too "
-                 "many requests\"}");
-        assert_int_equal(etcd_answer_error(500, j, &e), -EAGAIN);
-        assert_int_equal(e.code, ERROR_ETCD_OVERLOADED);
-        error_done(&e);
-        json_decref(j);
-        j = load("{\"code\":2,\"message\":\"etcdserver: request timed out\"}");
-        assert_int_equal(etcd_answer_error(500, j, &e), -EAGAIN);
-        assert_int_equal(e.code, ERROR_ETCD_OVERLOADED);
-        error_done(&e);
-        json_decref(j);
+        assert_answer_error(
+                500,
+                "{\"error\":\"etcdserver: too many requests\",\"code\":2,\"message\":\"etcdserver: too "
+                "many requests\"}",
+                -EAGAIN, ERROR_ETCD_OVERLOADED);
+        assert_answer_error(500, "{\"code\":2,\"message\":\"etcdserver: request timed out\"}", -EAGAIN,
+                            ERROR_ETCD_OVERLOADED);
         /* another server error is not busy: the connection's to lose */
-        j = load("{\"code\":2,\"message\":\"etcdserver: mvcc: database space exceeded\"}");
-        assert_int_equal(etcd_answer_error(500, j, &e), -EPROTO);
-        assert_int_equal(e.code, ERROR_ETCD_ERROR);
-        error_done(&e);
-        json_decref(j);
+        assert_answer_error(500, "{\"code\":2,\"message\":\"etcdserver: mvcc: database space exceeded\"}",
+                            -EPROTO, ERROR_ETCD_ERROR);
         /* the probe: a never-true compare around a put */
         j = etcd_write_probe_body("/clsd/policies/");
         _cleanup_free_ char *text = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
