@@ -19,7 +19,6 @@
 #include "map-config.h"
 #include "uploads.h"
 #include "policy-match.h"
-#include "recompose.h"
 #include "reconcile.h"
 #include "tcx-pins.h"
 #include "object-trust.h"
@@ -35,7 +34,7 @@ static void ifaces_recompose(Manager *m) {
         for (size_t i = 0; i < iface_table_size(m->ifaces); i++) {
                 Iface *it = iface_table_at(m->ifaces, i);
                 if (it->visible)
-                        iface_recompose(m, it);
+                        policies_recompose(m, it);
         }
 }
 
@@ -255,12 +254,9 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
                 r = error_set(reterr, r, ERROR_INTERNAL_ERROR, "out of memory");
         else if ((r = objects_load(m)) < 0)
                 r = error_set(reterr, r, ERROR_STORE_ERROR, "cannot load objects: %s", strerror(-r));
-        /* Subscribed before the dump, so that no change falls between the two. */
-        if (r >= 0)
+        else
+                /* Subscribed before the dump, so that no change falls between the two. */
                 r = netns_set_start(m->netns, reterr);
-        if (r >= 0)
-                (void) links_get(m->links, netns_set_rtnl_followed(m->netns, NULL), NULL, false, &links,
-                                 &n_links, NULL);
         if (r < 0) {
                 StoredDocument *docs = NULL;
                 size_t n = 0;
@@ -268,6 +264,8 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
                         stored_documents_free(docs, n);
                 return r;
         }
+        (void) links_get(m->links, netns_set_rtnl_followed(m->netns, NULL), NULL, false, &links, &n_links,
+                         NULL);
         r = load_documents(m, load, reterr);
         if (r < 0)
                 return r;
@@ -295,9 +293,7 @@ int daemon_start(Manager *m, DaemonReadyFunc ready, void *userdata, Error *reter
         /* Ready once the queue has run dry the first time: checked after each turn of the loop that
          * dispatched something, and once at the first (when there is nothing to do, nothing else runs). */
         r = sd_event_add_post(m->event, &m->start.post, on_started_check, m);
-        if (r >= 0)
-                r = sd_event_add_defer(m->event, NULL, on_started_check, m);
-        if (r < 0)
+        if (r < 0 || (r = sd_event_add_defer(m->event, NULL, on_started_check, m)) < 0)
                 return error_set(reterr, r, ERROR_INTERNAL_ERROR, "cannot watch the queue: %s",
                                  strerror(-r));
         return 0;

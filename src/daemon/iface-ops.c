@@ -42,34 +42,44 @@ static int check_documents_quota(Manager *m, const char *netns, const char *ifna
         return 0;
 }
 
+/* The change of a PUT or its dry run, its document checked (a dry run says what the PUT would: refused);
+ * NULL, with reterr set, if refused. */
+static Change *put_change(Manager *m, ChangeKind kind, const char *netns, const char *ifname, json_t *body,
+                          const DaemonExpect *expect, Error *reterr) {
+        _cleanup_(document_unrefp) Document *doc = NULL;
+        Change *c;
+
+        if (check_names(netns, ifname, reterr) < 0 || document_from_json(ifname, body, &doc, reterr) < 0)
+                return NULL;
+        if (netns && !(doc->netns = strdup(netns))) {
+                error_oom(reterr);
+                return NULL;
+        }
+        if (iface_check_owner(m, netns, ifname, reterr) < 0 ||
+            check_documents_quota(m, netns, ifname, reterr) < 0)
+                return NULL;
+        c = change_new(m, kind, expect);
+        if (!c) {
+                error_oom(reterr);
+                return NULL;
+        }
+        c->doc = TAKE_PTR(doc);
+        return c;
+}
+
 static void put_or_dry_run(Manager *m, ChangeKind kind, const char *netns, const char *ifname, json_t *body,
                            const DaemonExpect *expect, DaemonDoneFunc done, DryRunDoneFunc dry_done,
                            void *userdata) {
-        Document *doc = NULL;
         _cleanup_error_ Error e = ERROR_NULL;
-        Change *c;
-        int r;
+        Change *c = put_change(m, kind, netns, ifname, body, expect, &e);
 
-        r = check_names(netns, ifname, &e);
-        if (r >= 0)
-                r = document_from_json(ifname, body, &doc, &e);
-        if (r >= 0 && netns && !(doc->netns = strdup(netns)))
-                r = error_oom(&e);
-        if (r >= 0) /* a dry run says what the PUT would: refused */
-                r = iface_check_owner(m, netns, ifname, &e);
-        if (r >= 0)
-                r = check_documents_quota(m, netns, ifname, &e);
-        if (r >= 0 && !(c = change_new(m, kind, expect)))
-                r = error_oom(&e);
-        if (r < 0) {
-                document_unref(doc);
+        if (!c) {
                 if (kind == CHANGE_DRY_RUN)
                         dry_done(m, NULL, &e, userdata);
                 else
                         done(m, NULL, &e, userdata);
                 return;
         }
-        c->doc = doc;
         c->done = done;
         c->dry_done = dry_done;
         c->userdata = userdata;

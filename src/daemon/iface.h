@@ -78,14 +78,13 @@ struct Iface {
          * removed them then; the periodic resync looks at everything), or all of them if a filter was
          * left out untrusted (what the last run attached for it is removed). */
         bool fresh;
-        bool changing; /* its reconcile applies a change (a policy's), not a repair of drift */
+        /* A change that declared intent (a policy's) was refused here: its reconciles apply the interface
+         * whole or put the kernel back (a snapshot, as a change's), until one succeeds; what they change
+         * is that change, not a repair of drift. */
+        bool whole;
         struct ReconcileRequest *request; /* its reconcile request, while one is queued or running */
         struct Operation *ops; /* changes waiting for it, in order (queue.c) */
         struct Operation *ops_tail;
-        /* A probe (a policy's programs loaded before it is stored): not in the queue; its loads call
-         * this instead of resuming a request. */
-        void (*on_resume)(void *userdata);
-        void *on_resume_userdata;
 };
 
 /* compose.c */

@@ -148,36 +148,37 @@ static Netns *netns_find(NetnsSet *s, const char *name) {
         return NULL;
 }
 
+DEFINE_TRIVIAL_CLEANUP_FUNC(Netns *, netns_free);
+
 static int netns_follow(NetnsSet *s, const char *name, Netns **ret, Error *reterr) {
-        Netns *ns = netns_find(s, name), **v = NULL;
+        _cleanup_(netns_freep) Netns *ns = NULL;
+        Netns **v;
         int r;
 
-        if (ns) {
-                *ret = ns;
+        if ((*ret = netns_find(s, name)))
                 return 0;
-        }
         ns = calloc(1, sizeof(*ns));
-        if (!ns || !(ns->name = strdup(name))) {
-                free(ns);
+        if (!ns)
                 return error_oom(reterr);
-        }
         ns->set = s;
         ns->fd = -1;
+        if (!(ns->name = strdup(name)))
+                return error_oom(reterr);
         r = nl_netns_open(s->dir, name, &ns->fd, reterr);
-        if (r >= 0)
-                r = nl_socket_open_in(ns->fd, 0, &ns->rtnl, reterr);
-        if (r >= 0)
-                r = events_start(s, ns, reterr);
-        if (r >= 0 && !(v = realloc(s->named, (s->n_named + 1) * sizeof(Netns *))))
-                r = error_oom(reterr);
-        if (r < 0) {
-                netns_free(ns);
+        if (r < 0)
                 return r;
-        }
+        r = nl_socket_open_in(ns->fd, 0, &ns->rtnl, reterr);
+        if (r < 0)
+                return r;
+        r = events_start(s, ns, reterr);
+        if (r < 0)
+                return r;
+        v = realloc(s->named, (s->n_named + 1) * sizeof(Netns *));
+        if (!v)
+                return error_oom(reterr);
         s->named = v;
-        s->named[s->n_named++] = ns;
         log_info("netns %s: following", name);
-        *ret = ns;
+        *ret = s->named[s->n_named++] = TAKE_PTR(ns);
         return 0;
 }
 

@@ -69,6 +69,15 @@ static void arm_timer(RequestQueue *q) {
         (void) sd_event_source_set_enabled(q->timer, SD_EVENT_ONESHOT);
 }
 
+/* The request's reconcile failed (or a change that declared intent): again after its backoff. */
+static void retry_later(RequestQueue *q, ReconcileRequest *req) {
+        uint64_t delay = backoff_next(&req->backoff, RETRY_BASE_USEC, RETRY_MAX_USEC);
+
+        req->reasons |= REASON_RETRY;
+        req->not_before = now_usec(q) + delay;
+        log_info("%s: next attempt in %llu s", req->iface->ifname, (unsigned long long) (delay / 1000000));
+}
+
 /* Runs the interface's work that can run now; returns whether the request is done. */
 static bool request_run(RequestQueue *q, ReconcileRequest *req) {
         Iface *it = req->iface;
@@ -89,8 +98,12 @@ static bool request_run(RequestQueue *q, ReconcileRequest *req) {
                 op->free(op);
                 /* A change just applied the whole interface: what asked for a reconcile is met. */
                 req->reasons &= ~(unsigned) (REASON_TC | REASON_RESYNC | REASON_LINK | REASON_PROGRAMS);
-                backoff_reset(&req->backoff);
-                req->not_before = 0;
+                if (r == OPERATION_RETRY)
+                        retry_later(q, req);
+                else {
+                        backoff_reset(&req->backoff);
+                        req->not_before = 0;
+                }
         }
         if (!req->reasons)
                 return true;
@@ -105,10 +118,7 @@ static bool request_run(RequestQueue *q, ReconcileRequest *req) {
                 return false;
         }
         if (r < 0) {
-                uint64_t delay = backoff_next(&req->backoff, RETRY_BASE_USEC, RETRY_MAX_USEC);
-                req->reasons |= REASON_RETRY;
-                req->not_before = now_usec(q) + delay;
-                log_info("%s: next attempt in %llu s", it->ifname, (unsigned long long) (delay / 1000000));
+                retry_later(q, req);
                 return false;
         }
         backoff_reset(&req->backoff);
@@ -149,8 +159,10 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+DEFINE_TRIVIAL_CLEANUP_FUNC(RequestQueue *, request_queue_free);
+
 int request_queue_new(sd_event *event, Manager *m, RequestProcessFunc process, RequestQueue **ret) {
-        RequestQueue *q = calloc(1, sizeof(*q));
+        _cleanup_(request_queue_freep) RequestQueue *q = calloc(1, sizeof(*q));
         int r;
 
         if (!q)
@@ -159,17 +171,18 @@ int request_queue_new(sd_event *event, Manager *m, RequestProcessFunc process, R
         q->m = m;
         q->process = process;
         r = sd_event_add_defer(event, &q->defer, on_defer, q);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(q->defer, SD_EVENT_OFF);
-        if (r >= 0)
-                r = sd_event_add_time(event, &q->timer, CLOCK_MONOTONIC, 0, 0, on_timer, q);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(q->timer, SD_EVENT_OFF);
-        if (r < 0) {
-                request_queue_free(q);
+        if (r < 0)
                 return r;
-        }
-        *ret = q;
+        r = sd_event_source_set_enabled(q->defer, SD_EVENT_OFF);
+        if (r < 0)
+                return r;
+        r = sd_event_add_time(event, &q->timer, CLOCK_MONOTONIC, 0, 0, on_timer, q);
+        if (r < 0)
+                return r;
+        r = sd_event_source_set_enabled(q->timer, SD_EVENT_OFF);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(q);
         return 0;
 }
 

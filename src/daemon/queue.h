@@ -32,8 +32,12 @@ typedef struct ReconcileRequest {
 } ReconcileRequest;
 
 /* An operation: one change that someone waits for. run() is called when the interface's turn comes;
- * it returns 0 when done (it answered), -EAGAIN when it waits for a worker (it will be run again),
- * and frees itself through done. */
+ * it returns 0 when done (it answered), OPERATION_RETRY when done but what it declared is to be tried
+ * again (a reconcile, after the request's backoff), -EAGAIN when it waits for a worker (it will be run
+ * again), and frees itself through done. */
+enum {
+        OPERATION_RETRY = 1,
+};
 typedef struct Operation Operation;
 typedef int (*OperationRunFunc)(Manager *m, Operation *op);
 typedef void (*OperationFreeFunc)(Operation *op);

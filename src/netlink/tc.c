@@ -90,6 +90,39 @@ int nl_hook_qdiscs(NlSocket *s, int **ret, size_t *ret_n, Error *reterr) {
         return 0;
 }
 
+typedef struct ParentScan {
+        int ifindex;
+        uint32_t handle;
+        bool found;
+} ParentScan;
+
+static int parent_cb(const struct nlmsghdr *nlh, void *data) {
+        const struct tcmsg *tcm = mnl_nlmsg_get_payload(nlh);
+        ParentScan *p = data;
+
+        if ((nlh->nlmsg_type == RTM_NEWQDISC || nlh->nlmsg_type == RTM_NEWTCLASS) &&
+            mnl_nlmsg_get_payload_len(nlh) >= sizeof(*tcm) && tcm->tcm_ifindex == p->ifindex &&
+            tcm->tcm_handle == p->handle)
+                p->found = true;
+        return MNL_CB_OK;
+}
+
+int nl_tc_parent_exists(NlSocket *s, int ifindex, uint32_t parent, Error *reterr) {
+        ParentScan p = { .ifindex = ifindex, .handle = parent };
+        char buf[NL_MSG_BUFFER_SIZE];
+        struct nlmsghdr *nlh;
+        int r;
+
+        if (TC_H_MIN(parent) == 0)
+                r = qdisc_dump(s, ifindex, parent_cb, &p, reterr);
+        else {
+                nlh = nl_msg_dump(buf, RTM_GETTCLASS, sizeof(struct tcmsg), s);
+                ((struct tcmsg *) mnl_nlmsg_get_payload(nlh))->tcm_ifindex = ifindex;
+                r = nl_request(s, nlh, parent_cb, &p, "dump classes", reterr);
+        }
+        return r < 0 ? r : p.found;
+}
+
 int nl_clsact_add(NlSocket *s, int ifindex, Error *reterr) {
         char buf[NL_MSG_BUFFER_SIZE];
         return nl_request(s, nl_msg_clsact(buf, ifindex, true, nl_socket_next_seq(s)), NULL, NULL,

@@ -125,8 +125,9 @@ def _outcome(r):
 
 @pytest.mark.parametrize("seed", DRY_SEEDS)
 def test_random_states_a_dry_run_answers_what_the_apply_does(api, bpf, net, seed):
-    """Four veths, foreign filters coming and going at some priorities, documents, and policies of two
-    orders matching some of the veths, in a seeded random order: before each PUT, its dry run; the dry run
+    """Four veths, foreign filters coming and going at some priorities, an HTB qdisc that egress filters
+    under it need coming and going, documents, and policies of two orders matching some of the veths, in
+    a seeded random order: before each PUT, its dry run; the dry run
     and the apply answer the same (status, error, each interface's state), and GET then says the states
     the apply answered."""
     import random
@@ -137,11 +138,20 @@ def test_random_states_a_dry_run_answers_what_the_apply_does(api, bpf, net, seed
     digests = [api.upload_ok(bpf.count), api.upload_ok(bpf.drop_port)]
     prios = [10, 20, 30]
     foreign = set()
+    htb = set()
     log = []
     for step in range(DRY_STEPS):
         op = rnd.choice(["policy", "policy", "document", "document", "foreign", "unforeign", "rm_policy",
-                         "rm_document"])
+                         "rm_document", "qdisc", "unqdisc"])
         dev = rnd.choice(devs)
+        if op in ("qdisc", "unqdisc"):
+            # an HTB qdisc 7: that egress filters with "parent": "7:" need, there or not
+            if (op == "qdisc") != (dev in htb):
+                net.a.run("tc", "qdisc", "add" if op == "qdisc" else "del", "dev", dev, "root",
+                          *(("handle", "7:", "htb") if op == "qdisc" else ()))
+                htb.symmetric_difference_update({dev})
+                log.append("%s %s" % (op, dev))
+            continue
         if op == "foreign":
             pref = rnd.choice(prios)
             if (dev, pref) not in foreign and net.a.filter_at(dev, pref) is None:
@@ -167,13 +177,15 @@ def test_random_states_a_dry_run_answers_what_the_apply_does(api, bpf, net, seed
             continue
         filters = [filt("f%d" % i, rnd.choice(digests), priority=p)
                    for i, p in enumerate(rnd.sample(prios, rnd.randint(1, 2)))]
+        egress = [filt("e", rnd.choice(digests), priority=5, parent="7:")] if rnd.random() < 0.3 else []
         if op == "policy":
             name = rnd.choice(["pa", "pb", "pc"])
             match = sorted(rnd.sample(devs, rnd.randint(1, 3)))
-            body = {"match": {"ifname": match}, "order": rnd.choice([0, 0, 5]), "ingress": filters}
+            body = {"match": {"ifname": match}, "order": rnd.choice([0, 0, 5]), "ingress": filters,
+                    "egress": egress}
             path = "/policies/%s" % name
         else:
-            body = {"ingress": filters}
+            body = {"ingress": filters, "egress": egress}
             path = "/ifaces/%s/classifier" % dev
         log.append("PUT %s %s" % (path, json.dumps(body, sort_keys=True)))
         dry = api.request("PUT", path + "?dry_run=1", body=body)

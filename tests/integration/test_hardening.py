@@ -339,8 +339,11 @@ def test_a_parent_the_interface_has_no_qdisc_of_is_422_not_500(net, clsd_factory
     c = clsd_factory(net.a)
     digest = c.api.upload_ok(bpf.count)
     assert c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)]}).status == 200
-    r = c.api.put_classifier(net.if_a, {"ingress": [filt("web", digest, priority=10)],
-                                        "egress": [filt("c", digest, priority=5, parent="7:")]})
+    doc = {"ingress": [filt("web", digest, priority=10)], "egress": [filt("c", digest, priority=5, parent="7:")]}
+    # the dry run answers what the PUT does, with the plan beside it
+    dry = c.api.request("PUT", "/ifaces/%s/classifier?dry_run=1" % net.if_a, doc)
+    assert dry.status == 422 and dry.json["error"]["code"] == "parent_not_found" and "plan" in dry.json, dry.body
+    r = c.api.put_classifier(net.if_a, doc)
     assert r.status == 422 and r.json["error"]["code"] == "parent_not_found", r.body
     assert "parent 7:0 is not a qdisc or class of %s" % net.if_a in r.json["error"]["message"], r.body
     # the change was rolled back: the document and the kernel as before

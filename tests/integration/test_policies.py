@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import CLSD, assert_error, filt, run, wait_for
+from conftest import CLSD, assert_error, filt, parse_tc_filters, run, wait_for
 
 
 def policy(match, ingress=None, egress=None, order=None):
@@ -529,7 +529,8 @@ def test_a_policys_configuration_map_is_the_policys_or_each_interfaces_own(clsd,
 DELETE_AFTER = float(os.environ.get("CLSD_HALF_WAY_DELAY", "-0.005"))
 
 
-def test_an_apply_the_kernel_refuses_half_way_leaves_each_interface_wholly_old_or_new_and_says_which(api, bpf, net):
+def test_an_apply_the_kernel_refuses_half_way_leaves_each_interface_wholly_old_or_new_and_says_which(clsd, api, bpf,
+                                                                                                   net):
     """A policy on both hooks of 100 veths changes to another filter while half of the veths are deleted
     under it (every other one, from the last, as the apply goes): every interface left holds the old filter on both hooks or the new one on both, never one
     of each, and the answer and GET say which (configured: the new one; pending: its link went under the
@@ -579,5 +580,70 @@ def test_an_apply_the_kernel_refuses_half_way_leaves_each_interface_wholly_old_o
     stayed = [d for d in names if d in present]
     wait_for(lambda: all([f.name for f in clsd_filters(net.a, d, h)] == ["clsd:new-" + ("in" if h == "ingress" else "out")]
                          for d in stayed for h in ("ingress", "egress")), timeout=10, what="the new filter everywhere")
-    wait_for(lambda: {i["ifname"]: i["policy_state"] for i in api.get("/policies/hw").json["ifaces"]} ==
-             {d: "configured" for d in stayed}, timeout=10, what="GET saying configured on each")
+    seen = {}
+
+    def all_configured():
+        seen.clear()
+        seen.update({i["ifname"]: i for i in api.get("/policies/hw").json["ifaces"]})
+        return {d: i["policy_state"] for d, i in seen.items()} == {d: "configured" for d in stayed}
+    try:
+        wait_for(all_configured, timeout=10, what="GET saying configured on each")
+    except AssertionError:
+        wrong = [i for i in seen.values() if i["policy_state"] != "configured"]
+        said = [l for l in clsd.log().splitlines() if any(i["ifname"] + ":" in l for i in wrong)]
+        raise AssertionError("GET /policies/hw: %r; clsd said: %s" % (wrong, "\n".join(said)))
+
+
+def test_a_policy_the_kernel_refuses_on_one_hook_leaves_that_interface_wholly_old_and_retries_it(api, bpf, net):
+    """A policy whose new version adds an egress filter under the qdisc 7:, which one veth has (HTB), one
+    lacks and one has as a pfifo that cannot hold filters. The one that lacks it is refused at the look,
+    before anything changes; the pfifo one only when the kernel refuses the egress filter after the new
+    ingress filter was made there: that one is rolled back. Both keep the old version wholly (never the
+    new ingress beside nothing on egress), fail with parent_not_found in the answer and in GET, and the
+    first says so in the dry run too (the pfifo's refusal no look can foresee). The HTB one takes the new
+    version whole; once the operator mends the qdiscs, the retries apply it on the others."""
+    a, b, c = veths(net.a, "pq", 3)
+
+    def under_7(dev):
+        out = net.a.run("tc", "filter", "show", "dev", dev, "parent", "7:", check=False).stdout
+        return [f.name for f in parse_tc_filters(out) if f.name.startswith("clsd:")]
+
+    net.a.run("tc", "qdisc", "add", "dev", a, "root", "handle", "7:", "htb")
+    net.a.run("tc", "qdisc", "add", "dev", c, "root", "handle", "7:", "pfifo")
+    old = policy({"ifname": ["pq*"]}, ingress=[filt("old", bpf.count, priority=10)])
+    assert put_policy(api, "pq", old).status == 200
+    new = policy({"ifname": ["pq*"]}, ingress=[filt("new", bpf.drop_port, priority=10)],
+                 egress=[filt("cls", bpf.count, priority=5, parent="7:")])
+    want = {a: "configured", b: "failed", c: "failed"}
+    dry = api.request("PUT", "/policies/pq?dry_run=1", body=new)
+    assert {k: v["state"] for k, v in results(dry).items()} == dict(want, **{c: "configured"}), dry.json
+    assert results(dry)[b]["error"]["code"] == "parent_not_found", dry.json
+    r = put_policy(api, "pq", new)
+    assert r.status == 200, r
+    assert {k: v["state"] for k, v in results(r).items()} == want, r.json
+    for dev in (b, c):
+        assert results(r)[dev]["error"]["code"] == "parent_not_found", r.json
+        assert "parent 7:0 is not a qdisc or class of %s" % dev in results(r)[dev]["error"]["message"], r.json
+        # wholly old: the old filter, nothing of the new version
+        assert [f.name for f in clsd_filters(net.a, dev)] == ["clsd:old"], dev
+        assert under_7(dev) == [], dev
+        assert api.get_classifier(dev).json["state"] == "failed"
+    assert [f.name for f in clsd_filters(net.a, a)] == ["clsd:new"]
+    assert under_7(a) == ["clsd:cls"]
+    got = {i["ifname"]: i["policy_state"] for i in api.get("/policies/pq").json["ifaces"]}
+    assert got == want, got
+    # its retries (the first after 1 s) apply it whole or put the kernel back, as the change did
+    time.sleep(2.5)
+    for dev in (b, c):
+        assert [f.name for f in clsd_filters(net.a, dev)] == ["clsd:old"], dev
+        assert under_7(dev) == [], dev
+        assert api.get_classifier(dev).json["state"] == "failed"
+    # the operator mends the qdiscs: the retries (with their backoff) apply the new version there
+    net.a.run("tc", "qdisc", "add", "dev", b, "root", "handle", "7:", "htb")
+    net.a.run("tc", "qdisc", "del", "dev", c, "root")
+    net.a.run("tc", "qdisc", "add", "dev", c, "root", "handle", "7:", "htb")
+    for dev in (b, c):
+        wait_for(lambda: [f.name for f in clsd_filters(net.a, dev)] == ["clsd:new"], timeout=15,
+                 what="the new version on %s after its qdisc was mended" % dev)
+    wait_for(lambda: {i["ifname"]: i["policy_state"] for i in api.get("/policies/pq").json["ifaces"]} ==
+             {d: "configured" for d in (a, b, c)}, timeout=10, what="GET configured on all three")

@@ -132,6 +132,21 @@ static int cls_check(AttachContext *c, const AttachObservation *observed, Error 
                             !o->filters[k].clsd_owned)
                                 return conflict_error(c->it, &o->filters[k], reterr);
         }
+        /* a "parent" the interface has no qdisc or class of: the document's to mend (one dump each) */
+        for (size_t i = 0; i < c->it->n_filters; i++) {
+                const Filter *f = &c->it->filters[i];
+                int r;
+                if (f->kind != ATTACH_KIND_CLS || !f->spec->has_parent)
+                        continue;
+                r = nl_tc_parent_exists(c->rtnl, c->it->ifindex, f->spec->parent, reterr);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return error_set(reterr, EINVAL, ERROR_PARENT_NOT_FOUND,
+                                         "%s pref %u: parent %x:%x is not a qdisc or class of %s",
+                                         direction_to_string(f->dir), f->spec->priority,
+                                         f->spec->parent >> 16, f->spec->parent & 0xffff, c->it->ifname);
+        }
         return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "change.h"
+#include "links.h"
 #include "map-config.h"
 #include "reconcile.h"
 #include "log.h"
@@ -16,6 +17,13 @@
 void change_look_done(ChangeLook *look) {
         attach_observed_free(&look->observed);
         *look = (ChangeLook){ 0 };
+}
+
+/* The context of the candidate on what the look read. */
+static void look_context(Change *c, AttachContext *ctx) {
+        attach_context_init(c->m, c->candidate, c->look.rtnl, ctx);
+        ctx->fresh = c->look.fresh;
+        ctx->hooks_absent = c->look.hooks_absent;
 }
 
 int change_look(Change *c, Iface *it, Error *reterr) {
@@ -33,9 +41,19 @@ int change_look(Change *c, Iface *it, Error *reterr) {
                 return r;
         look->present = true;
         c->candidate->ifindex = look->link.ifindex;
+        if (c->type->intent) {
+                /* one device, one owner: the first, its own namespace's document */
+                if (it->netns && (r = iface_check_owner(m, it->netns, it->ifname, reterr)) < 0)
+                        return r;
+                /* Nothing of clsd's is on a link a policy reaches first (or at the start): only the
+                 * hooks its filters use are read, and none of a link known to have no clsact. */
+                look->fresh = (it->fresh || !it->visible) && !c->candidate->untrusted;
+                look->hooks_absent = look->fresh &&
+                                     links_hooks_absent(m->links, look->rtnl, it->netns, look->link.ifindex);
+        }
         if (c->candidate->n_filters == 0)
                 return 0;
-        attach_context_init(m, c->candidate, look->rtnl, &ctx);
+        look_context(c, &ctx);
         r = attach_observe_all(&ctx, &look->observed, reterr);
         if (r >= 0 && !c->type->dry_run)
                 r = attach_check_all(&ctx, &look->observed, reterr);
@@ -45,35 +63,6 @@ int change_look(Change *c, Iface *it, Error *reterr) {
 
 /* ---- applying: one turn of the loop, from a fresh look at the kernel ---- */
 
-/* Puts the kernel back as it was before a change that failed after changing it. */
-static void rollback(Manager *m, Iface *it, AttachContext *ctx, const AttachSnapshot *snap, const char *what,
-                     const Error *why) {
-        _cleanup_error_ Error e = ERROR_NULL;
-        int r;
-
-        log_error("%s: %s failed: %s; rolling back", it->ifname, what, strna(why ? why->message : NULL));
-        r = attach_restore_all(ctx, snap, it, &e);
-        if (r >= 0) {
-                /* What GET shows comes from the filters' facts: read them back from the kernel. */
-                AttachContext old;
-                AttachObserved obs = { 0 };
-                attach_context_init(m, it, ctx->rtnl, &old);
-                if (attach_observe_all(&old, &obs, NULL) >= 0)
-                        attach_observed_free(&obs);
-                attach_context_done(&old);
-                return;
-        }
-        /* The kernel is now neither the old document nor the new one: say so where it shows. */
-        log_error("%s: rollback failed: %s", it->ifname, strna(e.message));
-        if (it->visible) {
-                _cleanup_error_ Error f = ERROR_NULL;
-                error_set(&f, e.error, ERROR_KERNEL_ERROR, "rollback after a failed change failed: %s",
-                          strna(e.message));
-                iface_set_state(it, IFACE_FAILED, &f);
-                manager_changed(m, it, IFACE_CHANGED_STATE);
-        }
-}
-
 /* The kernel knows no device of the look's ifindex any more: the link went under the change, and what
  * the change and the documents before it had attached there went with it. The change stands as for a link
  * absent at the look: stored, pending; a link that comes under the name is reconciled at its event. */
@@ -82,6 +71,7 @@ static int link_went(Change *c, Iface *it, Error *reterr) {
                  strna(reterr ? reterr->message : NULL));
         error_done(reterr);
         c->look.present = false;
+        c->look.went = true;
         return 0;
 }
 
@@ -90,14 +80,15 @@ static int store_change(Change *c, Iface *it, Iface *cand, Error *reterr) {
         Manager *m = c->m;
         int r = 0;
 
-        (void) iface_update_facts(cand);
-        if (cand->api && cand->api != it->api)
+        bool facts_changed = iface_update_facts(cand);
+
+        if (cand->api && (cand->api != it->api || facts_changed))
                 r = store_document_save(m->store, cand->api, &cand->facts[SOURCE_API], reterr);
         else if (!cand->api && it->api)
                 r = store_document_remove(m->store, SOURCE_API, it->netns, it->ifname, reterr);
         if (r < 0)
                 return r;
-        if (cand->hog) {
+        if (cand->hog && (cand->hog != it->hog || facts_changed)) {
                 _cleanup_error_ Error e = ERROR_NULL;
                 if (store_document_save(m->store, cand->hog, &cand->facts[SOURCE_HOG], &e) < 0)
                         log_warning("%s: %s", it->ifname, strna(e.message));
@@ -111,36 +102,47 @@ static int store_change(Change *c, Iface *it, Iface *cand, Error *reterr) {
 static int apply_candidate(Change *c, Iface *it, Error *reterr) {
         Manager *m = c->m;
         Iface *cand = c->candidate;
-        AttachSnapshot snap = { 0 };
-        AttachContext ctx;
+        _cleanup_(attach_snapshot_free) AttachSnapshot snap = { 0 };
+        _cleanup_(attach_context_done) AttachContext ctx = { 0 };
         int r;
 
         if (!c->look.present)
                 return store_change(c, it, cand, reterr);
-        attach_context_init(m, cand, c->look.rtnl, &ctx);
-        r = 0;
+        look_context(c, &ctx);
         if (attach_observed_any(&c->look.observed))
                 /* the filters' facts were filled then, with no programs held: again with them */
                 attach_settle_all(&ctx, &c->look.observed);
-        else
-                r = attach_observe_all(&ctx, &c->look.observed, reterr);
-        if (r >= 0)
+        else if ((r = attach_observe_all(&ctx, &c->look.observed, reterr)) < 0)
+                return r;
+        for (;;) {
                 r = attach_snapshot_all(&ctx, &c->look.observed, &snap, reterr);
-        if (r >= 0) {
+                if (r < 0)
+                        return r;
                 m->counters.reconciles++;
                 r = attach_apply_all(&ctx, &c->look.observed, reterr);
-                if (r == -ENODEV)
-                        r = link_went(c, it, reterr);
-                else if (r < 0)
-                        rollback(m, it, &ctx, &snap, "applying the change", reterr);
-        }
-        if (r >= 0) {
-                r = store_change(c, it, cand, reterr);
+                if (r != -ESTALE || !ctx.hooks_absent)
+                        break;
+                /* the links' view was behind the kernel (nothing changed): read it this time */
+                error_done(reterr);
+                attach_snapshot_free(&snap);
+                attach_observed_free(&c->look.observed);
+                ctx.hooks_absent = c->look.hooks_absent = false;
+                r = attach_observe_all(&ctx, &c->look.observed, reterr);
                 if (r < 0)
-                        rollback(m, it, &ctx, &snap, "storing the change", reterr);
+                        return r;
+                r = attach_check_all(&ctx, &c->look.observed, reterr);
+                if (r < 0)
+                        return r;
         }
-        attach_snapshot_free(&snap);
-        attach_context_done(&ctx);
+        if (r == -ENODEV)
+                r = link_went(c, it, reterr);
+        else if (r < 0) {
+                iface_rollback(m, it, &ctx, &snap, "applying the change", reterr);
+                return r;
+        }
+        r = store_change(c, it, cand, reterr);
+        if (r < 0)
+                iface_rollback(m, it, &ctx, &snap, "storing the change", reterr);
         return r;
 }
 
@@ -189,10 +191,16 @@ int change_commit(Change *c, Iface *it, Error *reterr) {
 
         (void) reterr;
         iface_commit(it, c->candidate, m->registry);
-        iface_set_state(it, c->look.present ? IFACE_CONFIGURED : IFACE_PENDING, NULL);
+        /* objects no key trusts any more were left out: failed, until a key comes back */
+        if (!c->look.present || !iface_report_untrusted(m, it))
+                iface_set_state(it, c->look.present ? IFACE_CONFIGURED : IFACE_PENDING, NULL);
         it->visible = true;
+        it->fresh = it->fresh && !c->look.present;
+        it->whole = false;
         iface_table_touch(m->ifaces);
-        iface_table_set_ifindex(m->ifaces, it, c->look.present ? c->look.link.ifindex : 0);
+        /* a link that went under the change keeps its ifindex: the deletion's event, not read yet,
+         * finds the interface (one only policies were for goes then) */
+        iface_table_set_ifindex(m->ifaces, it, c->look.present || c->look.went ? c->look.link.ifindex : 0);
         map_config_prune(m); /* filters or maps no longer configuration forget their entries */
         if (api_changed && it->api)
                 log_info("%s: document generation %" PRIu64 " stored, %s", it->ifname, it->api->generation,
@@ -204,4 +212,24 @@ int change_commit(Change *c, Iface *it, Error *reterr) {
                                 IFACE_CHANGED_FILTERS);
         change_finish(c, it, NULL);
         return CHANGE_ANSWERED;
+}
+
+void change_hold_failed(Change *c, Iface *it, const Error *e) {
+        Manager *m = c->m;
+        bool was_visible = it->visible;
+
+        log_error("%s: %s change failed: %s; retrying", it->ifname, c->type->name, strna(e->message));
+        iface_commit(it, c->candidate, m->registry);
+        iface_set_state(it, IFACE_FAILED, e);
+        it->visible = true;
+        iface_table_touch(m->ifaces);
+        iface_table_set_ifindex(m->ifaces, it,
+                                c->look.present || c->look.went ? c->look.link.ifindex : it->ifindex);
+        map_config_prune(m);
+        /* its retries apply it whole or not at all, as this change did */
+        it->whole = true;
+        manager_changed(m, it,
+                        (was_visible ? 0 : IFACE_ADDED) | IFACE_CHANGED_DOCUMENT | IFACE_CHANGED_STATE |
+                                IFACE_CHANGED_FILTERS);
+        change_finish(c, it, NULL);
 }

@@ -109,8 +109,10 @@ const ChangeType change_types[_CHANGE_KIND_MAX] = {
                              .documents = documents_put },
         [CHANGE_DELETE] = { .name = "delete", .check = check_delete, .documents = documents_delete },
         [CHANGE_HOG] = { .name = "hog", .documents = documents_hog },
+        [CHANGE_POLICY] = { .name = "policy", .intent = true, .documents = documents_policies },
         [CHANGE_POLICY_DRY_RUN] = { .name = "policy dry run",
                                     .dry_run = true,
+                                    .intent = true,
                                     .documents = documents_policies },
 };
 
@@ -151,22 +153,16 @@ static void share_programs(Iface *candidate, const Iface *it) {
 int change_make_candidate(Change *c, Iface *it, Error *reterr) {
         Manager *m = c->m;
         Document *api, *hog;
-        DocumentFacts api_facts = { 0 };
+        _cleanup_(document_facts_done) DocumentFacts api_facts = { 0 };
         const char *hog_path;
         Policy *const *policies;
         size_t n_policies;
-        int r;
 
-        r = c->type->documents(c, it, &api, &api_facts, &hog, &hog_path, &policies, &n_policies);
-        if (r >= 0)
-                r = iface_new(it->netns, it->ifname, &c->candidate);
-        if (r >= 0)
-                r = iface_set_policies(c->candidate, policies, n_policies);
-        if (r >= 0)
-                r = iface_set_documents(c->candidate, api, &api_facts, hog, hog_path, &it->facts[SOURCE_HOG],
-                                        m->kernel.tcx, m->registry);
-        document_facts_done(&api_facts);
-        if (r < 0)
+        if (c->type->documents(c, it, &api, &api_facts, &hog, &hog_path, &policies, &n_policies) < 0 ||
+            iface_new(it->netns, it->ifname, &c->candidate) < 0 ||
+            iface_set_policies(c->candidate, policies, n_policies) < 0 ||
+            iface_set_documents(c->candidate, api, &api_facts, hog, hog_path, &it->facts[SOURCE_HOG],
+                                m->kernel.tcx, m->registry) < 0)
                 return error_oom(reterr);
         c->candidate->ifindex = it->ifindex;
         c->candidate->repairs = it->repairs;

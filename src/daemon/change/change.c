@@ -79,8 +79,8 @@ const ChangePhaseFunc change_phases[_PHASE_MAX] = {
         [PHASE_COMMIT] = change_commit,
 };
 
-/* The operation's run: as far as the change can go now (0 done, -EAGAIN waiting for a worker, -ESRCH
- * the interface went with it). */
+/* The operation's run: as far as the change can go now (0 done, OPERATION_RETRY done and failed but
+ * held, -EAGAIN waiting for a worker, -ESRCH the interface went with it). */
 static int change_run(Manager *m, Operation *op) {
         Change *c = (Change *) op;
         Iface *it = op->iface;
@@ -91,6 +91,13 @@ static int change_run(Manager *m, Operation *op) {
                 r = c->phases[c->phase](c, it, &e);
                 if (r != 0)
                         break;
+        }
+        if (r < 0 && r != -EAGAIN && c->type->intent && !c->type->dry_run && c->phase > PHASE_CANDIDATE) {
+                /* the policies stand; the kernel's refusal is the interface's state, tried again */
+                daemon_count_error(m, e.code);
+                change_hold_failed(c, it, &e);
+                change_look_done(&c->look);
+                return OPERATION_RETRY;
         }
         /* What the kernel had is read again by a run that goes on later. */
         change_look_done(&c->look);
@@ -128,6 +135,15 @@ Change *change_new(Manager *m, ChangeKind kind, const DaemonExpect *expect) {
                 c->expect.as_given = c->expect_text;
         }
         return c;
+}
+
+int change_set_policies(Change *c, Policy *const *v, size_t n) {
+        if (n > 0 && !(c->policies = calloc(n, sizeof(Policy *))))
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                c->policies[i] = policy_ref(v[i]);
+        c->n_policies = n;
+        return 0;
 }
 
 void change_queue(Manager *m, Change *c, const char *netns, const char *ifname) {

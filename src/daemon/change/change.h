@@ -1,8 +1,8 @@
-/* change.h: a change someone waits for (a PUT, its dry run, a DELETE, a hog that changed, a policy's dry
- * run on one interface), as an operation of the request queue, run as phases: check, resolve,
- * candidate, look, acquire, apply, commit. Each phase may say "again" (a worker is busy for it): the
- * change runs again from that phase when the worker is done. The kinds differ only in their row of the
- * kinds table (change-kinds.c: their checks and the documents their candidate is made of). change.c
+/* change.h: a change of an interface's sources (a PUT, its dry run, a DELETE, a hog that changed, the
+ * policies that came or went for it, their dry run), as an operation of the request queue, run as phases:
+ * check, resolve, candidate, look, acquire, apply, commit. Each phase may say "again" (a worker is busy for
+ * it): the change runs again from that phase when the worker is done. The kinds differ only in their row of
+ * the kinds table (change-kinds.c: their checks and the documents their candidate is made of). change.c
  * drives the phases, change-kinds.c builds the candidate, change-apply.c looks at the kernel, applies,
  * rolls back and commits, dry-run.c plans without changing anything, iface-ops.c makes changes from what
  * a face asked. */
@@ -19,7 +19,8 @@ typedef enum ChangeKind {
         CHANGE_DRY_RUN, /* what CHANGE_PUT would do */
         CHANGE_DELETE, /* the API's document goes */
         CHANGE_HOG, /* the hog becomes doc (NULL: it goes) */
-        CHANGE_POLICY_DRY_RUN, /* what giving the interface the policies would do */
+        CHANGE_POLICY, /* the interface is given the policies (a set that changed, an object revoked) */
+        CHANGE_POLICY_DRY_RUN, /* what CHANGE_POLICY would do */
         _CHANGE_KIND_MAX,
 } ChangeKind;
 
@@ -50,6 +51,10 @@ extern const ChangePhaseFunc change_phases[_PHASE_MAX];
 typedef struct ChangeType {
         const char *name;
         bool dry_run;
+        /* Declared intent (policies): what the kernel refuses after the candidate is made is the
+         * interface's state, retried with the queue's backoff, not the answer; the kernel is still put
+         * back as it was. A new interface's look reads only the hooks its filters use. */
+        bool intent;
         bool fresh_paths; /* an object given by path is read again (resolve.h: Resolver.fresh) */
         /* Its own checks against the interface as it is (If-Match, a hog's hooks, a document to delete). */
         int (*check)(Change *c, const Iface *it, Error *reterr);
@@ -69,6 +74,8 @@ typedef struct ChangeLook {
         NlLink link;
         bool looked; /* in this run (a run that waited let it go) */
         bool present; /* the interface exists */
+        bool went; /* its link went while the change was applied (link.ifindex is the one that went) */
+        bool fresh, hooks_absent; /* what the look read (AttachContext) */
         AttachObserved observed; /* of the candidate's filters, with present */
 } ChangeLook;
 
@@ -81,7 +88,7 @@ struct Change {
         ChangePhase phase; /* the next to run */
         Document *doc;
         char *hog_path;
-        Policy **policies; /* CHANGE_POLICY_DRY_RUN: references */
+        Policy **policies; /* CHANGE_POLICY, CHANGE_POLICY_DRY_RUN: references */
         size_t n_policies;
         const Resolver *shared_resolver; /* a policy's dry run: its objects, resolved once for all */
         DaemonExpect expect;
@@ -101,6 +108,8 @@ void change_free(Operation *op);
 /* Queues the change behind the interface's others (a new interface is made, not shown until a change
  * stores it); on failure, answers and frees it. */
 void change_queue(Manager *m, Change *c, const char *netns, const char *ifname);
+/* The policies (references taken) a policy change gives the interface: -ENOMEM. */
+int change_set_policies(Change *c, Policy *const *v, size_t n);
 /* change-kinds.c */
 /* Answers whoever waits, once (it: the interface as it is now, NULL if it went). */
 void change_finish(Change *c, Iface *it, const Error *e);
@@ -112,6 +121,9 @@ int change_look(Change *c, Iface *it, Error *reterr);
 void change_look_done(ChangeLook *look);
 int change_apply(Change *c, Iface *it, Error *reterr);
 int change_commit(Change *c, Iface *it, Error *reterr);
+/* A change of intent that failed after its candidate was made: the candidate becomes the interface,
+ * failed with e, and is retried; whoever waits is told the interface's state. */
+void change_hold_failed(Change *c, Iface *it, const Error *e);
 
 /* dry-run.c: the dry run's plan (the programs it would use and the steps it would take) from what the
  * look saw. */

@@ -94,27 +94,31 @@ static void plan_programs(Change *c, Iface *it, Error *reterr, int *ret) {
 int dry_run_apply(Change *c, Iface *it, ChangeLook *look, Error *reterr) {
         Manager *m = c->m;
         DryRun *dr = &c->dry_run;
-        AttachContext ctx;
+        _cleanup_(attach_context_done) AttachContext ctx = { 0 };
         int r = 0;
 
         dr->doc = document_ref(c->doc);
         dr->pending = !look->present;
-        /* as the apply decides it (change_apply, recompose): nothing declared, the interface goes */
+        /* as the apply decides it (change_apply): nothing declared, the interface goes */
         dr->dropped = !c->candidate->api && !c->candidate->hog && c->candidate->n_policies == 0;
         dr->document_changed = !(it && it->visible && it->api && document_spec_equal(it->api, c->doc));
         attach_context_init(m, c->candidate, look->rtnl, &ctx);
         /* what the look saw (it reads nothing for a candidate of no filters: what would go is read now) */
-        if (look->present && !attach_observed_any(&look->observed))
-                r = attach_observe_all(&ctx, &look->observed, reterr);
-        if (r >= 0)
-                plan_programs(c, it, reterr, &r);
-        if (r >= 0 && look->present)
+        if (look->present && !attach_observed_any(&look->observed) &&
+            (r = attach_observe_all(&ctx, &look->observed, reterr)) < 0)
+                return r;
+        plan_programs(c, it, reterr, &r);
+        if (r < 0)
+                return r;
+        if (look->present) {
                 r = attach_describe_all(&ctx, &look->observed, &dr->steps, &dr->n_steps, reterr);
-        /* what the apply's look would refuse (the plan shows it as a conflict step): the answer says it */
-        if (r >= 0 && look->present && c->candidate->n_filters > 0)
-                (void) attach_check_all(&ctx, &look->observed, &dr->refused);
-        attach_context_done(&ctx);
-        if (r >= 0)
-                plan_policy(c, dr);
-        return r;
+                if (r < 0)
+                        return r;
+                /* what the apply's look would refuse (a conflict step, a parent missing): the answer says
+                 * it */
+                if (c->candidate->n_filters > 0)
+                        (void) attach_check_all(&ctx, &look->observed, &dr->refused);
+        }
+        plan_policy(c, dr);
+        return 0;
 }

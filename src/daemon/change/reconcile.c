@@ -30,7 +30,34 @@ static uint32_t adopt_id(const AttachedFact *fact, uint32_t observed_id) {
         return fact && fact->tag[0] && observed_id && observed_id == fact->prog_id ? observed_id : 0;
 }
 
+/* A load is in: the program goes to every filter of the interface (or candidate) that waits for it. */
+static void on_program_loaded(void *target, const ProgramRef *ref, Program *p) {
+        Iface *it = target;
+
+        for (size_t i = 0; i < it->n_filters; i++) {
+                Filter *f = &it->filters[i];
+                const FilterSpec *s = f->spec;
+                if (!streq(f->instance, strempty(ref->instance)))
+                        continue;
+                if (ref->kind == NL_PROG_CLASSIFIER && !f->program && streq_ptr(s->digest, ref->digest) &&
+                    streq_ptr(s->program, ref->program))
+                        f->program = registry_ref(p), f->config_unwritten = true;
+                for (size_t k = 0; ref->kind == NL_PROG_ACTION && k < s->n_actions; k++)
+                        if (!f->actions[k] && streq_ptr(s->actions[k].digest, ref->digest) &&
+                            streq_ptr(s->actions[k].program, ref->program))
+                                f->actions[k] = registry_ref(p), f->config_unwritten = true;
+        }
+}
+
+static void on_programs_in(Manager *m, void *resume) {
+        request_queue_resume(m->queue, resume);
+}
+
 int iface_acquire_programs(Manager *m, Iface *target, Iface *resume, Error *reterr) {
+        LoadWaiter w = { .target = target,
+                         .hand_over = on_program_loaded,
+                         .resume = resume,
+                         .on_loaded = on_programs_in };
         bool waiting = false;
         int r;
 
@@ -43,16 +70,11 @@ int iface_acquire_programs(Manager *m, Iface *target, Iface *resume, Error *rete
 
                         if (*slot)
                                 continue;
-                        r = registry_acquire(m->registry, &ref, adopt_id(ref.fact, observed), slot, reterr);
-                        if (r == -EAGAIN) {
-                                /* A new load takes over the maps of the program it replaces. */
-                                r = loads_request(m, &ref, observed, target, resume, reterr);
-                                if (r == -EAGAIN) {
-                                        waiting = true;
-                                        continue;
-                                }
-                        }
-                        if (r < 0)
+                        /* a new load takes over the maps of the program it replaces */
+                        r = loads_acquire(m, &ref, adopt_id(ref.fact, observed), observed, slot, &w, reterr);
+                        if (r == -EAGAIN)
+                                waiting = true;
+                        else if (r < 0)
                                 return r;
                 }
         }
@@ -116,9 +138,38 @@ static int link_went(Iface *it, Error *reterr) {
         return 0;
 }
 
+void iface_rollback(Manager *m, Iface *it, AttachContext *ctx, const AttachSnapshot *snap, const char *what,
+                    const Error *why) {
+        _cleanup_error_ Error e = ERROR_NULL;
+        int r;
+
+        log_error("%s: %s failed: %s; rolling back", it->ifname, what, strna(why ? why->message : NULL));
+        r = attach_restore_all(ctx, snap, it, &e);
+        if (r >= 0) {
+                /* What GET shows comes from the filters' facts: read them back from the kernel. */
+                AttachContext old;
+                AttachObserved obs = { 0 };
+                attach_context_init(m, it, ctx->rtnl, &old);
+                if (attach_observe_all(&old, &obs, NULL) >= 0)
+                        attach_observed_free(&obs);
+                attach_context_done(&old);
+                return;
+        }
+        /* The kernel is now neither the old document nor the new one: say so where it shows. */
+        log_error("%s: rollback failed: %s", it->ifname, strna(e.message));
+        if (it->visible) {
+                _cleanup_error_ Error f = ERROR_NULL;
+                error_set(&f, e.error, ERROR_KERNEL_ERROR, "rollback after a failed change failed: %s",
+                          strna(e.message));
+                iface_set_state(it, IFACE_FAILED, &f);
+                manager_changed(m, it, IFACE_CHANGED_STATE);
+        }
+}
+
 int iface_reconcile(Manager *m, Iface *it, Error *reterr) {
         char what[sizeof(it->last_repair_what)] = "";
         AttachObserved obs = { 0 };
+        AttachSnapshot snap = { 0 };
         AttachContext c;
         NlSocket *rtnl;
         NlLink link;
@@ -157,6 +208,12 @@ again:
                         return r;
                 }
         }
+        /* an interface whose change was refused: its retry too applies it whole, or puts the kernel back */
+        if (it->whole && (r = attach_snapshot_all(&c, &obs, &snap, reterr)) < 0) {
+                attach_observed_free(&obs);
+                attach_context_done(&c);
+                return r;
+        }
         changes = attach_apply_all(&c, &obs, reterr);
         attach_observed_free(&obs);
         if (changes == -ESTALE && c.hooks_absent) {
@@ -164,22 +221,28 @@ again:
                 log_debug("%s: %s; reading its filters", it->ifname, strna(reterr ? reterr->message : NULL));
                 if (reterr)
                         error_done(reterr);
+                attach_snapshot_free(&snap);
                 c.hooks_absent = false;
                 goto again;
         }
+        if (changes < 0 && changes != -ENODEV && it->whole)
+                iface_rollback(m, it, &c, &snap, "applying the interface", reterr);
+        attach_snapshot_free(&snap);
         attach_context_done(&c);
         if (changes == -ENODEV)
                 return link_went(it, reterr);
         if (changes < 0)
                 return changes;
         it->fresh = false;
+        bool whole = it->whole;
+        it->whole = false;
         for (size_t i = 0; i < it->n_filters; i++)
                 it->filters[i].state = FILTER_CONFIGURED;
         manager_save_facts(m, it);
         if (changes > 0)
                 manager_changed(m, it, IFACE_CHANGED_FILTERS);
         bool in_loop = it->state == IFACE_FAILED && it->error.code == ERROR_REPAIR_LOOP;
-        if (changes > 0 && !it->changing && (it->state == IFACE_CONFIGURED || in_loop)) {
+        if (changes > 0 && !whole && (it->state == IFACE_CONFIGURED || in_loop)) {
                 /* The kernel had drifted from a document it matched: that is a repair. */
                 count_repair(m, it, what);
                 if (it->repair_window_count > REPAIR_LOOP_MAX || in_loop) {
@@ -219,6 +282,23 @@ int reconcile_process_request(Manager *m, ReconcileRequest *req) {
         return iface_reconcile_and_report(m, req->iface);
 }
 
+bool iface_report_untrusted(Manager *m, Iface *it) {
+        _cleanup_error_ Error e = ERROR_NULL;
+
+        if (!it->untrusted)
+                return false;
+        error_set(&e, EPERM, ERROR_OBJECT_UNTRUSTED,
+                  "%s: not applied (signed by no key of --trusted-keys any more; its filters were removed): "
+                  "%s",
+                  it->ifname, it->untrusted);
+        if (!streq_ptr(it->error.message, e.message)) {
+                log_error("%s", e.message);
+                daemon_count_error(m, e.code);
+        }
+        iface_set_state(it, IFACE_FAILED, &e);
+        return true;
+}
+
 int iface_reconcile_and_report(Manager *m, Iface *it) {
         IfaceState before = it->state;
         _cleanup_free_ char *error_before = it->error.message ? strdup(it->error.message) : NULL;
@@ -237,19 +317,7 @@ int iface_reconcile_and_report(Manager *m, Iface *it) {
                         log_info("%s%s%s: interface absent; document pending", strempty(it->netns),
                                  it->netns ? "/" : "", it->ifname);
                 iface_set_state(it, IFACE_PENDING, NULL);
-        } else if (it->untrusted) {
-                /* What is trusted stands; the rest was removed, and stays so until a key that signed it
-                 * comes back (SIGHUP): failed, not retried. */
-                error_set(&e, EPERM, ERROR_OBJECT_UNTRUSTED,
-                          "%s: not applied (signed by no key of --trusted-keys any more; its filters were "
-                          "removed): %s",
-                          it->ifname, it->untrusted);
-                if (!streq_ptr(it->error.message, e.message)) {
-                        log_error("%s", e.message);
-                        daemon_count_error(m, e.code);
-                }
-                iface_set_state(it, IFACE_FAILED, &e);
-        } else
+        } else if (!iface_report_untrusted(m, it))
                 iface_set_state(it, IFACE_CONFIGURED, NULL);
         if (it->state != before || !streq_ptr(it->error.message, error_before))
                 manager_changed(m, it, IFACE_CHANGED_STATE | IFACE_CHANGED_FILTERS);

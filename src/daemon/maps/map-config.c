@@ -252,20 +252,40 @@ int map_config_record_policy(Manager *m, const Policy *p, const DaemonMap *dm, c
 }
 
 /* Writes the stored entries into the configuration maps of one program of the filter; returns how many. */
-static size_t write_program(Manager *m, const Iface *it, const Filter *f, Program *p) {
+/* Whose configuration a new load's maps take: an interface's filter (it, f), or a policy's program set
+ * (policy: its shared maps' entries, before any interface holds the program). */
+typedef struct ConfigOf {
+        const char *who; /* for the log */
+        const FilterSpec *spec;
+        const Iface *it;
+        const Filter *f;
+        const Policy *policy;
+} ConfigOf;
+
+static json_t *config_entries(Manager *m, const ConfigOf *of, const char *map) {
+        _cleanup_free_ char *owner = NULL;
+
+        if (!filter_map_config(of->spec, map))
+                return NULL;
+        if (of->it)
+                return stored_entries(m, of->it, of->f, map, false);
+        if (!filter_map_shared(of->spec, map) || asprintf(&owner, "policy:%s", of->policy->name) < 0)
+                return NULL;
+        return entries_of(m->map_config->entries, owner, of->spec->name, map, false);
+}
+
+static size_t write_program(Manager *m, const ConfigOf *of, Program *p) {
         NlMap *maps = NULL;
         size_t n = 0, written = 0;
         _cleanup_error_ Error e = ERROR_NULL;
 
         if (nl_program_maps(program_fd(p), &maps, &n, &e) < 0) {
-                log_warning("%s: filter %s: cannot list its program's maps to configure them: %s",
-                            it->ifname, f->spec->name, strna(e.message));
+                log_warning("%s: filter %s: cannot list its program's maps to configure them: %s", of->who,
+                            of->spec->name, strna(e.message));
                 return 0;
         }
         for (size_t i = 0; i < n; i++) {
-                json_t *v = filter_map_config(f->spec, maps[i].name)
-                                    ? stored_entries(m, it, f, maps[i].name, false)
-                                    : NULL;
+                json_t *v = config_entries(m, of, maps[i].name);
                 DaemonMap dm = { .map = maps[i] };
                 json_t *entry;
                 size_t k;
@@ -281,8 +301,8 @@ static size_t write_program(Manager *m, const Iface *it, const Filter *f, Progra
                                 written++;
                                 continue;
                         }
-                        log_warning("%s: filter %s: map %s: stored entry %zu not written: %s", it->ifname,
-                                    f->spec->name, maps[i].name, k + 1, strna(e.message));
+                        log_warning("%s: filter %s: map %s: stored entry %zu not written: %s", of->who,
+                                    of->spec->name, maps[i].name, k + 1, strna(e.message));
                         error_done(&e);
                 }
                 nl_btf_free(dm.btf);
@@ -294,6 +314,7 @@ static size_t write_program(Manager *m, const Iface *it, const Filter *f, Progra
 void map_config_apply(Manager *m, Iface *it) {
         for (size_t i = 0; i < it->n_filters; i++) {
                 Filter *f = &it->filters[i];
+                ConfigOf of = { .who = it->ifname, .spec = f->spec, .it = it, .f = f };
                 size_t written = 0;
 
                 /* only a new load's maps: a program taken back, shared or kept has its maps as they
@@ -304,12 +325,20 @@ void map_config_apply(Manager *m, Iface *it) {
                 for (int a = -1; a < (int) f->spec->n_actions; a++) {
                         Program *p = a < 0 ? f->program : f->actions[a];
                         if (p)
-                                written += write_program(m, it, f, p);
+                                written += write_program(m, &of, p);
                 }
                 if (written > 0)
                         log_info("%s: filter %s: %zu stored entr%s written into its configuration maps",
                                  it->ifname, f->spec->name, written, written == 1 ? "y" : "ies");
         }
+}
+
+void map_config_apply_policy(Manager *m, const Policy *policy, const FilterSpec *spec, Program *p) {
+        _cleanup_free_ char *who = NULL;
+
+        if (!filter_has_config_maps(spec) || asprintf(&who, "policy %s", policy->name) < 0)
+                return;
+        (void) write_program(m, &(ConfigOf){ .who = who, .spec = spec, .policy = policy }, p);
 }
 
 /* The filter spec an owner's filter names now, or NULL (the document, hog or policy is gone, or no

@@ -24,5 +24,8 @@ int map_config_record_policy(Manager *m, const Policy *p, const DaemonMap *dm, c
 /* Writes the stored entries into the configuration maps of the programs new loads gave the interface's
  * filters. */
 void map_config_apply(Manager *m, Iface *it);
+/* The policy's configuration entries of spec's shared maps written into p, a new load of one of its
+ * programs (a transaction's program set: the interfaces that take p from the registry find them). */
+void map_config_apply_policy(Manager *m, const Policy *policy, const FilterSpec *spec, Program *p);
 /* Forgets the entries of documents, filters and maps that no longer declare them configuration. */
 void map_config_prune(Manager *m);

@@ -40,11 +40,12 @@ int daemon_map_write(Manager *d, const DaemonMap *m, const json_t *key, const js
                                  "map %s (%s): its entries are not written", m->map.name,
                                  nl_map_type_name(m->map.type));
         r = encode_entry(m, key, value, &k, &v, reterr);
-        if (r >= 0)
-                r = nl_map_update(&m->map, k, v, reterr);
-        if (r >= 0)
-                r = map_config_record(d, m, key, value, reterr);
-        return r;
+        if (r < 0)
+                return r;
+        r = nl_map_update(&m->map, k, v, reterr);
+        if (r < 0)
+                return r;
+        return map_config_record(d, m, key, value, reterr);
 }
 
 int daemon_map_delete(Manager *d, const DaemonMap *m, const json_t *key, Error *reterr) {
@@ -52,16 +53,19 @@ int daemon_map_delete(Manager *d, const DaemonMap *m, const json_t *key, Error *
         int r;
 
         r = encode_entry(m, key, NULL, &k, NULL, reterr);
-        if (r >= 0)
-                r = nl_map_delete(&m->map, k, reterr);
+        if (r < 0)
+                return r;
+        r = nl_map_delete(&m->map, k, reterr);
         if (r == -ENOENT) {
                 /* not in the map, but maybe stored (the program deleted it): forgotten there too */
                 _cleanup_error_ Error e = ERROR_NULL;
                 if (map_config_record(d, m, key, NULL, &e) < 0)
                         log_warning("map %s: %s", m->map.name, strna(e.message));
-        } else if (r >= 0)
-                r = map_config_record(d, m, key, NULL, reterr);
-        return r;
+                return r;
+        }
+        if (r < 0)
+                return r;
+        return map_config_record(d, m, key, NULL, reterr);
 }
 int daemon_policy_map_write(Manager *m, const Policy *p, const DaemonMaps *maps, const char *what,
                             const json_t *key, const json_t *value, Error *reterr) {

@@ -1,6 +1,6 @@
 /* policy-match.c: policies matched against links. A policy is one more source of an interface's
  * filters (composed in compose.c); matching gives each interface whose set of matching policies differs
- * a change of its own (recompose.c, or a dry run's change), queued with its other work. Link events
+ * a change of its own (change.h: CHANGE_POLICY, or its dry run), queued with its other work. Link events
  * match one link; a namespace appearing, every link in it; a new set (a transaction, the hogs read
  * again), every link a policy may match and every interface that holds one. */
 #include <stdio.h>
@@ -9,7 +9,6 @@
 #include "change.h"
 #include "log.h"
 #include "policy-match.h"
-#include "recompose.h"
 #include "store-policy.h"
 
 /* The change that gives the interface (netns, ifname) the policies v, if they differ from what it has
@@ -19,34 +18,42 @@ static void queue_policies(Manager *m, const char *netns, const char *ifname, Po
         Iface *it = iface_table_get(m->ifaces, netns, ifname);
         const Iface *held = it && it->visible ? it : NULL;
         bool matched = false, concerned = fw && fw->concerns(fw->userdata, held, v, n, &matched);
-        void *userdata = NULL;
 
         if (held ? iface_policies_equal(it, v, n) && !(fw && fw->dry_run && concerned) : n == 0)
                 return;
         if (fw && fw->dry_run && !concerned)
                 return;
-        if (concerned && !(userdata = fw->follow(fw->userdata, netns, ifname, matched)))
-                return;
-        if (!(fw && fw->dry_run)) {
-                if (recompose_queue(m, netns, ifname, v, n, concerned ? fw->done : NULL, userdata) < 0)
-                        log_error("%s: cannot queue a policy change: out of memory", ifname);
-                return;
-        }
-        Change *c = change_new(m, CHANGE_POLICY_DRY_RUN, NULL);
-        if (!c || (n > 0 && !(c->policies = calloc(n, sizeof(Policy *))))) {
+        /* made before the follower counts it: a change it follows is always answered */
+        Change *c = change_new(m, fw && fw->dry_run ? CHANGE_POLICY_DRY_RUN : CHANGE_POLICY, NULL);
+        if (!c || change_set_policies(c, v, n) < 0 ||
+            (concerned && !(c->userdata = fw->follow(fw->userdata, netns, ifname, matched)))) {
                 if (c)
                         change_free(&c->op);
-                log_error("%s: cannot queue a policy dry run: out of memory", ifname);
+                log_error("%s: cannot queue a policy change: out of memory", ifname);
                 return;
         }
-        for (size_t i = 0; i < n; i++)
-                c->policies[i] = policy_ref(v[i]);
-        c->n_policies = n;
-        c->dry_done = fw->dry_done;
-        c->userdata = userdata;
-        c->doc = document_ref(fw->doc);
-        c->shared_resolver = fw->resolver;
+        if (concerned) {
+                c->done = fw->done;
+                c->dry_done = fw->dry_done;
+        }
+        if (fw && fw->dry_run) {
+                /* the plan is of the transaction's policy, whose objects it resolved (and waits for) */
+                c->doc = document_ref(fw->doc);
+                c->shared_resolver = fw->resolver;
+        }
         change_queue(m, c, netns, ifname);
+}
+
+void policies_recompose(Manager *m, Iface *it) {
+        Change *c = change_new(m, CHANGE_POLICY, NULL);
+
+        if (!c || change_set_policies(c, it->policies, it->n_policies) < 0) {
+                if (c)
+                        change_free(&c->op);
+                log_error("%s: cannot queue a change: out of memory", it->ifname);
+                return;
+        }
+        change_queue(m, c, it->netns, it->ifname);
 }
 
 /* Matches one link against set. */

@@ -33,6 +33,9 @@ void policies_start(Manager *m);
 void policies_on_link(Manager *m, const char *netns, const NlLink *l);
 /* A namespace appeared: every link in it, if a policy may match there. */
 void policies_on_netns(Manager *m, const char *netns);
+/* The interface composed again with the policies it has (what they use may have been revoked or come
+ * back), in its turn behind its other changes. */
+void policies_recompose(Manager *m, Iface *it);
 /* The hogs with "match" become the configuration's policies (references taken; one unchanged keeps
  * the policy it was, so that its interfaces are not touched); with apply, every interface whose
  * policies changed is changed. */

@@ -1,6 +1,6 @@
 /* policy-txn.c: a policy transaction: a PUT of a policy, its dry run, a DELETE; the fleet's several at
- * once. The objects are resolved and each program loaded once (a probe interface holds them, outside the
- * table), then every policy is stored at once (store_policies_commit()), the set replaced, and every
+ * once. The objects are resolved and each program loaded once (a program set holds them: program-set.h),
+ * then every policy is stored at once (store_policies_commit()), the set replaced, and every
  * interface it matches or no longer matches changed once (policy-match.c); the answer says how each
  * ended. One refused, none is stored. */
 #include <inttypes.h>
@@ -8,11 +8,10 @@
 #include <string.h>
 
 #include "expect.h"
-#include "loads.h"
 #include "log.h"
 #include "map-config.h"
 #include "policy-match.h"
-#include "reconcile.h"
+#include "program-set.h"
 #include "resolution.h"
 #include "daemon-changes.h"
 #include "daemon-metrics.h"
@@ -28,7 +27,7 @@ typedef struct TxnItem {
         Policy *policy;
         Policy *old;
         ObjectResolution res;
-        Iface *probe; /* holds the new policy's programs until every interface holds its own */
+        ProgramSet programs; /* the new policy's, held until every interface holds its own */
 } TxnItem;
 
 /* A transaction: one policy from the API, or several from the fleet, stored and applied as one. */
@@ -93,10 +92,7 @@ static void txn_free(PolicyTxn *txn) {
         sd_event_source_disable_unref(txn->defer);
         for (size_t i = 0; i < txn->n_items; i++) {
                 TxnItem *item = &txn->items[i];
-                if (item->probe) {
-                        loads_forget(txn->m, item->probe);
-                        iface_free(item->probe, txn->m->registry);
-                }
+                program_set_done(&item->programs);
                 resolution_done(&item->res);
                 policy_unref(item->policy);
                 policy_unref(item->old);
@@ -300,30 +296,16 @@ static void on_resolved(ObjectResolution *res) {
         txn_wake(((TxnItem *) ((char *) res - offsetof(TxnItem, res)))->txn);
 }
 
-static void on_probe_resume(void *userdata) {
+static void on_programs_loaded(void *userdata) {
         txn_wake(userdata);
 }
 
 /* The item's programs loaded and verified (0), under way (-EAGAIN), or refused. */
 static int item_acquire(PolicyTxn *txn, TxnItem *item, Error *reterr) {
-        Manager *m = txn->m;
-        int r;
-
-        if (!item->probe) {
-                r = iface_new(NULL, item->name, &item->probe);
-                if (r >= 0)
-                        r = iface_set_policies(item->probe, &item->policy, 1);
-                if (r >= 0)
-                        r = iface_set_documents(item->probe, NULL, NULL, NULL, NULL, NULL, m->kernel.tcx,
-                                                m->registry);
-                if (r < 0)
-                        return error_oom(reterr);
-                item->probe->on_resume = on_probe_resume;
-                item->probe->on_resume_userdata = txn;
-        }
-        if (item->probe->programs_held)
-                return 0;
-        return iface_acquire_programs(m, item->probe, item->probe, reterr);
+        if (!item->programs.m &&
+            program_set_init(&item->programs, txn->m, item->policy, on_programs_loaded, txn) < 0)
+                return error_oom(reterr);
+        return program_set_acquire(&item->programs, reterr);
 }
 
 /* A refusal of the item named: with several items, the message says whose and that none is applied. */

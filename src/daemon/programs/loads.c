@@ -1,6 +1,7 @@
 /* loads.c: program loads in flight, one per (object, program, kind, instance) however many interfaces
- * wait for it; a worker loads, the registry takes the program, the interfaces that waited go on. A load
- * that failed is remembered until each interface that waited has been told. The first load of a program
+ * wait for it; a worker loads, the registry takes the program, those that waited (an interface, a
+ * change, a transaction's program set: LoadWaiter) get it and go on. A load that failed is remembered
+ * until each that waited has been told. The first load of a program
  * makes the maps its instances share: while it runs, a load of another instance waits for it. */
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,12 +13,11 @@
 #include "nl-worker.h"
 #include "store-policy.h"
 
-/* Who waits: the interface whose filters get the program (a PUT's candidate, or the interface itself),
- * and the interface whose work resumes (the table's). */
+/* Who waits (LoadWaiter), and whether for another instance's load (its shared maps), not for this
+ * program. */
 typedef struct Waiter {
-        Iface *target;
-        Iface *resume;
-        bool sibling; /* waits for another instance's load (its shared maps), not for this program */
+        LoadWaiter w;
+        bool sibling;
 } Waiter;
 
 typedef struct Load {
@@ -90,58 +90,33 @@ static Load *load_find_sibling(Loads *l, const ProgramRef *ref) {
         return NULL;
 }
 
-static bool waiting(const Load *x, const Iface *target) {
+static bool waiting(const Load *x, const void *target) {
         for (size_t i = 0; i < x->n_waiters; i++)
-                if (x->waiters[i].target == target)
+                if (x->waiters[i].w.target == target)
                         return true;
         return false;
 }
 
-static int add_waiter(Load *x, Iface *target, Iface *resume, bool sibling) {
+static int add_waiter(Load *x, const LoadWaiter *w, bool sibling) {
         Waiter *v;
 
-        if (waiting(x, target))
+        if (waiting(x, w->target))
                 return 0;
         v = realloc(x->waiters, (x->n_waiters + 1) * sizeof(Waiter));
         if (!v)
                 return -ENOMEM;
         x->waiters = v;
-        x->waiters[x->n_waiters++] = (Waiter){ .target = target, .resume = resume, .sibling = sibling };
+        x->waiters[x->n_waiters++] = (Waiter){ .w = *w, .sibling = sibling };
         return 0;
 }
 
 /* Forgets the waiters whose target or resume is it. */
-static void remove_waiter(Load *x, const Iface *it) {
+static void remove_waiter(Load *x, const void *it) {
         for (size_t i = 0; i < x->n_waiters;)
-                if (x->waiters[i].target == it || x->waiters[i].resume == it)
+                if (x->waiters[i].w.target == it || x->waiters[i].w.resume == it)
                         x->waiters[i] = x->waiters[--x->n_waiters];
                 else
                         i++;
-}
-
-/* The program goes to every filter of target that waits for it. */
-static void hand_over(const Load *x, Iface *target, Program *p) {
-        for (size_t i = 0; i < target->n_filters; i++) {
-                Filter *f = &target->filters[i];
-                const FilterSpec *s = f->spec;
-                if (!streq(f->instance, strempty(x->instance)))
-                        continue;
-                if (x->kind == NL_PROG_CLASSIFIER && !f->program && streq_ptr(s->digest, x->digest) &&
-                    streq_ptr(s->program, x->program))
-                        f->program = registry_ref(p), f->config_unwritten = true;
-                for (size_t k = 0; x->kind == NL_PROG_ACTION && k < s->n_actions; k++)
-                        if (!f->actions[k] && streq_ptr(s->actions[k].digest, x->digest) &&
-                            streq_ptr(s->actions[k].program, x->program))
-                                f->actions[k] = registry_ref(p), f->config_unwritten = true;
-        }
-}
-
-/* The waiter's work goes on: its request, or a probe's callback (which must not come back here at once). */
-static void resume(Manager *m, Iface *it) {
-        if (it->on_resume)
-                it->on_resume(it->on_resume_userdata);
-        else
-                request_queue_resume(m->queue, it);
 }
 
 static void on_loaded(WorkerResult *result, void *userdata) {
@@ -162,14 +137,14 @@ static void on_loaded(WorkerResult *result, void *userdata) {
                 if (registry_add(m->registry, &ref, TAKE_PTR(result->program), &p, &x->error) >= 0) {
                         for (size_t i = 0; i < x->n_waiters; i++)
                                 if (!x->waiters[i].sibling)
-                                        hand_over(x, x->waiters[i].target, p);
+                                        x->waiters[i].w.hand_over(x->waiters[i].w.target, &ref, p);
                         waiters = TAKE_PTR(x->waiters);
                         n = x->n_waiters;
                         x->n_waiters = 0;
                         load_free(m->loads, x);
                         registry_release(m->registry, p);
                         for (size_t i = 0; i < n; i++)
-                                resume(m, waiters[i].resume);
+                                waiters[i].w.on_loaded(m, waiters[i].w.resume);
                         free(waiters);
                         return;
                 }
@@ -185,16 +160,15 @@ static void on_loaded(WorkerResult *result, void *userdata) {
          * own. */
         for (size_t i = 0; i < n; i++)
                 if (!waiters[i].sibling)
-                        (void) add_waiter(x, waiters[i].target, waiters[i].resume, false);
+                        (void) add_waiter(x, &waiters[i].w, false);
         if (x->n_waiters == 0)
                 load_free(m->loads, x);
         for (size_t i = 0; i < n; i++)
-                resume(m, waiters[i].resume);
+                waiters[i].w.on_loaded(m, waiters[i].w.resume);
         free(waiters);
 }
 
-int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *waiter, Iface *resume,
-                  Error *reterr) {
+int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, const LoadWaiter *w, Error *reterr) {
         Load *x = load_find(m->loads, ref);
         _cleanup_free_ char *path = NULL;
         _cleanup_close_ int fd = -1;
@@ -205,8 +179,8 @@ int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *w
 
         if (x && x->failed) {
                 /* Told once: the next time it asks, it loads again (its retry backs off). */
-                bool told = waiting(x, waiter);
-                remove_waiter(x, waiter);
+                bool told = waiting(x, w->target);
+                remove_waiter(x, w->target);
                 if (told) {
                         r = -x->error.error ?: -EINVAL;
                         if (reterr && !reterr->code) {
@@ -226,7 +200,7 @@ int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *w
         if (!x && !registry_has_sibling(m->registry, ref))
                 x = load_find_sibling(m->loads, ref);
         if (x) {
-                if (add_waiter(x, waiter, resume, !streq_ptr(x->instance, ref->instance)) < 0)
+                if (add_waiter(x, w, !streq_ptr(x->instance, ref->instance)) < 0)
                         return error_oom(reterr);
                 return -EAGAIN;
         }
@@ -252,7 +226,7 @@ int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *w
         x->filter = ref->filter;
         x->next = m->loads->loads;
         m->loads->loads = x;
-        if (add_waiter(x, waiter, resume, false) < 0) {
+        if (add_waiter(x, w, false) < 0) {
                 load_free(m->loads, x);
                 return error_oom(reterr);
         }
@@ -282,7 +256,16 @@ int loads_request(Manager *m, const ProgramRef *ref, uint32_t reuse_id, Iface *w
         return -EAGAIN;
 }
 
-void loads_forget(Manager *m, Iface *waiter) {
+int loads_acquire(Manager *m, const ProgramRef *ref, uint32_t adopt_id, uint32_t reuse_id, Program **slot,
+                  const LoadWaiter *w, Error *reterr) {
+        int r = registry_acquire(m->registry, ref, adopt_id, slot, reterr);
+
+        if (r != -EAGAIN)
+                return r;
+        return loads_request(m, ref, reuse_id, w, reterr);
+}
+
+void loads_forget(Manager *m, const void *waiter) {
         for (Load *x = m->loads->loads, *next; x; x = next) {
                 next = x->next;
                 remove_waiter(x, waiter);

@@ -109,12 +109,34 @@ static void upload_finish(Upload *u, const DaemonObject *o, bool created, const 
         free(u);
 }
 
+/* The upload stored, with its signature (unless the one stored verifies: an object stored unsigned, before
+ * --trusted-keys, or signed by a key removed since, is signed by uploading it again); checked again
+ * against the quota, as uploads inspected side by side were each checked before the others were stored. */
+static int upload_store(Manager *m, Upload *u, bool *ret_created, Error *reterr) {
+        bool sign = false;
+        int r;
+
+        r = daemon_object_quota_check(m, u->digest, u->size, reterr);
+        if (r < 0)
+                return r;
+        if (u->sig) {
+                r = trust_upload_signature(m, u->digest, u->data, u->size, u->sig, u->sig_size, reterr);
+                if (r < 0)
+                        return r;
+                sign = r > 0;
+        }
+        r = store_object_put_hashed(m->store, u->data, u->size, u->digest, ret_created, reterr);
+        if (r < 0 || !sign)
+                return r;
+        return store_object_signature_put(m->store, u->digest, u->sig, u->sig_size, reterr);
+}
+
 static void on_upload_inspected(WorkerResult *result, void *userdata) {
         Upload *u = userdata;
         Manager *m = u->m;
         const DaemonObject *o;
         _cleanup_error_ Error e = ERROR_NULL;
-        bool any = false, created = false, sign = false;
+        bool any = false, created = false;
         int r;
 
         if (result->r < 0) {
@@ -142,18 +164,7 @@ static void on_upload_inspected(WorkerResult *result, void *userdata) {
                 upload_finish(u, NULL, false, &e);
                 return;
         }
-        /* again: uploads inspected side by side were each checked before the others were stored */
-        r = daemon_object_quota_check(m, u->digest, u->size, &e);
-        /* the upload's signature, unless the one stored verifies: an object stored unsigned (before
-         * --trusted-keys) or signed by a key removed since is signed by uploading it again */
-        if (r >= 0 && u->sig &&
-            (r = trust_upload_signature(m, u->digest, u->data, u->size, u->sig, u->sig_size, &e)) > 0)
-                sign = true;
-        if (r >= 0)
-                r = store_object_put_hashed(m->store, u->data, u->size, u->digest, &created, &e);
-        if (r >= 0 && sign)
-                r = store_object_signature_put(m->store, u->digest, u->sig, u->sig_size, &e);
-        if (r < 0) {
+        if (upload_store(m, u, &created, &e) < 0) {
                 upload_finish(u, NULL, false, &e);
                 return;
         }

@@ -142,6 +142,8 @@ int nl_tc_event_parse(const struct nlmsghdr *nlh, int *ret_ifindex);
 /* The interfaces of the namespace that have a clsact (or ingress) qdisc, from one dump of its qdiscs:
  * only those can have filters on a clsact hook. */
 int nl_hook_qdiscs(NlSocket *s, int **ret, size_t *ret_n, Error *reterr);
+/* Whether ifindex has a qdisc (minor 0) or a class of the handle parent: 1 or 0. */
+int nl_tc_parent_exists(NlSocket *s, int ifindex, uint32_t parent, Error *reterr);
 int nl_clsact_add(NlSocket *s, int ifindex, Error *reterr);
 /* nl_clsact_add() sent in one sendmsg with the socket's next request, ahead of it (one round trip for
  * both); its answer is in *ret and reterr when that request returns, or after nl_flush(). -EBUSY: a
