@@ -46,38 +46,51 @@ static void fleet_tick(ApiDbus *b) {
                                               "FleetPolicies", NULL);
 }
 
+/* The body of a link's PropertiesChanged for Counters: the counters appended by one read of the kernel,
+ * which also gives the digest. */
+static int counters_body(ApiDbus *b, Iface *it, sd_bus_message *m, uint64_t *digest) {
+        int r;
+
+        r = sd_bus_message_append(m, "s", LINK_IFACE);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(m, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(m, 'e', "sv");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(m, "s", "Counters");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(m, 'v', "a(ssbttt)");
+        if (r < 0)
+                return r;
+        r = link_counters_append(b->api->daemon, it, m, digest);
+        if (r < 0)
+                return r;
+        for (int k = 0; k < 3; k++) { /* the variant, the entry, the array */
+                r = sd_bus_message_close_container(m);
+                if (r < 0)
+                        return r;
+        }
+        return sd_bus_message_append(m, "as", 0); /* nothing invalidated */
+}
+
 /* The link's PropertiesChanged for Counters, made from one read of the kernel that also gives the
  * digest (so that the counters are read once a tick, not again by a getter); NULL in *ret on failure. */
 static void counters_signal(ApiDbus *b, Iface *it, const char *path, uint64_t *digest,
                             sd_bus_message **ret) {
-        sd_bus_message *m = NULL;
-        int r;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
 
         *ret = NULL;
-        r = sd_bus_message_new_signal(b->bus, &m, path, "org.freedesktop.DBus.Properties",
-                                      "PropertiesChanged");
-        if (r >= 0)
-                r = sd_bus_message_append(m, "s", LINK_IFACE);
-        if (r >= 0)
-                r = sd_bus_message_open_container(m, 'a', "{sv}");
-        if (r >= 0)
-                r = sd_bus_message_open_container(m, 'e', "sv");
-        if (r >= 0)
-                r = sd_bus_message_append(m, "s", "Counters");
-        if (r >= 0)
-                r = sd_bus_message_open_container(m, 'v', "a(ssbttt)");
-        if (r >= 0)
-                r = link_counters_append(b->api->daemon, it, m, digest);
-        for (int k = 0; r >= 0 && k < 3; k++) /* the variant, the entry, the array */
-                r = sd_bus_message_close_container(m);
-        if (r >= 0)
-                r = sd_bus_message_append(m, "as", 0); /* nothing invalidated */
-        if (r < 0) {
-                sd_bus_message_unref(m);
+        if (sd_bus_message_new_signal(b->bus, &m, path, "org.freedesktop.DBus.Properties",
+                                      "PropertiesChanged") < 0 ||
+            counters_body(b, it, m, digest) < 0) {
                 (void) link_counters_append(b->api->daemon, it, NULL, digest);
                 return;
         }
-        *ret = m;
+        *ret = TAKE_PTR(m);
 }
 
 static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -141,9 +154,10 @@ int method_subscribe_counters(sd_bus_message *m, void *userdata, sd_bus_error *e
                 return r;
         if (!b->counter_tick) {
                 r = sd_event_now(b->api->event, CLOCK_MONOTONIC, &now);
-                if (r >= 0)
-                        r = sd_event_add_time(b->api->event, &b->counter_tick, CLOCK_MONOTONIC,
-                                              now + COUNTER_TICK_USEC, 0, on_tick, b);
+                if (r < 0)
+                        return r;
+                r = sd_event_add_time(b->api->event, &b->counter_tick, CLOCK_MONOTONIC,
+                                      now + COUNTER_TICK_USEC, 0, on_tick, b);
                 if (r < 0)
                         return r;
         }

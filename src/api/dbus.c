@@ -61,19 +61,25 @@ static int method_list(sd_bus_message *m, void *userdata, sd_bus_error *error) {
 
         (void) error;
         r = sd_bus_message_new_method_return(m, &reply);
-        if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'a', "(ssso)");
-        for (size_t i = 0; r >= 0 && i < daemon_iface_count(d); i++) {
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', "(ssso)");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < daemon_iface_count(d); i++) {
                 Iface *it = daemon_iface_at(d, i);
                 _cleanup_free_ char *path = link_path(it);
                 if (!path)
                         return -ENOMEM;
                 r = sd_bus_message_append(reply, "(ssso)", strempty(iface_netns(it)), iface_ifname(it),
                                           iface_state_to_string(iface_state(it)), path);
+                if (r < 0)
+                        return r;
         }
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
-        return r < 0 ? r : sd_bus_send(NULL, reply, NULL);
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
 }
 
 static int method_get_interface(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -212,15 +218,17 @@ static int prop_rollouts(sd_bus *bus, const char *path, const char *interface, c
         /* each rollout this node takes part in: (policy, rollout id, state, this node's step, this node's
          * wave (0: not in the plan), the current wave, the waves, why) */
         r = sd_bus_message_open_container(reply, 'a', "(ssssuuus)");
-        for (size_t i = 0; r >= 0 && i < f->n_rollouts; i++) {
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < f->n_rollouts; i++) {
                 const DaemonFleetRollout *x = &f->rollouts[i];
                 r = sd_bus_message_append(reply, "(ssssuuus)", x->policy, x->id, x->phase, x->step,
                                           (uint32_t) (x->wave + 1), x->n_waves ? x->current_wave + 1 : 0,
                                           x->n_waves, x->why);
+                if (r < 0)
+                        return r;
         }
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
-        return r;
+        return sd_bus_message_close_container(reply);
 }
 
 static int prop_fleet_policies(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -234,17 +242,19 @@ static int prop_fleet_policies(sd_bus *bus, const char *path, const char *interf
          * held, the one committed (0: none), its interfaces configured, pending, failed, in conflict and
          * overridden, why) */
         r = sd_bus_message_open_container(reply, 'a', "(sstttuuuuus)");
-        for (size_t i = 0; r >= 0 && i < f->n_policies; i++) {
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < f->n_policies; i++) {
                 const DaemonFleetPolicy *x = &f->policies[i];
                 r = sd_bus_message_append(
                         reply, "(sstttuuuuus)", x->policy, x->state, x->revision, x->held, x->committed,
                         x->interfaces[POLICY_IFACE_CONFIGURED], x->interfaces[POLICY_IFACE_PENDING],
                         x->interfaces[POLICY_IFACE_FAILED], x->interfaces[POLICY_IFACE_CONFLICT],
                         x->interfaces[POLICY_IFACE_OVERRIDDEN], x->why);
+                if (r < 0)
+                        return r;
         }
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
-        return r;
+        return sd_bus_message_close_container(reply);
 }
 
 static const sd_bus_vtable manager_vtable[] = {
@@ -273,6 +283,41 @@ static const sd_bus_vtable manager_vtable[] = {
         SD_BUS_VTABLE_END,
 };
 
+/* The manager, the links below it (found and listed on demand) and the object manager, on the loop. */
+static int dbus_add_objects(ApiDbus *b, sd_event *event) {
+        int r;
+
+        r = sd_bus_add_object_vtable(b->bus, NULL, MANAGER_PATH, MANAGER_IFACE, manager_vtable, b);
+        if (r < 0)
+                return r;
+        r = sd_bus_add_fallback_vtable(b->bus, NULL, LINK_PREFIX, LINK_IFACE, link_vtable, link_find, b);
+        if (r < 0)
+                return r;
+        r = sd_bus_add_node_enumerator(b->bus, NULL, LINK_PREFIX, link_enumerate, b);
+        if (r < 0)
+                return r;
+        r = sd_bus_add_object_manager(b->bus, NULL, MANAGER_PATH);
+        if (r < 0)
+                return r;
+        return sd_bus_attach_event(b->bus, event, SD_EVENT_PRIORITY_NORMAL);
+}
+
+/* A defer source, armed by each change, fires once after the loop's other sources of the turn. */
+static int dbus_follow_changes(ApiDbus *b, sd_event *event) {
+        int r;
+
+        r = sd_event_add_defer(event, &b->flush, on_flush, b);
+        if (r < 0)
+                return r;
+        r = sd_event_source_set_priority(b->flush, SD_EVENT_PRIORITY_IDLE);
+        if (r < 0)
+                return r;
+        r = sd_event_source_set_enabled(b->flush, SD_EVENT_OFF);
+        if (r < 0)
+                return r;
+        return daemon_add_change_listener(b->api->daemon, on_change, b);
+}
+
 int api_dbus_start(Api *a) {
         _cleanup_free_ ApiDbus *b = calloc(1, sizeof(*b));
         int r;
@@ -285,16 +330,7 @@ int api_dbus_start(Api *a) {
                 log_info("D-Bus: no system bus (%s); clsd is not on D-Bus", strerror(-r));
                 return 0;
         }
-        r = sd_bus_add_object_vtable(b->bus, NULL, MANAGER_PATH, MANAGER_IFACE, manager_vtable, b);
-        if (r >= 0)
-                r = sd_bus_add_fallback_vtable(b->bus, NULL, LINK_PREFIX, LINK_IFACE, link_vtable, link_find,
-                                               b);
-        if (r >= 0)
-                r = sd_bus_add_node_enumerator(b->bus, NULL, LINK_PREFIX, link_enumerate, b);
-        if (r >= 0)
-                r = sd_bus_add_object_manager(b->bus, NULL, MANAGER_PATH);
-        if (r >= 0)
-                r = sd_bus_attach_event(b->bus, a->event, SD_EVENT_PRIORITY_NORMAL);
+        r = dbus_add_objects(b, a->event);
         if (r < 0) {
                 log_warning("D-Bus: cannot set up the objects: %s", strerror(-r));
                 sd_bus_flush_close_unref(b->bus);
@@ -315,14 +351,7 @@ int api_dbus_start(Api *a) {
                 if (announced_add(b, key) < 0)
                         break;
         }
-        /* a defer source, armed by each change, fires once after the loop's other sources of the turn */
-        r = sd_event_add_defer(a->event, &b->flush, on_flush, b);
-        if (r >= 0)
-                r = sd_event_source_set_priority(b->flush, SD_EVENT_PRIORITY_IDLE);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(b->flush, SD_EVENT_OFF);
-        if (r >= 0)
-                r = daemon_add_change_listener(a->daemon, on_change, b);
+        r = dbus_follow_changes(b, a->event);
         if (r < 0)
                 log_warning("D-Bus: changes will not be announced: %s", strerror(-r));
         log_info("D-Bus: %s on the system bus", DBUS_NAME);

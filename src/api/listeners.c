@@ -430,6 +430,28 @@ static MHD_RESULT access_handler(void *cls, struct MHD_Connection *c, const char
         return request_end(req);
 }
 
+/* The server's epoll fd, its timer, the deadline of slow requests and the kick, on the loop. */
+static int listener_add_sources(Listener *l, sd_event *event, int epoll_fd) {
+        int r;
+
+        r = sd_event_add_io(event, &l->io, epoll_fd, EPOLLIN, on_io, l);
+        if (r < 0)
+                return r;
+        r = sd_event_add_time(event, &l->timer, CLOCK_MONOTONIC, 0, 0, on_timer, l);
+        if (r < 0)
+                return r;
+        r = sd_event_add_time(event, &l->deadline_timer, CLOCK_MONOTONIC, 0, 100 * 1000, on_deadline, l);
+        if (r < 0)
+                return r;
+        r = sd_event_add_defer(event, &l->kick, on_kick, l);
+        if (r < 0)
+                return r;
+        r = sd_event_source_set_enabled(l->kick, SD_EVENT_OFF);
+        if (r < 0)
+                return r;
+        return sd_event_source_set_enabled(l->deadline_timer, SD_EVENT_OFF);
+}
+
 int listener_new(Api *a, int fd, bool tcp, bool tls, Listener **ret, Error *reterr) {
         Listener *l = calloc(1, sizeof(*l));
         const union MHD_DaemonInfo *info;
@@ -465,18 +487,7 @@ int listener_new(Api *a, int fd, bool tcp, bool tls, Listener **ret, Error *rete
                 return error_set(reterr, EIO, ERROR_INTERNAL_ERROR, "cannot start the HTTP server");
         }
         info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
-        r = sd_event_add_io(a->event, &l->io, info->epoll_fd, EPOLLIN, on_io, l);
-        if (r >= 0)
-                r = sd_event_add_time(a->event, &l->timer, CLOCK_MONOTONIC, 0, 0, on_timer, l);
-        if (r >= 0)
-                r = sd_event_add_time(a->event, &l->deadline_timer, CLOCK_MONOTONIC, 0, 100 * 1000,
-                                      on_deadline, l);
-        if (r >= 0)
-                r = sd_event_add_defer(a->event, &l->kick, on_kick, l);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(l->kick, SD_EVENT_OFF);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(l->deadline_timer, SD_EVENT_OFF);
+        r = listener_add_sources(l, a->event, info->epoll_fd);
         if (r < 0) {
                 listener_free(l);
                 return error_set(reterr, r, ERROR_INTERNAL_ERROR,

@@ -234,9 +234,7 @@ int events_resync_start(Manager *m, Error *reterr) {
         (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
         r = sd_event_add_time(m->event, &m->resync_source, CLOCK_MONOTONIC, now + m->config.resync_usec, 0,
                               on_resync, m);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(m->resync_source, SD_EVENT_ON);
-        if (r < 0)
+        if (r < 0 || (r = sd_event_source_set_enabled(m->resync_source, SD_EVENT_ON)) < 0)
                 return error_set(reterr, r, ERROR_INTERNAL_ERROR, "cannot set the resync timer: %s",
                                  strerror(-r));
         return 0;

@@ -225,14 +225,17 @@ static int resolve_filter(Resolver *rs, FilterSpec *f, Error *reterr) {
         snprintf(who, sizeof(who), "filter \"%s\"", f->name);
         r = resolve_program(resolver_info(rs, f->digest), f->digest, who, NL_PROG_CLASSIFIER, &f->program,
                             reterr);
-        for (size_t k = 0; r >= 0 && k < f->n_actions; k++) {
+        if (r < 0)
+                return r;
+        for (size_t k = 0; k < f->n_actions; k++) {
                 ActionSpec *a = &f->actions[k];
                 snprintf(who, sizeof(who), "filter \"%s\" action %zu", f->name, k + 1);
                 r = resolve_program(resolver_info(rs, a->digest), a->digest, who, NL_PROG_ACTION,
                                     &a->program, reterr);
+                if (r < 0)
+                        return r;
         }
-        if (r >= 0)
-                r = resolve_maps(rs, f, reterr);
+        r = resolve_maps(rs, f, reterr);
         return r < 0 ? r : 0;
 }
 
