@@ -162,7 +162,7 @@ LINK_PROP(link_policies) {
 LINK_PROP(link_filters) {
         Iface *it = userdata;
         ApiDbus *b = current(bus);
-        IfaceStatus st = { 0 };
+        _cleanup_(iface_status_done) IfaceStatus st = { 0 };
         _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
@@ -173,17 +173,18 @@ LINK_PROP(link_filters) {
                 return sd_bus_message_append(reply, "a(ssqsbus)", 0);
         }
         r = sd_bus_message_open_container(reply, 'a', "(ssqsbus)");
-        for (size_t i = 0; r >= 0 && i < iface_filter_count(it); i++) {
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < iface_filter_count(it); i++) {
                 const Filter *f = iface_filter_at(it, i);
                 const FilterObserved *o = &st.filters[i].observed;
                 r = sd_bus_message_append(reply, "(ssqsbus)", direction_to_string(filter_direction(f)),
                                           filter_spec(f)->name, (uint16_t) filter_spec(f)->priority,
                                           filter_attach(f), o->attached, o->prog_id, o->tag);
+                if (r < 0)
+                        return r;
         }
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
-        iface_status_done(&st);
-        return r;
+        return sd_bus_message_close_container(reply);
 }
 
 /* The bytes a filter's act_bpf actions counted (a classifier alone counts runs, not bytes). */

@@ -80,9 +80,7 @@ static int credentials_load(const Tls *t, Credentials **ret, char **ret_ca_pem, 
         }
         d = (gnutls_datum_t){ .data = (unsigned char *) key, .size = (unsigned) key_size };
         r = gnutls_privkey_init(&c->key);
-        if (r >= 0)
-                r = gnutls_privkey_import_x509_raw(c->key, &d, GNUTLS_X509_FMT_PEM, NULL, 0);
-        if (r < 0) {
+        if (r < 0 || (r = gnutls_privkey_import_x509_raw(c->key, &d, GNUTLS_X509_FMT_PEM, NULL, 0)) < 0) {
                 credentials_free(c);
                 return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG, "--tls-key %s: %s", t->key_file,
                                  gnutls_strerror(r));
@@ -110,10 +108,8 @@ static int credentials_load(const Tls *t, Credentials **ret, char **ret_ca_pem, 
         if (ca) {
                 d = (gnutls_datum_t){ .data = (unsigned char *) ca, .size = (unsigned) ca_size };
                 r = gnutls_x509_trust_list_init(&c->clients, 0);
-                if (r >= 0)
-                        r = gnutls_x509_trust_list_add_trust_mem(c->clients, &d, NULL, GNUTLS_X509_FMT_PEM,
-                                                                 0, 0);
-                if (r <= 0) {
+                if (r < 0 || (r = gnutls_x509_trust_list_add_trust_mem(c->clients, &d, NULL,
+                                                                       GNUTLS_X509_FMT_PEM, 0, 0)) <= 0) {
                         credentials_free(c);
                         return error_set(reterr, EINVAL, ERROR_INVALID_CONFIG, "--client-ca %s: %s",
                                          t->client_ca_file,
@@ -220,11 +216,9 @@ int tls_peer_certificate(Tls *t, gnutls_session_t session, char **ret_subject, c
         if (!raw || n == 0 || !t->current->clients)
                 return -ENOENT;
         n = n > CHAIN_MAX ? CHAIN_MAX : n;
-        for (unsigned i = 0; i < n && r >= 0; i++) {
-                r = gnutls_x509_crt_init(&crts[i]);
-                if (r >= 0)
+        for (unsigned i = 0; i < n && r >= 0; i++)
+                if ((r = gnutls_x509_crt_init(&crts[i])) >= 0)
                         r = gnutls_x509_crt_import(crts[i], &raw[i], GNUTLS_X509_FMT_DER);
-        }
         /* a client certificate, not a server's of the same CA (extended key usage) */
         gnutls_typed_vdata_st purpose = { .type = GNUTLS_DT_KEY_PURPOSE_OID,
                                           .data = (unsigned char *) GNUTLS_KP_TLS_WWW_CLIENT };

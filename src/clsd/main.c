@@ -97,6 +97,23 @@ static void process_setup(void) {
         host_raise_fd_limit();
 }
 
+/* The daemon, the API and (with --fleet) the fleet, made into ctx, each once those before it are, and the
+ * daemon started. */
+static int start_parts(Context *ctx, sd_event *event, Error *reterr) {
+        Options *o = ctx->options;
+        int r;
+
+        r = daemon_new(&o->daemon, event, &ctx->daemon, reterr);
+        if (r < 0)
+                return r;
+        r = api_new(ctx->daemon, event, &o->api, &ctx->api, reterr);
+        if (r < 0)
+                return r;
+        if (o->fleet.urls && (r = fleet_new(ctx->daemon, event, &o->fleet, &ctx->fleet, reterr)) < 0)
+                return r;
+        return daemon_start(ctx->daemon, on_ready, ctx, reterr);
+}
+
 /* The daemon, the API (flags checked, sockets bound before the first reconcile, so that a start refused
  * for a flag has not touched the kernel) and the fleet, started; the loop runs until a signal ends it. */
 static int run(Options *o) {
@@ -125,14 +142,9 @@ static int run(Options *o) {
         }
         /* WATCHDOG=1 from the loop itself: a clsd stuck anywhere stops sending it. */
         (void) sd_event_set_watchdog(event, true);
-        r = daemon_new(&o->daemon, event, &d, &e);
-        if (r >= 0)
-                r = api_new(d, event, &o->api, &api, &e);
-        if (r >= 0 && o->fleet.urls)
-                r = fleet_new(d, event, &o->fleet, &fleet, &e);
-        ctx = (Context){ .daemon = d, .api = api, .fleet = fleet, .options = o };
-        if (r >= 0)
-                r = daemon_start(d, on_ready, &ctx, &e);
+        ctx.options = o;
+        r = start_parts(&ctx, event, &e);
+        d = ctx.daemon, api = ctx.api, fleet = ctx.fleet;
         host_passed_fds_free(passed, n_passed);
         if (r >= 0) {
                 (void) sd_event_add_signal(event, NULL, SIGTERM, on_exit_signal, &ctx);

@@ -246,11 +246,11 @@ int fleet_rows(const Ctl *c, const char *kind, json_t **ret) {
         int r;
 
         r = fleet_client(c, &ec);
-        if (r >= 0 && streq(kind, "nodes"))
-                r = fleet_live_leases(ec, &leases);
-        if (r >= 0)
-                r = fleet_range_json(ec, c, kind, leases, ret, NULL);
-        return r;
+        if (r < 0)
+                return r;
+        if (streq(kind, "nodes") && (r = fleet_live_leases(ec, &leases)) < 0)
+                return r;
+        return fleet_range_json(ec, c, kind, leases, ret, NULL);
 }
 
 int fleet_listing(const Ctl *c, const char *kind, json_t **ret) {

@@ -43,8 +43,9 @@ int fleet_live_nodes(EtcdClient *ec, const Ctl *c, json_t **ret_rows, FleetNodeI
         int r;
 
         r = fleet_live_leases(ec, &leases);
-        if (r >= 0)
-                r = fleet_range_json(ec, c, "nodes", leases, &rows, NULL);
+        if (r < 0)
+                return r;
+        r = fleet_range_json(ec, c, "nodes", leases, &rows, NULL);
         if (r < 0)
                 return r;
         if (!(v = calloc(json_array_size(rows) + 1, sizeof(FleetNodeInfo))))
@@ -376,14 +377,23 @@ int fleet_sign(const Ctl *c, json_t *envelope, json_t *old) {
         return r;
 }
 
+/* The live nodes a fleet apply read. */
+typedef struct NodeInfos {
+        FleetNodeInfo *v;
+        size_t n;
+} NodeInfos;
+
+static void node_infos_done(NodeInfos *ni) {
+        fleet_node_infos_free(ni->v, ni->n);
+}
+
 int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *summary, json_t *compares,
                     json_t *ops) {
         _cleanup_(json_decrefp) json_t *old = NULL, *entry = NULL, *rows = NULL;
         _cleanup_free_ char *key = NULL, *hkey = NULL, *what = NULL;
         EtcdCredentials creds = fleet_credentials(c);
-        FleetNodeInfo *nodes = NULL;
-        size_t n_nodes = 0;
-        FleetPolicy fp = { 0 };
+        _cleanup_(node_infos_done) NodeInfos ni = { 0 };
+        _cleanup_(fleet_policy_done) FleetPolicy fp = { 0 };
         char id[FLEET_ROLLOUT_ID_MAX + 1], by[256];
         uint64_t old_revision;
         _cleanup_error_ Error e = ERROR_NULL;
@@ -417,38 +427,41 @@ int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *
                 return ctl_error(-EINVAL, "%s", e.message);
         etcd_identity(&creds, by, sizeof(by));
         r = fleet_policy_current(ec, c, fp.name, &old, &old_revision);
+        if (r < 0)
+                return r;
         /* the live nodes, read once: what a policy naming images selects, and its rollout's plan */
         bool pulls = envelope_pulls(envelope);
         json_object_del(envelope, "selected"); /* (a file's own count is its apply's no more) */
-        if (r >= 0 && (pulls || fp.rollout.present))
-                r = fleet_live_nodes(ec, c, &rows, &nodes, &n_nodes);
-        /* (said whenever the nodes were read anyway: a node also sizes its lease by it) */
-        if (r >= 0 && (pulls || fp.rollout.present))
-                r = selected_op(&fp, nodes, n_nodes, envelope);
+        if (pulls || fp.rollout.present) {
+                r = fleet_live_nodes(ec, c, &rows, &ni.v, &ni.n);
+                if (r < 0)
+                        return r;
+                /* (said whenever the nodes were read anyway: a node also sizes its lease by it) */
+                r = selected_op(&fp, ni.v, ni.n, envelope);
+                if (r < 0)
+                        return r;
+        }
         /* a signature is made here or not at all: one the envelope brought signed something else */
         (void) json_object_del(envelope, "signed");
-        if (r >= 0 && c->sign_key)
-                r = fleet_sign(c, envelope, old);
-        if (r >= 0 && (!(key = fleet_key(fleet_prefix_of(c), "policies", fp.name, NULL)) ||
-                       !(hkey = fleet_history_key(fleet_prefix_of(c), fp.name, id)) ||
-                       !(what = summary ? strdup(summary) : summary_of(old, envelope))))
-                r = ctl_oom();
-        if (r >= 0)
-                r = fleet_supersede_ops(ec, c, fp.name, old, old_revision, id, by, compares, ops);
-        if (r >= 0)
-                r = put_op(ops, key, envelope);
-        if (r >= 0)
-                r = fleet_prune_ops(ec, c, fp.name, ops);
-        if (r >= 0 && fp.rollout.present)
-                r = plan_op(c, &fp, nodes, n_nodes, by, ops);
-        if (r >= 0) {
-                entry = json_pack("{s:s,s:s,s:s,s:I,s:O,s:s,s:o}", "policy", fp.name, "id", id, "by", by,
-                                  "time_ms", (json_int_t) realtime_ms(), "envelope", envelope, "summary",
-                                  what, "previous",
-                                  old_revision ? json_integer((json_int_t) old_revision) : json_null());
-                r = entry ? put_op(ops, hkey, entry) : ctl_oom();
-        }
-        fleet_node_infos_free(nodes, n_nodes);
-        fleet_policy_done(&fp);
-        return r;
+        if (c->sign_key && (r = fleet_sign(c, envelope, old)) < 0)
+                return r;
+        if (!(key = fleet_key(fleet_prefix_of(c), "policies", fp.name, NULL)) ||
+            !(hkey = fleet_history_key(fleet_prefix_of(c), fp.name, id)) ||
+            !(what = summary ? strdup(summary) : summary_of(old, envelope)))
+                return ctl_oom();
+        r = fleet_supersede_ops(ec, c, fp.name, old, old_revision, id, by, compares, ops);
+        if (r < 0)
+                return r;
+        r = put_op(ops, key, envelope);
+        if (r < 0)
+                return r;
+        r = fleet_prune_ops(ec, c, fp.name, ops);
+        if (r < 0)
+                return r;
+        if (fp.rollout.present && (r = plan_op(c, &fp, ni.v, ni.n, by, ops)) < 0)
+                return r;
+        entry = json_pack("{s:s,s:s,s:s,s:I,s:O,s:s,s:o}", "policy", fp.name, "id", id, "by", by, "time_ms",
+                          (json_int_t) realtime_ms(), "envelope", envelope, "summary", what, "previous",
+                          old_revision ? json_integer((json_int_t) old_revision) : json_null());
+        return entry ? put_op(ops, hkey, entry) : ctl_oom();
 }

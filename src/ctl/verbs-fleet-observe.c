@@ -309,8 +309,9 @@ int verb_fleet_top(const Ctl *c, char **args) {
         int r;
 
         r = fleet_rows(c, "nodes", &nodes);
-        if (r >= 0)
-                r = fleet_rows(c, "status", &statuses);
+        if (r < 0)
+                return r;
+        r = fleet_rows(c, "status", &statuses);
         if (r < 0)
                 return r;
         before = calloc(json_array_size(nodes) + 1, sizeof(NodeRead));

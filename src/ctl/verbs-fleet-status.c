@@ -260,14 +260,18 @@ int verb_fleet_status(const Ctl *c, char **args) {
         if (!rows)
                 return ctl_oom();
         r = fleet_client(c, &ec);
-        if (r >= 0)
-                r = fleet_live_leases(ec, &leases);
-        if (r >= 0)
-                r = fleet_range_json(ec, c, "policies", NULL, &policies, NULL);
-        if (r >= 0)
-                r = fleet_range_json(ec, c, "nodes", leases, &nodes, NULL);
-        if (r >= 0)
-                r = fleet_range_json(ec, c, "status", leases, &statuses, NULL);
+        if (r < 0)
+                return r;
+        r = fleet_live_leases(ec, &leases);
+        if (r < 0)
+                return r;
+        r = fleet_range_json(ec, c, "policies", NULL, &policies, NULL);
+        if (r < 0)
+                return r;
+        r = fleet_range_json(ec, c, "nodes", leases, &nodes, NULL);
+        if (r < 0)
+                return r;
+        r = fleet_range_json(ec, c, "status", leases, &statuses, NULL);
         if (r < 0)
                 return r;
         if (policy_rows(policies, nodes, statuses, args[0], rows, &seen) < 0)

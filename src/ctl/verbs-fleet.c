@@ -65,22 +65,22 @@ static int resolve_image(const Ctl *c, json_t *holder, const char *ref, const ch
         int r;
 
         r = oci_ref_parse(ref, &parsed, &e);
+        if (r < 0)
+                return ctl_error(r, "%s.object: %s", where, e.message);
         /* pinned whole by the file (a manifest digest and the object's): nodes check both, nothing to do */
-        if (r >= 0 && parsed.digest[0] &&
+        if (parsed.digest[0] &&
             sha256_digest_string_valid(json_string_value(json_object_get(holder, "digest")) ?: ""))
                 return 0;
-        if (r >= 0)
-                r = oci_registries_load(c->registries ?: "/etc/clsd/registries.json", c->registries != NULL,
-                                        &regs, &e);
-        if (r >= 0) {
-                OciPullOptions o = { .registry = oci_registries_find(regs, parsed.registry),
-                                     .size_max = FLEET_IMAGE_OBJECT_MAX };
-                r = oci_pull(ref, &o, &img, &e);
-        }
-        if (r < 0) {
-                ctl_error(r, "%s.object: %s", where, e.message);
-                return r;
-        }
+        r = oci_registries_load(c->registries ?: "/etc/clsd/registries.json", c->registries != NULL, &regs,
+                                &e);
+        if (r < 0)
+                return ctl_error(r, "%s.object: %s", where, e.message);
+        r = oci_pull(ref,
+                     &(OciPullOptions){ .registry = oci_registries_find(regs, parsed.registry),
+                                        .size_max = FLEET_IMAGE_OBJECT_MAX },
+                     &img, &e);
+        if (r < 0)
+                return ctl_error(r, "%s.object: %s", where, e.message);
         r = json_object_set_new(holder, "object", json_string(img.pinned)) < 0 ||
                             json_object_set_new(holder, "digest", json_string(img.digest)) < 0
                     ? ctl_oom()
@@ -150,7 +150,7 @@ static int policy_file_read(EtcdClient *ec, const Ctl *c, const char *file, char
         _cleanup_(json_decrefp) json_t *j = NULL;
         _cleanup_free_ char *data = NULL, *dir_copy = strdup(file);
         static const char *const hooks[] = { "ingress", "egress" };
-        FleetPolicy fp = { 0 };
+        _cleanup_(fleet_policy_done) FleetPolicy fp = { 0 };
         json_error_t jerr;
         _cleanup_error_ Error e = ERROR_NULL;
         size_t size;
@@ -168,24 +168,26 @@ static int policy_file_read(EtcdClient *ec, const Ctl *c, const char *file, char
         if (fleet_policy_parse(j, &fp, &e) < 0)
                 return ctl_error(-EINVAL, "%s: %s", file, e.message);
         const char *base_dir = streq(file, "-") ? "." : dirname(dir_copy);
-        for (size_t h = 0; r >= 0 && h < ELEMENTSOF(hooks); h++) {
+        for (size_t h = 0; h < ELEMENTSOF(hooks); h++) {
                 json_t *filters = json_object_get(j, hooks[h]);
-                for (size_t i = 0; r >= 0 && i < json_array_size(filters); i++) {
+                for (size_t i = 0; i < json_array_size(filters); i++) {
                         json_t *f = json_array_get(filters, i), *actions = json_object_get(f, "actions");
                         snprintf(where, sizeof(where), "%s[%zu]", hooks[h], i);
                         r = resolve_object(ec, c, f, base_dir, where);
-                        for (size_t k = 0; r >= 0 && k < json_array_size(actions); k++) {
+                        if (r < 0)
+                                return r;
+                        for (size_t k = 0; k < json_array_size(actions); k++) {
                                 snprintf(where, sizeof(where), "%s[%zu].actions[%zu]", hooks[h], i, k);
                                 r = resolve_object(ec, c, json_array_get(actions, k), base_dir, where);
+                                if (r < 0)
+                                        return r;
                         }
                 }
         }
-        if (r >= 0 && !(*ret_name = strdup(fp.name)))
-                r = ctl_oom();
-        if (r >= 0)
-                *ret = TAKE_PTR(j);
-        fleet_policy_done(&fp);
-        return r;
+        if (!(*ret_name = strdup(fp.name)))
+                return ctl_oom();
+        *ret = TAKE_PTR(j);
+        return 0;
 }
 
 /* The transaction of the files' policies (copies of envelopes, in out_envelopes): tried again, read
@@ -194,15 +196,19 @@ static int apply_txn(EtcdClient *ec, const Ctl *c, json_t *const *envelopes, siz
                      json_t **out_envelopes, uint64_t *ret_revision) {
         for (int attempt = 0; attempt < FLEET_TXN_ATTEMPTS; attempt++) {
                 _cleanup_(json_decrefp) json_t *ops = json_array(), *compares = json_array(), *answer = NULL;
-                int r = ops && compares ? 0 : ctl_oom();
-                for (size_t k = 0; r >= 0 && k < n; k++) {
+                int r;
+                if (!ops || !compares)
+                        return ctl_oom();
+                for (size_t k = 0; k < n; k++) {
                         json_decref(out_envelopes[k]);
                         out_envelopes[k] = json_deep_copy(envelopes[k]);
-                        r = out_envelopes[k] ? fleet_apply_ops(ec, c, out_envelopes[k], NULL, compares, ops)
-                                             : ctl_oom();
+                        if (!out_envelopes[k])
+                                return ctl_oom();
+                        r = fleet_apply_ops(ec, c, out_envelopes[k], NULL, compares, ops);
+                        if (r < 0)
+                                return r;
                 }
-                if (r >= 0)
-                        r = fleet_txn(ec, compares, ops, &answer);
+                r = fleet_txn(ec, compares, ops, &answer);
                 if (r < 0)
                         return r;
                 if (r > 0) {
@@ -216,56 +222,67 @@ static int apply_txn(EtcdClient *ec, const Ctl *c, json_t *const *envelopes, siz
 
 /* Writes each file's policy, with its rollout's plan and its history entry, in one etcd transaction, so
  * that every node applies them as one; a rollout of one of them that has not ended is superseded in it. */
-int verb_fleet_apply(const Ctl *c, char **args) {
-        _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
+/* The files' policies as read (names, envelopes) and as written (with their rollouts' plans). */
+typedef struct FleetApply {
+        char *names[CTL_ARGS_MAX];
+        json_t *envelopes[CTL_ARGS_MAX], *written[CTL_ARGS_MAX];
+        size_t n;
+        uint64_t revision;
+} FleetApply;
+
+static void fleet_apply_done(FleetApply *a) {
+        for (size_t k = 0; k < CTL_ARGS_MAX; k++) {
+                free(a->names[k]);
+                json_decref(a->envelopes[k]);
+                json_decref(a->written[k]);
+        }
+}
+
+static int fleet_apply_print(const Ctl *c, const FleetApply *a) {
         _cleanup_(json_decrefp) json_t *out = json_array();
-        char *names[CTL_ARGS_MAX] = { 0 };
-        json_t *envelopes[CTL_ARGS_MAX] = { 0 }, *written[CTL_ARGS_MAX] = { 0 };
-        uint64_t revision = 0;
-        size_t n = 0;
-        int r;
 
         if (!out)
                 return ctl_oom();
-        r = fleet_client(c, &ec);
-        for (; r >= 0 && args[n]; n++) {
-                if (n == CTL_ARGS_MAX) {
-                        r = ctl_error(-E2BIG, "at most %d files at once", CTL_ARGS_MAX);
-                        break;
-                }
-                r = policy_file_read(ec, c, args[n], &names[n], &envelopes[n]);
-                for (size_t k = 0; r >= 0 && k < n; k++)
-                        if (streq(names[k], names[n]))
-                                r = ctl_error(-EINVAL, "%s: fleet policy %s is in %s too", args[n], names[n],
-                                              args[k]);
-        }
-        if (r >= 0)
-                r = apply_txn(ec, c, envelopes, n, written, &revision);
-        if (r >= 0) {
-                for (size_t k = 0; k < n; k++) {
-                        const char *id = json_string_value(
-                                json_object_get(json_object_get(written[k], "rollout"), "id"));
-                        if (c->json)
-                                json_array_append_new(out,
-                                                      json_pack("{s:s,s:I,s:o}", "name", names[k],
-                                                                "revision", (json_int_t) revision, "rollout",
-                                                                id ? json_string(id) : json_null()));
-                        else if (id)
-                                printf("fleet policy %s: revision %llu, rollout %s\n", names[k],
-                                       (unsigned long long) revision, id);
-                        else
-                                printf("fleet policy %s: revision %llu\n", names[k],
-                                       (unsigned long long) revision);
-                }
+        for (size_t k = 0; k < a->n; k++) {
+                const char *id =
+                        json_string_value(json_object_get(json_object_get(a->written[k], "rollout"), "id"));
                 if (c->json)
-                        r = ctl_print_json(n == 1 ? json_array_get(out, 0) : out);
+                        json_array_append_new(out, json_pack("{s:s,s:I,s:o}", "name", a->names[k],
+                                                             "revision", (json_int_t) a->revision, "rollout",
+                                                             id ? json_string(id) : json_null()));
+                else if (id)
+                        printf("fleet policy %s: revision %llu, rollout %s\n", a->names[k],
+                               (unsigned long long) a->revision, id);
+                else
+                        printf("fleet policy %s: revision %llu\n", a->names[k],
+                               (unsigned long long) a->revision);
         }
-        for (size_t k = 0; k < n; k++) {
-                free(names[k]);
-                json_decref(envelopes[k]);
-                json_decref(written[k]);
+        return c->json ? ctl_print_json(a->n == 1 ? json_array_get(out, 0) : out) : 0;
+}
+
+int verb_fleet_apply(const Ctl *c, char **args) {
+        _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
+        _cleanup_(fleet_apply_done) FleetApply a = { 0 };
+        int r;
+
+        r = fleet_client(c, &ec);
+        if (r < 0)
+                return r;
+        for (; args[a.n]; a.n++) {
+                if (a.n == CTL_ARGS_MAX)
+                        return ctl_error(-E2BIG, "at most %d files at once", CTL_ARGS_MAX);
+                r = policy_file_read(ec, c, args[a.n], &a.names[a.n], &a.envelopes[a.n]);
+                if (r < 0)
+                        return r;
+                for (size_t k = 0; k < a.n; k++)
+                        if (streq(a.names[k], a.names[a.n]))
+                                return ctl_error(-EINVAL, "%s: fleet policy %s is in %s too", args[a.n],
+                                                 a.names[a.n], args[k]);
         }
-        return r;
+        r = apply_txn(ec, c, a.envelopes, a.n, a.written, &a.revision);
+        if (r < 0)
+                return r;
+        return fleet_apply_print(c, &a);
 }
 
 /* ---- ls, rm ---- */
@@ -375,20 +392,26 @@ static int remove_txn(EtcdClient *ec, const Ctl *c, const char *name, uint64_t *
                         return ctl_error(-ENOENT, "no fleet policy %s", name);
                 if (c->sign_key)
                         r = removal_op(c, ec, name, key, ops);
-                else if (json_array_append_new(ops, json_pack("{s:o}", "request_delete_range",
-                                                              etcd_delete_body(key, false))) < 0)
-                        r = ctl_oom();
-                if (r >= 0)
-                        r = fleet_supersede_ops(ec, c, name, old, old_revision, NULL, by, compares, ops);
-                if (r >= 0 && json_array_append_new(ops, json_pack("{s:o}", "request_delete_range",
-                                                                   etcd_delete_body(nodes, true))) < 0)
-                        r = ctl_oom();
-                if (r >= 0)
-                        r = fleet_removal_ops(c, name, old_revision, ops);
-                if (r >= 0)
-                        r = fleet_prune_ops(ec, c, name, ops);
-                if (r >= 0)
-                        r = fleet_txn(ec, compares, ops, &answer);
+                else
+                        r = json_array_append_new(ops, json_pack("{s:o}", "request_delete_range",
+                                                                 etcd_delete_body(key, false))) < 0
+                                    ? ctl_oom()
+                                    : 0;
+                if (r < 0)
+                        return r;
+                r = fleet_supersede_ops(ec, c, name, old, old_revision, NULL, by, compares, ops);
+                if (r < 0)
+                        return r;
+                if (json_array_append_new(ops, json_pack("{s:o}", "request_delete_range",
+                                                         etcd_delete_body(nodes, true))) < 0)
+                        return ctl_oom();
+                r = fleet_removal_ops(c, name, old_revision, ops);
+                if (r < 0)
+                        return r;
+                r = fleet_prune_ops(ec, c, name, ops);
+                if (r < 0)
+                        return r;
+                r = fleet_txn(ec, compares, ops, &answer);
                 if (r < 0)
                         return r;
                 if (r > 0) {
@@ -408,8 +431,9 @@ int verb_fleet_remove(const Ctl *c, char **args) {
         int r;
 
         r = fleet_client(c, &ec);
-        if (r >= 0)
-                r = remove_txn(ec, c, args[0], &revision);
+        if (r < 0)
+                return r;
+        r = remove_txn(ec, c, args[0], &revision);
         if (r < 0)
                 return r;
         if (c->json) {

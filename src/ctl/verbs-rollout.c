@@ -94,8 +94,9 @@ static int rollout_read(EtcdClient *ec, const Ctl *c, const char *name, RolloutR
             !(skey = fleet_rollout_key(fleet_prefix_of(c), name, rr->id, "state")))
                 return ctl_oom();
         r = fleet_get_json(ec, pkey, &plan, &plan_revision);
-        if (r >= 0)
-                r = fleet_get_json(ec, skey, &state, &rr->state_revision);
+        if (r < 0)
+                return r;
+        r = fleet_get_json(ec, skey, &state, &rr->state_revision);
         if (r < 0)
                 return r;
         if (!plan || fleet_rollout_plan_parse(plan, &rr->plan, &e) < 0)
@@ -361,8 +362,9 @@ int verb_fleet_history(const Ctl *c, char **args) {
         int r;
 
         r = fleet_client(c, &ec);
-        if (r >= 0)
-                r = history_read(ec, c, args[0], &rows);
+        if (r < 0)
+                return r;
+        r = history_read(ec, c, args[0], &rows);
         if (r < 0)
                 return r;
         if (c->json)
@@ -427,8 +429,9 @@ int verb_fleet_rollback(const Ctl *c, char **args) {
                 if (!ops || !compares)
                         return ctl_oom();
                 r = history_read(ec, c, args[0], &rows);
-                if (r >= 0)
-                        r = fleet_policy_current(ec, c, args[0], &current, &current_revision);
+                if (r < 0)
+                        return r;
+                r = fleet_policy_current(ec, c, args[0], &current, &current_revision);
                 if (r < 0)
                         return r;
                 if (!(target = rollback_target(rows, c->rollback_to, current_revision)))
@@ -447,8 +450,11 @@ int verb_fleet_rollback(const Ctl *c, char **args) {
                                           strna(json_string_value(json_object_get(target, "summary")))) < 0)
                         return ctl_oom();
                 r = fleet_apply_ops(ec, c, envelope, summary, compares, ops);
-                if (r >= 0)
-                        r = fleet_txn(ec, compares, ops, &answer);
+                if (r < 0)
+                        return r;
+                r = fleet_txn(ec, compares, ops, &answer);
+                if (r < 0)
+                        return r;
                 if (r > 0)
                         revision = etcd_answer_revision(answer);
         }

@@ -155,17 +155,14 @@ static int call_body(EtcdClient *c, const char *path, json_t *body, json_t **ret
 
 /* A token for the user: etcd checks the password (bcrypt: tens of milliseconds of its CPU). */
 static int authenticate(EtcdClient *c, Error *reterr) {
-        json_t *answer = NULL;
+        _cleanup_(json_decrefp) json_t *answer = NULL;
         _cleanup_error_ Error e = ERROR_NULL;
         int r;
 
         r = call_body(c, "/v3/auth/authenticate", etcd_authenticate_body(c->creds.user, c->password),
                       &answer, &e);
-        if (r >= 0)
-                r = etcd_answer_token(answer, &c->token, &e);
-        json_decref(answer);
-        if (r < 0)
-                r = error_set(reterr, -r, e.code, "etcd user %s: %s", c->creds.user, strna(e.message));
+        if (r < 0 || (r = etcd_answer_token(answer, &c->token, &e)) < 0)
+                return error_set(reterr, -r, e.code, "etcd user %s: %s", c->creds.user, strna(e.message));
         return r;
 }
 

@@ -189,8 +189,31 @@ static bool envelope_field(const char *key, bool removed) {
                streq(key, "signed") || streq(key, "selected") || (removed && streq(key, "removed"));
 }
 
+/* A policy's selector, rollout, health checks and "selected" count, into p. */
+static int parse_targeting(json_t *j, FleetPolicy *p, Error *reterr) {
+        json_t *v;
+        int r;
+
+        r = parse_nodes(json_object_get(j, "nodes"), p, reterr);
+        if (r < 0)
+                return r;
+        r = fleet_rollout_parse(json_object_get(j, "rollout"), &p->rollout, reterr);
+        if (r < 0)
+                return r;
+        r = fleet_health_parse(json_object_get(j, "health"), &p->health, &p->n_health, reterr);
+        if (r < 0)
+                return r;
+        v = json_object_get(j, "selected");
+        if (v && (!json_is_integer(v) || json_integer_value(v) < 0))
+                return error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
+                                 "selected: the count of nodes it selected when applied");
+        if (v)
+                p->selected = (uint64_t) json_integer_value(v);
+        return 0;
+}
+
 int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
-        FleetPolicy p = { 0 };
+        _cleanup_(fleet_policy_done) FleetPolicy p = { 0 };
         const char *key;
         json_t *v;
         int r;
@@ -203,36 +226,24 @@ int fleet_policy_parse(json_t *j, FleetPolicy *ret, Error *reterr) {
                                  "name: required, 1 to 64 characters of A-Z a-z 0-9 - _ .");
         const char *name = json_string_value(v);
         p.removed = p.any_node = json_is_true(json_object_get(j, "removed"));
-        if (p.removed) /* a signed removal: nothing else but its name and signature */
-                r = removal_check(j, reterr);
-        else {
-                r = parse_nodes(json_object_get(j, "nodes"), &p, reterr);
-                if (r >= 0)
-                        r = fleet_rollout_parse(json_object_get(j, "rollout"), &p.rollout, reterr);
-                if (r >= 0)
-                        r = fleet_health_parse(json_object_get(j, "health"), &p.health, &p.n_health, reterr);
-                v = json_object_get(j, "selected");
-                if (r >= 0 && v && (!json_is_integer(v) || json_integer_value(v) < 0))
-                        r = error_set(reterr, EINVAL, ERROR_INVALID_VALUE,
-                                      "selected: the count of nodes it selected when applied");
-                else if (v)
-                        p.selected = (uint64_t) json_integer_value(v);
-        }
-        if (r >= 0)
-                r = fleet_signed_parse(j, &p, reterr);
-        if (r >= 0 && (!(p.name = strdup(name)) || !(p.policy = json_object())))
-                r = error_oom(reterr);
+        /* a signed removal: nothing else but its name and signature */
+        r = p.removed ? removal_check(j, reterr) : parse_targeting(j, &p, reterr);
+        if (r < 0)
+                return r;
+        r = fleet_signed_parse(j, &p, reterr);
+        if (r < 0)
+                return r;
+        if (!(p.name = strdup(name)) || !(p.policy = json_object()))
+                return error_oom(reterr);
         /* the policy as clsd's API takes it: the envelope's fields left out */
         json_object_foreach (j, key, v)
-                if (r >= 0 && !envelope_field(key, p.removed) && json_object_set(p.policy, key, v) < 0)
-                        r = error_oom(reterr);
-        if (r >= 0)
-                r = fleet_health_check_metrics(p.health, p.n_health, p.policy, reterr);
-        if (r < 0) {
-                fleet_policy_done(&p);
+                if (!envelope_field(key, p.removed) && json_object_set(p.policy, key, v) < 0)
+                        return error_oom(reterr);
+        r = fleet_health_check_metrics(p.health, p.n_health, p.policy, reterr);
+        if (r < 0)
                 return r;
-        }
         *ret = p;
+        p = (FleetPolicy){ 0 };
         return 0;
 }
 

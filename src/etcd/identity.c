@@ -11,23 +11,28 @@
 #include "dl.h"
 #include "etcd.h"
 
+static void crt_deinitp(gnutls_x509_crt_t *crt) {
+        if (*crt)
+                gnutls_api.x509_crt_deinit(*crt);
+}
+
+static void datum_freep(gnutls_datum_t *d) {
+        if (d->data)
+                (*gnutls_api.free)(d->data);
+}
+
 static int cert_cn(const char *file, char *buf, size_t size) {
-        gnutls_datum_t data = { 0 };
-        gnutls_x509_crt_t crt = NULL;
+        _cleanup_(datum_freep) gnutls_datum_t data = { 0 };
+        _cleanup_(crt_deinitp) gnutls_x509_crt_t crt = NULL;
         size_t n = size;
-        int r;
 
         if (dl_load_curl(NULL) < 0 || gnutls_api.load_file(file, &data) < 0)
                 return -EIO;
-        r = gnutls_api.x509_crt_init(&crt);
-        if (r >= 0)
-                r = gnutls_api.x509_crt_import(crt, &data, GNUTLS_X509_FMT_PEM);
-        if (r >= 0)
-                r = gnutls_api.x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, 0, buf, &n);
-        if (crt)
-                gnutls_api.x509_crt_deinit(crt);
-        (*gnutls_api.free)(data.data);
-        return r < 0 ? -EINVAL : 0;
+        if (gnutls_api.x509_crt_init(&crt) < 0 ||
+            gnutls_api.x509_crt_import(crt, &data, GNUTLS_X509_FMT_PEM) < 0 ||
+            gnutls_api.x509_crt_get_dn_by_oid(crt, GNUTLS_OID_X520_COMMON_NAME, 0, 0, buf, &n) < 0)
+                return -EINVAL;
+        return 0;
 }
 
 void etcd_identity(const EtcdCredentials *creds, char *buf, size_t size) {

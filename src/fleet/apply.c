@@ -349,9 +349,9 @@ void apply_later(Fleet *f) {
 
 int apply_start(Fleet *f) {
         int r = sd_event_add_defer(f->event, &f->kick, on_kick, f);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(f->kick, SD_EVENT_OFF);
-        return r;
+        if (r < 0)
+                return r;
+        return sd_event_source_set_enabled(f->kick, SD_EVENT_OFF);
 }
 
 static int on_converge_timer(sd_event_source *s, uint64_t usec, void *userdata) {

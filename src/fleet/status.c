@@ -545,9 +545,9 @@ static int on_status_kick(sd_event_source *s, void *userdata) {
 
 int status_start(Fleet *f) {
         int r = sd_event_add_defer(f->event, &f->status_kick, on_status_kick, f);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(f->status_kick, SD_EVENT_OFF);
-        return r;
+        if (r < 0)
+                return r;
+        return sd_event_source_set_enabled(f->status_kick, SD_EVENT_OFF);
 }
 
 void status_free(Fleet *f) {

@@ -73,6 +73,11 @@ static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list a
 static volatile int inspect_sock = -1;
 
 /* Async-signal-safe: the reply's header by hand, the number in decimal, then death by the same signal. */
+static void seccomp_releasep(scmp_filter_ctx *ctx) {
+        if (*ctx)
+                seccomp_release(*ctx);
+}
+
 static void on_sigsys(int sig, siginfo_t *si, void *uc) {
         JobReplyHeader h = { .magic = REPLY_MAGIC, .r = -ENOSYS };
         char digits[16];
@@ -120,10 +125,12 @@ int nl_inspect_confine(int sock) {
                 SCMP_SYS(getpid),        SCMP_SYS(gettid),       SCMP_SYS(sigaltstack),
                 SCMP_SYS(clock_gettime), SCMP_SYS(memfd_create)
         };
+        static const int not_found[] = { SCMP_SYS(openat), SCMP_SYS(faccessat2), SCMP_SYS(faccessat),
+                                         SCMP_SYS(access) };
         struct sigaction sa = { .sa_sigaction = on_sigsys,
                                 .sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER };
-        scmp_filter_ctx ctx;
-        int r = 0;
+        _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
+        int r;
 
         /* No way back to privileges: nobody where clsd may change its user; else (clsd.service does not
          * give it CAP_SETUID) root without a single capability. No new privileges either way. */
@@ -142,30 +149,27 @@ int nl_inspect_confine(int sock) {
         ctx = seccomp_init(SCMP_ACT_TRAP);
         if (!ctx)
                 return -ENOMEM;
-        for (size_t i = 0; i < ELEMENTSOF(allowed) && r >= 0; i++)
+        for (size_t i = 0; i < ELEMENTSOF(allowed); i++) {
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+                if (r < 0)
+                        return r;
+        }
         /* abort() and the trap's handler signal their own process; no other (it may still be uid 0). */
-        if (r >= 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
-                                     SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) getpid()));
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) getpid()));
+        if (r < 0)
+                return r;
         /* The answer goes in a memfd, sealed (F_ADD_SEALS is the only fcntl). */
-        if (r >= 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
-                                     SCMP_A1(SCMP_CMP_EQ, F_ADD_SEALS));
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1, SCMP_A1(SCMP_CMP_EQ, F_ADD_SEALS));
+        if (r < 0)
+                return r;
         /* Files are not to be opened: libbpf takes "not found" for an answer. */
-        if (r >= 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOENT), SCMP_SYS(openat), 0);
-
-        if (r >= 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOENT), SCMP_SYS(faccessat2), 0);
-        if (r >= 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOENT), SCMP_SYS(faccessat), 0);
-        if (r >= 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOENT), SCMP_SYS(access), 0);
-        if (r >= 0)
-                r = seccomp_load(ctx);
-        seccomp_release(ctx);
-        return r;
+        for (size_t i = 0; i < ELEMENTSOF(not_found); i++) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOENT), not_found[i], 0);
+                if (r < 0)
+                        return r;
+        }
+        return seccomp_load(ctx);
 }
 
 /* A load needs bpf(2) and what libbpf probes with; it may not run programs, trace others, reach the
@@ -192,20 +196,20 @@ static int load_confine(void) {
                                       SCMP_SYS(reboot),
                                       SCMP_SYS(swapon),
                                       SCMP_SYS(swapoff) };
-        scmp_filter_ctx ctx;
-        int r = 0;
+        _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
+        int r;
 
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return -errno;
         ctx = seccomp_init(SCMP_ACT_ALLOW);
         if (!ctx)
                 return -ENOMEM;
-        for (size_t i = 0; i < ELEMENTSOF(denied) && r >= 0; i++)
+        for (size_t i = 0; i < ELEMENTSOF(denied); i++) {
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), denied[i], 0);
-        if (r >= 0)
-                r = seccomp_load(ctx);
-        seccomp_release(ctx);
-        return r;
+                if (r < 0)
+                        return r;
+        }
+        return seccomp_load(ctx);
 }
 
 static int serve_inspect(int sock, const char *data, size_t size) {
@@ -221,9 +225,7 @@ static int serve_inspect(int sock, const char *data, size_t size) {
                 return reply(sock, r, &e, -1, NULL, 0);
         }
         r = nl_object_inspect(data, size, &info, &e);
-        if (r >= 0)
-                r = nl_object_info_serialize(info, &out, &out_size);
-        if (r < 0) {
+        if (r < 0 || (r = nl_object_info_serialize(info, &out, &out_size)) < 0) {
                 if (!e.code)
                         error_set(&e, -r, ERROR_INTERNAL_ERROR, "out of memory");
                 return reply(sock, r, &e, -1, NULL, 0);

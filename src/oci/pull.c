@@ -127,8 +127,9 @@ static int index_pick(OciSession *s, json_t *index, json_t **ret, Error *reterr)
         if (asprintf(&what, "manifests/%s", digest) < 0)
                 return error_oom(reterr);
         r = oci_get(s, what, ACCEPT_MANIFESTS, MANIFEST_MAX, &a, reterr);
-        if (r >= 0)
-                r = oci_answer_check(s, &a, "the platform's manifest", digest, reterr);
+        if (r < 0)
+                return r;
+        r = oci_answer_check(s, &a, "the platform's manifest", digest, reterr);
         if (r < 0)
                 return r;
         *ret = json_loadb(a.body.data ?: "", a.body.size, 0, NULL);
@@ -171,8 +172,9 @@ static int config_labels(OciSession *s, json_t *manifest, OciImage *img, char **
         if (!c || !mt || !strstr(mt, "json"))
                 return 0;
         r = descriptor(c, "config", &digest, &size, reterr);
-        if (r >= 0)
-                r = blob_get(s, digest, size, CONFIG_MAX, "the image's configuration", &a, reterr);
+        if (r < 0)
+                return r;
+        r = blob_get(s, digest, size, CONFIG_MAX, "the image's configuration", &a, reterr);
         if (r < 0)
                 return r;
         j = json_loadb(a.body.data ?: "", a.body.size, 0, NULL);
@@ -205,8 +207,9 @@ static int layer_get(OciSession *s, json_t *manifest, const char *filename, OciI
         l = json_array_get(layers, 0);
         mt = json_string_value(json_object_get(l, "mediaType")) ?: "";
         r = descriptor(l, "layer", &digest, &size, reterr);
-        if (r >= 0)
-                r = blob_get(s, digest, size, s->o->size_max, "the layer", &a, reterr);
+        if (r < 0)
+                return r;
+        r = blob_get(s, digest, size, s->o->size_max, "the layer", &a, reterr);
         if (r < 0)
                 return r;
         r = oci_layer_object(mt, a.body.data ?: "", a.body.size, filename, s->o->size_max, &img->data,
@@ -256,9 +259,8 @@ static int signature_get(OciSession *s, OciImage *img, Error *reterr) {
                     !streq_ptr(json_string_value(json_object_get(l, "mediaType")), MT_COSIGN_PAYLOAD))
                         continue;
                 r = descriptor(l, "signature layer", &digest, &size, reterr);
-                if (r >= 0)
-                        r = blob_get(s, digest, size, PAYLOAD_MAX, "a signature's payload", &p, reterr);
-                if (r < 0)
+                if (r < 0 ||
+                    (r = blob_get(s, digest, size, PAYLOAD_MAX, "a signature's payload", &p, reterr)) < 0)
                         break;
                 in = (gnutls_datum_t){ (unsigned char *) p.body.data, p.body.size };
                 if (gnutls_api.base64_encode2(&in, &out) < 0) {
@@ -281,38 +283,50 @@ static int signature_get(OciSession *s, OciImage *img, Error *reterr) {
         return r < 0 ? r : 0;
 }
 
+/* The image of the open session: its manifest (the platform's, from an index), its labels, its one layer's
+ * object, its signatures if asked, pinned. */
+static int pull_image(OciSession *s, OciImage *img, Error *reterr) {
+        _cleanup_(json_decrefp) json_t *m = NULL;
+        _cleanup_free_ char *filename = NULL;
+        int r;
+
+        r = manifest_get(s, &m, img->manifest_digest, reterr);
+        if (r < 0)
+                return r;
+        if (json_object_get(m, "manifests")) {
+                _cleanup_(json_decrefp) json_t *platform = NULL;
+                r = index_pick(s, m, &platform, reterr);
+                if (r < 0)
+                        return r;
+                json_decref(m);
+                m = TAKE_PTR(platform);
+        }
+        r = config_labels(s, m, img, &filename, reterr);
+        if (r < 0)
+                return r;
+        r = layer_get(s, m, filename, img, reterr);
+        if (r < 0)
+                return r;
+        if (s->o->signature && (r = signature_get(s, img, reterr)) < 0)
+                return r;
+        if (oci_ref_pinned(&s->ref, img->manifest_digest, &img->pinned) < 0)
+                return error_oom(reterr);
+        return 0;
+}
+
 int oci_pull(const char *ref, const OciPullOptions *o, OciImage *ret, Error *reterr) {
         _cleanup_(oci_session_close) OciSession s = { 0 };
-        _cleanup_free_ char *filename = NULL;
-        OciImage img = { 0 };
-        json_t *m = NULL, *platform = NULL;
+        _cleanup_(oci_image_done) OciImage img = { 0 };
         int r;
 
         r = oci_session_open(&s, ref, o, reterr);
-        if (r >= 0)
-                r = manifest_get(&s, &m, img.manifest_digest, reterr);
-        if (r >= 0 && json_object_get(m, "manifests")) {
-                r = index_pick(&s, m, &platform, reterr);
-                if (r >= 0) {
-                        json_decref(m);
-                        m = TAKE_PTR(platform);
-                }
-        }
-        if (r >= 0)
-                r = config_labels(&s, m, &img, &filename, reterr);
-        if (r >= 0)
-                r = layer_get(&s, m, filename, &img, reterr);
-        if (r >= 0 && o->signature)
-                r = signature_get(&s, &img, reterr);
-        if (r >= 0 && oci_ref_pinned(&s.ref, img.manifest_digest, &img.pinned) < 0)
-                r = error_oom(reterr);
-        json_decref(m);
-        json_decref(platform);
-        img.requests = s.requests;
-        if (r < 0) {
-                oci_image_done(&img);
+        if (r < 0)
                 return r;
-        }
+        r = pull_image(&s, &img, reterr);
+        img.requests = s.requests;
+        if (r < 0)
+                return r;
         *ret = img;
+        img = (OciImage){ 0 };
         return 0;
 }

@@ -125,8 +125,9 @@ static int parse_labels(json_t *j, const char *path, MetricSpec *s, Error *reter
                                                  "%s.%s: unknown field (known: name, from)", p, k);
                 s->n_labels++;
                 r = string_field(l, "name", p, true, &ml->name, reterr);
-                if (r >= 0)
-                        r = string_field(l, "from", p, true, &ml->from, reterr);
+                if (r < 0)
+                        return r;
+                r = string_field(l, "from", p, true, &ml->from, reterr);
                 if (r < 0)
                         return r;
                 pathf(p, sizeof(p), "%s[%zu].name", path, i);

@@ -517,11 +517,13 @@ static int tcx_restore(AttachContext *c, const AttachHeld *snapshot, Iface *befo
         old.it = before;
         old.what = NULL;
         r = tcx_observe(&old, &observed, reterr);
-        if (r >= 0)
-                r = tcx_plan_make(&old, observed, &plan, reterr);
-        if (r >= 0)
+        if (r < 0)
+                return r;
+        r = tcx_plan_make(&old, observed, &plan, reterr);
+        if (r >= 0) {
                 r = tcx_apply(&old, observed, plan, reterr);
-        tcx_plan_free(plan);
+                tcx_plan_free(plan);
+        }
         tcx_observed_free(observed);
         return r < 0 ? r : 0;
 }

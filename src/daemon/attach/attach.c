@@ -60,18 +60,27 @@ int attach_check_all(AttachContext *c, const AttachObserved *o, Error *reterr) {
         return 0;
 }
 
+/* The kind's plan from what it observed, applied: the changes made (0: none), or a failure. */
+static int kind_apply(AttachContext *c, const AttachKind *k, const AttachObservation *observed,
+                      Error *reterr) {
+        AttachPlan *plan = NULL;
+        int r;
+
+        r = k->plan(c, observed, &plan, reterr);
+        if (r < 0)
+                return r;
+        r = k->apply(c, observed, plan, reterr);
+        k->plan_free(plan);
+        return r;
+}
+
 int attach_apply_all(AttachContext *c, const AttachObserved *o, Error *reterr) {
         int changes = 0;
 
         for (size_t i = 0; i < _ATTACH_KIND_MAX; i++) {
                 const AttachKind *k = attach_kinds[i];
-                AttachPlan *plan = NULL;
-                int r;
+                int r = kind_apply(c, k, o->of[i], reterr);
 
-                r = k->plan(c, o->of[i], &plan, reterr);
-                if (r >= 0)
-                        r = k->apply(c, o->of[i], plan, reterr);
-                k->plan_free(plan);
                 if (r == 0)
                         /* nothing changed: what was just observed stands */
                         k->settle(c, o->of[i]);

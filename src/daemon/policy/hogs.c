@@ -351,20 +351,24 @@ finish:
 int hogs_load(Manager *m) {
         StoredDocument *cached = NULL;
         size_t n_cached = 0, problems = 0;
-        HogSet s = { 0 };
-        int r = 0;
+        _cleanup_(hog_set_done) HogSet s = { 0 };
+        int r;
 
         if (!m->config.hogs_dir)
                 return 0;
         (void) hogs_read(m, m->objects, m->store, m->config.hogs_dir, false, &s, &problems);
-        for (size_t i = 0; i < s.n_hogs && r >= 0; i++)
+        for (size_t i = 0; i < s.n_hogs; i++) {
                 r = hog_set_at_start(m, &s.hogs[i]);
-        if (r >= 0)
-                r = policies_set_hogs(m, s.policies, s.n_policies, false);
+                if (r < 0)
+                        return r;
+        }
+        r = policies_set_hogs(m, s.policies, s.n_policies, false);
+        if (r < 0)
+                return r;
         /* A hog whose file went while clsd was down leaves filters of clsd's behind: take them away (a
          * document the API still has for the interface is reconciled anyway, which does it). Not while a
          * file cannot be read: it may be that hog's. */
-        if (r >= 0 && store_documents_load(m->store, SOURCE_HOG, &cached, &n_cached, NULL, NULL, NULL) >= 0)
+        if (store_documents_load(m->store, SOURCE_HOG, &cached, &n_cached, NULL, NULL, NULL) >= 0)
                 for (size_t i = 0; i < n_cached; i++) {
                         Document *d = cached[i].doc;
                         Iface *it = NULL;
@@ -388,8 +392,7 @@ int hogs_load(Manager *m) {
                         manager_release_netns(m, d->netns);
                 }
         stored_documents_free(cached, n_cached);
-        hog_set_done(&s);
-        return r;
+        return 0;
 }
 
 static bool hog_equal(const Iface *it, const Hog *h) {

@@ -29,11 +29,13 @@ int objects_load(Manager *m) {
                 size_t size;
 
                 r = store_object_read(m->store, digests[i], m->config.object_size_max, &data, &size);
-                /* a key removed since is a signature revoked (object-trust.c): kept on disk, not loaded */
-                if (r >= 0 && !trust_object_check(m, digests[i], data, size))
-                        continue;
-                if (r >= 0)
+                if (r >= 0) {
+                        /* a key removed since is a signature revoked (object-trust.c): kept on disk, not
+                         * loaded */
+                        if (!trust_object_check(m, digests[i], data, size))
+                                continue;
                         r = nl_object_inspect(data, size, &info, &e);
+                }
                 if (r < 0) {
                         /* One bad file must not keep clsd from starting: set it aside and go on. */
                         const char *why = r == -EBADMSG ? "its bytes do not match its sha256 name"

@@ -365,11 +365,8 @@ static void job_spawned(WorkerJob *j, pid_t pid, int error) {
                 start_waiting(w);
                 return;
         }
-        if (r >= 0)
-                r = sd_event_add_io(w->event, &j->io_source, j->sock, EPOLLIN, on_answer, j);
-        if (r >= 0)
-                r = sd_event_add_child(w->event, &j->child_source, pid, WEXITED, on_exit_, j);
-        if (r < 0) {
+        if (r < 0 || (r = sd_event_add_io(w->event, &j->io_source, j->sock, EPOLLIN, on_answer, j)) < 0 ||
+            (r = sd_event_add_child(w->event, &j->child_source, pid, WEXITED, on_exit_, j)) < 0) {
                 /* the caller learns of it as of a worker that failed */
                 log_error_errno(r, "cannot start a worker: %m");
                 if (j->pid > 0) {
@@ -451,9 +448,7 @@ static int spare_take(Workers *w, WorkerJob *j) {
         if (!spare || spare->spawning || spare->pid <= 0 || spare->exited)
                 return -ENOENT;
         r = nl_job_send_next(spare->sock, j->child_sock);
-        if (r >= 0)
-                r = sd_event_add_io(w->event, &j->io_source, j->sock, EPOLLIN, on_answer, j);
-        if (r < 0) {
+        if (r < 0 || (r = sd_event_add_io(w->event, &j->io_source, j->sock, EPOLLIN, on_answer, j)) < 0) {
                 spare_free(w); /* it is killed; j is spawned as usual */
                 return r;
         }
