@@ -10,6 +10,8 @@ import subprocess
 import time
 import urllib.parse
 
+import pytest
+
 from conftest import Api, NetnsHTTPConnection, Pki, udp_exchange, wait_for
 from test_fleet import SUBNET, cluster, fleet  # noqa: F401 (fixtures: an etcd cluster, a fleet on it)
 
@@ -32,6 +34,7 @@ def prom_query(papi, q):
     return json.loads(r.body)["data"]["result"]
 
 
+@pytest.mark.once
 def test_targets_for_prometheus_over_mutual_tls_and_fleet_top(fleet, bpf, workdir):  # noqa: F811
     pki = Pki(os.path.join(workdir, "pki"))
     client, client_key = pki.issue("prometheus", "/CN=prometheus")

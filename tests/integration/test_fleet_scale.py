@@ -17,6 +17,7 @@ from conftest import BUILD_DIR, CLSD, netns_create, netns_destroy, run, wait_for
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@pytest.mark.once
 def test_fifty_hosts_converge_and_none_is_missing():
     env = dict(os.environ, SIZES="50", ROUNDS="2", IDLE="3", BUILD_DIR=BUILD_DIR)
     p = subprocess.Popen([os.path.join(ROOT, "bench", "fleet-scale")], env=env, stdout=subprocess.PIPE,
