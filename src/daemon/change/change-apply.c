@@ -185,51 +185,55 @@ int change_apply(Change *c, Iface *it, Error *reterr) {
         return apply_candidate(c, it, reterr);
 }
 
-int change_commit(Change *c, Iface *it, Error *reterr) {
+/* The candidate becomes the interface, shown in the table at the link the look saw (else at
+ * absent_ifindex): the changes to tell the listeners. */
+static unsigned take_candidate(Change *c, Iface *it, int absent_ifindex) {
         Manager *m = c->m;
-        bool was_visible = it->visible, api_changed = c->candidate->api != it->api;
+        bool was_visible = it->visible;
 
-        (void) reterr;
         iface_commit(it, c->candidate, m->registry);
-        /* objects no key trusts any more were left out: failed, until a key comes back */
-        if (!c->look.present || !iface_report_untrusted(m, it))
-                iface_set_state(it, c->look.present ? IFACE_CONFIGURED : IFACE_PENDING, NULL);
         it->visible = true;
-        it->fresh = it->fresh && !c->look.present;
-        it->whole = false;
         iface_table_touch(m->ifaces);
         /* a link that went under the change keeps its ifindex: the deletion's event, not read yet,
          * finds the interface (one only policies were for goes then) */
-        iface_table_set_ifindex(m->ifaces, it, c->look.present || c->look.went ? c->look.link.ifindex : 0);
+        iface_table_set_ifindex(m->ifaces, it,
+                                c->look.present || c->look.went ? c->look.link.ifindex : absent_ifindex);
         map_config_prune(m); /* filters or maps no longer configuration forget their entries */
+        return (was_visible ? 0 : IFACE_ADDED) | IFACE_CHANGED_DOCUMENT | IFACE_CHANGED_STATE |
+               IFACE_CHANGED_FILTERS;
+}
+
+int change_commit(Change *c, Iface *it, Error *reterr) {
+        Manager *m = c->m;
+        bool api_changed = c->candidate->api != it->api;
+        unsigned changes;
+
+        (void) reterr;
+        changes = take_candidate(c, it, 0);
+        /* objects no key trusts any more were left out: failed, until a key comes back */
+        if (!c->look.present || !iface_report_untrusted(m, it))
+                iface_set_state(it, c->look.present ? IFACE_CONFIGURED : IFACE_PENDING, NULL);
+        it->fresh = it->fresh && !c->look.present;
+        it->whole = false;
         if (api_changed && it->api)
                 log_info("%s: document generation %" PRIu64 " stored, %s", it->ifname, it->api->generation,
                          iface_state_to_string(it->state));
         else if (api_changed)
                 log_info("%s: API document deleted; the hog %s stays", it->ifname, strna(it->hog_path));
-        manager_changed(m, it,
-                        (was_visible ? 0 : IFACE_ADDED) | IFACE_CHANGED_DOCUMENT | IFACE_CHANGED_STATE |
-                                IFACE_CHANGED_FILTERS);
+        manager_changed(m, it, changes);
         change_finish(c, it, NULL);
         return CHANGE_ANSWERED;
 }
 
 void change_hold_failed(Change *c, Iface *it, const Error *e) {
-        Manager *m = c->m;
-        bool was_visible = it->visible;
+        unsigned changes;
 
         log_error("%s: %s change failed: %s; retrying", it->ifname, c->type->name, strna(e->message));
-        iface_commit(it, c->candidate, m->registry);
+        /* (a failure after a wait has no look: the table keeps what it knew) */
+        changes = take_candidate(c, it, it->ifindex);
         iface_set_state(it, IFACE_FAILED, e);
-        it->visible = true;
-        iface_table_touch(m->ifaces);
-        iface_table_set_ifindex(m->ifaces, it,
-                                c->look.present || c->look.went ? c->look.link.ifindex : it->ifindex);
-        map_config_prune(m);
         /* its retries apply it whole or not at all, as this change did */
         it->whole = true;
-        manager_changed(m, it,
-                        (was_visible ? 0 : IFACE_ADDED) | IFACE_CHANGED_DOCUMENT | IFACE_CHANGED_STATE |
-                                IFACE_CHANGED_FILTERS);
+        manager_changed(c->m, it, changes);
         change_finish(c, it, NULL);
 }

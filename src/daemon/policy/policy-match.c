@@ -11,6 +11,17 @@
 #include "policy-match.h"
 #include "store-policy.h"
 
+/* A policy change of kind giving the policies v (references taken), or NULL (out of memory). */
+static Change *policy_change_new(Manager *m, ChangeKind kind, Policy *const *v, size_t n) {
+        Change *c = change_new(m, kind, NULL);
+
+        if (c && change_set_policies(c, v, n) < 0) {
+                change_free(&c->op);
+                return NULL;
+        }
+        return c;
+}
+
 /* The change that gives the interface (netns, ifname) the policies v, if they differ from what it has
  * (or, in a dry run, for one the follower's policy concerns, always). */
 static void queue_policies(Manager *m, const char *netns, const char *ifname, Policy **v, size_t n,
@@ -24,11 +35,12 @@ static void queue_policies(Manager *m, const char *netns, const char *ifname, Po
         if (fw && fw->dry_run && !concerned)
                 return;
         /* made before the follower counts it: a change it follows is always answered */
-        Change *c = change_new(m, fw && fw->dry_run ? CHANGE_POLICY_DRY_RUN : CHANGE_POLICY, NULL);
-        if (!c || change_set_policies(c, v, n) < 0 ||
-            (concerned && !(c->userdata = fw->follow(fw->userdata, netns, ifname, matched)))) {
-                if (c)
-                        change_free(&c->op);
+        Change *c = policy_change_new(m, fw && fw->dry_run ? CHANGE_POLICY_DRY_RUN : CHANGE_POLICY, v, n);
+        if (c && concerned && !(c->userdata = fw->follow(fw->userdata, netns, ifname, matched))) {
+                change_free(&c->op);
+                c = NULL;
+        }
+        if (!c) {
                 log_error("%s: cannot queue a policy change: out of memory", ifname);
                 return;
         }
@@ -45,12 +57,10 @@ static void queue_policies(Manager *m, const char *netns, const char *ifname, Po
 }
 
 void policies_recompose(Manager *m, Iface *it) {
-        Change *c = change_new(m, CHANGE_POLICY, NULL);
+        Change *c = policy_change_new(m, CHANGE_POLICY, it->policies, it->n_policies);
 
-        if (!c || change_set_policies(c, it->policies, it->n_policies) < 0) {
-                if (c)
-                        change_free(&c->op);
-                log_error("%s: cannot queue a change: out of memory", it->ifname);
+        if (!c) {
+                log_error("%s: cannot queue a policy change: out of memory", it->ifname);
                 return;
         }
         change_queue(m, c, it->netns, it->ifname);
