@@ -44,6 +44,8 @@ static const char HELP[] =
         "       fleet rm NAME          Remove fleet policy NAME; every node takes it away\n"
         "       fleet nodes            List the nodes: labels, clsd version, kernel, act_bpf, tcx,\n"
         "                              the revision each holds\n"
+        "       fleet rbac NODE...     The etcd roles and users of least privilege for these\n"
+        "                              nodes: printed, or made with --apply --out DIR\n"
         "       fleet targets          Prometheus file_sd JSON of the nodes that advertise their\n"
         "                              API (clsd --advertise): labels node and the node's own\n"
         "       fleet top [POLICY]     Every selected node's counters of the policy (of every\n"

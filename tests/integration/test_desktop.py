@@ -148,7 +148,7 @@ def test_the_desktop_tool_shows_filters_rates_maps_repairs_and_rides_out_a_resta
         assert (width, height) == (1280, 800) and colours > 8, (width, height, colours)
         assert before != after, "the graph did not move in 10 s of traffic: %s, %d samples" % (g, len(samples))
         assert len(set(after)) > 2, "the graph region is blank"
-        if os.environ.get("CLSD_DESKTOP_SCREENSHOT"):  # the README's picture
+        if os.environ.get("CLSD_DESKTOP_SCREENSHOT"):  # docs/desktop.png, which clsd-api(7) names
             shutil.copy(png2, os.environ["CLSD_DESKTOP_SCREENSHOT"])
         # the selected filter's maps as a typed table: proto-stats' keys decoded through BTF
         app.wait("map: %s bytes_by_proto" % net.if_a)

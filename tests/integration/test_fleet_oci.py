@@ -79,7 +79,7 @@ def test_the_fleet_pulls_from_the_registry_and_rides_out_the_registry_down(fleet
 
 
 def test_the_registry_bench_in_short_form():
-    """bench/fleet-registry with 4 hosts and 2 rounds (the README's figures are 20 hosts): every host
+    """bench/fleet-registry with 4 hosts and 2 rounds (docs/PERFORMANCE.md's figures are 20 hosts): every host
     pulls each change's 2 MiB image and applies it (the bench dies otherwise), with 4 registry requests
     each (a 401, then the manifest, the configuration and the layer with the credentials)."""
     import subprocess

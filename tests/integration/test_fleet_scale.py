@@ -1,10 +1,10 @@
 """The fleet at scale, in the suite's short form: bench/fleet-scale with 50 light hosts (a namespace, an
 interface and a clsd each; 3 etcd members): a new policy whose object every host fetches, then two
 changes, each until every host's status says applied, and no status missing (the bench checks clsctl
-fleet status has a row per host, applied at the last revision, and exits 1 otherwise). The README's
+fleet status has a row per host, applied at the last revision, and exits 1 otherwise). docs/PERFORMANCE.md's
 figures are the long form (100 to 1,000 hosts). A clsd that cannot have its inotify instance says
 which limit it met. And etcd's answer to a watch fan-out, its gRPC proxy, does not serve the JSON
-gateway clsd speaks (the README says so: this test says when that changes)."""
+gateway clsd speaks (clsd-fleet(7) says so: this test says when that changes)."""
 import json
 import os
 import subprocess

@@ -29,7 +29,7 @@ def test_every_flag_of_help_is_in_the_man_page_and_the_reverse(prog, page):
     assert got - want == set(), "in %s, not in --help: %s" % (page, sorted(got - want))
 
 
-@pytest.mark.parametrize("page", ["clsd.8", "clsctl.8", "clsd-documents.5"])
+@pytest.mark.parametrize("page", ["clsd.8", "clsctl.8", "clsd-documents.5", "clsd-fleet.7", "clsd-api.7"])
 def test_the_pages_are_built_and_man_renders_them(page):
     path = os.path.join(BUILD_DIR, "man", page)
     p = subprocess.run(["man", "--warnings", "-l", path], capture_output=True, text=True,

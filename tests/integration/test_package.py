@@ -77,7 +77,8 @@ def test_install_start_and_upgrade_keep_every_packet(net, workdir, bpf, package)
         # what the package lays out
         for path in ("/usr/sbin/clsd", "/usr/bin/clsctl", "/usr/lib/clsd/count.bpf.o",
                      "/usr/share/dbus-1/system.d/org.clsd1.conf", "/usr/share/man/man8/clsd.8.gz",
-                     "/usr/share/man/man5/clsd-documents.5.gz", "/usr/share/bash-completion/completions/clsctl",
+                     "/usr/share/man/man5/clsd-documents.5.gz", "/usr/share/man/man7/clsd-fleet.7.gz",
+                     "/usr/share/man/man7/clsd-api.7.gz", "/usr/share/bash-completion/completions/clsctl",
                      "/usr/lib/sysusers.d/clsd.conf", "/etc/clsd/hogs.d"):
             assert os.path.exists(h.path(path)), path
         assert h.enter("getent", "group", "clsd").stdout.startswith("clsd:")
@@ -88,6 +89,9 @@ def test_install_start_and_upgrade_keep_every_packet(net, workdir, bpf, package)
         st = os.stat(h.path("/run/clsd/clsd.sock"))
         assert st.st_gid == int(h.enter("getent", "group", "clsd").stdout.split(":")[2])
         assert "clsctl" in h.enter("man", "-P", "cat", "clsctl").stdout
+        # the reference an operator looks for on the host: the fleet's and the API's pages by name
+        assert "ROLLOUTS" in h.enter("man", "-P", "cat", "clsd-fleet").stdout
+        assert "ERROR CODES" in h.enter("man", "-P", "cat", "clsd-api").stdout
         # the package's D-Bus policy lets clsd own org.clsd1 on the system bus
         h.api.get("/healthz")  # the first request starts clsd
         intro = h.enter("busctl", "introspect", "org.clsd1", "/org/clsd1", check=False)
