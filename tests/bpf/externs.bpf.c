@@ -1,6 +1,6 @@
 /* externs.bpf.c: what libbpf resolves at load, declared in one object (a kconfig and a ksym extern, a
  * map of maps with its inner map, a per-CPU hash) and programs in several sections: opened by the
- * inspection's sandbox like any other (tests/integration/test_wide_objects.py). */
+ * inspection's sandbox like any other (tests/integration/objects/test_wide_objects.py). */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
