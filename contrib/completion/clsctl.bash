@@ -35,7 +35,7 @@ _clsctl() {
                 --if-match --fleet --fleet-prefix --fleet-ca --fleet-cert --fleet-key --fleet-user
                 --fleet-password-file --waves --to --sign --apply --out --registries --watch --verbose --help
                 --version"
-        local commands="ls get apply diff delete netns maps map policy fleet object help"
+        local commands="ls get apply diff delete netns maps map policy fleet object image help"
 
         case $prev in
         --socket | --hosts | --cacert | --cert | --key | --token-file | --fleet-ca | --fleet-cert | --fleet-key | \
@@ -89,12 +89,18 @@ _clsctl() {
                 map) COMPREPLY=($(compgen -W "set rm" -- "$cur")) ;;
                 fleet) COMPREPLY=($(compgen -W "apply ls rm nodes status rollout history rollback rbac targets top" -- "$cur")) ;;
                 object) COMPREPLY=($(compgen -W "ls add show rm" -- "$cur")) ;;
+                image) COMPREPLY=($(compgen -W "build push inspect" -- "$cur")) ;;
                 esac
                 ;;
         2)
                 case ${args[0]} in
                 apply | diff) _filedir json ;;
                 maps) COMPREPLY=($(compgen -W "$(_clsctl_column 1 maps "${args[1]}")" -- "$cur")) ;;
+                image)
+                        case ${args[1]} in
+                        build | push) _filedir o ;;
+                        esac
+                        ;;
                 object)
                         case ${args[1]} in
                         add) _filedir o ;;

@@ -76,6 +76,11 @@ int dl_load_curl(Error *reterr) {
                 { "gnutls_pubkey_get_pk_algorithm", offsetof(GnutlsApi, pubkey_get_pk_algorithm) },
                 { "gnutls_pubkey_verify_data2", offsetof(GnutlsApi, pubkey_verify_data2) },
                 { "gnutls_pubkey_deinit", offsetof(GnutlsApi, pubkey_deinit) },
+                { "gnutls_privkey_init", offsetof(GnutlsApi, privkey_init) },
+                { "gnutls_privkey_import_x509_raw", offsetof(GnutlsApi, privkey_import_x509_raw) },
+                { "gnutls_privkey_get_pk_algorithm", offsetof(GnutlsApi, privkey_get_pk_algorithm) },
+                { "gnutls_privkey_sign_data2", offsetof(GnutlsApi, privkey_sign_data2) },
+                { "gnutls_privkey_deinit", offsetof(GnutlsApi, privkey_deinit) },
         };
         static bool loaded;
         CurlApi c = { 0 };

@@ -51,6 +51,13 @@ typedef struct GnutlsApi {
         int (*pubkey_verify_data2)(gnutls_pubkey_t key, gnutls_sign_algorithm_t algo, unsigned flags,
                                    const gnutls_datum_t *data, const gnutls_datum_t *signature);
         void (*pubkey_deinit)(gnutls_pubkey_t key);
+        int (*privkey_init)(gnutls_privkey_t *key);
+        int (*privkey_import_x509_raw)(gnutls_privkey_t pkey, const gnutls_datum_t *data,
+                                       gnutls_x509_crt_fmt_t format, const char *password, unsigned flags);
+        int (*privkey_get_pk_algorithm)(gnutls_privkey_t key, unsigned *bits);
+        int (*privkey_sign_data2)(gnutls_privkey_t signer, gnutls_sign_algorithm_t algo, unsigned flags,
+                                  const gnutls_datum_t *data, gnutls_datum_t *signature);
+        void (*privkey_deinit)(gnutls_privkey_t key);
 } GnutlsApi;
 
 extern CurlApi curl_api;

@@ -129,3 +129,54 @@ int cosign_verify(const CosignKey *keys, size_t n_keys, const char *object_diges
                 "%s: its cosign signature of image %s is by no trusted key (%zu cosign key%s tried)", what,
                 manifest, n_keys, n_keys == 1 ? "" : "s");
 }
+
+/* ---- signing (clsctl image push --sign) ---- */
+
+char *cosign_payload(const char *docker_reference, const char *manifest_digest) {
+        json_t *j = json_pack("{s:{s:{s:s}, s:{s:s}, s:s}, s:n}", "critical", "identity", "docker-reference",
+                              docker_reference, "image", "docker-manifest-digest", manifest_digest, "type",
+                              COSIGN_TYPE, "optional");
+        char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+        json_decref(j);
+        return s;
+}
+
+int cosign_sign(const char *key_pem, size_t key_size, const char *payload, size_t size, char **ret,
+                Error *reterr) {
+        gnutls_privkey_t key;
+        gnutls_datum_t k = { (unsigned char *) key_pem, key_size },
+                       data = { (unsigned char *) payload, size }, sig = { 0 }, b64 = { 0 };
+        unsigned bits = 0;
+        int r = dl_load_curl(reterr);
+
+        if (r < 0)
+                return r;
+        if (gnutls_api.privkey_init(&key) < 0)
+                return error_oom(reterr);
+        r = gnutls_api.privkey_import_x509_raw(key, &k, GNUTLS_X509_FMT_PEM, NULL, 0);
+        if (r < 0) {
+                gnutls_api.privkey_deinit(key);
+                return error_set(
+                        reterr, EINVAL, ERROR_INVALID_VALUE,
+                        "not a private key in PEM that GnuTLS reads (an encrypted one is not taken)");
+        }
+        if (gnutls_api.privkey_get_pk_algorithm(key, &bits) != GNUTLS_PK_ECDSA || bits != 256) {
+                gnutls_api.privkey_deinit(key);
+                return error_set(
+                        reterr, EINVAL, ERROR_INVALID_VALUE,
+                        "cosign's key-based signatures are ECDSA P-256: this key is another kind "
+                        "(openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 makes one)");
+        }
+        r = gnutls_api.privkey_sign_data2(key, GNUTLS_SIGN_ECDSA_SHA256, 0, &data, &sig);
+        gnutls_api.privkey_deinit(key);
+        if (r < 0)
+                return error_set(reterr, EIO, ERROR_INTERNAL_ERROR, "the signature could not be made");
+        r = gnutls_api.base64_encode2(&sig, &b64);
+        (*gnutls_api.free)(sig.data);
+        if (r < 0)
+                return error_oom(reterr);
+        *ret = strndup((const char *) b64.data, b64.size);
+        (*gnutls_api.free)(b64.data);
+        return *ret ? 0 : error_oom(reterr);
+}

@@ -48,6 +48,14 @@ static const Verb object_verbs[] = {
         { "rm", "clsctl object rm DIGEST", 1, 1, verb_object_remove },
 };
 
+static const Verb image_verbs[] = {
+        { "build", "clsctl image build FILE --out DIR[:TAG]", 1, 1, verb_image_build },
+        { "push", "clsctl image push FILE oci://REGISTRY/REPOSITORY:TAG [--sign KEY]", 2, 2,
+          verb_image_push },
+        { "inspect", "clsctl image inspect oci://REGISTRY/REPOSITORY[:TAG][@DIGEST]", 1, 1,
+          verb_image_inspect },
+};
+
 static const Verb map_verbs[] = {
         { "set", "clsctl map set IFNAME|policy:NAME MAP KEY VALUE", 4, 4, verb_map_set },
         { "rm", "clsctl map rm IFNAME|policy:NAME MAP KEY", 3, 3, verb_map_remove },
@@ -372,6 +380,11 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
                 if (argc == 0)
                         return usage_error("missing command after 'object' (add, ls, show, rm)");
                 r = find_verb(object_verbs, ELEMENTSOF(object_verbs), "object ", argc, argv, &v);
+        } else if (streq(argv[0], "image")) {
+                argc--, argv++;
+                if (argc == 0)
+                        return usage_error("missing command after 'image' (build, inspect, push)");
+                r = find_verb(image_verbs, ELEMENTSOF(image_verbs), "image ", argc, argv, &v);
         } else if (streq(argv[0], "map")) {
                 argc--, argv++;
                 if (argc == 0)
@@ -402,14 +415,18 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
         if (c->rollback_to && v->run != verb_fleet_rollback)
                 return usage_error("--to is for 'fleet rollback' only");
         if (c->sign_key && v->run != verb_fleet_apply && v->run != verb_fleet_rollback &&
-            v->run != verb_fleet_remove)
-                return usage_error("--sign is for 'fleet apply', 'fleet rm' and 'fleet rollback' only");
-        if (c->registries && v->run != verb_fleet_apply)
-                return usage_error("--registries is for 'fleet apply' only");
+            v->run != verb_fleet_remove && v->run != verb_image_push)
+                return usage_error(
+                        "--sign is for 'fleet apply', 'fleet rm', 'fleet rollback' and 'image push' only");
+        if (c->registries && v->run != verb_fleet_apply && v->run != verb_image_push &&
+            v->run != verb_image_inspect)
+                return usage_error(
+                        "--registries is for 'fleet apply', 'image push' and 'image inspect' only");
         if (c->rbac_apply && v->run != verb_fleet_rbac)
                 return usage_error("--apply is for 'fleet rbac' only");
-        if (c->out_dir && v->run != verb_fleet_rbac && v->run != verb_fleet_targets)
-                return usage_error("--out is for 'fleet rbac' and 'fleet targets' only");
+        if (c->out_dir && v->run != verb_fleet_rbac && v->run != verb_fleet_targets &&
+            v->run != verb_image_build)
+                return usage_error("--out is for 'fleet rbac', 'fleet targets' and 'image build' only");
         if (c->watch && v->run != verb_fleet_targets && v->run != verb_fleet_top)
                 return usage_error("--watch is for 'fleet targets' and 'fleet top' only");
 

@@ -40,10 +40,12 @@ typedef struct Ctl {
         double fleet_timeout_sec; /* --fleet-timeout: how long a busy etcd is asked again (0: the default) */
         const char *waves; /* fleet apply --waves: the waves of this apply's rollout ("1,10%,100%") */
         uint64_t rollback_to; /* fleet rollback --to REV (0: the revision before the current one) */
-        const char *sign_key; /* fleet apply, rollback --sign: the secret key signing the policy */
+        const char *sign_key; /* fleet apply, rollback --sign: the secret key signing the policy; image push:
+                               * the ECDSA key of the image's cosign signature */
         bool rbac_apply; /* fleet rbac --apply: make the roles and users */
-        const char *out_dir; /* fleet rbac --out: where the users' password files go */
-        const char *registries; /* fleet apply --registries: credentials for images named oci:// */
+        const char
+                *out_dir; /* fleet rbac --out: where the users' password files go; image build: DIR[:TAG] */
+        const char *registries; /* fleet apply, image --registries: credentials for images named oci:// */
         bool watch; /* fleet targets, top --watch: again every second until stopped */
 } Ctl;
 
@@ -127,5 +129,8 @@ int verb_fleet_top(const Ctl *c, char **args);
 
 int verb_object_list(const Ctl *c, char **args);
 int verb_object_add(const Ctl *c, char **args);
+int verb_image_build(const Ctl *c, char **args);
+int verb_image_push(const Ctl *c, char **args);
+int verb_image_inspect(const Ctl *c, char **args);
 int verb_object_show(const Ctl *c, char **args);
 int verb_object_remove(const Ctl *c, char **args);

@@ -49,7 +49,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *userdata) {
         OciAnswer *a = userdata;
         size_t len = size * n;
         static const char ct[] = "content-type:", dd[] = "docker-content-digest:",
-                          wa[] = "www-authenticate:";
+                          wa[] = "www-authenticate:", lo[] = "location:";
 
         if (len > sizeof(ct) - 1 && strncasecmp(p, ct, sizeof(ct) - 1) == 0)
                 header_copy(a->content_type, sizeof(a->content_type), p + sizeof(ct) - 1,
@@ -62,6 +62,11 @@ static size_t on_header(char *p, size_t size, size_t n, void *userdata) {
                 header_copy(v, sizeof(v), p + sizeof(wa) - 1, len - sizeof(wa) + 1);
                 free(a->challenge);
                 a->challenge = strdup(v);
+        } else if (len > sizeof(lo) - 1 && len < 4096 && strncasecmp(p, lo, sizeof(lo) - 1) == 0) {
+                char v[4096];
+                header_copy(v, sizeof(v), p + sizeof(lo) - 1, len - sizeof(lo) + 1);
+                free(a->location);
+                a->location = strdup(v);
         } else if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
                 /* a new answer (after a redirect): what the one before said goes */
                 a->content_type[0] = a->docker_digest[0] = 0;
@@ -72,6 +77,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *userdata) {
 void oci_answer_done(OciAnswer *a) {
         free(a->body.data);
         free(a->challenge);
+        free(a->location);
         *a = (OciAnswer){ 0 };
 }
 
@@ -106,7 +112,8 @@ void oci_session_close(OciSession *s) {
         *s = (OciSession){ 0 };
 }
 
-static void setup(OciSession *s, const char *url, OciAnswer *a, struct curl_slist *headers, bool basic) {
+static void setup(OciSession *s, const char *url, OciAnswer *a, struct curl_slist *headers, bool basic,
+                  const OciSend *send) {
         const OciRegistry *reg = s->o->registry;
         CURL *e = s->easy;
 
@@ -128,6 +135,13 @@ static void setup(OciSession *s, const char *url, OciAnswer *a, struct curl_slis
         curl_api.easy_setopt(e, CURLOPT_HEADERDATA, a);
         curl_api.easy_setopt(e, CURLOPT_HTTPHEADER, headers);
         curl_api.easy_setopt(e, CURLOPT_USERAGENT, "clsd");
+        if (send && streq(send->method, "HEAD"))
+                curl_api.easy_setopt(e, CURLOPT_NOBODY, 1L);
+        else if (send) {
+                curl_api.easy_setopt(e, CURLOPT_POSTFIELDS, send->body ?: "");
+                curl_api.easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) send->size);
+                curl_api.easy_setopt(e, CURLOPT_CUSTOMREQUEST, send->method);
+        }
         if (reg && reg->ca_file)
                 curl_api.easy_setopt(e, CURLOPT_CAINFO, reg->ca_file);
         /* the CA file (the registry's, else the system's bundle) says it all: libcurl-gnutls would also
@@ -149,9 +163,9 @@ static int transfer_error(OciSession *s, CURLcode c, const OciAnswer *a, const c
 }
 
 /* One request: 0 with the answer, or <0 (the transfer failed). */
-static int request(OciSession *s, const char *url, const char *accept, size_t max, bool basic, OciAnswer *a,
-                   Error *reterr) {
-        _cleanup_free_ char *auth = NULL, *acc = NULL;
+static int request(OciSession *s, const char *url, const char *accept, size_t max, bool basic,
+                   const OciSend *send, OciAnswer *a, Error *reterr) {
+        _cleanup_free_ char *auth = NULL, *acc = NULL, *ct = NULL;
         struct curl_slist *headers = NULL, *h;
         CURLcode c;
 
@@ -162,6 +176,10 @@ static int request(OciSession *s, const char *url, const char *accept, size_t ma
         if (h && accept &&
             (asprintf(&acc, "Accept: %s", accept) < 0 || !(h = curl_api.slist_append(headers = h, acc))))
                 h = NULL;
+        if (h && send && send->content_type &&
+            (asprintf(&ct, "Content-Type: %s", send->content_type) < 0 ||
+             !(h = curl_api.slist_append(headers = h, ct))))
+                h = NULL;
         if (h && !basic && s->bearer &&
             (asprintf(&auth, "Authorization: Bearer %s", s->bearer) < 0 ||
              !(h = curl_api.slist_append(headers = h, auth))))
@@ -171,7 +189,7 @@ static int request(OciSession *s, const char *url, const char *accept, size_t ma
                 return error_oom(reterr);
         }
         headers = h;
-        setup(s, url, a, headers, basic);
+        setup(s, url, a, headers, basic, send);
         s->requests++;
         c = curl_api.easy_perform(s->easy);
         if (auth)
@@ -189,13 +207,13 @@ static int request(OciSession *s, const char *url, const char *accept, size_t ma
 /* A registry that says it is busy (429, or 503) is asked again after its Retry-After (1 s doubling
  * without one), for up to OCI_RETRY_AFTER_MAX_SEC in all: it is paced, not given up on, nor hurried. */
 static int request_paced(OciSession *s, const char *url, const char *accept, size_t max, bool basic,
-                         OciAnswer *a, Error *reterr) {
+                         const OciSend *send, OciAnswer *a, Error *reterr) {
         Backoff backoff = { 0 };
         long waited = 0;
         int r;
 
         for (;;) {
-                r = request(s, url, accept, max, basic, a, reterr);
+                r = request(s, url, accept, max, basic, send, a, reterr);
                 if (r < 0 || (a->status != 429 && a->status != 503))
                         return r;
                 long wait = a->retry_after > 0
@@ -249,7 +267,7 @@ static int token_get(OciSession *s, const char *challenge, Error *reterr) {
         curl_api.free(esc);
         if (r < 0)
                 return error_oom(reterr);
-        r = request(s, url, "application/json", TOKEN_ANSWER_MAX, true, &a, reterr);
+        r = request(s, url, "application/json", TOKEN_ANSWER_MAX, true, NULL, &a, reterr);
         if (r < 0)
                 return r;
         if (a.status == 401 || a.status == 403)
@@ -276,16 +294,14 @@ static int token_get(OciSession *s, const char *challenge, Error *reterr) {
         return s->bearer ? 0 : error_oom(reterr);
 }
 
-int oci_get(OciSession *s, const char *what, const char *accept, size_t max, OciAnswer *a, Error *reterr) {
-        _cleanup_free_ char *url = NULL;
+/* One exchange at url, authenticating as the registry asks (basic, or a bearer token from its service). */
+static int exchange(OciSession *s, const char *url, const char *accept, size_t max, const OciSend *send,
+                    OciAnswer *a, Error *reterr) {
         const OciRegistry *reg = s->o->registry;
         int r;
 
-        if (asprintf(&url, "%s://%s/v2/%s/%s", reg && reg->plain_http ? "http" : "https", s->ref.registry,
-                     s->ref.repository, what) < 0)
-                return error_oom(reterr);
         for (int attempt = 0;; attempt++) {
-                r = request_paced(s, url, accept, max, s->basic, a, reterr);
+                r = request_paced(s, url, accept, max, s->basic, send, a, reterr);
                 if (r < 0 || a->status != 401)
                         return r;
                 if (attempt > 0 || !a->challenge)
@@ -305,6 +321,35 @@ int oci_get(OciSession *s, const char *what, const char *accept, size_t max, Oci
                          reg && (reg->username || reg->token)
                                  ? "the credentials of the registries file"
                                  : "an anonymous request: give its credentials in the registries file");
+}
+
+static const char *scheme(const OciSession *s) {
+        return s->o->registry && s->o->registry->plain_http ? "http" : "https";
+}
+
+int oci_get(OciSession *s, const char *what, const char *accept, size_t max, OciAnswer *a, Error *reterr) {
+        _cleanup_free_ char *url = NULL;
+
+        if (asprintf(&url, "%s://%s/v2/%s/%s", scheme(s), s->ref.registry, s->ref.repository, what) < 0)
+                return error_oom(reterr);
+        return exchange(s, url, accept, max, NULL, a, reterr);
+}
+
+int oci_send(OciSession *s, const char *what, const OciSend *send, size_t max, OciAnswer *a, Error *reterr) {
+        _cleanup_free_ char *url = NULL;
+        int r;
+
+        if (startswith(what, "https://") || startswith(what, "http://"))
+                r = (url = strdup(what)) ? 0 : -ENOMEM;
+        else if (what[0] == '/')
+                r = asprintf(&url, "%s://%s%s", scheme(s), s->ref.registry, what);
+        else
+                r = asprintf(&url, "%s://%s/v2/%s/%s", scheme(s), s->ref.registry, s->ref.repository, what);
+        if (r < 0) {
+                url = NULL;
+                return error_oom(reterr);
+        }
+        return exchange(s, url, NULL, max, send, a, reterr);
 }
 
 int oci_answer_check(OciSession *s, const OciAnswer *a, const char *what, const char *digest,

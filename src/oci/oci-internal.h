@@ -17,6 +17,7 @@ typedef struct OciAnswer {
         char content_type[128];
         char docker_digest[SHA256_DIGEST_STRING_MAX + 8];
         char *challenge; /* WWW-Authenticate's value */
+        char *location; /* Location's value (an upload's URL) */
         long retry_after; /* Retry-After, in seconds (0: none) */
 } OciAnswer;
 
@@ -42,6 +43,16 @@ void oci_session_close(OciSession *s);
  * than max bytes). */
 int oci_get(OciSession *s, const char *what, const char *accept, size_t max, OciAnswer *a, Error *reterr);
 void oci_answer_done(OciAnswer *a);
+/* What a request sends (push.c): its method ("HEAD", "POST", "PUT") and body, if any. */
+typedef struct OciSend {
+        const char *method;
+        const char *content_type;
+        const void *body;
+        size_t size;
+} OciSend;
+/* As oci_get(), with a method and a body: what is the path under /v2/REPOSITORY/, or a URL the registry
+ * gave (an upload's Location, absolute or from the root). */
+int oci_send(OciSession *s, const char *what, const OciSend *send, size_t max, OciAnswer *a, Error *reterr);
 /* A manifest or blob's answer checked: 200 and bytes whose sha256 is digest (if not NULL). */
 int oci_answer_check(OciSession *s, const OciAnswer *a, const char *what, const char *digest, Error *reterr);
 

@@ -29,6 +29,7 @@ void oci_image_done(OciImage *i) {
         free(i->data);
         free(i->envelope);
         free(i->programs);
+        free(i->labels);
         *i = (OciImage){ 0 };
 }
 
@@ -187,6 +188,8 @@ static int config_labels(OciSession *s, json_t *manifest, OciImage *img, char **
                 if (programs && !(img->programs = strdup(programs)))
                         r = -ENOMEM;
                 if (fname && !(*filename = strdup(fname)))
+                        r = -ENOMEM;
+                if (!(img->labels = json_dumps(labels, JSON_COMPACT | JSON_SORT_KEYS)))
                         r = -ENOMEM;
         }
         json_decref(j);

@@ -6,6 +6,7 @@
  * registries file (oci_registries_load), never from documents. */
 #pragma once
 
+#include <jansson.h>
 #include <systemd/sd-event.h>
 
 #include "error.h"
@@ -65,6 +66,7 @@ typedef struct OciImage {
         size_t envelope_size;
         const char *format; /* "bpfman" (io.ebpf.* labels) or "plain" */
         char *programs; /* bpfman's io.ebpf.programs label, else NULL */
+        char *labels; /* the configuration's labels (a JSON object), else NULL */
         unsigned requests; /* HTTP requests made */
 } OciImage;
 
@@ -81,3 +83,41 @@ int oci_pull_start(sd_event *event, const char *ref, const OciPullOptions *o, Oc
                    void *userdata, OciPullJob **ret);
 /* done() will not be called; the thread's result is dropped when it ends. */
 void oci_pull_cancel(OciPullJob *j);
+
+/* ---- images made here (clsctl image build, push; src/oci/build.c, push.c) ---- */
+
+#define OCI_MT_MANIFEST "application/vnd.oci.image.manifest.v1+json"
+#define OCI_MT_CONFIG "application/vnd.oci.image.config.v1+json"
+#define OCI_MT_LAYER "application/vnd.oci.image.layer.v1.tar+gzip"
+#define OCI_MT_COSIGN_PAYLOAD "application/vnd.dev.cosign.simplesigning.v1+json"
+#define OCI_COSIGN_ANNOTATION "dev.cosignproject.cosign/signature"
+
+typedef struct OciBlob {
+        char *data;
+        size_t size;
+        char digest[SHA256_DIGEST_STRING_MAX];
+        const char *media_type;
+} OciBlob;
+
+/* An image: its configuration, its one layer and the manifest naming both. */
+typedef struct OciBuilt {
+        OciBlob config, layer, manifest;
+} OciBuilt;
+
+/* bpfman's bytecode image of an object: the layer a gzipped tar holding it as ./filename, the
+ * configuration's labels as given (io.ebpf.programs, io.ebpf.maps), OCI's media types. The same object
+ * and labels make the same bytes. */
+int oci_build(const void *object, size_t size, const char *filename, json_t *labels, OciBuilt *ret,
+              Error *reterr);
+/* A cosign signature's image (its tag: sha256-HEX.sig of the image it signs): payload as its one layer,
+ * signature (base64, DER) in the layer's annotation. */
+int oci_build_signature(const char *payload, const char *signature, OciBuilt *ret, Error *reterr);
+void oci_built_done(OciBuilt *b);
+/* The image written into the OCI image layout at dir (made if missing; other tags of an existing one
+ * kept), under tag. */
+int oci_layout_write(const char *dir, const char *tag, const OciBuilt *b, Error *reterr);
+/* The image pushed to ref (oci://REGISTRY/REPOSITORY:TAG) through the registry's HTTP API v2: each blob
+ * the registry lacks uploaded (a POST, then a PUT with its digest), then the manifest under the tag;
+ * authenticated as a pull is (o->registry). ret: the requests made, or NULL. */
+int oci_push(const char *ref, const OciPullOptions *o, const OciBuilt *b, unsigned *ret_requests,
+             Error *reterr);

@@ -65,7 +65,7 @@ def verbs_of_help():
     block = text.split("\nCOMMANDS\n", 1)[1].split("\nOPTIONS\n", 1)[0]
     out = set()
     for line in block.splitlines():
-        m = re.match(r"^ {7}([a-z][a-z |]*[a-z])(?: [A-Z\[]|  |$)", line)
+        m = re.match(r"^ {7}([a-z][a-z |]*[a-z])(?: [A-Z\[]| oci://|  |$)", line)
         if not m or line.startswith("       FILE may"):
             continue
         *head, last = m.group(1).split()

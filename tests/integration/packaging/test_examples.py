@@ -60,7 +60,7 @@ COVERED = {
     '{\n  "ingress": [ FILTER, ... ],': "the shape of a document in clsd-documents(5) (FILTER stands for each "
         "filter), not one: the documents this test PUTs have every field it lists",
     "clsctl object add count.bpf.o\nclsctl apply eth0 web.json": "clsctl(8)'s examples: test_clsctl.py runs "
-        "object add, apply and diff; test_tls.py --hosts; test_rollout.py the fleet's",
+        "object add, apply and diff; test_tls.py --hosts; test_rollout.py the fleet's; test_image.py image push --sign",
     "clsctl fleet rollout status NAME": "docs/ROLLOUTS.md's verbs: test_rollout.py runs each against a real etcd",
     "$ clsctl fleet rollout status edge-count\nfleet policy edge-count revision 28": "test_rollout.py, against "
         "a real etcd (the plan and each node's step as shown)",
