@@ -87,7 +87,7 @@ _clsctl() {
                         ;;
                 policy) COMPREPLY=($(compgen -W "ls get apply diff rm" -- "$cur")) ;;
                 map) COMPREPLY=($(compgen -W "set rm" -- "$cur")) ;;
-                fleet) COMPREPLY=($(compgen -W "apply ls rm nodes status rollout history rollback rbac targets top" -- "$cur")) ;;
+                fleet) COMPREPLY=($(compgen -W "apply diff ls rm nodes status rollout history rollback rbac targets top" -- "$cur")) ;;
                 object) COMPREPLY=($(compgen -W "ls add show rm" -- "$cur")) ;;
                 image) COMPREPLY=($(compgen -W "build push inspect" -- "$cur")) ;;
                 esac

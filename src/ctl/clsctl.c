@@ -63,6 +63,7 @@ static const Verb map_verbs[] = {
 
 static const Verb fleet_verbs[] = {
         { "apply", "clsctl fleet apply FILE...", 1, CTL_ARGS_MAX, verb_fleet_apply },
+        { "diff", "clsctl fleet diff FILE [--wait=SECONDS]", 1, 1, verb_fleet_diff },
         { "ls", "clsctl fleet ls", 0, 0, verb_fleet_list },
         { "rm", "clsctl fleet rm NAME [--sign KEY]", 1, 1, verb_fleet_remove },
         { "nodes", "clsctl fleet nodes", 0, 0, verb_fleet_nodes },
@@ -394,7 +395,7 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
                 argc--, argv++;
                 if (argc == 0)
                         return usage_error(
-                                "missing command after 'fleet' (apply, history, ls, nodes, rbac, rm, "
+                                "missing command after 'fleet' (apply, diff, history, ls, nodes, rbac, rm, "
                                 "rollback, rollout, status, targets, top)");
                 r = find_verb(fleet_verbs, ELEMENTSOF(fleet_verbs), "fleet ", argc, argv, &v);
         } else if (streq(argv[0], "policy")) {
@@ -408,8 +409,8 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
                 return r;
         if (c->if_match && v->run != verb_iface_apply && v->run != verb_policy_apply)
                 return usage_error("--if-match is for 'apply' and 'policy apply' only");
-        if (c->wait_sec > 0 && v->run != verb_iface_apply)
-                return usage_error("--wait is for 'apply' only");
+        if (c->wait_sec > 0 && v->run != verb_iface_apply && v->run != verb_fleet_diff)
+                return usage_error("--wait is for 'apply' and 'fleet diff' only");
         if (c->waves && v->run != verb_fleet_apply)
                 return usage_error("--waves is for 'fleet apply' only");
         if (c->rollback_to && v->run != verb_fleet_rollback)
@@ -501,5 +502,8 @@ int main(int argc, char *argv[]) {
         /* diff and policy diff as diff(1) and kubectl diff: 0 no change, 1 changes, 2 trouble */
         if (verb->run == verb_iface_diff || verb->run == verb_policy_diff)
                 return r < 0 ? EXIT_USAGE : r > 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        /* fleet diff: 2 also for a conflict, a refusal or a node that did not answer */
+        if (verb->run == verb_fleet_diff)
+                return r < 0 || r >= 2 ? EXIT_USAGE : r == 1 ? EXIT_FAILURE : EXIT_SUCCESS;
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -130,6 +130,7 @@ int verb_fleet_top(const Ctl *c, char **args);
 int verb_object_list(const Ctl *c, char **args);
 int verb_object_add(const Ctl *c, char **args);
 int verb_image_build(const Ctl *c, char **args);
+int verb_fleet_diff(const Ctl *c, char **args);
 int verb_image_push(const Ctl *c, char **args);
 int verb_image_inspect(const Ctl *c, char **args);
 int verb_object_show(const Ctl *c, char **args);

@@ -29,3 +29,6 @@ void fleet_labels_print(FILE *f, json_t *labels);
 int fleet_rows(const Ctl *c, const char *kind, json_t **ret);
 /* The same; with --json they are printed and 1 returned. */
 int fleet_listing(const Ctl *c, const char *kind, json_t **ret);
+/* A fleet policy's file read as fleet apply reads it: parsed strictly, each object a digest (a file
+ * uploaded to etcd when missing) or a pinned image; its name, and its envelope. */
+int fleet_policy_file_read(EtcdClient *ec, const Ctl *c, const char *file, char **ret_name, json_t **ret);

@@ -146,7 +146,7 @@ static int resolve_object(EtcdClient *ec, const Ctl *c, json_t *holder, const ch
 }
 
 /* The fleet policy in file, its object files uploaded (they become digests), in ret. */
-static int policy_file_read(EtcdClient *ec, const Ctl *c, const char *file, char **ret_name, json_t **ret) {
+int fleet_policy_file_read(EtcdClient *ec, const Ctl *c, const char *file, char **ret_name, json_t **ret) {
         _cleanup_(json_decrefp) json_t *j = NULL;
         _cleanup_free_ char *data = NULL, *dir_copy = strdup(file);
         static const char *const hooks[] = { "ingress", "egress" };
@@ -271,7 +271,7 @@ int verb_fleet_apply(const Ctl *c, char **args) {
         for (; args[a.n]; a.n++) {
                 if (a.n == CTL_ARGS_MAX)
                         return ctl_error(-E2BIG, "at most %d files at once", CTL_ARGS_MAX);
-                r = policy_file_read(ec, c, args[a.n], &a.names[a.n], &a.envelopes[a.n]);
+                r = fleet_policy_file_read(ec, c, args[a.n], &a.names[a.n], &a.envelopes[a.n]);
                 if (r < 0)
                         return r;
                 for (size_t k = 0; k < a.n; k++)

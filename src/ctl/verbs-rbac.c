@@ -29,8 +29,10 @@ typedef struct Perm {
 
 /* A node's: the fleet's intent read, its own keys written. The rollouts' keys are written by every node
  * (the waves are judged by the nodes themselves; etcd's permissions are by key prefix): a node can
- * disturb a rollout, never what a policy or an object says. */
-static int node_perms(const char *prefix, const char *node, Perm v[8]) {
+ * disturb a rollout, never what a policy or an object says. A fleet diff's requests are read, its own
+ * answers written (diff-answers/NODE/). */
+#define NODE_PERMS_MAX 12
+static int node_perms(const char *prefix, const char *node, Perm v[NODE_PERMS_MAX]) {
         static const struct {
                 const char *type, *kind;
                 bool own, prefix;
@@ -42,6 +44,8 @@ static int node_perms(const char *prefix, const char *node, Perm v[8]) {
                 { "READWRITE", "status", true, true },
                 { "READWRITE", "rollouts", false, true },
                 { "READWRITE", "rollout-nodes", false, true },
+                { "READ", "diffs", false, true },
+                { "READWRITE", "diff-answers", true, true },
         };
         size_t n = sizeof(plan) / sizeof(plan[0]);
 
@@ -259,7 +263,7 @@ int verb_fleet_rbac(const Ctl *c, char **args) {
         for (size_t i = 0; args[i]; i++) {
                 _cleanup_free_ char *role = name_for(prefix, NODE_ROLE, args[i]),
                                     *user = name_for(prefix, "", args[i]);
-                Perm v[8];
+                Perm v[NODE_PERMS_MAX];
                 int n = node_perms(prefix, args[i], v);
                 json_t *perms = json_array();
 

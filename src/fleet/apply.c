@@ -119,9 +119,8 @@ static void on_object_added(Manager *m, const DaemonObject *o, bool created, con
         free(x);
 }
 
-/* The object's key, and its signature's (objects/DIGEST.sig), from one prefix range's answer. */
-static int object_of(const ObjectFetch *x, json_t *answer, EtcdKv **ret_kvs, size_t *ret_n, EtcdKv **ret_obj,
-                     EtcdKv **ret_sig, Error *reterr) {
+int fleet_object_of(const char *want, json_t *answer, EtcdKv **ret_kvs, size_t *ret_n, EtcdKv **ret_obj,
+                    EtcdKv **ret_sig, Error *reterr) {
         char digest[SHA256_DIGEST_STRING_MAX];
         EtcdKv *obj = NULL;
         int r;
@@ -135,16 +134,16 @@ static int object_of(const ObjectFetch *x, json_t *answer, EtcdKv **ret_kvs, siz
                 size_t l = strlen(kv->key);
                 if (l > 4 && streq(kv->key + l - 4, ".sig"))
                         *ret_sig = kv;
-                else if (l >= strlen(x->digest) && streq(kv->key + l - strlen(x->digest), x->digest))
+                else if (l >= strlen(want) && streq(kv->key + l - strlen(want), want))
                         obj = kv;
         }
         if (!obj)
                 return error_set(reterr, ENOENT, ERROR_OBJECT_NOT_FOUND, "object %s is not in etcd (%s)",
-                                 x->digest, "clsctl fleet apply uploads the objects a policy names");
+                                 want, "clsctl fleet apply uploads the objects a policy names");
         sha256_digest_string(obj->value, obj->value_size, digest);
-        if (!streq(digest, x->digest))
+        if (!streq(digest, want))
                 return error_set(reterr, EBADMSG, ERROR_OBJECT_CORRUPT,
-                                 "etcd's object %s has the digest %s: not used", x->digest, digest);
+                                 "etcd's object %s has the digest %s: not used", want, digest);
         *ret_obj = obj;
         return 0;
 }
@@ -163,13 +162,26 @@ static void on_object_fetched(EtcdAsync *a, json_t *answer, const Error *e, void
                 fleet_call_failed(f, e); /* (fetched again at the next converge) */
                 return;
         }
-        if (object_of(x, answer, &kvs, &n, &obj, &sig, &e2) < 0) {
+        if (fleet_object_of(x->digest, answer, &kvs, &n, &obj, &sig, &e2) < 0) {
                 group_done(f, &e2);
                 free(x);
         } else
                 daemon_object_add(f->m, obj->value, obj->value_size, sig ? sig->value : NULL,
                                   sig ? sig->value_size : 0, on_object_added, x);
         etcd_kvs_free(kvs, n);
+}
+
+json_t *fleet_object_range(const char *key) {
+        /* read from the member the node watches (no quorum round): its watch said the policy, written
+         * after its objects, so that member has them; and an object is named by its digest, never
+         * changed */
+        json_t *range = key ? etcd_range_body(key, true) : NULL;
+
+        if (range && json_object_set_new(range, "serializable", json_true()) < 0) {
+                json_decref(range);
+                range = NULL;
+        }
+        return range;
 }
 
 /* A missing object of the group's puts is being fetched (1), or every one is here (0). An envelope whose
@@ -201,15 +213,8 @@ static int fetch_object(Fleet *f, const Pending *v, size_t n) {
                         }
                         x->f = f;
                         snprintf(x->digest, sizeof(x->digest), "%s", digests[k]);
-                        /* read from the member the node watches (no quorum round): its watch said the
-                         * policy, written after its objects, so that member has them; and an object is
-                         * named by its digest, never changed */
-                        json_t *range = etcd_range_body(key, true);
-                        if (range && json_object_set_new(range, "serializable", json_true()) < 0) {
-                                json_decref(range);
-                                range = NULL;
-                        }
-                        fleet_call(f, "/v3/kv/range", range, on_object_fetched, object_fetch_cancel, x);
+                        fleet_call(f, "/v3/kv/range", fleet_object_range(key), on_object_fetched,
+                                   object_fetch_cancel, x);
                         return 1;
                 }
         }

@@ -122,6 +122,8 @@ typedef struct Published {
         size_t n;
 } Published;
 
+typedef struct DiffJob DiffJob; /* diff.c */
+
 struct Fleet {
         Manager *m;
         sd_event *event;
@@ -169,6 +171,9 @@ struct Fleet {
         /* wanted.c */
         WantedSet wanted;
 
+        /* diff.c: the request being answered, and the next one (the newest) */
+        DiffJob *diff, *diff_next;
+
         /* apply.c */
         bool busy; /* a change (group) is being applied, or an object of it fetched */
         char **group; /* the names the change puts or removes */
@@ -198,6 +203,18 @@ struct Fleet {
         uint64_t publishing_lease; /* the lease it writes under */
         sd_event_source *status_timer, *status_kick;
 };
+
+/* ---- apply.c: what a diff shares with an apply ---- */
+/* The range (serializable) of an object's key and its signature's (objects/DIGEST, .sig). */
+json_t *fleet_object_range(const char *key);
+/* The object want and its signature from that range's answer, its bytes checked against want. */
+int fleet_object_of(const char *want, json_t *answer, EtcdKv **ret_kvs, size_t *ret_n, EtcdKv **ret_obj,
+                    EtcdKv **ret_sig, Error *reterr);
+
+/* ---- diff.c: clsctl fleet diff's requests (diffs/ID), answered by this node (diff-answers/NODE/ID) ---- */
+/* A request's key changed (put, or deleted: this node's answer goes too). */
+void diff_seen(Fleet *f, const EtcdKv *kv, bool deleted);
+void diff_free(Fleet *f);
 
 /* ---- wanted.c ---- */
 void wanted_clear(WantedSet *s);

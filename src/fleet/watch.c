@@ -17,14 +17,16 @@
 #include "fleet-session.h"
 
 /* The stream's watches, one JSON text each: the fleet's policies, this node's own keys (its record, its
- * status), the rollouts' plans and states. */
+ * status), the rollouts' plans and states, and clsctl fleet diff's requests. */
 enum {
         WATCH_POLICIES = 1,
         WATCH_RECORD = 2,
         WATCH_STATUS = 3,
         WATCH_ROLLOUTS = 4,
+        WATCH_DIFFS = 5,
+        WATCHES = 5,
         WATCHES_ALL = (1u << WATCH_POLICIES) | (1u << WATCH_RECORD) | (1u << WATCH_STATUS) |
-                      (1u << WATCH_ROLLOUTS),
+                      (1u << WATCH_ROLLOUTS) | (1u << WATCH_DIFFS),
 };
 
 /* How long etcd may take to make a stream's watches before it is begun again: doubling while it is slow,
@@ -235,7 +237,7 @@ static void on_watch_message(EtcdAsync *a, json_t *j, void *userdata) {
                         stream_again(f, why);
                 return;
         }
-        if (msg.created && msg.watch_id >= WATCH_POLICIES && msg.watch_id <= WATCH_ROLLOUTS)
+        if (msg.created && msg.watch_id >= WATCH_POLICIES && msg.watch_id <= WATCH_DIFFS)
                 watch_created(f, msg.watch_id);
         log_debug("fleet: watch %" PRIu64 ": %zu event(s)%s", msg.watch_id, msg.n_events,
                   msg.created ? ", created" : "");
@@ -247,6 +249,12 @@ static void on_watch_message(EtcdAsync *a, json_t *j, void *userdata) {
                         fleet_lost(f, "out of memory");
                 else
                         rollout_views_changed(f);
+                return;
+        }
+        if (msg.watch_id == WATCH_DIFFS) {
+                for (size_t i = 0; i < msg.n_events; i++)
+                        diff_seen(f, &msg.events[i], msg.deleted[i]);
+                etcd_watch_message_done(&msg);
                 return;
         }
         if (msg.watch_id == WATCH_RECORD || msg.watch_id == WATCH_STATUS) {
@@ -291,24 +299,29 @@ static void on_watch_end(EtcdAsync *a, const char *why, void *userdata) {
         stream_again(f, s);
 }
 
-/* One stream, four watches, each from where it was. */
+/* One stream, five watches, each from where it was (the diffs' from now). */
 static char *watch_body(Fleet *f) {
         _cleanup_free_ char *policies = fleet_key(f->prefix, "policies", NULL, NULL),
                             *record = fleet_key(f->prefix, "nodes", f->node, NULL),
                             *status = fleet_key(f->prefix, "status", f->node, ""),
-                            *rollouts = fleet_key(f->prefix, "rollouts", NULL, NULL);
-        json_t *v[4] = { policies ? etcd_watch_body(policies, true, f->revision + 1, WATCH_POLICIES) : NULL,
-                         record ? etcd_watch_body(record, false, f->revision + 1, WATCH_RECORD) : NULL,
-                         status ? etcd_watch_body(status, true, f->revision + 1, WATCH_STATUS) : NULL,
-                         rollouts ? etcd_watch_body(rollouts, true, f->rollouts_revision + 1, WATCH_ROLLOUTS)
-                                  : NULL };
-        char *t[4] = { NULL }, *out = NULL;
+                            *rollouts = fleet_key(f->prefix, "rollouts", NULL, NULL),
+                            *diffs = fleet_key(f->prefix, "diffs", NULL, NULL);
+        /* (a diff's request lives seconds: from now on is enough, also after the stream begins again) */
+        json_t *v[WATCHES] = {
+                policies ? etcd_watch_body(policies, true, f->revision + 1, WATCH_POLICIES) : NULL,
+                record ? etcd_watch_body(record, false, f->revision + 1, WATCH_RECORD) : NULL,
+                status ? etcd_watch_body(status, true, f->revision + 1, WATCH_STATUS) : NULL,
+                rollouts ? etcd_watch_body(rollouts, true, f->rollouts_revision + 1, WATCH_ROLLOUTS) : NULL,
+                diffs ? etcd_watch_body(diffs, true, 0, WATCH_DIFFS) : NULL
+        };
+        char *t[WATCHES] = { NULL }, *out = NULL;
 
-        for (size_t i = 0; i < 4; i++)
+        for (size_t i = 0; i < WATCHES; i++)
                 t[i] = v[i] ? json_dumps(v[i], JSON_COMPACT) : NULL;
-        if (t[0] && t[1] && t[2] && t[3] && asprintf(&out, "%s\n%s\n%s\n%s\n", t[0], t[1], t[2], t[3]) < 0)
+        if (t[0] && t[1] && t[2] && t[3] && t[4] &&
+            asprintf(&out, "%s\n%s\n%s\n%s\n%s\n", t[0], t[1], t[2], t[3], t[4]) < 0)
                 out = NULL;
-        for (size_t i = 0; i < 4; i++) {
+        for (size_t i = 0; i < WATCHES; i++) {
                 json_decref(v[i]);
                 free(t[i]);
         }
@@ -378,6 +391,7 @@ void watch_stop(Fleet *f) {
 }
 
 void watch_free(Fleet *f) {
+        diff_free(f);
         sd_event_source_disable_unref(f->stream_retry);
         sd_event_source_disable_unref(f->watch_check);
 }

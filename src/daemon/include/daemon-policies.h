@@ -52,6 +52,11 @@ typedef struct FleetPolicyChange {
 } FleetPolicyChange;
 void daemon_fleet_policies_change(Manager *m, const FleetPolicyChange *v, size_t n, PolicyDoneFunc done,
                                   void *userdata);
+/* A fleet policy's dry run (clsctl fleet diff): what daemon_fleet_policies_change() would do with it on
+ * each interface it matches, as PUT /policies/NAME?dry_run=1 answers it; nothing loaded, stored or
+ * changed. Its objects must be stored already. */
+void daemon_fleet_policy_dry_run(Manager *m, const FleetPolicyChange *v, PolicyDoneFunc done,
+                                 void *userdata);
 /* The interfaces holding the policy (matched), in the table's order. */
 size_t daemon_policy_ifaces(Manager *m, const Policy *p, Iface ***ret);
 /* What each hook of it is to p ("applied", "failed" or "pending" as the interface is when p holds the

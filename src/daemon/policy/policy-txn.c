@@ -513,3 +513,19 @@ void daemon_fleet_policies_change(Manager *m, const FleetPolicyChange *v, size_t
         }
         txn_step(txn);
 }
+
+void daemon_fleet_policy_dry_run(Manager *m, const FleetPolicyChange *v, PolicyDoneFunc done,
+                                 void *userdata) {
+        PolicyTxn *txn = txn_new(m, 1, true, done, userdata);
+        _cleanup_error_ Error e = ERROR_NULL;
+        TxnItem *item;
+
+        if (!txn)
+                return;
+        item = txn_add(txn, v->name, NULL, true, "change", &e);
+        if (!item || item_set(item, v->body, v->revision ?: 1, &e) < 0) {
+                txn_fail_item(txn, v->name, &e);
+                return;
+        }
+        txn_step(txn);
+}

@@ -460,7 +460,7 @@ def test_d_bus_shows_the_fleet_connection(fleet, bpf, workdir, bus):  # noqa: F8
     wait_for(lambda: "D-Bus: org.clsd1 on the system bus" in h1.clsd.log(), timeout=5, what="clsd on the bus")
     rev = fleet.apply(count_policy(bpf), workdir)
     fleet.wait_converged("edge-count", rev, {"h1"})
-    # connected once etcd has made all four watches of its stream (the policies' may come first: a
+    # connected once etcd has made all five watches of its stream (the policies' may come first: a
     # slow run, under ASan, applied before the others were made)
     wait_for(lambda: bus.prop("Fleet") == [True, True, "h1", rev, ""], timeout=5, what="Fleet connected")
     for i in range(MEMBERS):
