@@ -419,10 +419,11 @@ static int dispatch(int argc, char **argv, const Ctl *c, const Verb **ret_verb, 
             v->run != verb_fleet_remove && v->run != verb_image_push)
                 return usage_error(
                         "--sign is for 'fleet apply', 'fleet rm', 'fleet rollback' and 'image push' only");
-        if (c->registries && v->run != verb_fleet_apply && v->run != verb_image_push &&
-            v->run != verb_image_inspect)
+        if (c->registries && v->run != verb_fleet_apply && v->run != verb_fleet_diff &&
+            v->run != verb_image_push && v->run != verb_image_inspect)
                 return usage_error(
-                        "--registries is for 'fleet apply', 'image push' and 'image inspect' only");
+                        "--registries is for 'fleet apply', 'fleet diff', 'image push' and 'image "
+                        "inspect' only");
         if (c->rbac_apply && v->run != verb_fleet_rbac)
                 return usage_error("--apply is for 'fleet rbac' only");
         if (c->out_dir && v->run != verb_fleet_rbac && v->run != verb_fleet_targets &&

@@ -52,6 +52,11 @@ def test_the_demo_shows_what_it_promises_and_cleans_up():
     # the nodes, live, with their labels
     for h, labels in (("h1", "role=edge,zone=a"), ("h2", "role=edge,zone=b"), ("h3", "role=core,zone=a")):
         assert re.search(r"^%s\s+live\s+%s\s" % (h, labels), fleet, re.M), fleet[:2000]
+    # the program shipped as a signed image, pulled by the hosts; the fleet diff before the apply: each edge
+    # host would add the filter, as its own kernel says, the core host is left out
+    assert re.search(r"^oci://198\.18\.100\.254:5000/edge/count:v1@sha256:[0-9a-f]{64}$", fleet, re.M), fleet[:2000]
+    assert re.search(r"^h1\s+up0\s+add ingress clsd:count prio 10\s", fleet, re.M), fleet[:3000]
+    assert re.search(r"^h3\s+-\s+left out\s", fleet, re.M) and "wave 1: " in fleet, fleet[:3000]
     good, bad = fleet.split("drops everything on the uplink")
     # the rollout in waves, followed wave by wave to done; only the edge hosts hold it
     assert "progressing, wave 1 of 2" in good and "progressing, wave 2 of 2" in good and ": done, wave 2 of 2" in good

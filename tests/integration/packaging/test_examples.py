@@ -62,6 +62,8 @@ COVERED = {
     "clsctl object add count.bpf.o\nclsctl apply eth0 web.json": "clsctl(8)'s examples: test_clsctl.py runs "
         "object add, apply and diff; test_tls.py --hosts; test_rollout.py the fleet's; test_image.py image push --sign",
     "clsctl fleet rollout status NAME": "docs/ROLLOUTS.md's verbs: test_rollout.py runs each against a real etcd",
+    "clang -O2 -g -target bpf -c count.bpf.c -o count.bpf.o\nclsctl image push": "test_fleet_alerts.py runs "
+        "these against a real registry, etcd and hosts (clang, image push --sign, fleet diff, apply, the alert)",
     "$ clsctl fleet diff edge-count.json": "test_fleet_diff.py runs fleet diff against a real etcd and hosts, a "
         "foreign filter on one of them (the rows as shown)",
     "$ clsctl fleet rollout status edge-count\nfleet policy edge-count revision 28": "test_rollout.py, against "

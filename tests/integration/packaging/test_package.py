@@ -78,6 +78,7 @@ def test_install_start_and_upgrade_keep_every_packet(net, workdir, bpf, package)
                      "/usr/share/dbus-1/system.d/org.clsd1.conf", "/usr/share/man/man8/clsd.8.gz",
                      "/usr/share/man/man5/clsd-documents.5.gz", "/usr/share/man/man7/clsd-fleet.7.gz",
                      "/usr/share/man/man7/clsd-api.7.gz", "/usr/share/bash-completion/completions/clsctl",
+                     "/usr/share/clsd/prometheus/clsd-rules.yml",
                      "/usr/lib/sysusers.d/clsd.conf", "/etc/clsd/hogs.d"):
             assert os.path.exists(h.path(path)), path
         assert h.enter("getent", "group", "clsd").stdout.startswith("clsd:")
