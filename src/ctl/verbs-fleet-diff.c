@@ -50,12 +50,17 @@ static int answers_read(EtcdClient *ec, const Ctl *c, const char *id, json_t *in
                 return r;
         for (size_t i = 0; i < n; i++) {
                 const char *rest = kvs[i].key + strlen(prefix), *slash = strchr(rest, '/');
+                _cleanup_free_ char *node = NULL;
                 json_t *a;
                 if (!slash || !streq(slash + 1, id))
                         continue;
+                /* the node is the key's (etcd lets a node write only its own): never what the value says */
+                if (!(node = strndup(rest, slash - rest)))
+                        return ctl_oom();
                 a = json_loadb(kvs[i].value, kvs[i].value_size, 0, NULL);
-                if (a && json_is_object(a))
-                        json_object_set_new(into, json_string_value(json_object_get(a, "node")) ?: "", a);
+                if (a && json_is_object(a) && fleet_node_name_valid(node) &&
+                    streq_ptr(json_string_value(json_object_get(a, "node")), node))
+                        json_object_set_new(into, node, a);
                 else
                         json_decref(a);
         }
@@ -63,15 +68,25 @@ static int answers_read(EtcdClient *ec, const Ctl *c, const char *id, json_t *in
         return 0;
 }
 
-/* The request and the answers to it deleted (the nodes' would go with their leases anyway). */
-static void request_remove(EtcdClient *ec, const Ctl *c, const char *key, uint64_t lease) {
+/* The request deleted (its lease revoked), and each answer read (a node deletes its own too, but one that
+ * lost etcd meanwhile would keep it as long as its lease). */
+static void request_remove(EtcdClient *ec, const Ctl *c, const char *key, uint64_t lease, const char *id,
+                           json_t *answers) {
         _cleanup_(json_decrefp) json_t *a = NULL, *b = NULL;
-        char id[32];
+        const char *node;
+        json_t *v;
+        char lid[32];
 
-        (void) fleet_call(ec, "/v3/kv/deleterange", etcd_delete_body(key, false), &a);
-        snprintf(id, sizeof(id), "%" PRIu64, lease);
-        (void) fleet_call(ec, "/v3/lease/revoke", json_pack("{s:s}", "ID", id), &b);
-        (void) c;
+        if (key)
+                (void) fleet_call(ec, "/v3/kv/deleterange", etcd_delete_body(key, false), &a);
+        snprintf(lid, sizeof(lid), "%" PRIu64, lease);
+        (void) fleet_call(ec, "/v3/lease/revoke", json_pack("{s:s}", "ID", lid), &b);
+        json_object_foreach (answers, node, v) {
+                _cleanup_free_ char *k = fleet_key(fleet_prefix_of(c), "diff-answers", node, id);
+                _cleanup_(json_decrefp) json_t *d = NULL;
+                if (k)
+                        (void) fleet_call(ec, "/v3/kv/deleterange", etcd_delete_body(k, false), &d);
+        }
 }
 
 /* What one node's answer says would happen: 0 nothing, 1 changes, 2 a conflict or a refusal. */
@@ -183,7 +198,7 @@ int verb_fleet_diff(const Ctl *c, char **args) {
         _cleanup_error_ Error e = ERROR_NULL;
         char id[40], lease_id[32];
         uint64_t lease, deadline;
-        double wait = c->wait_sec > 0 ? c->wait_sec : DIFF_WAIT_DEFAULT_SEC;
+        double wait = c->wait_sec;
         int r, verdict = 0;
 
         if (!answers || !nodes)
@@ -199,6 +214,18 @@ int verb_fleet_diff(const Ctl *c, char **args) {
         r = fleet_live_nodes(ec, c, &rows, &infos, &n_infos);
         if (r < 0)
                 return r;
+        size_t expected = 0;
+        char why[128];
+        for (size_t i = 0; i < n_infos; i++)
+                expected += taken(&fp, &infos[i], why, sizeof(why));
+        /* the nodes that would pull its images spread their pulls over them, as an apply's: the nodes
+         * are told how many, and the wait grows with them (a registry's default pace, 60 a second) */
+        if (json_object_set_new(envelope, "selected", json_integer((json_int_t) expected)) < 0) {
+                fleet_node_infos_free(infos, n_infos);
+                return ctl_oom();
+        }
+        if (wait <= 0)
+                wait = DIFF_WAIT_DEFAULT_SEC + (double) expected / 60.0;
         /* the request: under a lease of its own, a little longer than the wait */
         r = fleet_call(ec, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t) wait + 10),
                        &lease_answer);
@@ -213,18 +240,17 @@ int verb_fleet_diff(const Ctl *c, char **args) {
         text = json_dumps(envelope, JSON_COMPACT);
         if (!key || !text || !lease) {
                 fleet_node_infos_free(infos, n_infos);
+                if (lease)
+                        request_remove(ec, c, NULL, lease, id, answers);
                 return lease ? ctl_oom() : ctl_error(-EIO, "etcd granted no lease for the request");
         }
         r = fleet_call(ec, "/v3/kv/put", etcd_put_body(key, text, strlen(text), lease), &put_answer);
         if (r < 0) {
                 fleet_node_infos_free(infos, n_infos);
+                request_remove(ec, c, NULL, lease, id, answers);
                 return r;
         }
         /* the nodes it takes answer; wait for each, at most the wait */
-        size_t expected = 0;
-        char why[128];
-        for (size_t i = 0; i < n_infos; i++)
-                expected += taken(&fp, &infos[i], why, sizeof(why));
         deadline = now_usec() + (uint64_t) (wait * 1e6);
         for (;;) {
                 size_t got = 0;
@@ -239,7 +265,7 @@ int verb_fleet_diff(const Ctl *c, char **args) {
                         break;
                 usleep(DIFF_POLL_USEC);
         }
-        request_remove(ec, c, key, lease);
+        request_remove(ec, c, key, lease, id, answers);
         if (r < 0) {
                 fleet_node_infos_free(infos, n_infos);
                 return r;

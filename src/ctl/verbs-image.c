@@ -153,8 +153,8 @@ static int registry_of(const Ctl *c, const char *ref, OciRegistries **regs, cons
 /* The cosign signature of the image ref names (manifest digest digest): the simple-signing payload,
  * signed with the key, as an image for the tag sha256-HEX.sig beside it. Made before anything is pushed: a
  * key that cannot sign leaves the registry as it was. */
-static int signature_image(const Ctl *c, const char *ref, const char *digest, OciBuilt *ret,
-                           char **ret_ref) {
+static int signature_image(const Ctl *c, const char *ref, const char *digest, const OciPullOptions *o,
+                           OciBuilt *ret, char **ret_ref) {
         _cleanup_error_ Error e = ERROR_NULL;
         _cleanup_free_ char *key = NULL, *payload = NULL, *signature = NULL, *docker_ref = NULL,
                             *sig_ref = NULL;
@@ -177,7 +177,12 @@ static int signature_image(const Ctl *c, const char *ref, const char *digest, Oc
         explicit_bzero(key, key_size);
         if (r < 0)
                 return ctl_error(r, "--sign %s: %s", c->sign_key, e.message);
-        r = oci_build_signature(payload, signature, ret, &e);
+        /* the tag's signatures by other keys stay beside this one, as cosign keeps them */
+        _cleanup_(json_decrefp) json_t *existing = NULL;
+        r = oci_manifest_get(sig_ref, o, &existing, &e);
+        if (r < 0)
+                return ctl_error(r, "the signatures there: %s", e.message);
+        r = oci_build_signature(payload, signature, existing, ret, &e);
         if (r < 0)
                 return ctl_error(r, "the signature: %s", e.message);
         *ret_ref = TAKE_PTR(sig_ref);
@@ -207,12 +212,12 @@ int verb_image_push(const Ctl *c, char **args) {
         r = image_of(args[0], &img);
         if (r < 0)
                 return r;
+        const OciPullOptions o = { .registry = reg };
         if (c->sign_key) {
-                r = signature_image(c, args[1], img.manifest.digest, &sig, &sig_ref);
+                r = signature_image(c, args[1], img.manifest.digest, &o, &sig, &sig_ref);
                 if (r < 0)
                         return r;
         }
-        const OciPullOptions o = { .registry = reg };
         r = oci_push(args[1], &o, &img, NULL, &e);
         if (r >= 0 && sig_ref)
                 r = oci_push(sig_ref, &o, &sig, NULL, &e);

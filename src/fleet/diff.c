@@ -15,6 +15,11 @@
 #include "fleet-io.h"
 
 #define DIFF_ID_MAX 64
+/* An answer is a few hundred bytes an interface: a node matching more than this says so instead (etcd
+ * refuses requests over 1.5 MiB). */
+#define DIFF_ANSWER_MAX (512 * 1024)
+/* The requests this node answered, the last ones: only their answers are deleted when they go. */
+#define DIFF_ANSWERED_MAX 8
 
 struct DiffJob {
         Fleet *f;
@@ -24,6 +29,7 @@ struct DiffJob {
         const char **digests; /* the objects it names (pointing into fp) */
         size_t next_digest;
         bool cancelled; /* the connection went, or the fleet: a call's answer that comes drops it */
+        bool gone; /* its request was deleted meanwhile: nothing is answered */
 };
 
 static void job_free(DiffJob *j) {
@@ -50,28 +56,84 @@ static const char *id_of(const char *prefix, const EtcdKv *kv) {
         return id;
 }
 
+/* A diff's write refused (a node user made before diffs existed, an answer etcd will not take): said,
+ * and nothing else; the connection is the fleet's, not the diff's. */
+static void on_diff_written(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
+        Fleet *f = userdata;
+
+        (void) a, (void) answer;
+        if (!e)
+                return;
+        if (e->code == ERROR_ETCD_TOKEN_INVALID || e->code == ERROR_ETCD_LEASE_NOT_FOUND)
+                fleet_call_failed(f, e);
+        else
+                log_warning("fleet: a fleet diff's answer was not written: %s", strna(e->message));
+}
+
+static void answered_add(Fleet *f, const char *id) {
+        memmove(f->diff_answered[1], f->diff_answered[0],
+                sizeof(f->diff_answered[0]) * (DIFF_ANSWERED_MAX - 1));
+        snprintf(f->diff_answered[0], sizeof(f->diff_answered[0]), "%s", id);
+}
+
+static bool answered_take(Fleet *f, const char *id) {
+        for (size_t i = 0; i < DIFF_ANSWERED_MAX; i++)
+                if (f->diff_answered[i][0] && streq(f->diff_answered[i], id)) {
+                        f->diff_answered[i][0] = 0;
+                        return true;
+                }
+        return false;
+}
+
+/* The answer, written under the node's lease only while the request is there (a request clsctl removed
+ * meanwhile leaves no answer behind). */
 static void answer_put(DiffJob *j, json_t *answer) {
         Fleet *f = j->f;
-        _cleanup_free_ char *key = fleet_key(f->prefix, "diff-answers", f->node, j->id), *text = NULL;
+        _cleanup_free_ char *key = fleet_key(f->prefix, "diff-answers", f->node, j->id),
+                            *request = fleet_key(f->prefix, "diffs", j->id, NULL), *text = NULL, *b64 = NULL;
 
+        if (j->gone) {
+                json_decref(answer);
+                return;
+        }
         if (answer && (json_object_set_new(answer, "node", json_string(f->node)) < 0 ||
                        json_object_set_new(answer, "id", json_string(j->id)) < 0))
                 answer = (json_decref(answer), NULL);
         text = answer ? json_dumps(answer, JSON_COMPACT) : NULL;
         json_decref(answer);
-        if (!key || !text) {
-                fleet_lost(f, "out of memory");
+        if (text && strlen(text) > DIFF_ANSWER_MAX) {
+                free(text);
+                text = NULL;
+                if (asprintf(&text,
+                             "{\"node\":\"%s\",\"id\":\"%s\",\"error\":{\"code\":\"payload_too_large\","
+                             "\"message\":\"the answer is over %d bytes: too many interfaces\"}}",
+                             f->node, j->id, DIFF_ANSWER_MAX) < 0)
+                        text = NULL;
+        }
+        if (!text) {
+                log_warning(
+                        "fleet: the fleet diff %s could not be answered (out of memory, or a name that is "
+                        "not UTF-8)",
+                        j->id);
                 return;
         }
-        if (!f->lease)
+        if (!key || !request || !f->lease || etcd_b64_encode(request, strlen(request), &b64) < 0)
                 return; /* (no lease, no answer: clsctl says the node did not answer) */
-        fleet_call(f, "/v3/kv/put", etcd_put_body(key, text, strlen(text), f->lease), fleet_on_written, NULL,
-                   f);
+        answered_add(f, j->id);
+        fleet_call(f, "/v3/kv/txn",
+                   json_pack("{s:[{s:s,s:s,s:s,s:s}],s:[{s:o}]}", "compare", "key", b64, "target", "VERSION",
+                             "result", "GREATER", "version", "0", "success", "request_put",
+                             etcd_put_body(key, text, strlen(text), f->lease)),
+                   on_diff_written, NULL, f);
 }
 
 static json_t *error_json(const Error *e) {
-        return json_pack("{s:s, s:s}", "code", error_code_to_string(e->code) ?: "internal_error", "message",
-                         strna(e->message));
+        json_t *j = json_pack("{s:s, s:s}", "code", error_code_to_string(e->code) ?: "internal_error",
+                              "message", strna(e->message));
+        /* (a message with bytes that are not UTF-8, a foreign filter's name say: its code alone) */
+        return j
+                       ?: json_pack("{s:s, s:s}", "code", error_code_to_string(e->code) ?: "internal_error",
+                                    "message", "(a message that is not UTF-8)");
 }
 
 static void job_failed(DiffJob *j, const Error *e) {
@@ -122,8 +184,19 @@ static void on_dry_run(Manager *m, const PolicyOutcome *o, const Error *e, void 
                         bool policy_changed = !was || !now || !json_equal(was, now);
                         json_decref(was);
                         json_decref(now);
-                        for (size_t i = 0; i < o->n_results; i++)
-                                json_array_append_new(ifaces, interface_json(&o->results[i]));
+                        for (size_t i = 0; i < o->n_results; i++) {
+                                json_t *one = interface_json(&o->results[i]);
+                                /* one that cannot be said (a name that is not UTF-8) is a refusal, never
+                                 * left out: it may be the conflict */
+                                json_array_append_new(
+                                        ifaces,
+                                        one
+                                                ?: json_pack(
+                                                           "{s:s, s:b, s:{s:s, s:s}}", "ifname", "?",
+                                                           "changed", true, "error", "code", "invalid_value",
+                                                           "message",
+                                                           "an interface whose name or plan is not UTF-8"));
+                        }
                         answer_put(j, json_pack("{s:o, s:b}", "interfaces", ifaces, "policy_changed",
                                                 policy_changed));
                 }
@@ -136,7 +209,12 @@ static void on_dry_run(Manager *m, const PolicyOutcome *o, const Error *e, void 
 }
 
 static void dry_run(DiffJob *j) {
-        const FleetPolicyChange v = { .name = j->fp.name, .body = j->fp.policy, .revision = 1 };
+        /* its images pulled as an apply pulls them: spread over the nodes that pull them at once (clsctl
+         * says how many it asked: "selected") */
+        const FleetPolicyChange v = { .name = j->fp.name,
+                                      .body = j->fp.policy,
+                                      .revision = 1,
+                                      .pull_nodes = j->fp.selected ? j->fp.selected : 1 };
 
         daemon_fleet_policy_dry_run(j->f->m, &v, on_dry_run, j);
 }
@@ -172,11 +250,15 @@ static void on_object_fetched(EtcdAsync *a, json_t *answer, const Error *e, void
 
         (void) a;
         if (e || j->cancelled) {
+                bool next = e && !j->cancelled;
                 if (e && !j->cancelled)
-                        fleet_call_failed(f, e);
+                        job_failed(j,
+                                   e); /* (etcd busy: the answer says so; the request may be asked again) */
                 if (f->diff == j)
                         f->diff = NULL;
                 job_free(j);
+                if (next)
+                        job_next(f); /* a request waiting behind it is answered all the same */
                 return;
         }
         if (fleet_object_of(j->digests[j->next_digest - 1], answer, &kvs, &n, &obj, &sig, &e2) < 0) {
@@ -243,11 +325,20 @@ void diff_seen(Fleet *f, const EtcdKv *kv, bool deleted) {
         if (!id)
                 return;
         if (deleted) {
-                /* the request went (clsctl is done, or its lease lapsed): this node's answer goes too */
-                _cleanup_free_ char *key = fleet_key(f->prefix, "diff-answers", f->node, id);
-                if (key)
-                        fleet_call(f, "/v3/kv/deleterange", etcd_delete_body(key, false), fleet_on_written,
-                                   NULL, f);
+                /* the request went (clsctl is done, or its lease lapsed): not answered now, and this node's
+                 * answer goes too, if it made one (clsctl deletes those it read: most are gone already) */
+                if (f->diff_next && streq(f->diff_next->id, id)) {
+                        job_free(f->diff_next);
+                        f->diff_next = NULL;
+                }
+                if (f->diff && streq(f->diff->id, id))
+                        f->diff->gone = true;
+                if (answered_take(f, id)) {
+                        _cleanup_free_ char *key = fleet_key(f->prefix, "diff-answers", f->node, id);
+                        if (key)
+                                fleet_call(f, "/v3/kv/deleterange", etcd_delete_body(key, false),
+                                           on_diff_written, NULL, f);
+                }
                 return;
         }
         if (!(j = calloc(1, sizeof(*j))))

@@ -171,8 +171,10 @@ struct Fleet {
         /* wanted.c */
         WantedSet wanted;
 
-        /* diff.c: the request being answered, and the next one (the newest) */
+        /* diff.c: the request being answered, and the next one (the newest); the last ones answered */
         DiffJob *diff, *diff_next;
+        char diff_answered[8][65];
+        bool diffs_denied; /* its etcd user may not read diffs/ (made before them): said once */
 
         /* apply.c */
         bool busy; /* a change (group) is being applied, or an object of it fetched */

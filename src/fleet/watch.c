@@ -25,8 +25,10 @@ enum {
         WATCH_ROLLOUTS = 4,
         WATCH_DIFFS = 5,
         WATCHES = 5,
+        /* the watches a node needs to be connected: the diffs' is not one (a node whose etcd user was
+         * made before fleet diff existed may not read diffs/: it runs, and answers no diff) */
         WATCHES_ALL = (1u << WATCH_POLICIES) | (1u << WATCH_RECORD) | (1u << WATCH_STATUS) |
-                      (1u << WATCH_ROLLOUTS) | (1u << WATCH_DIFFS),
+                      (1u << WATCH_ROLLOUTS),
 };
 
 /* How long etcd may take to make a stream's watches before it is begun again: doubling while it is slow,
@@ -193,7 +195,7 @@ static int watch_rollouts(Fleet *f, const EtcdWatchMessage *msg) {
 
 static void watch_created(Fleet *f, uint64_t id) {
         f->watches_created |= 1u << id;
-        f->watching_all = f->status.connected = f->watches_created == WATCHES_ALL;
+        f->watching_all = f->status.connected = (f->watches_created & WATCHES_ALL) == WATCHES_ALL;
         if (f->status.connected) {
                 f->status.last_error[0] = 0;
                 backoff_reset(&f->backoff);
@@ -221,6 +223,20 @@ static void on_watch_message(EtcdAsync *a, json_t *j, void *userdata) {
                 etcd_watch_message_done(&msg);
                 etcd_async_stream_stop(f->etcd);
                 watch_list(f);
+                return;
+        }
+        /* the diffs' watch refused (etcd names no watch id in a refused create: it is the one not made
+         * once the others are) */
+        if (msg.canceled && (msg.watch_id == WATCH_DIFFS ||
+                             ((msg.watch_id < WATCH_POLICIES || msg.watch_id > WATCH_ROLLOUTS) &&
+                              (f->watches_created & WATCHES_ALL) == WATCHES_ALL))) {
+                /* its user may not read diffs/: the other watches go on; said once a run */
+                if (!f->diffs_denied)
+                        log_warning("fleet: node %s cannot read fleet diff requests (%s): it answers none; "
+                                    "clsctl fleet rbac %s --apply gives its user what it needs",
+                                    f->node, strna(msg.cancel_reason), f->node);
+                f->diffs_denied = true;
+                etcd_watch_message_done(&msg);
                 return;
         }
         if (msg.canceled) {
@@ -335,7 +351,7 @@ static int on_watch_check(sd_event_source *s, uint64_t usec, void *userdata) {
         char why[128];
 
         (void) s, (void) usec;
-        if (f->state != FLEET_WATCHING || f->watches_created == WATCHES_ALL)
+        if (f->state != FLEET_WATCHING || (f->watches_created & WATCHES_ALL) == WATCHES_ALL)
                 return 0;
         snprintf(why, sizeof(why), "etcd made only some of the stream's watches within %" PRIu64 " s",
                  f->watch_deadline_usec / 1000000);

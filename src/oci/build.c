@@ -98,7 +98,11 @@ static int manifest_make(OciBuilt *b, json_t *layer_annotations) {
         size_t n = 0;
         char *m;
 
-        if (layer && layer_annotations && json_object_set(layer, "annotations", layer_annotations) < 0) {
+        if (!layer) {
+                json_decref(layer_annotations);
+                return -ENOMEM;
+        }
+        if (layer_annotations && json_object_set_new(layer, "annotations", layer_annotations) < 0) {
                 json_decref(layer);
                 return -ENOMEM;
         }
@@ -141,16 +145,36 @@ int oci_build(const void *object, size_t size, const char *filename, json_t *lab
         return 0;
 }
 
-int oci_build_signature(const char *payload, const char *signature, OciBuilt *ret, Error *reterr) {
-        char *config = strdup("{}"), *p = strdup(payload);
+int oci_build_signature(const char *payload, const char *signature, json_t *existing, OciBuilt *ret,
+                        Error *reterr) {
+        char *config = strdup("{}"), *p = strdup(payload), *m;
+        json_t *layers = json_array(), *l;
+        size_t i, n = 0;
 
         *ret = (OciBuilt){ 0 };
-        if (blob_set(&ret->config, config, 2, OCI_MT_CONFIG) < 0) {
-                free(p);
+        if (!layers || blob_set(&ret->config, config, 2, OCI_MT_CONFIG) < 0 ||
+            blob_set(&ret->layer, p, strlen(payload), OCI_MT_COSIGN_PAYLOAD) < 0) {
+                if (!ret->config.data)
+                        free(p);
+                json_decref(layers);
+                oci_built_done(ret);
                 return error_oom(reterr);
         }
-        if (blob_set(&ret->layer, p, strlen(payload), OCI_MT_COSIGN_PAYLOAD) < 0 ||
-            manifest_make(ret, json_pack("{s:s}", OCI_COSIGN_ANNOTATION, signature)) < 0) {
+        /* the signatures there already (by other keys, as cosign keeps them), then this one */
+        json_array_foreach (json_object_get(existing, "layers"), i, l)
+                if (streq_ptr(json_string_value(json_object_get(l, "mediaType")), OCI_MT_COSIGN_PAYLOAD) &&
+                    json_object_get(json_object_get(l, "annotations"), OCI_COSIGN_ANNOTATION))
+                        json_array_append(layers, l);
+        json_array_append_new(layers,
+                              json_pack("{s:s, s:s, s:I, s:{s:s}}", "mediaType", OCI_MT_COSIGN_PAYLOAD,
+                                        "digest", ret->layer.digest, "size", (json_int_t) ret->layer.size,
+                                        "annotations", OCI_COSIGN_ANNOTATION, signature));
+        m = json_bytes(json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
+                                 OCI_MT_MANIFEST, "config", "mediaType", OCI_MT_CONFIG, "digest",
+                                 ret->config.digest, "size", (json_int_t) ret->config.size, "layers",
+                                 layers),
+                       &n);
+        if (blob_set(&ret->manifest, m, n, OCI_MT_MANIFEST) < 0) {
                 oci_built_done(ret);
                 return error_oom(reterr);
         }

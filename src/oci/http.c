@@ -70,6 +70,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *userdata) {
         } else if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
                 /* a new answer (after a redirect): what the one before said goes */
                 a->content_type[0] = a->docker_digest[0] = 0;
+                free(a->location);
+                a->location = NULL;
         }
         return len;
 }
@@ -147,7 +149,14 @@ static void setup(OciSession *s, const char *url, OciAnswer *a, struct curl_slis
         /* the CA file (the registry's, else the system's bundle) says it all: libcurl-gnutls would also
          * read each of /etc/ssl/certs' ~300 files for every pull, ~100 ms before its first byte */
         curl_api.easy_setopt(e, CURLOPT_CAPATH, NULL);
-        if (basic && reg && reg->username) {
+        if (send && !streq(send->method, "HEAD")) {
+                /* a body of megabytes on a slow link: no deadline for the whole, but one for a stall */
+                curl_api.easy_setopt(e, CURLOPT_TIMEOUT, 0L);
+                curl_api.easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+                curl_api.easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
+                                     s->o->timeout_sec > 0 ? s->o->timeout_sec : 30L);
+        }
+        if (basic && reg && reg->username && !(send && send->anonymous)) {
                 curl_api.easy_setopt(e, CURLOPT_HTTPAUTH, (long) CURLAUTH_BASIC);
                 curl_api.easy_setopt(e, CURLOPT_USERNAME, reg->username);
                 curl_api.easy_setopt(e, CURLOPT_PASSWORD, reg->password);
@@ -180,7 +189,7 @@ static int request(OciSession *s, const char *url, const char *accept, size_t ma
             (asprintf(&ct, "Content-Type: %s", send->content_type) < 0 ||
              !(h = curl_api.slist_append(headers = h, ct))))
                 h = NULL;
-        if (h && !basic && s->bearer &&
+        if (h && !basic && s->bearer && !(send && send->anonymous) &&
             (asprintf(&auth, "Authorization: Bearer %s", s->bearer) < 0 ||
              !(h = curl_api.slist_append(headers = h, auth))))
                 h = NULL;
@@ -337,11 +346,19 @@ int oci_get(OciSession *s, const char *what, const char *accept, size_t max, Oci
 
 int oci_send(OciSession *s, const char *what, const OciSend *send, size_t max, OciAnswer *a, Error *reterr) {
         _cleanup_free_ char *url = NULL;
+        OciSend own = *send;
+        const char *rest;
         int r;
 
-        if (startswith(what, "https://") || startswith(what, "http://"))
+        if ((rest = startswith(what, "https://")) || (rest = startswith(what, "http://"))) {
+                /* an upload URL on another host (a storage endpoint) gets no credentials of the
+                 * registry's */
+                size_t n = strlen(s->ref.registry);
+                own.anonymous =
+                        !(strncmp(rest, s->ref.registry, n) == 0 && (rest[n] == '/' || rest[n] == 0));
+                send = &own;
                 r = (url = strdup(what)) ? 0 : -ENOMEM;
-        else if (what[0] == '/')
+        } else if (what[0] == '/')
                 r = asprintf(&url, "%s://%s%s", scheme(s), s->ref.registry, what);
         else
                 r = asprintf(&url, "%s://%s/v2/%s/%s", scheme(s), s->ref.registry, s->ref.repository, what);

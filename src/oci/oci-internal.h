@@ -49,6 +49,7 @@ typedef struct OciSend {
         const char *content_type;
         const void *body;
         size_t size;
+        bool anonymous; /* no credentials with it (a URL on another host than the registry's) */
 } OciSend;
 /* As oci_get(), with a method and a body: what is the path under /v2/REPOSITORY/, or a URL the registry
  * gave (an upload's Location, absolute or from the root). */

@@ -333,3 +333,23 @@ int oci_pull(const char *ref, const OciPullOptions *o, OciImage *ret, Error *ret
         img = (OciImage){ 0 };
         return 0;
 }
+
+int oci_manifest_get(const char *ref, const OciPullOptions *o, json_t **ret, Error *reterr) {
+        _cleanup_(oci_session_close) OciSession s = { 0 };
+        _cleanup_error_ Error e = ERROR_NULL;
+        char digest[SHA256_DIGEST_STRING_MAX];
+        int r;
+
+        *ret = NULL;
+        r = oci_session_open(&s, ref, o, reterr);
+        if (r < 0)
+                return r;
+        r = manifest_get(&s, ret, digest, &e);
+        if (r == -ENOENT && e.code == ERROR_IMAGE_NOT_FOUND)
+                return 0; /* (none yet) */
+        if (r < 0 && reterr) {
+                *reterr = e;
+                e = (Error) ERROR_NULL;
+        }
+        return r;
+}

@@ -523,6 +523,8 @@ void daemon_fleet_policy_dry_run(Manager *m, const FleetPolicyChange *v, PolicyD
         if (!txn)
                 return;
         item = txn_add(txn, v->name, NULL, true, "change", &e);
+        if (item)
+                item->res.pull_nodes = v->pull_nodes; /* (its pulls spread as an apply's) */
         if (!item || item_set(item, v->body, v->revision ?: 1, &e) < 0) {
                 txn_fail_item(txn, v->name, &e);
                 return;

@@ -109,9 +109,13 @@ typedef struct OciBuilt {
  * and labels make the same bytes. */
 int oci_build(const void *object, size_t size, const char *filename, json_t *labels, OciBuilt *ret,
               Error *reterr);
-/* A cosign signature's image (its tag: sha256-HEX.sig of the image it signs): payload as its one layer,
- * signature (base64, DER) in the layer's annotation. */
-int oci_build_signature(const char *payload, const char *signature, OciBuilt *ret, Error *reterr);
+/* A cosign signature's image (its tag: sha256-HEX.sig of the image it signs): payload as a layer,
+ * signature (base64, DER) in the layer's annotation, after the cosign layers of the tag's manifest as it
+ * is (existing: its manifest, or NULL), so that a signature by another key stays. */
+int oci_build_signature(const char *payload, const char *signature, json_t *existing, OciBuilt *ret,
+                        Error *reterr);
+/* The manifest ref names, parsed: NULL in ret (and 0) when the registry has none. */
+int oci_manifest_get(const char *ref, const OciPullOptions *o, json_t **ret, Error *reterr);
 void oci_built_done(OciBuilt *b);
 /* The image written into the OCI image layout at dir (made if missing; other tags of an existing one
  * kept), under tag. */

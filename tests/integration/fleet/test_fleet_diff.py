@@ -103,3 +103,27 @@ def test_a_fleet_diff_lists_gated_and_dead_nodes_and_the_waves_and_a_silent_node
     p = fleet.ctl("fleet", "diff", bad, check=2)
     assert len(p.stderr.strip().splitlines()) == 1 and "bad.json" in p.stderr, p.stderr
     assert keys(fleet, "diffs/") == [] and keys(fleet, "policies/") == []
+
+
+def test_a_node_whose_user_predates_fleet_diff_runs_and_answers_none(fleet, bpf, workdir):
+    """A node whose etcd user was made before fleet diff existed (no read on diffs/): it connects and applies
+    policies as before, says once that it answers no diff, and a diff lists it as silent (exit 2)."""
+    h = fleet.host("o1", start=False, role="edge")
+    fleet.node_auth("o1")  # its user and role, as clsctl fleet rbac --apply makes them
+    user = fleet.node_user("o1")
+    b = lambda s: base64.b64encode(s.encode()).decode()
+    key = fleet.prefix + "diffs/"
+    for role in fleet.cluster.call("/v3/auth/user/get", {"name": user})[1]["roles"]:
+        fleet.cluster.call("/v3/auth/role/revoke", {"role": role, "key": b(key), "range_end": b(key[:-1] + "0")})
+    h.start(fleet.factory)
+    live(fleet, 1)
+    wait_for(lambda: "cannot read fleet diff requests" in h.clsd.log_this_run(), timeout=10,
+             what="o1 saying it answers no diff")
+    rev = fleet.apply(count_policy(bpf, labels={"role": "edge"}), workdir)
+    fleet.wait_converged("edge-count", rev, {"o1"})
+    assert h.prefs() == [10]
+    other = count_policy(bpf, name="other", prio=20, labels={"role": "edge"})
+    out = json.loads(diff(fleet, workdir, other, "--json", "--wait=2", check=2).stdout)
+    (n,) = out["nodes"]
+    assert n["node"] == "o1" and "no answer" in n["why"], n
+    assert h.clsd.log_this_run().count("cannot read fleet diff requests") == 1

@@ -173,3 +173,18 @@ def test_bad_pushes_exit_1_with_one_line_and_push_nothing(net, registry, bpf, wo
     # nothing of the refused pushes is in the registry
     status, _, _ = registry.request("GET", "/v2/bad/push/tags/list")
     assert status == 404, status
+
+
+def test_a_second_signature_by_another_key_keeps_the_first(net, registry, clsd_factory, bpf, workdir):
+    """The same object signed again with another key (a release key after CI's): the tag's signatures are
+    both there afterwards, as cosign keeps them, and a clsd that trusts only the first still takes it."""
+    first, first_pub = ec_key(workdir, "ci")
+    second, _ = ec_key(workdir, "release")
+    regs = registry.registries_file(os.path.join(workdir, "two.json"))
+    ref = "oci://%s/%s:twice" % (registry.host, REPO)
+    ctl(net, "--registries", regs, "image", "push", bpf.count, ref, "--sign", first)
+    ctl(net, "--registries", regs, "image", "push", bpf.count, ref, "--sign", second)
+    seen = json.loads(ctl(net, "--json", "--registries", regs, "image", "inspect", ref).stdout)
+    assert seen["cosign_signatures"] == 2, seen
+    c = puller(net, clsd_factory, registry, workdir, "first", "--trusted-keys", trusting(workdir, "ci", first_pub))
+    assert c.api.put_classifier(net.if_a, {"ingress": [filt("count", ref)]}).status == 200
