@@ -175,6 +175,7 @@ struct Fleet {
         DiffJob *diff, *diff_next;
         char diff_answered[8][65];
         bool diffs_denied; /* its etcd user may not read diffs/ (made before them): said once */
+        uint64_t diffs_revision; /* the diffs' watch's: where it resumes */
 
         /* apply.c */
         bool busy; /* a change (group) is being applied, or an object of it fetched */

@@ -216,6 +216,13 @@ static void on_watch_message(EtcdAsync *a, json_t *j, void *userdata) {
                 return;
         }
         f->stream_failures = 0; /* the stream works */
+        if (msg.compact_revision > 0 && msg.watch_id == WATCH_DIFFS) {
+                /* the diffs' watch fell behind (a request lives seconds: nothing to read again); it
+                 * resumes from the compaction at the stream's next start */
+                f->diffs_revision = msg.compact_revision;
+                etcd_watch_message_done(&msg);
+                return;
+        }
         if (msg.compact_revision > 0) {
                 log_warning("fleet: the watch from revision %" PRIu64
                             " fell behind a compaction (revision %" PRIu64 "); listing again",
@@ -268,8 +275,12 @@ static void on_watch_message(EtcdAsync *a, json_t *j, void *userdata) {
                 return;
         }
         if (msg.watch_id == WATCH_DIFFS) {
-                for (size_t i = 0; i < msg.n_events; i++)
+                for (size_t i = 0; i < msg.n_events; i++) {
                         diff_seen(f, &msg.events[i], msg.deleted[i]);
+                        f->diffs_revision = MAX(f->diffs_revision, msg.events[i].mod_revision);
+                }
+                if (msg.n_events == 0 && !msg.created) /* caught up (a progress notification) */
+                        f->diffs_revision = MAX(f->diffs_revision, msg.revision);
                 etcd_watch_message_done(&msg);
                 return;
         }
@@ -315,20 +326,22 @@ static void on_watch_end(EtcdAsync *a, const char *why, void *userdata) {
         stream_again(f, s);
 }
 
-/* One stream, five watches, each from where it was (the diffs' from now). */
+/* One stream, five watches, each from where it was. */
 static char *watch_body(Fleet *f) {
         _cleanup_free_ char *policies = fleet_key(f->prefix, "policies", NULL, NULL),
                             *record = fleet_key(f->prefix, "nodes", f->node, NULL),
                             *status = fleet_key(f->prefix, "status", f->node, ""),
                             *rollouts = fleet_key(f->prefix, "rollouts", NULL, NULL),
                             *diffs = fleet_key(f->prefix, "diffs", NULL, NULL);
-        /* (a diff's request lives seconds: from now on is enough, also after the stream begins again) */
+        /* (the diffs' from where it was, or from the list: a request written once the node's record was
+         * is seen even when the stream begins later) */
         json_t *v[WATCHES] = {
                 policies ? etcd_watch_body(policies, true, f->revision + 1, WATCH_POLICIES) : NULL,
                 record ? etcd_watch_body(record, false, f->revision + 1, WATCH_RECORD) : NULL,
                 status ? etcd_watch_body(status, true, f->revision + 1, WATCH_STATUS) : NULL,
                 rollouts ? etcd_watch_body(rollouts, true, f->rollouts_revision + 1, WATCH_ROLLOUTS) : NULL,
-                diffs ? etcd_watch_body(diffs, true, 0, WATCH_DIFFS) : NULL
+                diffs ? etcd_watch_body(diffs, true, MAX(f->diffs_revision, f->revision) + 1, WATCH_DIFFS)
+                      : NULL
         };
         char *t[WATCHES] = { NULL }, *out = NULL;
 
