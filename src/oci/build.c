@@ -92,23 +92,30 @@ static char *json_bytes(json_t *j, size_t *ret_size) {
         return s;
 }
 
-static int manifest_make(OciBuilt *b, json_t *layer_annotations) {
-        json_t *layer = json_pack("{s:s, s:s, s:I}", "mediaType", b->layer.media_type, "digest",
-                                  b->layer.digest, "size", (json_int_t) b->layer.size);
+/* The layer's descriptor, with its annotations (taken) if any. */
+static json_t *layer_descriptor(const OciBlob *l, json_t *annotations) {
+        json_t *d = json_pack("{s:s, s:s, s:I}", "mediaType", l->media_type, "digest", l->digest, "size",
+                              (json_int_t) l->size);
+
+        if (!d || (annotations && json_object_set_new(d, "annotations", annotations) < 0)) {
+                if (!d)
+                        json_decref(annotations);
+                json_decref(d);
+                return NULL;
+        }
+        return d;
+}
+
+/* The manifest of the configuration and layers (taken: the descriptors, in order). */
+static int manifest_make(OciBuilt *b, json_t *layers) {
         size_t n = 0;
         char *m;
 
-        if (!layer) {
-                json_decref(layer_annotations);
+        if (!layers)
                 return -ENOMEM;
-        }
-        if (layer_annotations && json_object_set_new(layer, "annotations", layer_annotations) < 0) {
-                json_decref(layer);
-                return -ENOMEM;
-        }
-        m = json_bytes(json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:[o]}", "schemaVersion", 2, "mediaType",
+        m = json_bytes(json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
                                  OCI_MT_MANIFEST, "config", "mediaType", OCI_MT_CONFIG, "digest",
-                                 b->config.digest, "size", (json_int_t) b->config.size, "layers", layer),
+                                 b->config.digest, "size", (json_int_t) b->config.size, "layers", layers),
                        &n);
         return blob_set(&b->manifest, m, n, OCI_MT_MANIFEST);
 }
@@ -138,7 +145,8 @@ int oci_build(const void *object, size_t size, const char *filename, json_t *lab
                                       "linux", "config", "Labels", labels, "rootfs", "type", "layers",
                                       "diff_ids", diff_id),
                             &n);
-        if (blob_set(&ret->config, config, n, OCI_MT_CONFIG) < 0 || manifest_make(ret, NULL) < 0) {
+        if (blob_set(&ret->config, config, n, OCI_MT_CONFIG) < 0 ||
+            manifest_make(ret, json_pack("[o]", layer_descriptor(&ret->layer, NULL))) < 0) {
                 oci_built_done(ret);
                 return error_oom(reterr);
         }
@@ -147,9 +155,9 @@ int oci_build(const void *object, size_t size, const char *filename, json_t *lab
 
 int oci_build_signature(const char *payload, const char *signature, json_t *existing, OciBuilt *ret,
                         Error *reterr) {
-        char *config = strdup("{}"), *p = strdup(payload), *m;
+        char *config = strdup("{}"), *p = strdup(payload);
         json_t *layers = json_array(), *l;
-        size_t i, n = 0;
+        size_t i;
 
         *ret = (OciBuilt){ 0 };
         if (!layers || blob_set(&ret->config, config, 2, OCI_MT_CONFIG) < 0 ||
@@ -165,16 +173,9 @@ int oci_build_signature(const char *payload, const char *signature, json_t *exis
                 if (streq_ptr(json_string_value(json_object_get(l, "mediaType")), OCI_MT_COSIGN_PAYLOAD) &&
                     json_object_get(json_object_get(l, "annotations"), OCI_COSIGN_ANNOTATION))
                         json_array_append(layers, l);
-        json_array_append_new(layers,
-                              json_pack("{s:s, s:s, s:I, s:{s:s}}", "mediaType", OCI_MT_COSIGN_PAYLOAD,
-                                        "digest", ret->layer.digest, "size", (json_int_t) ret->layer.size,
-                                        "annotations", OCI_COSIGN_ANNOTATION, signature));
-        m = json_bytes(json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
-                                 OCI_MT_MANIFEST, "config", "mediaType", OCI_MT_CONFIG, "digest",
-                                 ret->config.digest, "size", (json_int_t) ret->config.size, "layers",
-                                 layers),
-                       &n);
-        if (blob_set(&ret->manifest, m, n, OCI_MT_MANIFEST) < 0) {
+        json_array_append_new(
+                layers, layer_descriptor(&ret->layer, json_pack("{s:s}", OCI_COSIGN_ANNOTATION, signature)));
+        if (manifest_make(ret, layers) < 0) {
                 oci_built_done(ret);
                 return error_oom(reterr);
         }
