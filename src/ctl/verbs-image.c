@@ -134,42 +134,39 @@ int verb_image_build(const Ctl *c, char **args) {
         return 0;
 }
 
-static int registry_of(const Ctl *c, const char *ref, OciRegistries **regs, const OciRegistry **ret) {
+/* The reference parsed, and its registry's entry in the registries file (NULL: none). */
+static int registry_of(const Ctl *c, const char *ref, OciRef *parsed, OciRegistries **regs,
+                       const OciRegistry **ret) {
         _cleanup_error_ Error e = ERROR_NULL;
-        OciRef parsed;
         int r;
 
-        r = oci_ref_parse(ref, &parsed, &e);
+        r = oci_ref_parse(ref, parsed, &e);
         if (r < 0)
                 return ctl_error(r, "%s", e.message);
         r = oci_registries_load(c->registries ?: "/etc/clsd/registries.json", c->registries != NULL, regs,
                                 &e);
         if (r < 0)
                 return ctl_error(r, "%s", e.message);
-        *ret = oci_registries_find(*regs, parsed.registry);
+        *ret = oci_registries_find(*regs, parsed->registry);
         return 0;
 }
 
 /* The cosign signature of the image ref names (manifest digest digest): the simple-signing payload,
  * signed with the key, as an image for the tag sha256-HEX.sig beside it. Made before anything is pushed: a
  * key that cannot sign leaves the registry as it was. */
-static int signature_image(const Ctl *c, const char *ref, const char *digest, const OciPullOptions *o,
+static int signature_image(const Ctl *c, const OciRef *ref, const char *digest, const OciPullOptions *o,
                            OciBuilt *ret, char **ret_ref) {
         _cleanup_error_ Error e = ERROR_NULL;
         _cleanup_free_ char *key = NULL, *payload = NULL, *signature = NULL, *docker_ref = NULL,
                             *sig_ref = NULL;
         size_t key_size = 0;
-        OciRef parsed;
         int r;
 
         r = read_regular_file(c->sign_key, SIGNING_KEY_MAX, &key, &key_size);
         if (r < 0)
                 return ctl_error(r, "--sign %s: %s", c->sign_key, strerror(-r));
-        r = oci_ref_parse(ref, &parsed, &e);
-        if (r < 0)
-                return ctl_error(r, "%s", e.message);
-        if (asprintf(&docker_ref, "%s/%s", parsed.registry, parsed.repository) < 0 ||
-            asprintf(&sig_ref, "%s%s/%s:sha256-%s.sig", OCI_REF_PREFIX, parsed.registry, parsed.repository,
+        if (asprintf(&docker_ref, "%s/%s", ref->registry, ref->repository) < 0 ||
+            asprintf(&sig_ref, "%s%s/%s:sha256-%s.sig", OCI_REF_PREFIX, ref->registry, ref->repository,
                      digest + 7) < 0 ||
             !(payload = cosign_payload(docker_ref, digest)))
                 return ctl_oom();
@@ -198,12 +195,9 @@ int verb_image_push(const Ctl *c, char **args) {
         OciRef parsed;
         int r;
 
-        r = registry_of(c, args[1], &regs, &reg);
+        r = registry_of(c, args[1], &parsed, &regs, &reg);
         if (r < 0)
                 return r;
-        r = oci_ref_parse(args[1], &parsed, &e);
-        if (r < 0)
-                return ctl_error(r, "%s", e.message);
         if (!parsed.tag[0] || parsed.digest[0])
                 return ctl_error(-EINVAL,
                                  "%s: a push names the tag to put the image under "
@@ -214,7 +208,7 @@ int verb_image_push(const Ctl *c, char **args) {
                 return r;
         const OciPullOptions o = { .registry = reg };
         if (c->sign_key) {
-                r = signature_image(c, args[1], img.manifest.digest, &o, &sig, &sig_ref);
+                r = signature_image(c, &parsed, img.manifest.digest, &o, &sig, &sig_ref);
                 if (r < 0)
                         return r;
         }
@@ -247,9 +241,10 @@ int verb_image_inspect(const Ctl *c, char **args) {
         OciImage img = { 0 };
         json_t *programs, *maps;
         size_t n_sigs;
+        OciRef parsed;
         int r;
 
-        r = registry_of(c, args[0], &regs, &reg);
+        r = registry_of(c, args[0], &parsed, &regs, &reg);
         if (r < 0)
                 return r;
         r = oci_pull(args[0],
