@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
@@ -115,4 +116,12 @@ static inline const char *startswith(const char *s, const char *prefix) {
 static inline bool endswith(const char *s, const char *suffix) {
         size_t a = strlen(s), b = strlen(suffix);
         return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* The time of clock (CLOCK_MONOTONIC, CLOCK_BOOTTIME, ...) now, in microseconds. */
+static inline uint64_t clock_usec(clockid_t clock) {
+        struct timespec ts;
+
+        clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
 }

@@ -80,12 +80,6 @@ static int call_one(EtcdClient *c, const char *url, const char *text, json_t **r
 /* Tries over this long while etcd is unreachable or between leaders (an election takes a second). */
 #define ETCD_RETRY_USEC (5 * 1000 * 1000ULL)
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
-}
-
 void etcd_client_set_busy_wait(EtcdClient *c, uint64_t usec) {
         c->busy_wait_usec = usec;
 }
@@ -104,7 +98,7 @@ static uint64_t busy_pause(Backoff *backoff, uint64_t retry_after, uint64_t now,
  * many requests, or no answer within the call's time) is asked again after a backoff for as long as the
  * client waits for it: a CLI that gave up at once, run by a script in a loop, would add to the load. */
 static int call_any(EtcdClient *c, const char *path, const char *text, json_t **ret, Error *reterr) {
-        uint64_t start = now_usec();
+        uint64_t start = clock_usec(CLOCK_MONOTONIC);
         Backoff backoff = { 0 };
         uint64_t unreachable_deadline = start + MIN(ETCD_RETRY_USEC, c->busy_wait_usec);
         uint64_t busy_deadline = start + c->busy_wait_usec;
@@ -122,7 +116,7 @@ static int call_any(EtcdClient *c, const char *path, const char *text, json_t **
                         c->current = i;
                         return 0;
                 }
-                uint64_t now = now_usec();
+                uint64_t now = clock_usec(CLOCK_MONOTONIC);
                 bool busy = e.code == ERROR_ETCD_OVERLOADED;
                 bool again = busy ? now < busy_deadline : r == -EHOSTUNREACH && now < unreachable_deadline;
                 if (!again) {

@@ -19,12 +19,6 @@
 #define REPAIR_LOOP_MAX 50
 #define REPAIR_WINDOW_USEC (10 * 1000000ULL)
 
-static uint64_t now_usec(clockid_t clock) {
-        struct timespec ts;
-        clock_gettime(clock, &ts);
-        return (uint64_t) ts.tv_sec * 1000000 + (uint64_t) ts.tv_nsec / 1000;
-}
-
 /* What is at the filter's place is the very program attached last (id and tag): adopt it. */
 static uint32_t adopt_id(const AttachedFact *fact, uint32_t observed_id) {
         return fact && fact->tag[0] && observed_id && observed_id == fact->prog_id ? observed_id : 0;
@@ -111,11 +105,11 @@ int iface_check_owner(Manager *m, const char *netns, const char *ifname, Error *
 }
 
 static void count_repair(Manager *m, Iface *it, const char *what) {
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
+        uint64_t now = clock_usec(CLOCK_MONOTONIC);
 
         it->repairs++;
         m->counters.repairs++;
-        it->last_repair_usec = now_usec(CLOCK_REALTIME);
+        it->last_repair_usec = clock_usec(CLOCK_REALTIME);
         snprintf(it->last_repair_what, sizeof(it->last_repair_what), "%s", what);
         if (now - it->repair_window_usec > REPAIR_WINDOW_USEC) {
                 it->repair_window_usec = now;
