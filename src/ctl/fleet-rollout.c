@@ -377,22 +377,12 @@ int fleet_sign(const Ctl *c, json_t *envelope, json_t *old) {
         return r;
 }
 
-/* The live nodes a fleet apply read. */
-typedef struct NodeInfos {
-        FleetNodeInfo *v;
-        size_t n;
-} NodeInfos;
-
-static void node_infos_done(NodeInfos *ni) {
-        fleet_node_infos_free(ni->v, ni->n);
-}
-
 int fleet_apply_ops(EtcdClient *ec, const Ctl *c, json_t *envelope, const char *summary, json_t *compares,
                     json_t *ops) {
         _cleanup_(json_decrefp) json_t *old = NULL, *entry = NULL, *rows = NULL;
         _cleanup_free_ char *key = NULL, *hkey = NULL, *what = NULL;
         EtcdCredentials creds = fleet_credentials(c);
-        _cleanup_(node_infos_done) NodeInfos ni = { 0 };
+        _cleanup_(fleet_node_infos_done) FleetNodeInfos ni = { 0 };
         _cleanup_(fleet_policy_done) FleetPolicy fp = { 0 };
         char id[FLEET_ROLLOUT_ID_MAX + 1], by[256];
         uint64_t old_revision;

@@ -42,3 +42,11 @@ int fleet_policy_current(EtcdClient *ec, const Ctl *c, const char *name, json_t 
  */
 int fleet_live_nodes(EtcdClient *ec, const Ctl *c, json_t **ret_rows, FleetNodeInfo **ret, size_t *ret_n);
 void fleet_node_infos_free(FleetNodeInfo *v, size_t n);
+/* The live nodes a command read, for _cleanup_(fleet_node_infos_done). */
+typedef struct FleetNodeInfos {
+        FleetNodeInfo *v;
+        size_t n;
+} FleetNodeInfos;
+static inline void fleet_node_infos_done(FleetNodeInfos *ni) {
+        fleet_node_infos_free(ni->v, ni->n);
+}

@@ -20,13 +20,6 @@
 #define DIFF_WAIT_DEFAULT_SEC 10.0
 #define DIFF_POLL_USEC (100 * 1000)
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000ULL + (uint64_t) ts.tv_nsec / 1000;
-}
-
 /* Whether the live node record row is taken by the policy, and if not, why (into why). */
 static bool taken(const FleetPolicy *fp, const FleetNodeInfo *n, char *why, size_t size) {
         if (!fleet_policy_selects(fp, n->node, n->labels, n->n_labels)) {
@@ -187,21 +180,131 @@ static int print_table(json_t *out) {
         return 0;
 }
 
+/* The request written at diffs/ID under a lease of its own, a little longer than the wait. On failure
+ * nothing is left (the lease revoked). */
+static int request_put(EtcdClient *ec, const Ctl *c, json_t *envelope, double wait, const char *id,
+                       char **ret_key, uint64_t *ret_lease) {
+        _cleanup_(json_decrefp) json_t *lease_answer = NULL, *put_answer = NULL, *none = json_object();
+        _cleanup_free_ char *key = fleet_key(fleet_prefix_of(c), "diffs", id, NULL),
+                            *text = json_dumps(envelope, JSON_COMPACT);
+        uint64_t lease = 0;
+        int r;
+
+        r = fleet_call(ec, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t) wait + 10),
+                       &lease_answer);
+        if (r < 0)
+                return r;
+        lease = strtoull(json_string_value(json_object_get(lease_answer, "ID")) ?: "0", NULL, 10);
+        if (!lease)
+                return ctl_error(-EIO, "etcd granted no lease for the request");
+        r = key && text && none ? fleet_call(ec, "/v3/kv/put", etcd_put_body(key, text, strlen(text), lease),
+                                             &put_answer)
+                                : ctl_oom();
+        if (r < 0) {
+                request_remove(ec, c, NULL, lease, id, none);
+                return r;
+        }
+        *ret_key = TAKE_PTR(key);
+        *ret_lease = lease;
+        return 0;
+}
+
+/* The answers of the taken nodes (taken[i] for infos[i]), read until each has answered or the wait is
+ * over. */
+static int answers_wait(EtcdClient *ec, const Ctl *c, const char *id, const FleetNodeInfos *ni,
+                        const bool *taken_v, size_t expected, double wait, json_t *answers) {
+        uint64_t deadline = clock_usec(CLOCK_MONOTONIC) + (uint64_t) (wait * 1e6);
+
+        for (;;) {
+                size_t got = 0;
+                int r;
+                json_object_clear(answers);
+                r = answers_read(ec, c, id, answers);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < ni->n; i++)
+                        got += taken_v[i] && json_object_get(answers, ni->v[i].node) != NULL;
+                if (got >= expected || clock_usec(CLOCK_MONOTONIC) >= deadline)
+                        return 0;
+                usleep(DIFF_POLL_USEC);
+        }
+}
+
+/* Every node with a record: taken (and its answer, or that it gave none) or left out, and why; the
+ * verdict (0, 1, 2) raised by each answer. */
+static json_t *nodes_json(json_t *rows, const FleetNodeInfos *ni, const FleetPolicy *fp, json_t *answers,
+                          double wait, int *verdict) {
+        _cleanup_(json_decrefp) json_t *nodes = json_array();
+        json_t *rec;
+        size_t k;
+        char why[128];
+
+        if (!nodes)
+                return NULL;
+        json_array_foreach (rows, k, rec) {
+                const char *node = json_string_value(json_object_get(rec, "node"));
+                const FleetNodeInfo *info = NULL;
+                json_t *o, *a;
+                if (!node)
+                        continue;
+                for (size_t i = 0; i < ni->n; i++)
+                        if (streq_ptr(ni->v[i].node, node))
+                                info = &ni->v[i];
+                if (!info)
+                        o = json_pack("{s:s, s:b, s:s}", "node", node, "selected", false, "why",
+                                      "not connected (no live lease holds its record)");
+                else if (!taken(fp, info, why, sizeof(why)))
+                        o = json_pack("{s:s, s:b, s:s}", "node", node, "selected", false, "why", why);
+                else if ((a = json_object_get(answers, node))) {
+                        o = json_pack("{s:s, s:b, s:O}", "node", node, "selected", true, "answer", a);
+                        *verdict = MAX(*verdict, answer_verdict(a));
+                } else {
+                        o = json_pack("{s:s, s:b, s:o}", "node", node, "selected", true, "why",
+                                      json_sprintf("no answer within %.0f s", wait));
+                        *verdict = 2;
+                }
+                if (!o || json_array_append_new(nodes, o) < 0)
+                        return NULL;
+        }
+        return TAKE_PTR(nodes);
+}
+
+/* The waves its rollout would use, over the nodes alive now: [[node, ...], ...]. */
+static json_t *waves_json(const FleetPolicy *fp, const FleetNodeInfos *ni, Error *reterr) {
+        FleetRolloutPlan plan = { 0 };
+        json_t *waves;
+
+        if (fleet_rollout_plan_make(fp, ni->v, ni->n, &plan, reterr) < 0)
+                return NULL;
+        waves = json_array();
+        for (size_t w = 0; waves && w < plan.n_waves; w++) {
+                json_t *wave = json_array();
+                for (size_t i = 0; wave && plan.waves[w][i]; i++)
+                        json_array_append_new(wave, json_string(plan.waves[w][i]));
+                json_array_append_new(waves, wave);
+        }
+        fleet_rollout_plan_done(&plan);
+        if (!waves)
+                error_oom(reterr);
+        return waves;
+}
+
 int verb_fleet_diff(const Ctl *c, char **args) {
         _cleanup_(etcd_client_freep) EtcdClient *ec = NULL;
         _cleanup_(json_decrefp) json_t *envelope = NULL, *rows = NULL, *answers = json_object(), *out = NULL,
-                                       *nodes = json_array(), *lease_answer = NULL, *put_answer = NULL;
+                                       *nodes = NULL;
         _cleanup_(fleet_policy_done) FleetPolicy fp = { 0 };
-        _cleanup_free_ char *name = NULL, *key = NULL, *text = NULL;
-        FleetNodeInfo *infos = NULL;
-        size_t n_infos = 0;
+        _cleanup_(fleet_node_infos_done) FleetNodeInfos ni = { 0 };
+        _cleanup_free_ char *name = NULL, *key = NULL;
+        _cleanup_free_ bool *taken_v = NULL;
         _cleanup_error_ Error e = ERROR_NULL;
-        char id[40], lease_id[32];
-        uint64_t lease, deadline;
         double wait = c->wait_sec;
+        size_t expected = 0;
+        uint64_t lease = 0;
+        char id[40], why[128];
         int r, verdict = 0;
 
-        if (!answers || !nodes)
+        if (!answers)
                 return ctl_oom();
         r = fleet_client(c, &ec);
         if (r < 0)
@@ -211,121 +314,39 @@ int verb_fleet_diff(const Ctl *c, char **args) {
                 return r;
         if (fleet_policy_parse(envelope, &fp, &e) < 0)
                 return ctl_error(-EINVAL, "%s: %s", args[0], e.message);
-        r = fleet_live_nodes(ec, c, &rows, &infos, &n_infos);
+        r = fleet_live_nodes(ec, c, &rows, &ni.v, &ni.n);
         if (r < 0)
                 return r;
-        size_t expected = 0;
-        char why[128];
-        for (size_t i = 0; i < n_infos; i++)
-                expected += taken(&fp, &infos[i], why, sizeof(why));
+        if (!(taken_v = calloc(ni.n + 1, sizeof(bool))))
+                return ctl_oom();
+        for (size_t i = 0; i < ni.n; i++)
+                expected += taken_v[i] = taken(&fp, &ni.v[i], why, sizeof(why));
         /* the nodes that would pull its images spread their pulls over them, as an apply's: the nodes
          * are told how many, and the wait grows with them (a registry's default pace, 60 a second) */
-        if (json_object_set_new(envelope, "selected", json_integer((json_int_t) expected)) < 0) {
-                fleet_node_infos_free(infos, n_infos);
+        if (json_object_set_new(envelope, "selected", json_integer((json_int_t) expected)) < 0)
                 return ctl_oom();
-        }
         if (wait <= 0)
                 wait = DIFF_WAIT_DEFAULT_SEC + (double) expected / 60.0;
-        /* the request: under a lease of its own, a little longer than the wait */
-        r = fleet_call(ec, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t) wait + 10),
-                       &lease_answer);
-        if (r < 0) {
-                fleet_node_infos_free(infos, n_infos);
-                return r;
-        }
-        lease = strtoull(json_string_value(json_object_get(lease_answer, "ID")) ?: "0", NULL, 10);
-        snprintf(lease_id, sizeof(lease_id), "%" PRIu64, lease);
         snprintf(id, sizeof(id), "%llx-%04x", (unsigned long long) time(NULL), (unsigned) getpid() & 0xffff);
-        key = fleet_key(fleet_prefix_of(c), "diffs", id, NULL);
-        text = json_dumps(envelope, JSON_COMPACT);
-        if (!key || !text || !lease) {
-                fleet_node_infos_free(infos, n_infos);
-                if (lease)
-                        request_remove(ec, c, NULL, lease, id, answers);
-                return lease ? ctl_oom() : ctl_error(-EIO, "etcd granted no lease for the request");
-        }
-        r = fleet_call(ec, "/v3/kv/put", etcd_put_body(key, text, strlen(text), lease), &put_answer);
-        if (r < 0) {
-                fleet_node_infos_free(infos, n_infos);
-                request_remove(ec, c, NULL, lease, id, answers);
+        r = request_put(ec, c, envelope, wait, id, &key, &lease);
+        if (r < 0)
                 return r;
-        }
-        /* the nodes it takes answer; wait for each, at most the wait */
-        deadline = now_usec() + (uint64_t) (wait * 1e6);
-        for (;;) {
-                size_t got = 0;
-                json_object_clear(answers);
-                r = answers_read(ec, c, id, answers);
-                if (r < 0)
-                        break;
-                for (size_t i = 0; i < n_infos; i++)
-                        got += taken(&fp, &infos[i], why, sizeof(why)) &&
-                               json_object_get(answers, infos[i].node) != NULL;
-                if (got >= expected || now_usec() >= deadline)
-                        break;
-                usleep(DIFF_POLL_USEC);
-        }
+        r = answers_wait(ec, c, id, &ni, taken_v, expected, wait, answers);
         request_remove(ec, c, key, lease, id, answers);
-        if (r < 0) {
-                fleet_node_infos_free(infos, n_infos);
+        if (r < 0)
                 return r;
-        }
-        /* every node with a record: taken (and its answer) or left out, and why */
-        json_t *rec;
-        size_t k;
-        json_array_foreach (rows, k, rec) {
-                const char *node = json_string_value(json_object_get(rec, "node"));
-                const FleetNodeInfo *info = NULL;
-                json_t *o;
-                for (size_t i = 0; i < n_infos; i++)
-                        if (streq_ptr(infos[i].node, node))
-                                info = &infos[i];
-                if (!node)
-                        continue;
-                if (!info) {
-                        o = json_pack("{s:s, s:b, s:s}", "node", node, "selected", false, "why",
-                                      "not connected (no live lease holds its record)");
-                } else if (!taken(&fp, info, why, sizeof(why))) {
-                        o = json_pack("{s:s, s:b, s:s}", "node", node, "selected", false, "why", why);
-                } else {
-                        json_t *a = json_object_get(answers, node);
-                        o = json_pack("{s:s, s:b}", "node", node, "selected", true);
-                        if (o && a) {
-                                json_object_set(o, "answer", a);
-                                verdict = MAX(verdict, answer_verdict(a));
-                        } else if (o) {
-                                json_object_set_new(o, "why", json_sprintf("no answer within %.0f s", wait));
-                                verdict = 2;
-                        }
-                }
-                if (!o || json_array_append_new(nodes, o) < 0) {
-                        fleet_node_infos_free(infos, n_infos);
-                        return ctl_oom();
-                }
-        }
-        out = json_pack("{s:s, s:s, s:O}", "policy", fp.name, "id", id, "nodes", nodes);
-        /* the waves its rollout would use, over the nodes alive now */
-        if (out && fp.rollout.present) {
-                FleetRolloutPlan plan = { 0 };
-                json_t *waves = json_array();
-                if (fleet_rollout_plan_make(&fp, infos, n_infos, &plan, &e) < 0) {
-                        json_decref(waves);
-                        fleet_node_infos_free(infos, n_infos);
-                        return ctl_error(-EINVAL, "%s", e.message);
-                }
-                for (size_t w = 0; waves && w < plan.n_waves; w++) {
-                        json_t *wave = json_array();
-                        for (size_t i = 0; wave && plan.waves[w][i]; i++)
-                                json_array_append_new(wave, json_string(plan.waves[w][i]));
-                        json_array_append_new(waves, wave);
-                }
-                fleet_rollout_plan_done(&plan);
-                json_object_set_new(out, "waves", waves);
-        }
-        fleet_node_infos_free(infos, n_infos);
+        nodes = nodes_json(rows, &ni, &fp, answers, wait, &verdict);
+        out = nodes ? json_pack("{s:s, s:s, s:O, s:b}", "policy", fp.name, "id", id, "nodes", nodes,
+                                "changes", verdict >= 1)
+                    : NULL;
         if (!out)
                 return ctl_oom();
-        json_object_set_new(out, "changes", json_boolean(verdict >= 1));
+        if (fp.rollout.present) {
+                json_t *waves = waves_json(&fp, &ni, &e);
+                if (!waves)
+                        return ctl_error(-EINVAL, "%s", e.message);
+                json_object_set_new(out, "waves", waves);
+        }
         r = c->json ? ctl_print_json(out) : print_table(out);
         if (r < 0)
                 return r;
