@@ -119,8 +119,10 @@ static void on_object_added(Manager *m, const DaemonObject *o, bool created, con
         free(x);
 }
 
-int fleet_object_of(const char *want, json_t *answer, EtcdKv **ret_kvs, size_t *ret_n, EtcdKv **ret_obj,
-                    EtcdKv **ret_sig, Error *reterr) {
+/* The object want and its signature (objects/DIGEST.sig) from one prefix range's answer, its bytes
+ * checked against want. */
+static int object_of(const char *want, json_t *answer, EtcdKv **ret_kvs, size_t *ret_n, EtcdKv **ret_obj,
+                     EtcdKv **ret_sig, Error *reterr) {
         char digest[SHA256_DIGEST_STRING_MAX];
         EtcdKv *obj = NULL;
         int r;
@@ -151,8 +153,6 @@ int fleet_object_of(const char *want, json_t *answer, EtcdKv **ret_kvs, size_t *
 static void on_object_fetched(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         ObjectFetch *x = userdata;
         Fleet *f = x->f;
-        EtcdKv *kvs = NULL, *obj = NULL, *sig = NULL;
-        size_t n = 0;
         _cleanup_error_ Error e2 = ERROR_NULL;
 
         (void) a;
@@ -162,13 +162,24 @@ static void on_object_fetched(EtcdAsync *a, json_t *answer, const Error *e, void
                 fleet_call_failed(f, e); /* (fetched again at the next converge) */
                 return;
         }
-        if (fleet_object_of(x->digest, answer, &kvs, &n, &obj, &sig, &e2) < 0) {
+        if (fleet_object_store(f, x->digest, answer, on_object_added, x, &e2) < 0) {
                 group_done(f, &e2);
                 free(x);
-        } else
+        }
+}
+
+int fleet_object_store(Fleet *f, const char *want, json_t *answer, DaemonObjectDoneFunc done, void *userdata,
+                       Error *reterr) {
+        EtcdKv *kvs = NULL, *obj = NULL, *sig = NULL;
+        size_t n = 0;
+        int r;
+
+        r = object_of(want, answer, &kvs, &n, &obj, &sig, reterr);
+        if (r >= 0)
                 daemon_object_add(f->m, obj->value, obj->value_size, sig ? sig->value : NULL,
-                                  sig ? sig->value_size : 0, on_object_added, x);
+                                  sig ? sig->value_size : 0, done, userdata);
         etcd_kvs_free(kvs, n);
+        return r;
 }
 
 json_t *fleet_object_range(const char *key) {

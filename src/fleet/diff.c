@@ -244,8 +244,6 @@ static void on_object_added(Manager *m, const DaemonObject *o, bool created, con
 static void on_object_fetched(EtcdAsync *a, json_t *answer, const Error *e, void *userdata) {
         DiffJob *j = userdata;
         Fleet *f = j->f;
-        EtcdKv *kvs = NULL, *obj = NULL, *sig = NULL;
-        size_t n = 0;
         _cleanup_error_ Error e2 = ERROR_NULL;
 
         (void) a;
@@ -261,15 +259,12 @@ static void on_object_fetched(EtcdAsync *a, json_t *answer, const Error *e, void
                         job_next(f); /* a request waiting behind it is answered all the same */
                 return;
         }
-        if (fleet_object_of(j->digests[j->next_digest - 1], answer, &kvs, &n, &obj, &sig, &e2) < 0) {
+        if (fleet_object_store(f, j->digests[j->next_digest - 1], answer, on_object_added, j, &e2) < 0) {
                 job_failed(j, &e2);
                 f->diff = NULL;
                 job_free(j);
                 job_next(f);
-        } else
-                daemon_object_add(f->m, obj->value, obj->value_size, sig ? sig->value : NULL,
-                                  sig ? sig->value_size : 0, on_object_added, j);
-        etcd_kvs_free(kvs, n);
+        }
 }
 
 static void fetch_cancel(void *userdata) {

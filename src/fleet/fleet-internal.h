@@ -15,6 +15,7 @@
 #include "etcd-rollout.h"
 #include "fleet.h"
 #include "daemon-fleet.h"
+#include "daemon-objects.h"
 
 #define FAILED_RETRY_USEC (5 * 1000 * 1000ULL)
 #define FAILED_RETRY_MAX_USEC (300 * 1000 * 1000ULL)
@@ -210,9 +211,11 @@ struct Fleet {
 /* ---- apply.c: what a diff shares with an apply ---- */
 /* The range (serializable) of an object's key and its signature's (objects/DIGEST, .sig). */
 json_t *fleet_object_range(const char *key);
-/* The object want and its signature from that range's answer, its bytes checked against want. */
-int fleet_object_of(const char *want, json_t *answer, EtcdKv **ret_kvs, size_t *ret_n, EtcdKv **ret_obj,
-                    EtcdKv **ret_sig, Error *reterr);
+/* The object want, from that range's answer, checked against its digest and handed to the daemon's store
+ * with its signature: done() is then called as daemon_object_add() calls it; <0 (and no call): it is not
+ * there, or not what its digest says. */
+int fleet_object_store(Fleet *f, const char *want, json_t *answer, DaemonObjectDoneFunc done, void *userdata,
+                       Error *reterr);
 
 /* ---- diff.c: clsctl fleet diff's requests (diffs/ID), answered by this node (diff-answers/NODE/ID) ---- */
 /* A request's key changed (put, or deleted: this node's answer goes too). */
