@@ -14,16 +14,13 @@
 #include "daemon-policies.h"
 #include "fleet-io.h"
 
-#define DIFF_ID_MAX 64
 /* An answer is a few hundred bytes an interface: a node matching more than this says so instead (etcd
  * refuses requests over 1.5 MiB). */
 #define DIFF_ANSWER_MAX (512 * 1024)
-/* The requests this node answered, the last ones: only their answers are deleted when they go. */
-#define DIFF_ANSWERED_MAX 8
 
 struct DiffJob {
         Fleet *f;
-        char id[DIFF_ID_MAX + 1];
+        char id[FLEET_DIFF_ID_MAX + 1];
         json_t *envelope;
         FleetPolicy fp;
         const char **digests; /* the objects it names (pointing into fp) */
@@ -51,7 +48,7 @@ static const char *id_of(const char *prefix, const EtcdKv *kv) {
         if (strlen(kv->key) != kv->key_size || !startswith(kv->key, prefix) ||
             !(id = startswith(kv->key + n, "diffs/")))
                 return NULL;
-        if (!id[0] || strlen(id) > DIFF_ID_MAX || strspn(id, "0123456789abcdef-") != strlen(id))
+        if (!id[0] || strlen(id) > FLEET_DIFF_ID_MAX || strspn(id, "0123456789abcdef-") != strlen(id))
                 return NULL;
         return id;
 }
@@ -72,12 +69,12 @@ static void on_diff_written(EtcdAsync *a, json_t *answer, const Error *e, void *
 
 static void answered_add(Fleet *f, const char *id) {
         memmove(f->diff_answered[1], f->diff_answered[0],
-                sizeof(f->diff_answered[0]) * (DIFF_ANSWERED_MAX - 1));
+                sizeof(f->diff_answered[0]) * (FLEET_DIFF_ANSWERED_MAX - 1));
         snprintf(f->diff_answered[0], sizeof(f->diff_answered[0]), "%s", id);
 }
 
 static bool answered_take(Fleet *f, const char *id) {
-        for (size_t i = 0; i < DIFF_ANSWERED_MAX; i++)
+        for (size_t i = 0; i < FLEET_DIFF_ANSWERED_MAX; i++)
                 if (f->diff_answered[i][0] && streq(f->diff_answered[i], id)) {
                         f->diff_answered[i][0] = 0;
                         return true;

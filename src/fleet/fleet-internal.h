@@ -124,6 +124,9 @@ typedef struct Published {
 } Published;
 
 typedef struct DiffJob DiffJob; /* diff.c */
+/* A fleet diff request's id, at most this long; the last requests answered a node remembers. */
+#define FLEET_DIFF_ID_MAX 64
+#define FLEET_DIFF_ANSWERED_MAX 8
 
 struct Fleet {
         Manager *m;
@@ -174,7 +177,7 @@ struct Fleet {
 
         /* diff.c: the request being answered, and the next one (the newest); the last ones answered */
         DiffJob *diff, *diff_next;
-        char diff_answered[8][65];
+        char diff_answered[FLEET_DIFF_ANSWERED_MAX][FLEET_DIFF_ID_MAX + 1];
         bool diffs_denied; /* its etcd user may not read diffs/ (made before them): said once */
         uint64_t diffs_revision; /* the diffs' watch's: where it resumes */
 
