@@ -35,10 +35,14 @@ int etcd_transfer_setup(CURL *easy, const char *url, const char *body, const Etc
         if (!*headers) {
                 _cleanup_free_ char *auth = NULL;
                 struct curl_slist *h = curl_api.slist_append(NULL, "Content-Type: application/json");
-                /* no "Expect: 100-continue" (libcurl's for a body over 1 KiB): a watch's gateway answers
-                 * the first request of the stream before the rest of the body is read, and libcurl then
-                 * keeps the rest (the stream's later watches were never made) */
-                struct curl_slist *h2 = h ? curl_api.slist_append(h, "Expect:") : NULL;
+                /* A stream's body is its watches' create requests, which the gateway reads one by one
+                 * while it answers the first. Without "Expect: 100-continue", etcd's Go HTTP server takes
+                 * the first answer written for the end of the handler's reading and discards the body's
+                 * unread rest: under load a stream had only its first watches made (1 or 2 of 5, once in
+                 * some hundred streams). With it the server leaves the body to the handler. A call asks
+                 * for no 100 (a round trip of its own; libcurl's default for a body over 1 KiB). */
+                struct curl_slist *h2 =
+                        h ? curl_api.slist_append(h, answer ? "Expect:" : "Expect: 100-continue") : NULL;
                 /* etcd's token goes as the gateway takes it: the header's whole value */
                 if (h2 && token &&
                     (asprintf(&auth, "Authorization: %s", token) < 0 ||
