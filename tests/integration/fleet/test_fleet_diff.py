@@ -9,7 +9,7 @@ import json
 import time
 
 from harness.base import wait_for
-from harness.etcd import count_policy
+from harness.etcd import count_policy, etcd_put_raw
 
 
 def diff(fleet, workdir, policy, *extra, check=None):
@@ -73,6 +73,8 @@ def test_a_fleet_diff_lists_gated_and_dead_nodes_and_the_waves_and_a_silent_node
     fleet.host("a2", role="edge", zone="b")
     gone = fleet.host("a3", role="edge", zone="a")
     live(fleet, 3)
+    # a record no live lease holds (a node long gone, or written by hand): not connected, in no wave
+    etcd_put_raw(fleet, b"nodes/ghost", json.dumps({"node": "ghost", "labels": {"role": "edge"}}).encode())
     policy = count_policy(bpf, labels={"role": "edge"})
     policy["rollout"] = {"waves": [1, "100%"], "hold": "1s", "confirm": "0"}
     # a node whose clsd is stopped (SIGSTOP: its lease lives a while, it cannot answer) is one that did not
@@ -85,12 +87,15 @@ def test_a_fleet_diff_lists_gated_and_dead_nodes_and_the_waves_and_a_silent_node
     nodes = {n["node"]: n for n in out["nodes"]}
     assert nodes["a3"]["selected"] is True and "no answer" in nodes["a3"]["why"], nodes["a3"]
     assert "answer" in nodes["a1"] and "answer" in nodes["a2"]
+    assert nodes["ghost"] == {"node": "ghost", "selected": False,
+                              "why": "not connected (no live lease holds its record)"}, nodes["ghost"]
     assert sum(len(w) for w in out["waves"]) == 3 and len(out["waves"][0]) == 1, out["waves"]
+    assert "ghost" not in [n for w in out["waves"] for n in w], out["waves"]
     # a kernel gate no node meets: every one left out, and why
     gated = count_policy(bpf, labels={"role": "edge"})
     gated["nodes"]["kernel"] = ">=99.0"
     out = json.loads(diff(fleet, workdir, gated, "--json", check=0).stdout)
-    assert all(n["selected"] is False and "kernel" in n["why"] for n in out["nodes"]), out
+    assert all(n["selected"] is False and "kernel" in n["why"] for n in out["nodes"] if n["node"] != "ghost"), out
     # a policy every node would refuse (a filter without its object): each says why, exit 2
     refused = {"name": "x", "match": {"ifname": ["va"]}, "ingress": [{"name": "c"}]}
     p = diff(fleet, workdir, refused, check=2)
