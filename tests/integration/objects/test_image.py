@@ -8,9 +8,11 @@ refuses it with another; `image build` writes the same image as an OCI layout th
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 from harness.api import assert_error
-from harness.base import CLSCTL, file_digest, filt, run, status_of
+from harness.base import CLSCTL, file_digest, filt, run, status_of, wait_for
 from harness.observe import udp_exchange
 from harness.base import ADDR_A
 from harness.registry import MT_OCI_LAYER, MT_OCI_MANIFEST, Registry
@@ -188,3 +190,67 @@ def test_a_second_signature_by_another_key_keeps_the_first(net, registry, clsd_f
     assert seen["cosign_signatures"] == 2, seen
     c = puller(net, clsd_factory, registry, workdir, "first", "--trusted-keys", trusting(workdir, "ci", first_pub))
     assert c.api.put_classifier(net.if_a, {"ingress": [filt("count", ref)]}).status == 200
+
+
+# A plain-HTTP front for the registry (in net.b) that passes every request on over TLS and turns the Location
+# of each upload the registry opens into one relative to the POST's URL, without a leading slash, as RFC 3986
+# allows a registry to send it ("UUID?_state=…" from .../blobs/uploads/); on stdout, a line each.
+RELATIVE_FRONT = r"""
+import http.client, http.server, ssl, sys
+
+listen, port, upstream, ca = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+host, uport = upstream.rsplit(":", 1)
+tls = ssl.create_default_context(cafile=ca)
+
+class H(http.server.BaseHTTPRequestHandler):
+    def relay(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else None
+        c = http.client.HTTPSConnection(host, int(uport), context=tls, timeout=30)
+        hdrs = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type", "accept")}
+        c.request(self.command, self.path, body, hdrs)
+        a = c.getresponse()
+        text = a.read()
+        self.send_response(a.status)
+        for k, v in a.getheaders():
+            if k.lower() in ("content-length", "transfer-encoding", "connection"):
+                continue
+            if k.lower() == "location" and self.command == "POST" and "/blobs/uploads/" in v:
+                v = v.split("/blobs/uploads/", 1)[1]
+                print("relative", v.split("?")[0], flush=True)
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(text)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(text)
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = relay
+    def log_message(self, *a):
+        pass
+
+http.server.ThreadingHTTPServer((listen, port), H).serve_forever()
+"""
+
+
+def test_a_push_follows_an_upload_location_relative_to_its_post(net, registry, bpf, workdir):
+    """A registry may answer an upload's POST with a Location relative to the POST's URL (no leading slash):
+    the blob's PUT goes to .../blobs/uploads/THAT, not to the repository's root."""
+    front = "198.18.0.2:5080"
+    proc = net.b.popen(sys.executable, "-c", RELATIVE_FRONT, "198.18.0.2", "5080", registry.host, registry.ca,
+                       stdout=subprocess.PIPE, text=True)
+    try:
+        regs = os.path.join(workdir, "front.json")
+        with open(regs, "w") as f:
+            json.dump({"registries": {front: {"username": registry.user, "password": registry.password,
+                                              "plain_http": True}}}, f)
+        os.chmod(regs, 0o600)
+        wait_for(lambda: net.a.run("curl", "-s", "-o", "/dev/null", "http://%s/v2/" % front,
+                                   check=False).returncode == 0, timeout=10, what="the front listening")
+        pinned = ctl(net, "--registries", regs, "image", "push", bpf.count, "oci://%s/ebpf/rel:v1" % front).stdout
+    finally:
+        proc.kill()
+        out, _ = proc.communicate(timeout=10)
+    # both blobs (configuration, layer) went up through a relative Location, and the image is whole
+    assert len([l for l in out.splitlines() if l.startswith("relative ")]) == 2, out
+    info = json.loads(skopeo(net, registry, "inspect", "docker://%s/ebpf/rel:v1" % registry.host))
+    assert info["Digest"] == pinned.strip().rsplit("@", 1)[1], (info, pinned)
+    assert info["Labels"]["io.ebpf.programs"] == '{"count_pkts":"tc"}'
