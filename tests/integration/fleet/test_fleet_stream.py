@@ -50,7 +50,6 @@ def relay(c, n):
         b = c.recv(65536)
         if not b:
             break
-        up.sendall(b)
         buf += b
         while buf:
             if left is None:
@@ -69,6 +68,8 @@ def relay(c, n):
             buf, left = buf[take:], left - take
             if left == 0:
                 left = None
+        # passed on once written down: etcd's answer to it (a 100) comes after its head's line
+        up.sendall(b)
     up.close()
 
 s = socket.socket()
