@@ -61,6 +61,10 @@ int dl_load_curl(Error *reterr) {
                 { "curl_multi_cleanup", offsetof(CurlApi, multi_cleanup) },
                 { "curl_easy_escape", offsetof(CurlApi, easy_escape) },
                 { "curl_free", offsetof(CurlApi, free) },
+                { "curl_url", offsetof(CurlApi, url) },
+                { "curl_url_set", offsetof(CurlApi, url_set) },
+                { "curl_url_get", offsetof(CurlApi, url_get) },
+                { "curl_url_cleanup", offsetof(CurlApi, url_cleanup) },
         };
         static const Symbol gnutls_symbols[] = {
                 { "gnutls_base64_encode2", offsetof(GnutlsApi, base64_encode2) },

@@ -32,6 +32,10 @@ typedef struct CurlApi {
         CURLMcode (*multi_cleanup)(CURLM *multi);
         char *(*easy_escape)(CURL *easy, const char *s, int length);
         void (*free)(void *p);
+        CURLU *(*url)(void);
+        CURLUcode (*url_set)(CURLU *u, CURLUPart part, const char *content, unsigned flags);
+        CURLUcode (*url_get)(const CURLU *u, CURLUPart part, char **content, unsigned flags);
+        void (*url_cleanup)(CURLU *u);
 } CurlApi;
 
 typedef struct GnutlsApi {

@@ -171,6 +171,34 @@ static int transfer_error(OciSession *s, CURLcode c, const OciAnswer *a, const c
                          s->ref.registry, s->errbuf[0] ? s->errbuf : curl_api.easy_strerror(c));
 }
 
+/* An answer's Location as the URL it names: a reference relative to the URL that answered (RFC 3986: from
+ * the registry's root, or, without a slash, from the request's own path, as an upload's may be) made whole.
+ */
+static int location_resolve(CURL *easy, OciAnswer *a) {
+        const char *base = NULL;
+        char *whole = NULL;
+        CURLU *u;
+
+        if (curl_api.easy_getinfo(easy, CURLINFO_EFFECTIVE_URL, &base) != CURLE_OK || !base)
+                return 0;
+        if (!(u = curl_api.url()))
+                return -ENOMEM;
+        if (curl_api.url_set(u, CURLUPART_URL, base, 0) == CURLUE_OK &&
+            curl_api.url_set(u, CURLUPART_URL, a->location, 0) == CURLUE_OK &&
+            curl_api.url_get(u, CURLUPART_URL, &whole, 0) == CURLUE_OK) {
+                char *copy = strdup(whole);
+                curl_api.free(whole);
+                if (!copy) {
+                        curl_api.url_cleanup(u);
+                        return -ENOMEM;
+                }
+                free(a->location);
+                a->location = copy;
+        }
+        curl_api.url_cleanup(u);
+        return 0;
+}
+
 /* One request: 0 with the answer, or <0 (the transfer failed). */
 static int request(OciSession *s, const char *url, const char *accept, size_t max, bool basic,
                    const OciSend *send, OciAnswer *a, Error *reterr) {
@@ -207,6 +235,8 @@ static int request(OciSession *s, const char *url, const char *accept, size_t ma
         if (c != CURLE_OK)
                 return transfer_error(s, c, a, url, reterr);
         curl_api.easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &a->status);
+        if (a->location && location_resolve(s->easy, a) < 0)
+                return error_oom(reterr);
         curl_off_t after = 0;
         if (curl_api.easy_getinfo(s->easy, CURLINFO_RETRY_AFTER, &after) == CURLE_OK && after > 0)
                 a->retry_after = (long) MIN(after, (curl_off_t) OCI_RETRY_AFTER_MAX_SEC);

@@ -17,7 +17,7 @@ typedef struct OciAnswer {
         char content_type[128];
         char docker_digest[SHA256_DIGEST_STRING_MAX + 8];
         char *challenge; /* WWW-Authenticate's value */
-        char *location; /* Location's value (an upload's URL) */
+        char *location; /* Location's URL, made whole against the URL that answered (an upload's) */
         long retry_after; /* Retry-After, in seconds (0: none) */
 } OciAnswer;
 

@@ -2,7 +2,6 @@
  * have yet (HEAD) uploaded whole (POST an upload, PUT its bytes with their digest), then the manifest under
  * its tag. The session, its authentication (basic, or a bearer token whose scope the registry's challenge
  * names: push and pull) and its pacing are a pull's (http.c). */
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,12 +37,7 @@ static int blob_push(OciSession *s, const OciBlob *b, const char *what, Error *r
                 return r;
         if (a.status != 202 || !a.location)
                 return refused(s, &a, what, reterr);
-        /* the upload's URL: absolute, from the registry's root, or relative to the POST's (RFC 3986: a
-         * path without a slash, or a query alone, goes on from blobs/uploads/) */
-        bool relative = !startswith(a.location, "https://") && !startswith(a.location, "http://") &&
-                        a.location[0] != '/';
-        if (asprintf(&put, "%s%s%cdigest=%s", relative ? "blobs/uploads/" : "", a.location,
-                     strchr(a.location, '?') ? '&' : '?', b->digest) < 0)
+        if (asprintf(&put, "%s%cdigest=%s", a.location, strchr(a.location, '?') ? '&' : '?', b->digest) < 0)
                 return error_oom(reterr);
         r = oci_send(s, put,
                      &(OciSend){ .method = "PUT",
