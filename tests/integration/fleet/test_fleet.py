@@ -499,9 +499,7 @@ def test_a_host_with_trusted_keys_loads_only_signed_fleet_objects(fleet, bpf, wo
     policy = count_policy(bpf, labels={"role": "edge"})
     policy["ingress"][0]["object"] = obj
     rev = fleet.apply(policy, workdir)
-    wait_for(lambda: fleet.status("edge-count").get(("h1", "edge-count"), {}).get("state") == "failed", timeout=10,
-             what="h1 refusing the unsigned object")
-    st = fleet.status("edge-count")[("h1", "edge-count")]
+    st = fleet.row_when("h1", "failed")  # h1 refusing the unsigned object
     assert "not signed" in json.dumps(st), st
     assert h1.prefs() == []
     sign(key1, obj)

@@ -178,15 +178,6 @@ def dropper_policy(bpf, rollout_spec, max_rate):
             "health": [{"metric": "drops", "max_rate": max_rate}], "rollout": rollout_spec}
 
 
-def row_when(fleet, node, state, policy="edge-count"):
-    """node's status row of policy once it says state: a row is what its node published last, a moment
-    behind what tc and the rollout's plan already show."""
-    def row():
-        r = fleet.status(policy).get((node, policy))
-        return r if r and r["state"] == state else None
-    return wait_for(row, timeout=10, interval=0.2, what="%s's row of %s saying %s" % (node, policy, state))
-
-
 def test_a_failed_health_check_halts_at_the_canary_and_rolls_it_back(fleet, bpf, workdir):
     hosts = six(fleet)
     rev0 = fleet.apply(count_policy(bpf), workdir)
@@ -210,7 +201,7 @@ def test_a_failed_health_check_halts_at_the_canary_and_rolls_it_back(fleet, bpf,
     assert set(came) == {canary.name}, came
     for h in hosts:
         assert h.prefs() == [10], h.name
-    row = row_when(fleet, canary.name, "rolled-back")
+    row = fleet.row_when(canary.name, "rolled-back")
     # asked for rev, holding (and committed to) rev0, whose filter tc shows
     assert row["asked_revision"] == rev, row
     assert row["held_revision"] == rev0 and row["committed_revision"] == rev0, row
@@ -219,7 +210,7 @@ def test_a_failed_health_check_halts_at_the_canary_and_rolls_it_back(fleet, bpf,
     assert "clsd_fleet_rollbacks_total 1" in m and "clsd_fleet_reverts_total 0" in m
     other = [h for h in hosts if h is not canary][0]
     # a node whose wave never came says the rollout halted, and why
-    row = row_when(fleet, other.name, "halted")
+    row = fleet.row_when(other.name, "halted")
     assert "wave 1" in row["error"], row
 
 

@@ -243,6 +243,14 @@ class Fleet:
         p = self.ctl("--json", "fleet", "status", *([policy] if policy else []), check=check)
         return {(r["node"], r["policy"]): r for r in json.loads(p.stdout or "[]")}
 
+    def row_when(self, node, state, policy="edge-count", timeout=10):
+        """node's status row of policy once it says state: a row is what its node published last, a moment
+        behind what tc and a rollout's plan already show."""
+        def row():
+            r = self.status(policy).get((node, policy))
+            return r if r and r["state"] == state else None
+        return wait_for(row, timeout=timeout, interval=0.2, what="%s's row of %s saying %s" % (node, policy, state))
+
     def converged(self, policy, revision, nodes):
         """Every node of nodes says it applied revision of policy, and no other node is selected."""
         st = self.status(policy)
